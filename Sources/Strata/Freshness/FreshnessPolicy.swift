@@ -1,0 +1,67 @@
+import Foundation
+
+/// What ``FreshnessPolicy`` looks at when it judges a cached entry.
+public struct FreshnessContext: Sendable {
+    /// When the entry was stored.
+    public var storedAt: Date
+    /// The current wall-clock time (from the injected `now`).
+    public var now: Date
+    /// `now - storedAt`; negative when the entry claims to come from the future.
+    public var age: Duration { .between(storedAt, now) }
+
+    public init(storedAt: Date, now: Date) {
+        self.storedAt = storedAt
+        self.now = now
+    }
+}
+
+/// Decides whether a cached entry may be served.
+///
+/// ```swift
+/// store.loader(key: "feed", policy: .maxAge(hours: 24))   // S4's TwentyFourHoursPolicy
+/// store.loader(key: "feed", policy: .any)                 // S4's NullPolicy
+/// store.loader(key: "feed", policy: .custom("same day") { calendar.isDate($0.storedAt, inSameDayAs: $0.now) })
+/// ```
+public struct FreshnessPolicy: Sendable, CustomStringConvertible {
+    @usableFromInline let predicate: @Sendable (FreshnessContext) -> Bool
+    /// A short description used in errors, for example `max age 86400s`.
+    public let description: String
+
+    /// A policy defined by `predicate`.
+    public static func custom(
+        _ description: String = "custom",
+        _ predicate: @escaping @Sendable (FreshnessContext) -> Bool
+    ) -> FreshnessPolicy {
+        FreshnessPolicy(predicate: predicate, description: description)
+    }
+
+    /// Fresh while `age < maxAge`. An entry exactly `maxAge` old is expired.
+    ///
+    /// An entry stored *after* `now` (the clock moved backwards, or the entry was written by a machine
+    /// with a clock ahead of ours) cannot be aged and is treated as expired, so a wrong clock never
+    /// pins stale data as fresh.
+    public static func maxAge(_ maxAge: Duration) -> FreshnessPolicy {
+        FreshnessPolicy(
+            predicate: { context in
+                let age = context.age
+                return age >= .zero && age < maxAge
+            },
+            description: "max age \(formatAge(maxAge))"
+        )
+    }
+
+    /// Fresh while younger than `hours` hours.
+    public static func maxAge(hours: Int) -> FreshnessPolicy { maxAge(.seconds(hours * 3600)) }
+
+    /// Fresh while younger than `minutes` minutes.
+    public static func maxAge(minutes: Int) -> FreshnessPolicy { maxAge(.seconds(minutes * 60)) }
+
+    /// Anything cached is acceptable, however old (S4's `NullPolicy`).
+    public static let any = FreshnessPolicy(predicate: { _ in true }, description: "any age")
+
+    /// Whether an entry stored at `storedAt` may be served at `now`.
+    @inlinable
+    public func isFresh(storedAt: Date, now: Date) -> Bool {
+        predicate(FreshnessContext(storedAt: storedAt, now: now))
+    }
+}

@@ -1,0 +1,92 @@
+import Foundation
+
+/// Loads over HTTP: builds a request from the input, sends it through an ``HTTPClient``, and returns
+/// the response when its status is 2xx.
+///
+/// - A non-2xx status throws ``HTTPError/status(code:url:headers:body:)``.
+/// - No response throws ``HTTPError/transport(url:reason:underlying:)``.
+/// - Values it returns are reported with origin ``Origin/remote``.
+///
+/// ```swift
+/// let feed = HTTPLoader(url: feedURL).decoding([FeedItem].self)                   // Loader<Void, [FeedItem]>
+/// let post = HTTPLoader.get { (id: Int) in base.appending(path: "posts/\(id)") }   // Loader<Int, HTTPResponse>
+/// let create = HTTPLoader<NewPost>.postJSON(to: base.appending(path: "posts"))     // Loader<NewPost, HTTPResponse>
+/// ```
+public struct HTTPLoader<Input: Sendable>: Loader {
+    public typealias Output = HTTPResponse
+
+    public let client: any HTTPClient
+    let makeRequest: @Sendable (Input) throws -> HTTPRequest
+    let summary: String
+
+    /// A loader that sends `request(input)` for every load.
+    public init(
+        client: any HTTPClient = URLSessionHTTPClient.shared,
+        description: String = "HTTP",
+        request: @escaping @Sendable (Input) throws -> HTTPRequest
+    ) {
+        self.client = client
+        self.makeRequest = request
+        self.summary = description
+    }
+
+    public func load(_ input: Input) async throws -> HTTPResponse {
+        let request = try makeRequest(input)
+        let response = try await client.send(request)
+        guard (200..<300).contains(response.statusCode) else {
+            throw HTTPError.status(code: response.statusCode, url: response.url, headers: response.headers, body: response.body.prefix(65_536))
+        }
+        LoadRecorder.record(.served(Provenance(origin: .remote, tier: description, age: .zero)))
+        return response
+    }
+
+    /// A loader that sends `GET url(input)`.
+    public static func get(
+        client: any HTTPClient = URLSessionHTTPClient.shared,
+        headers: [String: String] = [:],
+        timeout: Duration? = nil,
+        _ url: @escaping @Sendable (Input) -> URL
+    ) -> HTTPLoader<Input> {
+        HTTPLoader(client: client, description: "HTTP GET") { input in
+            HTTPRequest(method: "GET", url: url(input), headers: headers, timeout: timeout)
+        }
+    }
+}
+
+extension HTTPLoader where Input == Void {
+    /// A loader that sends `GET url`.
+    public init(
+        url: URL, headers: [String: String] = [:], timeout: Duration? = nil,
+        client: any HTTPClient = URLSessionHTTPClient.shared
+    ) {
+        self.init(client: client, description: "HTTP GET \(redactedURLString(url))") { _ in
+            HTTPRequest(method: "GET", url: url, headers: headers, timeout: timeout)
+        }
+    }
+}
+
+extension HTTPLoader where Input: Encodable {
+    /// A loader that sends its input as a JSON body: `POST url` (or `method`) with
+    /// `Content-Type: application/json`.
+    public static func postJSON(
+        to url: URL, method: String = "POST", headers: [String: String] = [:], timeout: Duration? = nil,
+        client: any HTTPClient = URLSessionHTTPClient.shared
+    ) -> HTTPLoader<Input> {
+        HTTPLoader(client: client, description: "HTTP \(method) \(redactedURLString(url))") { input in
+            let body: Data
+            do {
+                body = try JSONEncoder().encode(input)
+            } catch {
+                throw HTTPError.invalidRequest(url: url, reason: "the body does not encode as JSON: \(error)")
+            }
+            var allHeaders = headers
+            allHeaders["Content-Type"] = "application/json"
+            allHeaders["Accept"] = allHeaders["Accept"] ?? "application/json"
+            return HTTPRequest(method: method, url: url, headers: allHeaders, body: body, timeout: timeout)
+        }
+    }
+}
+
+extension HTTPLoader: CustomStringConvertible {
+    public var description: String { summary }
+}

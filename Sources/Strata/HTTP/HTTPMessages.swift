@@ -1,0 +1,126 @@
+import Foundation
+
+/// An HTTP request as Strata sends it.
+public struct HTTPRequest: Sendable, Hashable {
+    /// The method (`GET`, `POST`, …).
+    public var method: String
+    /// The absolute URL.
+    public var url: URL
+    /// Header fields; names are matched case-insensitively by ``HTTPResponse/header(_:)``.
+    public var headers: [String: String]
+    /// The body, for methods that send one.
+    public var body: Data?
+    /// How long the client may wait for the response before failing with ``HTTPError/transport(url:reason:underlying:)``;
+    /// `nil` leaves the client's default.
+    public var timeout: Duration?
+
+    public init(method: String = "GET", url: URL, headers: [String: String] = [:], body: Data? = nil, timeout: Duration? = nil) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.timeout = timeout
+    }
+}
+
+/// An HTTP response as Strata receives it.
+public struct HTTPResponse: Sendable, Hashable {
+    /// The URL the response came from (after redirects).
+    public var url: URL
+    /// The status code.
+    public var statusCode: Int
+    /// Header fields as received.
+    public var headers: [String: String]
+    /// The body.
+    public var body: Data
+
+    public init(url: URL, statusCode: Int, headers: [String: String] = [:], body: Data = Data()) {
+        self.url = url
+        self.statusCode = statusCode
+        self.headers = headers
+        self.body = body
+    }
+
+    /// The value of the header `name`, compared case-insensitively.
+    public func header(_ name: String) -> String? {
+        if let exact = headers[name] { return exact }
+        let lowered = name.lowercased()
+        return headers.first { $0.key.lowercased() == lowered }?.value
+    }
+}
+
+/// Why an HTTP load failed. Every case carries the URL.
+public enum HTTPError: Error, Sendable, CustomStringConvertible {
+    /// No response: connection refused or reset, DNS failure, TLS failure, the client's timeout.
+    case transport(url: URL, reason: String, underlying: (any Error)?)
+    /// The server answered with a status outside 200–299. `body` holds at most the first 64 KiB.
+    case status(code: Int, url: URL, headers: [String: String], body: Data)
+    /// The body could not be decoded as `type`.
+    case decoding(url: URL, type: String, underlying: any Error)
+    /// The request could not be built (for example the body did not encode).
+    case invalidRequest(url: URL, reason: String)
+
+    /// The URL the request was for.
+    public var url: URL {
+        switch self {
+        case .transport(let url, _, _), .status(_, let url, _, _), .decoding(let url, _, _), .invalidRequest(let url, _):
+            url
+        }
+    }
+
+    /// The status code, for ``status(code:url:headers:body:)``.
+    public var statusCode: Int? {
+        if case .status(let code, _, _, _) = self { return code }
+        return nil
+    }
+
+    public var description: String {
+        let where_ = redactedURLString(url)
+        switch self {
+        case .transport(_, let reason, _):
+            return "HTTP request to \(where_) failed: \(reason)"
+        case .status(let code, _, _, let body):
+            let snippet = String(decoding: body.prefix(200), as: UTF8.self)
+                .replacingOccurrences(of: "\n", with: " ")
+            return "HTTP \(code) from \(where_)" + (snippet.isEmpty ? "" : ": \(snippet)")
+        case .decoding(_, let type, let underlying):
+            return "HTTP body from \(where_) is not a valid \(type): \(describeDecodingError(underlying))"
+        case .invalidRequest(_, let reason):
+            return "HTTP request to \(where_) could not be built: \(reason)"
+        }
+    }
+}
+
+/// `url` without user, password or query values, for messages and logs.
+func redactedURLString(_ url: URL) -> String {
+    guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return "<url>" }
+    if components.user != nil || components.password != nil {
+        components.user = nil
+        components.password = nil
+    }
+    if let items = components.queryItems, !items.isEmpty {
+        components.queryItems = items.map { URLQueryItem(name: $0.name, value: $0.value == nil ? nil : "…") }
+    }
+    return components.string ?? "<url>"
+}
+
+/// A one-line account of a `DecodingError`: what was wrong, and where.
+func describeDecodingError(_ error: any Error) -> String {
+    guard let decodingError = error as? DecodingError else { return "\(error)" }
+    func path(_ context: DecodingError.Context) -> String {
+        let components = context.codingPath.map { key in key.intValue.map { "[\($0)]" } ?? ".\(key.stringValue)" }
+        return components.isEmpty ? "at the top level" : "at \(components.joined())"
+    }
+    switch decodingError {
+    case .typeMismatch(let type, let context):
+        return "expected \(type) \(path(context))"
+    case .valueNotFound(let type, let context):
+        return "missing \(type) value \(path(context))"
+    case .keyNotFound(let key, let context):
+        return "missing key '\(key.stringValue)' \(path(context))"
+    case .dataCorrupted(let context):
+        return "\(context.debugDescription) \(path(context))"
+    @unknown default:
+        return "\(decodingError)"
+    }
+}

@@ -1,0 +1,49 @@
+/// A type-erased loader.
+///
+/// Operators return concrete types so chains are specialised; erase only where a caller must store
+/// loaders of different concrete types behind one type (a dependency container, a heterogeneous array).
+/// Erasing costs one indirect call per load.
+public struct AnyLoader<Input: Sendable, Output: Sendable>: Loader {
+    @usableFromInline let body: @Sendable (Input) async throws -> Output
+    /// The description of the erased loader, so chains stay readable after erasure.
+    public let description: String
+
+    /// Erases `base`.
+    public init<Base: Loader>(_ base: Base) where Base.Input == Input, Base.Output == Output {
+        if let alreadyErased = base as? AnyLoader<Input, Output> {
+            self = alreadyErased
+            return
+        }
+        self.body = { try await base.load($0) }
+        self.description = describeLoader(base)
+    }
+
+    /// A loader that runs `body` for every load.
+    public init(_ description: String = "closure", _ body: @escaping @Sendable (Input) async throws -> Output) {
+        self.body = body
+        self.description = description
+    }
+
+    @inlinable
+    public func load(_ input: Input) async throws -> Output {
+        try await body(input)
+    }
+}
+
+extension AnyLoader: CustomStringConvertible {}
+
+extension Loader {
+    /// Erases this loader's concrete type.
+    public func eraseToAnyLoader() -> AnyLoader<Input, Output> {
+        AnyLoader(self)
+    }
+}
+
+/// The short description used for a loader in errors and chain trees: its `description` when it has
+/// one, otherwise its type name.
+func describeLoader(_ loader: some Loader) -> String {
+    if let described = loader as? CustomStringConvertible {
+        return described.description
+    }
+    return String(describing: type(of: loader))
+}

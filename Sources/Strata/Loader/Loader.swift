@@ -1,0 +1,34 @@
+/// Anything that produces a value asynchronously: a network call, a cache read, a bundled file, or a
+/// whole chain of them.
+///
+/// One protocol covers keyed loads (`Loader<Int, Post>`), unkeyed loads (`Loader<Void, [FeedItem]>`)
+/// and writes (`Loader<NewPost, Post>`), so every decorator and composite in Strata is written once.
+///
+/// ## Contract
+/// - `load(_:)` may be called concurrently from any task.
+/// - Cancellation is Swift task cancellation: a loader stops its work when its task is cancelled and
+///   throws `CancellationError`; decorators never treat cancellation as an ordinary failure
+///   (no fallback, no cache write).
+/// - Errors are typed by the layer that failed (``HTTPError``, ``CacheLoadError``, ``FallbackError``,
+///   ``StoreError`` …) so a caller can tell which tier failed and why.
+///
+/// Operators such as ``Loader/fallback(to:)`` or ``Loader/cache(in:key:now:logger:)`` return concrete
+/// generic types, so a composed chain is specialised by the compiler. Use ``AnyLoader`` only where a
+/// caller must store loaders of different concrete types.
+public protocol Loader<Input, Output>: Sendable {
+    /// What a load is keyed by; `Void` for a single resource.
+    associatedtype Input: Sendable = Void
+    /// What a load produces.
+    associatedtype Output: Sendable
+
+    /// Produces the output for `input`, or throws the error of the layer that failed.
+    func load(_ input: Input) async throws -> Output
+}
+
+extension Loader where Input == Void {
+    /// Loads the single resource this loader stands for.
+    @inlinable
+    public func load() async throws -> Output {
+        try await load(())
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+
+/// Something whose bytes can be decoded, and that knows how to report a decoding failure.
+public protocol DecodableBody: Sendable {
+    /// The bytes to decode.
+    var bodyData: Data { get }
+    /// The error to throw when the bytes do not decode as `type`.
+    func decodingFailure(type: Any.Type, error: any Error) -> any Error
+}
+
+extension Data: DecodableBody {
+    public var bodyData: Data { self }
+    public func decodingFailure(type: Any.Type, error: any Error) -> any Error {
+        DecodingFailure(type: String(describing: type), underlying: error)
+    }
+}
+
+extension HTTPResponse: DecodableBody {
+    public var bodyData: Data { body }
+    public func decodingFailure(type: Any.Type, error: any Error) -> any Error {
+        HTTPError.decoding(url: url, type: String(describing: type), underlying: error)
+    }
+}
+
+/// Bytes that do not decode as the expected type (for `Data` sources; HTTP sources throw
+/// ``HTTPError/decoding(url:type:underlying:)``, which also names the URL).
+public struct DecodingFailure: Error, Sendable, CustomStringConvertible {
+    public var type: String
+    public var underlying: any Error
+
+    public var description: String { "bytes are not a valid \(type): \(describeDecodingError(underlying))" }
+}
+
+/// Decodes a loader's bytes with a `JSONDecoder`; built by ``Loader/decoding(_:decoder:)``.
+public struct DecodingLoader<Base: Loader, Value: Decodable & Sendable>: Loader where Base.Output: DecodableBody {
+    public typealias Input = Base.Input
+    public typealias Output = Value
+
+    public let base: Base
+    let makeDecoder: @Sendable () -> JSONDecoder
+
+    public func load(_ input: Input) async throws -> Value {
+        let body = try await base.load(input)
+        do {
+            return try makeDecoder().decode(Value.self, from: body.bodyData)
+        } catch {
+            throw body.decodingFailure(type: Value.self, error: error)
+        }
+    }
+}
+
+extension DecodingLoader: CustomStringConvertible {
+    public var description: String { describeLoader(base) }
+}
+
+extension Loader where Output: DecodableBody {
+    /// Decodes the loaded bytes (or HTTP body) as JSON into `type`.
+    ///
+    /// - Parameter decoder: makes the decoder for each load (a `JSONDecoder` is not `Sendable`), for
+    ///   example to set a date strategy.
+    public func decoding<Value: Decodable & Sendable>(
+        _ type: Value.Type = Value.self,
+        decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() }
+    ) -> DecodingLoader<Self, Value> {
+        DecodingLoader(base: self, makeDecoder: decoder)
+    }
+}

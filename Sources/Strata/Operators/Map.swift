@@ -1,0 +1,107 @@
+/// Transforms a loader's output; built by ``Loader/map(_:)``.
+public struct MapLoader<Base: Loader, Output: Sendable>: Loader {
+    public typealias Input = Base.Input
+
+    public let base: Base
+    @usableFromInline let transform: @Sendable (Base.Output) throws -> Output
+
+    @inlinable
+    init(base: Base, transform: @escaping @Sendable (Base.Output) throws -> Output) {
+        self.base = base
+        self.transform = transform
+    }
+
+    @inlinable
+    public func load(_ input: Input) async throws -> Output {
+        try transform(try await base.load(input))
+    }
+}
+
+extension MapLoader: CustomStringConvertible {
+    public var description: String { "\(describeLoader(base)) + map" }
+}
+
+/// Transforms a loader's input before it loads; built by ``Loader/mapInput(_:)``.
+public struct MapInputLoader<Base: Loader, Input: Sendable>: Loader {
+    public typealias Output = Base.Output
+
+    public let base: Base
+    @usableFromInline let transform: @Sendable (Input) throws -> Base.Input
+
+    @inlinable
+    init(base: Base, transform: @escaping @Sendable (Input) throws -> Base.Input) {
+        self.base = base
+        self.transform = transform
+    }
+
+    @inlinable
+    public func load(_ input: Input) async throws -> Output {
+        try await base.load(try transform(input))
+    }
+}
+
+extension MapInputLoader: CustomStringConvertible {
+    public var description: String { describeLoader(base) }
+}
+
+/// Replaces a loader's errors; built by ``Loader/mapError(_:)``.
+public struct MapErrorLoader<Base: Loader>: Loader {
+    public typealias Input = Base.Input
+    public typealias Output = Base.Output
+
+    public let base: Base
+    @usableFromInline let transform: @Sendable (any Error) -> any Error
+
+    @inlinable
+    init(base: Base, transform: @escaping @Sendable (any Error) -> any Error) {
+        self.base = base
+        self.transform = transform
+    }
+
+    @inlinable
+    public func load(_ input: Input) async throws -> Output {
+        do {
+            return try await base.load(input)
+        } catch let error as CancellationError {
+            throw error
+        } catch {
+            throw transform(error)
+        }
+    }
+}
+
+extension MapErrorLoader: CustomStringConvertible {
+    public var description: String { describeLoader(base) }
+}
+
+extension Loader {
+    /// Transforms every loaded value; an error thrown by `transform` fails the load.
+    ///
+    /// ```swift
+    /// let titles = feed.map { items in items.map(\.title) }
+    /// ```
+    @inlinable
+    public func map<T: Sendable>(_ transform: @escaping @Sendable (Output) throws -> T) -> MapLoader<Self, T> {
+        MapLoader(base: self, transform: transform)
+    }
+
+    /// Adapts the input: the new loader takes `NewInput` and loads `transform(input)`.
+    ///
+    /// ```swift
+    /// let postsByID = fileStore.loader(policy: .any).mapInput { (id: Int) in "post-\(id)" }
+    /// let feed = keyedFeed.mapInput { () in "home" }
+    /// ```
+    @inlinable
+    public func mapInput<NewInput: Sendable>(
+        _ transform: @escaping @Sendable (NewInput) throws -> Input
+    ) -> MapInputLoader<Self, NewInput> {
+        MapInputLoader(base: self, transform: transform)
+    }
+
+    /// Replaces every error (except cancellation) with `transform(error)`, for example to map
+    /// Strata's errors into an app's domain errors.
+    @inlinable
+    public func mapError(_ transform: @escaping @Sendable (any Error) -> any Error) -> MapErrorLoader<Self> {
+        MapErrorLoader(base: self, transform: transform)
+    }
+}

@@ -1,0 +1,35 @@
+/// Gives a loader a name for error messages, provenance and chain trees; built by ``Loader/named(_:)``.
+public struct NamedLoader<Base: Loader>: Loader {
+    public typealias Input = Base.Input
+    public typealias Output = Base.Output
+
+    public let base: Base
+    public let name: String
+
+    @inlinable
+    init(base: Base, name: String) {
+        self.base = base
+        self.name = name
+    }
+
+    @inlinable
+    public func load(_ input: Input) async throws -> Output {
+        try await base.load(input)
+    }
+}
+
+extension NamedLoader: CustomStringConvertible {
+    public var description: String { name }
+}
+
+extension Loader {
+    /// Names this loader: errors (``FallbackError``), provenance and descriptions show `name`.
+    ///
+    /// ```swift
+    /// let freshLocal = store.loader(key: "feed", policy: .maxAge(hours: 24)).named("fresh local")
+    /// ```
+    @inlinable
+    public func named(_ name: String) -> NamedLoader<Self> {
+        NamedLoader(base: self, name: name)
+    }
+}

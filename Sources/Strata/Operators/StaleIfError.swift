@@ -1,0 +1,79 @@
+import Foundation
+import Logging
+
+/// The S0 caching decorator: fresh data when the base loader succeeds (and saved), the cached copy
+/// when it fails, and the base loader's **original** error when there is no usable copy; built by
+/// ``Loader/staleIfError(in:key:maxStale:now:logger:)``.
+///
+/// Unlike `cache(in:key:).fallback(to: store.loader(key:))`, which reports every tier in a
+/// ``FallbackError``, this decorator is invisible on failure: callers see exactly the error they
+/// would have seen without a cache. A failing or unreadable cache is never the error shown.
+public struct StaleIfErrorLoader<Base: Loader, S: Store>: Loader where S.Value == Base.Output {
+    public typealias Input = Base.Input
+    public typealias Output = Base.Output
+
+    public let base: Base
+    public let store: S
+    /// Which cached copies may be served after a failure (`.any` by default).
+    public let maxStale: FreshnessPolicy
+    let key: @Sendable (Input) -> S.Key
+    let now: @Sendable () -> Date
+    let logger: Logger
+
+    init(base: Base, store: S, key: @escaping @Sendable (Input) -> S.Key, maxStale: FreshnessPolicy,
+         now: @escaping @Sendable () -> Date, logger: Logger) {
+        self.base = base
+        self.store = store
+        self.key = key
+        self.maxStale = maxStale
+        self.now = now
+        self.logger = logger
+    }
+
+    public func load(_ input: Input) async throws -> Output {
+        let key = key(input)
+        let value: Output
+        do {
+            value = try await base.load(input)
+        } catch {
+            try rethrowIfCancelled(error)
+            LoadRecorder.record(.tierFailed(tier: describeLoader(base), error: error))
+            guard let cached = try? await store.retrieve(key) else { throw error }
+            let now = now()
+            guard maxStale.isFresh(storedAt: cached.storedAt, now: now) else { throw error }
+            LoadRecorder.record(.served(Provenance(
+                origin: store.origin, tier: "\(describeStore(store)) [stale if error]", storedAt: cached.storedAt,
+                age: max(.zero, .between(cached.storedAt, now)))))
+            return cached.value
+        }
+        try Task.checkCancellation()
+        await writeToCache(value, for: key, store: store, now: now, logger: logger)
+        return value
+    }
+}
+
+extension StaleIfErrorLoader: CustomStringConvertible {
+    public var description: String { "\(describeLoader(base)) + stale-if-error(\(describeStore(store)), \(maxStale))" }
+}
+
+extension Loader {
+    /// Saves fresh values to `store`, serves the saved copy when this loader fails, and rethrows the
+    /// original error when there is no usable copy (S0's `CachingFeedRepository`).
+    ///
+    /// - Parameter maxStale: which copies may be served after a failure; `.maxAge(hours: 24 * 7)`
+    ///   bounds staleness (RFC 5861 `stale-if-error`); `.any` by default.
+    public func staleIfError<S: Store>(
+        in store: S, key: S.Key, maxStale: FreshnessPolicy = .any,
+        now: @escaping @Sendable () -> Date = { Date() }, logger: Logger = Logger(label: "strata.cache")
+    ) -> StaleIfErrorLoader<Self, S> where S.Value == Output {
+        StaleIfErrorLoader(base: self, store: store, key: { _ in key }, maxStale: maxStale, now: now, logger: logger)
+    }
+
+    /// The keyed form of ``staleIfError(in:key:maxStale:now:logger:)``: the cache key comes from the input.
+    public func staleIfError<S: Store>(
+        in store: S, maxStale: FreshnessPolicy = .any, now: @escaping @Sendable () -> Date = { Date() },
+        logger: Logger = Logger(label: "strata.cache"), key: @escaping @Sendable (Input) -> S.Key
+    ) -> StaleIfErrorLoader<Self, S> where S.Value == Output {
+        StaleIfErrorLoader(base: self, store: store, key: key, maxStale: maxStale, now: now, logger: logger)
+    }
+}

@@ -1,0 +1,162 @@
+import Foundation
+
+/// Where a served value came from.
+public enum Origin: Sendable, Hashable, CustomStringConvertible {
+    /// An in-memory cache.
+    case memory
+    /// A persistent local cache (files, user defaults, a database on this machine).
+    case disk
+    /// A shared cache on another machine (for example PostgreSQL).
+    case sharedCache
+    /// The remote source of truth, fetched for this load.
+    case remote
+    /// Default data shipped with the app.
+    case bundled
+    /// A source named by the application.
+    case custom(String)
+    /// No loader in the chain reported an origin.
+    case unknown
+
+    public var description: String {
+        switch self {
+        case .memory: "memory"
+        case .disk: "disk"
+        case .sharedCache: "shared cache"
+        case .remote: "remote"
+        case .bundled: "bundled default"
+        case .custom(let name): name
+        case .unknown: "unknown"
+        }
+    }
+}
+
+/// Where a value came from and how old it is.
+public struct Provenance: Sendable, Hashable, CustomStringConvertible {
+    /// The kind of source that served the value.
+    public var origin: Origin
+    /// The loader (tier) that served it, as described in the chain.
+    public var tier: String
+    /// When the value was stored, for cached values; `nil` for values fetched or read from a bundle now.
+    public var storedAt: Date?
+    /// How old the value was when it was served: `now - storedAt` for cached values, zero for fresh ones,
+    /// `nil` when unknown (bundled data).
+    public var age: Duration?
+
+    public init(origin: Origin, tier: String, storedAt: Date? = nil, age: Duration? = nil) {
+        self.origin = origin
+        self.tier = tier
+        self.storedAt = storedAt
+        self.age = age
+    }
+
+    public var description: String {
+        var text = "\(origin) via \(tier)"
+        if let age { text += ", age \(formatAge(age))" }
+        return text
+    }
+}
+
+/// A value together with where it came from and what happened while loading it.
+public struct Served<Value: Sendable>: Sendable {
+    /// The loaded value.
+    public var value: Value
+    /// The tier that served it; `origin == .unknown` when no loader in the chain reports one.
+    public var provenance: Provenance
+    /// Every event recorded during the load, in order: tiers that failed, the tier that served,
+    /// cache writes that failed.
+    public var events: [LoadEvent]
+
+    public init(value: Value, provenance: Provenance, events: [LoadEvent]) {
+        self.value = value
+        self.provenance = provenance
+        self.events = events
+    }
+}
+
+/// Something that happened during one load, as recorded by Strata's loaders.
+public enum LoadEvent: Sendable, CustomStringConvertible {
+    /// A tier produced the value.
+    case served(Provenance)
+    /// A tier failed and the chain moved on (or gave up).
+    case tierFailed(tier: String, error: any Error)
+    /// A value was written to a cache.
+    case cacheWritten(store: String, key: String)
+    /// Writing to a cache failed; the load itself still succeeded.
+    case cacheWriteFailed(store: String, key: String, error: any Error)
+
+    public var description: String {
+        switch self {
+        case .served(let provenance): "served: \(provenance)"
+        case .tierFailed(let tier, let error): "failed: \(tier): \(error)"
+        case .cacheWritten(let store, let key): "cached: \(key) in \(store)"
+        case .cacheWriteFailed(let store, let key, let error): "cache write failed: \(key) in \(store): \(error)"
+        }
+    }
+}
+
+/// Collects the ``LoadEvent``s of one load. Loaders report through ``LoadRecorder/record(_:)``;
+/// it costs one task-local read when nobody is listening.
+public final class LoadRecorder: Sendable {
+    @TaskLocal static var current: LoadRecorder?
+
+    private let storage = Locked<[LoadEvent]>([])
+
+    init() {}
+
+    /// The events recorded so far.
+    public var events: [LoadEvent] { storage.withLock { $0 } }
+
+    /// Records `event` for the load running in the current task, if anyone is listening.
+    public static func record(_ event: @autoclosure () -> LoadEvent) {
+        guard let recorder = current else { return }
+        let made = event()
+        recorder.storage.withLock { $0.append(made) }
+    }
+
+    /// Whether the current task's load is being recorded (lets loaders skip building expensive events).
+    public static var isRecording: Bool { current != nil }
+}
+
+extension Loader {
+    /// Loads `input` and reports where the value came from and how old it is.
+    ///
+    /// ```swift
+    /// let served = try await feed.loadServed()
+    /// print(served.provenance)   // "disk via fresh local, age 2h 0m"
+    /// ```
+    public func loadServed(_ input: Input) async throws -> Served<Output> {
+        let recorder = LoadRecorder()
+        let value = try await LoadRecorder.$current.withValue(recorder) {
+            try await load(input)
+        }
+        let events = recorder.events
+        let provenance = events.reversed().lazy.compactMap { event -> Provenance? in
+            if case .served(let provenance) = event { return provenance }
+            return nil
+        }.first ?? Provenance(origin: .unknown, tier: describeLoader(self))
+        return Served(value: value, provenance: provenance, events: events)
+    }
+}
+
+extension Loader where Input == Void {
+    /// Loads the resource and reports where the value came from and how old it is.
+    public func loadServed() async throws -> Served<Output> {
+        try await loadServed(())
+    }
+}
+
+/// Formats an age for people: `42s`, `5m 3s`, `2h 0m`, `3d 4h`.
+public func formatAge(_ age: Duration) -> String {
+    let seconds = max(0, Int(age.components.seconds))
+    if seconds < 60 { return "\(seconds)s" }
+    if seconds < 3600 { return "\(seconds / 60)m \(seconds % 60)s" }
+    if seconds < 86_400 { return "\(seconds / 3600)h \((seconds % 3600) / 60)m" }
+    return "\(seconds / 86_400)d \((seconds % 86_400) / 3600)h"
+}
+
+extension Duration {
+    /// The duration between two wall-clock dates (negative when `end` is before `start`).
+    static func between(_ start: Date, _ end: Date) -> Duration {
+        .seconds(end.timeIntervalSince(start))
+    }
+}

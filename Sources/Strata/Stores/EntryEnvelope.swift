@@ -1,0 +1,123 @@
+import Foundation
+
+/// The byte layout byte-level stores use for one entry: a versioned header, then the codec's payload.
+///
+/// ```
+/// "STRA"            4 bytes  magic
+/// version           1 byte   (1)
+/// storedAt          8 bytes  Date.timeIntervalSinceReferenceDate, IEEE 754 bits, big-endian
+/// key               u32 length + UTF-8
+/// etag              u32 length + UTF-8, or 0xFFFF_FFFF for none
+/// lastModified      u32 length + UTF-8, or 0xFFFF_FFFF for none
+/// payload           u64 length + bytes; the entry ends exactly there
+/// ```
+/// The key is kept so a store can tell its own entry from another key's (hash collisions, copied
+/// files); the payload length makes any truncation detectable. Anything that does not parse is corrupt.
+enum EntryEnvelope {
+    static let magic: [UInt8] = Array("STRA".utf8)
+    static let version: UInt8 = 1
+    private static let none: UInt32 = 0xFFFF_FFFF
+
+    struct Header: Sendable, Equatable {
+        var key: String
+        var storedAt: Date
+        var validators: CacheValidators
+    }
+
+    static func encode(key: String, storedAt: Date, validators: CacheValidators, payload: Data) -> Data {
+        var out = Data()
+        let keyBytes = Array(key.utf8)
+        out.reserveCapacity(4 + 1 + 8 + 4 + keyBytes.count + 8 + 8 + payload.count + 64)
+        out.append(contentsOf: magic)
+        out.append(version)
+        appendBigEndian(storedAt.timeIntervalSinceReferenceDate.bitPattern, to: &out)
+        appendString(key, to: &out)
+        appendOptionalString(validators.etag, to: &out)
+        appendOptionalString(validators.lastModified, to: &out)
+        appendBigEndian(UInt64(payload.count), to: &out)
+        out.append(payload)
+        return out
+    }
+
+    /// Parses `data`; `nil` when it is not a complete, well-formed entry of this version.
+    static func decode(_ data: Data) -> (header: Header, payload: Data)? {
+        var reader = Reader(data: data)
+        guard let magicBytes = reader.bytes(4), magicBytes.elementsEqual(magic),
+              reader.byte() == version,
+              let storedBits: UInt64 = reader.integer(),
+              let key = reader.string(),
+              let etag = reader.optionalString(),
+              let lastModified = reader.optionalString(),
+              let payloadLength: UInt64 = reader.integer(),
+              payloadLength == UInt64(reader.remaining),
+              let payload = reader.bytes(Int(payloadLength))
+        else { return nil }
+        let interval = Double(bitPattern: storedBits)
+        guard interval.isFinite else { return nil }
+        let header = Header(
+            key: key,
+            storedAt: Date(timeIntervalSinceReferenceDate: interval),
+            validators: CacheValidators(etag: etag.value, lastModified: lastModified.value)
+        )
+        return (header, Data(payload))
+    }
+
+    private static func appendBigEndian<T: FixedWidthInteger>(_ value: T, to data: inout Data) {
+        withUnsafeBytes(of: value.bigEndian) { data.append(contentsOf: $0) }
+    }
+
+    private static func appendString(_ string: String, to data: inout Data) {
+        let bytes = Array(string.utf8)
+        appendBigEndian(UInt32(bytes.count), to: &data)
+        data.append(contentsOf: bytes)
+    }
+
+    private static func appendOptionalString(_ string: String?, to data: inout Data) {
+        guard let string else { return appendBigEndian(none, to: &data) }
+        appendString(string, to: &data)
+    }
+
+    /// A bounds-checked cursor over the entry's bytes.
+    private struct Reader {
+        let data: Data
+        var offset: Data.Index
+
+        init(data: Data) {
+            self.data = data
+            self.offset = data.startIndex
+        }
+
+        var remaining: Int { data.endIndex - offset }
+
+        mutating func bytes(_ count: Int) -> Data.SubSequence? {
+            guard count >= 0, remaining >= count else { return nil }
+            defer { offset += count }
+            return data[offset..<offset + count]
+        }
+
+        mutating func byte() -> UInt8? { bytes(1)?.first }
+
+        mutating func integer<T: FixedWidthInteger>() -> T? {
+            guard let raw = bytes(MemoryLayout<T>.size) else { return nil }
+            return raw.reduce(T.zero) { ($0 << 8) | T($1) }
+        }
+
+        mutating func string() -> String? {
+            guard let length: UInt32 = integer(), length != EntryEnvelope.none,
+                  let raw = bytes(Int(length)) else { return nil }
+            return String(validating: raw, as: UTF8.self)
+        }
+
+        /// `.some(nil)` for an absent string, `nil` for malformed bytes.
+        mutating func optionalString() -> Box<String?>? {
+            let start = offset
+            guard let length: UInt32 = integer() else { return nil }
+            if length == EntryEnvelope.none { return Box(value: nil) }
+            offset = start
+            guard let text = string() else { return nil }
+            return Box(value: text)
+        }
+    }
+
+    private struct Box<T> { var value: T }
+}

@@ -1,0 +1,102 @@
+import Foundation
+
+/// A cached value with the metadata a cache needs to judge it.
+public struct Cached<Value: Sendable>: Sendable {
+    /// The stored value.
+    public var value: Value
+    /// When the value was stored (wall-clock time from the injected `now`).
+    public var storedAt: Date
+    /// HTTP validators kept with the value so it can be revalidated with a conditional request.
+    public var validators: CacheValidators
+
+    public init(value: Value, storedAt: Date, validators: CacheValidators = .none) {
+        self.value = value
+        self.storedAt = storedAt
+        self.validators = validators
+    }
+}
+
+extension Cached: Equatable where Value: Equatable {}
+
+/// HTTP validators (`ETag`, `Last-Modified`) stored beside a cached value.
+public struct CacheValidators: Sendable, Hashable {
+    /// The response's `ETag` header, sent back as `If-None-Match`.
+    public var etag: String?
+    /// The response's `Last-Modified` header, sent back as `If-Modified-Since`.
+    public var lastModified: String?
+
+    public init(etag: String? = nil, lastModified: String? = nil) {
+        self.etag = etag
+        self.lastModified = lastModified
+    }
+
+    /// No validators.
+    public static let none = CacheValidators()
+}
+
+/// A key-value cache of timestamped entries: memory, files, user defaults, or a database.
+///
+/// ## Contract
+/// Every conforming store passes `StoreContract` in `StrataTesting`:
+/// - `retrieve` of a missing key returns `nil`; retrieving has no side effects on valid entries.
+/// - `insert` replaces any previous entry for the key; `delete` of a missing key succeeds.
+/// - An entry that cannot be read back (corrupt, truncated, written by an incompatible version) is a
+///   miss: `retrieve` returns `nil` and removes it. It is never a crash.
+/// - A failed `insert` leaves the previous entry for that key intact.
+/// - Failures the store cannot hide (I/O errors, permissions) throw ``StoreError``.
+/// - All methods may be called concurrently from any task.
+public protocol Store<Key, Value>: Sendable {
+    associatedtype Key: Hashable & Sendable
+    associatedtype Value: Sendable
+
+    /// The entry stored for `key`, or `nil` when there is none (or it was unreadable).
+    func retrieve(_ key: Key) async throws -> Cached<Value>?
+    /// Stores `entry` under `key`, replacing any previous entry.
+    func insert(_ entry: Cached<Value>, for key: Key) async throws
+    /// Removes the entry for `key`; succeeds when there is none.
+    func delete(_ key: Key) async throws
+
+    /// The kind of source this store is, reported as the ``Provenance/origin`` of values it serves.
+    var origin: Origin { get }
+}
+
+extension Store {
+    /// Stores `value` under `key`, stamped with `storedAt`.
+    public func insert(_ value: Value, for key: Key, storedAt: Date, validators: CacheValidators = .none) async throws {
+        try await insert(Cached(value: value, storedAt: storedAt, validators: validators), for: key)
+    }
+
+    public var origin: Origin { .disk }
+}
+
+/// A store operation that failed for a reason the store cannot hide.
+public struct StoreError: Error, Sendable, CustomStringConvertible {
+    /// The operation that failed.
+    public enum Operation: String, Sendable {
+        case retrieve, insert, delete, open
+    }
+
+    /// The store, as described in the chain (for example `FileStore(/var/cache/app)`).
+    public var store: String
+    /// The operation that failed.
+    public var operation: Operation
+    /// The key involved, when there is one.
+    public var key: String?
+    /// Why it failed, in words.
+    public var reason: String
+    /// The underlying error, when there is one.
+    public var underlying: (any Error)?
+
+    public init(store: String, operation: Operation, key: String?, reason: String, underlying: (any Error)? = nil) {
+        self.store = store
+        self.operation = operation
+        self.key = key
+        self.reason = reason
+        self.underlying = underlying
+    }
+
+    public var description: String {
+        let keyText = key.map { " key '\($0)'" } ?? ""
+        return "\(store): \(operation.rawValue)\(keyText) failed: \(reason)"
+    }
+}

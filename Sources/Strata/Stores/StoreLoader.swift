@@ -1,0 +1,96 @@
+import Foundation
+
+/// Why a cache tier could not serve a value.
+public enum CacheLoadError: Error, Sendable, CustomStringConvertible {
+    /// Nothing is stored for the key (S4's `emptyCache`).
+    case empty(store: String, key: String)
+    /// An entry exists but the policy rejects it (S4's `expiredCache`).
+    case expired(store: String, key: String, storedAt: Date, age: Duration, policy: String)
+    /// The store failed to read (an I/O or permission error, not a corrupt entry).
+    case unreadable(store: String, key: String, underlying: any Error)
+
+    public var description: String {
+        switch self {
+        case .empty(let store, let key):
+            "\(store): nothing cached for '\(key)'"
+        case .expired(let store, let key, _, let age, let policy):
+            "\(store): entry for '\(key)' is \(formatAge(age)) old, outside policy '\(policy)'"
+        case .unreadable(let store, let key, let underlying):
+            "\(store): could not read '\(key)': \(underlying)"
+        }
+    }
+}
+
+/// Reads a store through a ``FreshnessPolicy``; built by ``Store/loader(key:policy:now:)``.
+///
+/// Serves the stored value when the policy accepts its age; otherwise throws ``CacheLoadError``
+/// (`empty`, `expired`, `unreadable`), which a ``Loader/fallback(to:)`` after it turns into the next tier.
+public struct StoreLoader<S: Store, Input: Sendable>: Loader {
+    public typealias Output = S.Value
+
+    public let store: S
+    public let policy: FreshnessPolicy
+    @usableFromInline let key: @Sendable (Input) -> S.Key
+    @usableFromInline let now: @Sendable () -> Date
+
+    init(store: S, policy: FreshnessPolicy, now: @escaping @Sendable () -> Date, key: @escaping @Sendable (Input) -> S.Key) {
+        self.store = store
+        self.policy = policy
+        self.now = now
+        self.key = key
+    }
+
+    public func load(_ input: Input) async throws -> S.Value {
+        let key = key(input)
+        let storeName = describeStore(store)
+        let cached: Cached<S.Value>?
+        do {
+            cached = try await store.retrieve(key)
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            throw CacheLoadError.unreadable(store: storeName, key: "\(key)", underlying: error)
+        }
+        guard let cached else { throw CacheLoadError.empty(store: storeName, key: "\(key)") }
+        let now = now()
+        guard policy.isFresh(storedAt: cached.storedAt, now: now) else {
+            throw CacheLoadError.expired(
+                store: storeName, key: "\(key)", storedAt: cached.storedAt, age: .between(cached.storedAt, now),
+                policy: policy.description)
+        }
+        LoadRecorder.record(.served(Provenance(
+            origin: store.origin, tier: description, storedAt: cached.storedAt,
+            age: max(.zero, .between(cached.storedAt, now)))))
+        return cached.value
+    }
+}
+
+extension StoreLoader: CustomStringConvertible {
+    public var description: String { "\(describeStore(store)) [\(policy)]" }
+}
+
+extension Store {
+    /// A loader that serves the entry for `key` while `policy` accepts it.
+    ///
+    /// ```swift
+    /// let freshLocal = store.loader(key: "feed", policy: .maxAge(hours: 24))
+    /// let anyLocal = store.loader(key: "feed", policy: .any)
+    /// ```
+    public func loader(
+        key: Key, policy: FreshnessPolicy = .any, now: @escaping @Sendable () -> Date = { Date() }
+    ) -> StoreLoader<Self, Void> {
+        StoreLoader(store: self, policy: policy, now: now, key: { _ in key })
+    }
+
+    /// A keyed loader: `load(key)` serves the entry for that key while `policy` accepts it.
+    public func loader(
+        policy: FreshnessPolicy = .any, now: @escaping @Sendable () -> Date = { Date() }
+    ) -> StoreLoader<Self, Key> {
+        StoreLoader(store: self, policy: policy, now: now, key: { $0 })
+    }
+}
+
+/// A store's description for errors and chain trees.
+func describeStore(_ store: some Store) -> String {
+    (store as? CustomStringConvertible)?.description ?? String(describing: type(of: store))
+}

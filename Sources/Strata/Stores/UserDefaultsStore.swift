@@ -1,0 +1,73 @@
+import Foundation
+
+/// A store in `UserDefaults`, one defaults key per entry: for the small-data case of the source
+/// articles (a short feed, a few posts). Use ``FileStore`` for anything large.
+///
+/// Entries are stored as `Data` in the same versioned envelope ``FileStore`` uses, under
+/// `keyPrefix + key`; an unreadable entry is a miss and is removed.
+public final class UserDefaultsStore<Value: Sendable>: Store, Sendable {
+    public typealias Key = String
+
+    /// The suite this store writes to (`nil` for `UserDefaults.standard`).
+    public let suiteName: String?
+    /// Prepended to every key so the store's entries never collide with the app's own defaults.
+    public let keyPrefix: String
+    private let codec: any Codec<Value>
+
+    /// Creates a store in the defaults suite `suiteName` (`nil` for the standard defaults).
+    public init(suiteName: String? = nil, keyPrefix: String = "strata.", codec: some Codec<Value>) {
+        self.suiteName = suiteName
+        self.keyPrefix = keyPrefix
+        self.codec = codec
+    }
+
+    /// Creates a store that encodes values as JSON.
+    public convenience init(suiteName: String? = nil, keyPrefix: String = "strata.") where Value: Codable {
+        self.init(suiteName: suiteName, keyPrefix: keyPrefix, codec: JSONCodec<Value>())
+    }
+
+    public var origin: Origin { .disk }
+
+    // UserDefaults is documented thread-safe but is not `Sendable` on every platform; a store holds
+    // only the suite name and opens the (process-wide, cached) suite object on each call.
+    private func defaults() throws -> UserDefaults {
+        guard let suiteName else { return .standard }
+        guard let defaults = UserDefaults(suiteName: suiteName) else {
+            throw StoreError(store: description, operation: .open, key: nil, reason: "UserDefaults refused suite name '\(suiteName)'")
+        }
+        return defaults
+    }
+
+    public func retrieve(_ key: String) async throws -> Cached<Value>? {
+        let defaults = try defaults()
+        let defaultsKey = keyPrefix + key
+        guard let object = defaults.object(forKey: defaultsKey) else { return nil }
+        guard let data = object as? Data,
+              let (header, payload) = EntryEnvelope.decode(data), header.key == key,
+              let value = try? codec.decode(payload)
+        else {
+            defaults.removeObject(forKey: defaultsKey)
+            return nil
+        }
+        return Cached(value: value, storedAt: header.storedAt, validators: header.validators)
+    }
+
+    public func insert(_ entry: Cached<Value>, for key: String) async throws {
+        let payload: Data
+        do {
+            payload = try codec.encode(entry.value)
+        } catch {
+            throw StoreError(store: description, operation: .insert, key: key, reason: "value does not encode: \(error)", underlying: error)
+        }
+        let data = EntryEnvelope.encode(key: key, storedAt: entry.storedAt, validators: entry.validators, payload: payload)
+        try defaults().set(data, forKey: keyPrefix + key)
+    }
+
+    public func delete(_ key: String) async throws {
+        try defaults().removeObject(forKey: keyPrefix + key)
+    }
+}
+
+extension UserDefaultsStore: CustomStringConvertible {
+    public var description: String { "UserDefaultsStore(\(suiteName ?? "standard"))" }
+}

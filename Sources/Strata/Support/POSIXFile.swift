@@ -1,0 +1,119 @@
+import Foundation
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The few POSIX file operations FileStore needs, with errno turned into readable errors.
+enum POSIXFile {
+    struct Failure: Error, CustomStringConvertible {
+        var call: String
+        var path: String
+        var code: Int32
+        var description: String { "\(call)(\(path)): \(String(cString: strerror(code))) (errno \(code))" }
+    }
+
+    /// The contents of `path` and its inode, or `nil` when it does not exist.
+    static func read(_ path: String) throws -> (data: Data, inode: UInt64)? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 {
+            if errno == ENOENT || errno == ENOTDIR { return nil }
+            throw Failure(call: "open", path: path, code: errno)
+        }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw Failure(call: "fstat", path: path, code: errno) }
+        var data = Data(count: Int(info.st_size))
+        var filled = 0
+        let size = data.count
+        let readError: Int32? = data.withUnsafeMutableBytes { buffer -> Int32? in
+            while filled < size {
+                let n = Glibc_read(fd, buffer.baseAddress! + filled, size - filled)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                if n == 0 { break }  // the file shrank while we read it: what we have is what there is
+                filled += n
+            }
+            return nil
+        }
+        if let readError { throw Failure(call: "read", path: path, code: readError) }
+        if filled < size { data.removeSubrange(filled...) }
+        return (data, UInt64(info.st_ino))
+    }
+
+    /// Writes `data` to a new file at `temporaryPath` (mode `mode`, never following or replacing an
+    /// existing file), flushes it to disk, then atomically renames it over `path`. On any failure the
+    /// temporary file is removed and `path` is untouched.
+    static func writeAtomically(_ data: Data, to path: String, via temporaryPath: String, mode: mode_t, sync: Bool) throws {
+        let fd = open(temporaryPath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode)
+        guard fd >= 0 else { throw Failure(call: "open", path: temporaryPath, code: errno) }
+        var succeeded = false
+        defer { if !succeeded { unlink(temporaryPath) } }
+        do {
+            defer { close(fd) }
+            let writeError: Int32? = data.withUnsafeBytes { buffer -> Int32? in
+                var written = 0
+                while written < buffer.count {
+                    let n = Glibc_write(fd, buffer.baseAddress! + written, buffer.count - written)
+                    if n < 0 {
+                        if errno == EINTR { continue }
+                        return errno
+                    }
+                    written += n
+                }
+                return nil
+            }
+            if let writeError { throw Failure(call: "write", path: temporaryPath, code: writeError) }
+            if sync, fsync(fd) != 0 { throw Failure(call: "fsync", path: temporaryPath, code: errno) }
+        }
+        guard rename(temporaryPath, path) == 0 else { throw Failure(call: "rename", path: path, code: errno) }
+        succeeded = true
+    }
+
+    /// Removes `path`; succeeds when it does not exist.
+    static func remove(_ path: String) throws {
+        if unlink(path) != 0, errno != ENOENT {
+            throw Failure(call: "unlink", path: path, code: errno)
+        }
+    }
+
+    /// Removes `path` only if it is still the file with `inode` (so a corrupt file is removed without
+    /// racing away a valid one another process just renamed into place).
+    static func remove(_ path: String, ifInode inode: UInt64) {
+        var info = stat()
+        guard stat(path, &info) == 0, UInt64(info.st_ino) == inode else { return }
+        unlink(path)
+    }
+
+    /// Creates `path` and its parents with `mode` when missing.
+    static func createDirectory(_ path: String, mode: mode_t) throws {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
+            if isDirectory.boolValue { return }
+            throw Failure(call: "mkdir", path: path, code: ENOTDIR)
+        }
+        do {
+            try FileManager.default.createDirectory(
+                atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: NSNumber(value: mode)])
+        } catch {
+            // Another process may have created it between the check and the call.
+            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue { return }
+            throw error
+        }
+    }
+}
+
+@inline(__always)
+private func Glibc_read(_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int {
+    read(fd, buffer, count)
+}
+
+@inline(__always)
+private func Glibc_write(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
+    write(fd, buffer, count)
+}
