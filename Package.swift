@@ -27,6 +27,7 @@ let package = Package(
             name: "StrataDemo",
             dependencies: [
                 "Strata",
+                "StrataTesting",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
             ],

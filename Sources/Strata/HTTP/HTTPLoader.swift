@@ -36,7 +36,7 @@ public struct HTTPLoader<Input: Sendable>: Loader {
         guard (200..<300).contains(response.statusCode) else {
             throw HTTPError.status(code: response.statusCode, url: response.url, headers: response.headers, body: response.body.prefix(65_536))
         }
-        LoadRecorder.record(.served(Provenance(origin: .remote, tier: description, age: .zero)))
+        LoadRecorder.record(.served(Provenance(origin: .remote, tier: LoadRecorder.tierName(default: description), age: .zero)))
         return response
     }
 

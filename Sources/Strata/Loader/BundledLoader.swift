@@ -54,7 +54,7 @@ public struct BundledLoader: Loader {
         } catch {
             throw BundledResourceError.unreadable(url: url, underlying: error)
         }
-        LoadRecorder.record(.served(Provenance(origin: .bundled, tier: description)))
+        LoadRecorder.record(.served(Provenance(origin: .bundled, tier: LoadRecorder.tierName(default: description))))
         return data
     }
 }

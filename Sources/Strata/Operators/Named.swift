@@ -12,9 +12,10 @@ public struct NamedLoader<Base: Loader>: Loader {
         self.name = name
     }
 
-    @inlinable
     public func load(_ input: Input) async throws -> Output {
-        try await base.load(input)
+        // Names matter only to someone recording provenance; otherwise this is a plain forward.
+        guard LoadRecorder.isRecording else { return try await base.load(input) }
+        return try await LoadRecorder.$tierName.withValue(name) { try await base.load(input) }
     }
 }
 

@@ -11,7 +11,7 @@ public struct OriginLoader<Base: Loader>: Loader {
 
     public func load(_ input: Input) async throws -> Output {
         let value = try await base.load(input)
-        LoadRecorder.record(.served(Provenance(origin: origin, tier: describeLoader(base), age: .zero)))
+        LoadRecorder.record(.served(Provenance(origin: origin, tier: LoadRecorder.tierName(default: describeLoader(base)), age: .zero)))
         return value
     }
 }

@@ -42,7 +42,7 @@ public struct StaleIfErrorLoader<Base: Loader, S: Store>: Loader where S.Value =
             let now = now()
             guard maxStale.isFresh(storedAt: cached.storedAt, now: now) else { throw error }
             LoadRecorder.record(.served(Provenance(
-                origin: store.origin, tier: "\(describeStore(store)) [stale if error]", storedAt: cached.storedAt,
+                origin: store.origin, tier: LoadRecorder.tierName(default: "\(describeStore(store)) [stale if error]"), storedAt: cached.storedAt,
                 age: max(.zero, .between(cached.storedAt, now)))))
             return cached.value
         }

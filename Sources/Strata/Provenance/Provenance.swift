@@ -98,6 +98,13 @@ public enum LoadEvent: Sendable, CustomStringConvertible {
 /// it costs one task-local read when nobody is listening.
 public final class LoadRecorder: Sendable {
     @TaskLocal static var current: LoadRecorder?
+    /// The innermost ``NamedLoader``'s name, so a leaf reports the tier as the chain names it.
+    @TaskLocal static var tierName: String?
+
+    /// The tier name a leaf loader should report: the enclosing ``Loader/named(_:)`` name, if any.
+    static func tierName(default description: @autoclosure () -> String) -> String {
+        tierName ?? description()
+    }
 
     private let storage = Locked<[LoadEvent]>([])
 

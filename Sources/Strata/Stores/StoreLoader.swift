@@ -59,7 +59,7 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
                 policy: policy.description)
         }
         LoadRecorder.record(.served(Provenance(
-            origin: store.origin, tier: description, storedAt: cached.storedAt,
+            origin: store.origin, tier: LoadRecorder.tierName(default: description), storedAt: cached.storedAt,
             age: max(.zero, .between(cached.storedAt, now)))))
         return cached.value
     }

@@ -1,0 +1,234 @@
+import Foundation
+import Hummingbird
+import Logging
+@_spi(StrataInternals) import Strata
+
+/// The demo HTTP server: a real Hummingbird server on loopback, started in-process, serving the feed
+/// (`GET /feed`), with faults a test or a person can turn on.
+///
+/// ```swift
+/// let server = try await DemoServer.start()          // 127.0.0.1, ephemeral port
+/// server.faults = .init(status: 503)                 // every request fails with 503
+/// await server.goOffline()                           // connections refused
+/// try await server.goOnline()                        // listening again, same port
+/// await server.stop()
+/// ```
+public final class DemoServer: Sendable {
+    /// Faults applied to every request while set.
+    public struct Faults: Sendable, Equatable {
+        /// Answer with this status (and a short text body) instead of the resource.
+        public var status: Int?
+        /// Sent as `Retry-After` (seconds) with a fault status.
+        public var retryAfterSeconds: Int?
+        /// Wait this long before answering (real time; for people trying the server, not for tests).
+        public var latency: Duration?
+        /// Hold every request until ``DemoServer/releaseHeldRequests()`` (for tests of slow servers
+        /// and cancellation, without sleeping).
+        public var holdRequests: Bool
+        /// Send only the first half of each body, with a matching `Content-Length` (a valid HTTP
+        /// response carrying truncated JSON).
+        public var truncateBodies: Bool
+
+        public init(status: Int? = nil, retryAfterSeconds: Int? = nil, latency: Duration? = nil,
+                    holdRequests: Bool = false, truncateBodies: Bool = false) {
+            self.status = status
+            self.retryAfterSeconds = retryAfterSeconds
+            self.latency = latency
+            self.holdRequests = holdRequests
+            self.truncateBodies = truncateBodies
+        }
+
+        /// No faults.
+        public static let none = Faults()
+    }
+
+    /// A request the server received.
+    public struct RecordedRequest: Sendable, Equatable {
+        public var method: String
+        public var path: String
+        public var headers: [String: String]
+    }
+
+    private struct State: Sendable {
+        var faults = Faults.none
+        var feed: [FeedItem]
+        var requests: [RecordedRequest] = []
+        var held: [CheckedContinuation<Void, Never>] = []
+        var requestWatchers: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+        var running: Task<Void, any Error>?
+        var port: Int
+    }
+
+    /// The host the server listens on.
+    public let host: String
+    private let state: Locked<State>
+    private let logger: Logger
+
+    private init(host: String, port: Int, feed: [FeedItem], logger: Logger) {
+        self.host = host
+        self.logger = logger
+        self.state = Locked(State(feed: feed, port: port))
+    }
+
+    /// Starts a server on `host:port` (port 0 picks a free one) and returns once it accepts connections.
+    public static func start(
+        host: String = "127.0.0.1", port: Int = 0, feed: [FeedItem] = DemoData.feed,
+        logger: Logger = Logger(label: "strata.demo-server", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) async throws -> DemoServer {
+        let server = DemoServer(host: host, port: port, feed: feed, logger: logger)
+        try await server.goOnline()
+        return server
+    }
+
+    /// The port the server listens on (kept while offline, so it comes back on the same one).
+    public var port: Int { state.withLock { $0.port } }
+    /// `http://host:port`.
+    public var baseURL: URL { URL(string: "http://\(host):\(port)")! }
+    /// `http://host:port/feed`.
+    public var feedURL: URL { baseURL.appendingPathComponent("feed") }
+    /// Whether the server accepts connections now.
+    public var isOnline: Bool { state.withLock { $0.running != nil } }
+
+    /// The faults applied to requests.
+    public var faults: Faults {
+        get { state.withLock { $0.faults } }
+        set { state.withLock { $0.faults = newValue } }
+    }
+
+    /// The feed served by `GET /feed`.
+    public var feed: [FeedItem] {
+        get { state.withLock { $0.feed } }
+        set { state.withLock { $0.feed = newValue } }
+    }
+
+    /// Every request received so far.
+    public var requests: [RecordedRequest] { state.withLock { $0.requests } }
+
+    /// How many requests for `path` the server has received.
+    public func requestCount(path: String = "/feed") -> Int {
+        state.withLock { $0.requests.filter { $0.path == path }.count }
+    }
+
+    /// Suspends until the server has received at least `count` requests in all.
+    public func waitForRequests(count: Int) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let ready = state.withLock { state -> Bool in
+                if state.requests.count >= count { return true }
+                state.requestWatchers.append((count, continuation))
+                return false
+            }
+            if ready { continuation.resume() }
+        }
+    }
+
+    /// Lets every held request answer.
+    public func releaseHeldRequests() {
+        let held = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            defer { state.held = [] }
+            return state.held
+        }
+        held.forEach { $0.resume() }
+    }
+
+    /// Stops listening: new connections are refused until ``goOnline()``.
+    public func goOffline() async {
+        releaseHeldRequests()
+        let running = state.withLock { state -> Task<Void, any Error>? in
+            defer { state.running = nil }
+            return state.running
+        }
+        running?.cancel()
+        _ = await running?.result
+    }
+
+    /// Starts listening (again), on the same port as before.
+    public func goOnline() async throws {
+        if isOnline { return }
+        let requestedPort = port
+        let (ports, portContinuation) = AsyncStream<Int>.makeStream()
+        let app = Application(
+            router: makeRouter(),
+            configuration: .init(address: .hostname(host, port: requestedPort), serverName: "strata-demo"),
+            onServerRunning: { channel in
+                portContinuation.yield(channel.localAddress?.port ?? requestedPort)
+                portContinuation.finish()
+            },
+            logger: logger
+        )
+        let running = Task {
+            defer { portContinuation.finish() }
+            try await app.runService(gracefulShutdownSignals: [])
+        }
+        var boundPort: Int?
+        for await port in ports { boundPort = port }
+        guard let boundPort else {
+            // The server ended before it listened: report why.
+            try await running.value
+            throw DemoServerError.didNotStart(host: host, port: requestedPort)
+        }
+        state.withLock { state in
+            state.running = running
+            state.port = boundPort
+        }
+    }
+
+    /// Stops the server for good.
+    public func stop() async {
+        await goOffline()
+    }
+
+    private func makeRouter() -> Router<BasicRequestContext> {
+        let router = Router()
+        router.get("feed") { [self] request, _ -> Response in
+            try await respond(to: request) {
+                let items = state.withLock { $0.feed }
+                return try JSONEncoder().encode(items)
+            }
+        }
+        return router
+    }
+
+    /// Records the request, applies the faults, then answers with `body()` as JSON.
+    private func respond(to request: Request, body: () throws -> Data) async throws -> Response {
+        var headers: [String: String] = [:]
+        for field in request.headers { headers[field.name.canonicalName] = field.value }
+        let faults = state.withLock { state -> Faults in
+            state.requests.append(RecordedRequest(method: request.method.rawValue, path: request.uri.path, headers: headers))
+            let count = state.requests.count
+            let ready = state.requestWatchers.filter { $0.count <= count }
+            state.requestWatchers.removeAll { $0.count <= count }
+            ready.forEach { $0.continuation.resume() }
+            return state.faults
+        }
+        if faults.holdRequests {
+            await withCheckedContinuation { continuation in
+                state.withLock { $0.held.append(continuation) }
+            }
+        }
+        if let latency = faults.latency { try await Task.sleep(for: latency) }
+        if let status = faults.status {
+            var responseHeaders = HTTPFields()
+            responseHeaders[.contentType] = "text/plain; charset=utf-8"
+            if let retryAfter = faults.retryAfterSeconds { responseHeaders[.retryAfter] = "\(retryAfter)" }
+            return Response(
+                status: .init(code: status), headers: responseHeaders,
+                body: .init(byteBuffer: ByteBuffer(string: "injected fault: \(status)\n")))
+        }
+        var data = try body()
+        if faults.truncateBodies { data = data.prefix(data.count / 2) }
+        return Response(
+            status: .ok, headers: [.contentType: "application/json"],
+            body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}
+
+/// The demo server could not start.
+public enum DemoServerError: Error, CustomStringConvertible {
+    case didNotStart(host: String, port: Int)
+
+    public var description: String {
+        switch self {
+        case .didNotStart(let host, let port): "the demo server did not start on \(host):\(port)"
+        }
+    }
+}

@@ -1,0 +1,127 @@
+import Foundation
+import Logging
+import Strata
+import StrataTesting
+
+/// The S4 scenario, step by step, against a real server and a real file cache, with a simulated
+/// clock so "a day later" takes no time.
+public struct OfflineFirstDemo: Sendable {
+    /// What one step of the scenario observed.
+    public struct Step: Sendable {
+        public var title: String
+        public var served: Served<[FeedItem]>
+        /// Requests the app sent during this step (answered or not).
+        public var requestsSent: Int
+        /// Requests the server answered during this step.
+        public var requestsAnswered: Int
+    }
+
+    public init() {}
+
+    /// Runs the scenario, writing the narration through `print`, and returns what each step observed.
+    public func run(print: @Sendable (String) -> Void = { Swift.print($0) }) async throws -> [Step] {
+        let server = try await DemoServer.start()
+        let cacheDirectory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("strata-demo-\(UUID().uuidString)", isDirectory: true)
+        defer { try? FileManager.default.removeItem(at: cacheDirectory) }
+        let clock = ManualClock(startDate: Date())
+        let client = CountingHTTPClient()
+        let quiet = Logger(label: "strata.demo", factory: { _ in SwiftLogNoOpLogHandler() })
+
+        /// A "launch" of the app: a new store object and chain on the same cache directory.
+        @Sendable func launch() -> some Loader<Void, [FeedItem]> {
+            OfflineFirstFeed.makeLoader(
+                store: FileStore(directory: cacheDirectory, logger: quiet), feedURL: server.feedURL,
+                client: client, now: clock.wallClock, logger: quiet)
+        }
+
+        print("Strata demo: the offline-first feed (S4)")
+        print("  server  \(server.feedURL.absoluteString)  (Hummingbird, in this process)")
+        print("  cache   \(cacheDirectory.path)  (FileStore)")
+        print("  clock   simulated: time moves only when the demo says so")
+        print("  chain   fresh local (max age 24h) → remote + cache → stale local → bundled default")
+
+        var steps: [Step] = []
+        func step(_ title: String, _ situation: String) async throws {
+            let sentBefore = client.requestCount
+            let answeredBefore = server.requestCount()
+            let served = try await launch().loadServed()
+            let result = Step(
+                title: title, served: served, requestsSent: client.requestCount - sentBefore,
+                requestsAnswered: server.requestCount() - answeredBefore)
+            steps.append(result)
+            print("")
+            print("\(steps.count). \(title)")
+            print("   situation  \(situation)")
+            print("   served     \(describe(result.served))")
+            print("   network    \(describeNetwork(result))")
+            print("   tiers      \(describeTiers(result.served))")
+        }
+
+        await server.goOffline()
+        try await step("First launch, offline", "no network (connections refused), nothing cached")
+
+        try await server.goOnline()
+        try await step("Online", "the server is up; the cache holds nothing fresh")
+
+        clock.advance(by: .seconds(2 * 3600))
+        try await step("Relaunch two hours later", "the cached feed is 2h old, within the 24h max age")
+
+        clock.advance(by: .seconds(23 * 3600))
+        await server.goOffline()
+        try await step("A day later, server down", "the cached feed is 25h old (expired) and the server refuses connections")
+
+        try await server.goOnline()
+        try await step("Server back", "the cached feed is still expired; the server answers again")
+
+        await server.stop()
+        print("")
+        print("Every step above ran the same chain; only the world around it changed.")
+        return steps
+    }
+
+    private func describe(_ served: Served<[FeedItem]>) -> String {
+        let items = served.value
+        let first = items.first.map { " — \"\($0.title)\"" } ?? ""
+        let source = switch served.provenance.origin {
+        case .remote: "remote (fetched now, saved to the cache)"
+        case .disk: "local cache (\(served.provenance.tier))"
+        case .bundled: "bundled default"
+        default: "\(served.provenance.origin)"
+        }
+        let age = served.provenance.age.map { "age \(formatAge($0))" } ?? "age n/a"
+        return "\(source), \(items.count) item\(items.count == 1 ? "" : "s")\(first), \(age)"
+    }
+
+    private func describeNetwork(_ step: Step) -> String {
+        switch (step.requestsSent, step.requestsAnswered) {
+        case (0, _): "no request made"
+        case (let sent, 0): "\(sent) request sent, no answer"
+        case (let sent, let answered): "\(sent) request sent, \(answered) answered"
+        }
+    }
+
+    private func describeTiers(_ served: Served<[FeedItem]>) -> String {
+        var parts: [String] = []
+        for event in served.events {
+            switch event {
+            case .tierFailed(let tier, let error): parts.append("\(tier) ✗ \(shortReason(error))")
+            case .cacheWritten: parts.append("saved ✓")
+            case .cacheWriteFailed(_, _, let error): parts.append("save failed ✗ \(error)")
+            case .served: continue
+            }
+        }
+        parts.append("\(served.provenance.tier) ✓")
+        return parts.joined(separator: " · ")
+    }
+
+    private func shortReason(_ error: any Error) -> String {
+        switch error {
+        case CacheLoadError.empty: "nothing cached"
+        case CacheLoadError.expired(_, _, _, let age, _): "expired (\(formatAge(age)) old)"
+        case let error as HTTPError:
+            if case .transport(_, let reason, _) = error { reason } else { "\(error)" }
+        default: "\(error)"
+        }
+    }
+}

@@ -1,0 +1,122 @@
+import Foundation
+@_spi(StrataInternals) import Strata
+
+/// A clock that moves only when a test says so: both a `Clock` (for waiting: backoff, timeouts) and a
+/// wall clock (``date`` / ``wallClock``, for timestamps and freshness checks), advanced together.
+///
+/// ```swift
+/// let clock = ManualClock()
+/// let fresh = store.loader(key: "feed", policy: .maxAge(hours: 24), now: clock.wallClock)
+/// clock.advance(by: .seconds(24 * 3600))   // exactly at max age: expired
+/// ```
+/// Sleepers wake when ``advance(by:)`` passes their deadline, or throw `CancellationError` when their
+/// task is cancelled. Nothing ever waits for real time.
+public final class ManualClock: Clock, Sendable {
+    /// A point on the manual clock: the time elapsed since it was created.
+    public struct Instant: InstantProtocol, Sendable, Hashable, Comparable {
+        public var offset: Duration
+
+        public init(offset: Duration) { self.offset = offset }
+
+        public func advanced(by duration: Duration) -> Instant { Instant(offset: offset + duration) }
+        public func duration(to other: Instant) -> Duration { other.offset - offset }
+        public static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
+    }
+
+    private struct Sleeper {
+        var deadline: Instant
+        var continuation: CheckedContinuation<Void, any Error>
+    }
+
+    private struct State {
+        var now = Instant(offset: .zero)
+        var sleepers: [UInt64: Sleeper] = [:]
+        var nextID: UInt64 = 0
+        var sleeperWatchers: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+    }
+
+    /// The wall-clock date when the clock was created.
+    public let startDate: Date
+    private let state: Locked<State>
+
+    /// Creates a clock whose wall time starts at `startDate` (a fixed date by default, so tests are
+    /// repeatable).
+    public init(startDate: Date = Date(timeIntervalSince1970: 1_767_225_600)) {  // 2026-01-01T00:00:00Z
+        self.startDate = startDate
+        self.state = Locked(State())
+    }
+
+    public var now: Instant { state.withLock { $0.now } }
+    public var minimumResolution: Duration { .zero }
+
+    /// The current wall-clock time: ``startDate`` plus every advance so far.
+    public var date: Date {
+        let offset = state.withLock { $0.now.offset }
+        return startDate.addingTimeInterval(offset.timeInterval)
+    }
+
+    /// The wall clock as a function, for `now:` parameters: `store.loader(…, now: clock.wallClock)`.
+    public var wallClock: @Sendable () -> Date { { [self] in self.date } }
+
+    /// The number of tasks sleeping on this clock now.
+    public var sleeperCount: Int { state.withLock { $0.sleepers.count } }
+
+    public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
+        try Task.checkCancellation()
+        let id = state.withLock { state -> UInt64 in
+            state.nextID += 1
+            return state.nextID
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let resumeNow: Bool = state.withLock { state in
+                    if deadline <= state.now { return true }
+                    state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
+                    let count = state.sleepers.count
+                    let ready = state.sleeperWatchers.filter { $0.count <= count }
+                    state.sleeperWatchers.removeAll { $0.count <= count }
+                    ready.forEach { $0.continuation.resume() }
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            let sleeper = state.withLock { $0.sleepers.removeValue(forKey: id) }
+            sleeper?.continuation.resume(throwing: CancellationError())
+        }
+    }
+
+    /// Moves time forward by `duration`, waking every sleeper whose deadline has passed.
+    public func advance(by duration: Duration) {
+        precondition(duration >= .zero, "a clock cannot go backwards; create a new one instead")
+        let woken: [Sleeper] = state.withLock { state in
+            state.now = state.now.advanced(by: duration)
+            let now = state.now
+            let due = state.sleepers.filter { $0.value.deadline <= now }
+            for id in due.keys { state.sleepers[id] = nil }
+            return due.values.sorted { $0.deadline < $1.deadline }
+        }
+        woken.forEach { $0.continuation.resume() }
+    }
+
+    /// Suspends until at least `count` tasks are sleeping on this clock, so a test can advance time
+    /// exactly when the code under test is waiting, without sleeping itself.
+    public func waitForSleepers(count: Int = 1) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let ready = state.withLock { state -> Bool in
+                if state.sleepers.count >= count { return true }
+                state.sleeperWatchers.append((count, continuation))
+                return false
+            }
+            if ready { continuation.resume() }
+        }
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, as a `TimeInterval`.
+    var timeInterval: TimeInterval {
+        let parts = components
+        return TimeInterval(parts.seconds) + TimeInterval(parts.attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,85 @@
+import Foundation
+@_spi(StrataInternals) import Strata
+
+/// Wraps a store, records every message sent to it, and fails operations on demand — so a test can
+/// assert the exact sequence of side effects (`[.retrieve("feed"), .insert("feed", entry)]`) and
+/// inject read, write and delete failures.
+public final class StoreSpy<Base: Store>: Store, Sendable {
+    public typealias Key = Base.Key
+    public typealias Value = Base.Value
+
+    /// A message received by the store.
+    public enum Message: Sendable {
+        case retrieve(Key)
+        case insert(Key, Cached<Value>)
+        case delete(Key)
+    }
+
+    /// Failures to inject, per operation; `nil` lets the operation through to the base store.
+    public struct Faults: Sendable {
+        public var retrieve: (any Error)?
+        public var insert: (any Error)?
+        public var delete: (any Error)?
+        public init(retrieve: (any Error)? = nil, insert: (any Error)? = nil, delete: (any Error)? = nil) {
+            self.retrieve = retrieve
+            self.insert = insert
+            self.delete = delete
+        }
+    }
+
+    private struct State: Sendable {
+        var messages: [Message] = []
+        var faults = Faults()
+    }
+
+    public let base: Base
+    private let state = Locked(State())
+
+    public init(_ base: Base) { self.base = base }
+
+    /// Every message so far, in order.
+    public var messages: [Message] { state.withLock { $0.messages } }
+
+    /// The failures injected now.
+    public var faults: Faults {
+        get { state.withLock { $0.faults } }
+        set { state.withLock { $0.faults = newValue } }
+    }
+
+    public var origin: Origin { base.origin }
+
+    public func retrieve(_ key: Key) async throws -> Cached<Value>? {
+        let fault = state.withLock { state -> (any Error)? in
+            state.messages.append(.retrieve(key))
+            return state.faults.retrieve
+        }
+        if let fault { throw fault }
+        return try await base.retrieve(key)
+    }
+
+    public func insert(_ entry: Cached<Value>, for key: Key) async throws {
+        let fault = state.withLock { state -> (any Error)? in
+            state.messages.append(.insert(key, entry))
+            return state.faults.insert
+        }
+        if let fault { throw fault }
+        try await base.insert(entry, for: key)
+    }
+
+    public func delete(_ key: Key) async throws {
+        let fault = state.withLock { state -> (any Error)? in
+            state.messages.append(.delete(key))
+            return state.faults.delete
+        }
+        if let fault { throw fault }
+        try await base.delete(key)
+    }
+}
+
+extension StoreSpy.Message: Equatable where Base.Value: Equatable {}
+
+extension StoreSpy: CustomStringConvertible {
+    public var description: String {
+        (base as? CustomStringConvertible)?.description ?? "StoreSpy"
+    }
+}
