@@ -52,6 +52,8 @@ public final class DemoServer: Sendable {
     private struct State: Sendable {
         var faults = Faults.none
         var feed: [FeedItem]
+        var posts: [Int: Post] = [:]
+        var nextPostID = 1
         var requests: [RecordedRequest] = []
         var held: [CheckedContinuation<Void, Never>] = []
         var requestWatchers: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
@@ -185,11 +187,33 @@ public final class DemoServer: Sendable {
                 return try JSONEncoder().encode(items)
             }
         }
+        router.get("posts/:id") { [self] request, context -> Response in
+            let id = try context.parameters.require("id", as: Int.self)
+            return try await respond(to: request) {
+                guard let post = state.withLock({ $0.posts[id] }) else { throw HTTPError(.notFound) }
+                return try JSONEncoder().encode(post)
+            }
+        }
+        router.post("posts") { [self] request, context -> Response in
+            let draft = try await request.decode(as: NewPost.self, context: context)
+            return try await respond(to: request, status: .created) {
+                let post = state.withLock { state -> Post in
+                    let post = Post(id: state.nextPostID, title: draft.title, body: draft.body)
+                    state.posts[post.id] = post
+                    state.nextPostID += 1
+                    return post
+                }
+                return try JSONEncoder().encode(post)
+            }
+        }
         return router
     }
 
+    /// The posts created so far, by id.
+    public var posts: [Int: Post] { state.withLock { $0.posts } }
+
     /// Records the request, applies the faults, then answers with `body()` as JSON.
-    private func respond(to request: Request, body: () throws -> Data) async throws -> Response {
+    private func respond(to request: Request, status: HTTPResponse.Status = .ok, body: () throws -> Data) async throws -> Response {
         var headers: [String: String] = [:]
         for field in request.headers { headers[field.name.canonicalName] = field.value }
         let faults = state.withLock { state -> Faults in
@@ -217,7 +241,7 @@ public final class DemoServer: Sendable {
         var data = try body()
         if faults.truncateBodies { data = data.prefix(data.count / 2) }
         return Response(
-            status: .ok, headers: [.contentType: "application/json"],
+            status: status, headers: [.contentType: "application/json"],
             body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 }

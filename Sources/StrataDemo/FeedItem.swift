@@ -26,3 +26,27 @@ public enum DemoData {
         FeedItem(id: UUID(uuidString: id)!, title: title, imageURL: URL(string: image)!)
     }
 }
+
+/// The post of the REST repository article (S2).
+public struct Post: Codable, Equatable, Hashable, Sendable, Identifiable {
+    public var id: Int
+    public var title: String
+    public var body: String
+
+    public init(id: Int, title: String, body: String) {
+        self.id = id
+        self.title = title
+        self.body = body
+    }
+}
+
+/// The body of `POST /posts`.
+public struct NewPost: Codable, Equatable, Hashable, Sendable {
+    public var title: String
+    public var body: String
+
+    public init(title: String, body: String) {
+        self.title = title
+        self.body = body
+    }
+}

@@ -1,0 +1,127 @@
+import Foundation
+import Testing
+@testable @_spi(StrataInternals) import Strata
+import StrataTesting
+
+/// Every Strata store runs the same contract, unchanged.
+@Suite("Store contract")
+struct StoreContractTests {
+    static let memory = StoreContract(keys: ("a", "b"), values: (itemA, itemB)) {
+        MemoryStore<String, Item>()
+    }
+
+    @Test("MemoryStore", arguments: StoreContractCase.universal)
+    func memoryStore(_ behaviour: StoreContractCase) async throws {
+        try await Self.memory.verify(behaviour)
+    }
+
+    /// Each case gets a directory of its own; `directories` keeps them alive for the case and removes
+    /// them when the suite instance goes away.
+    static let file = StoreContract<FileStore<Item>>(
+        keys: ("feed", "../../etc/passwd"), values: (itemA, itemB),
+        reopen: { store in FileStore(directory: store.directory) },
+        corruption: .init(
+            corrupt: { store, key in try Data("garbage".utf8).write(to: store.fileURL(for: key)) },
+            isStored: { store, key in FileManager.default.fileExists(atPath: store.fileURL(for: key).path) })
+    ) {
+        FileStore<Item>(directory: try TemporaryDirectory.scoped(), logger: quietLogger)
+    }
+
+    @Test("FileStore", arguments: StoreContractCase.allCases)
+    func fileStore(_ behaviour: StoreContractCase) async throws {
+        try await TemporaryDirectory.withScope {
+            try await Self.file.verify(behaviour)
+        }
+    }
+
+    static let userDefaults = StoreContract<UserDefaultsStore<Item>>(
+        keys: ("feed", "posts/1"), values: (itemA, itemB),
+        reopen: { store in UserDefaultsStore(suiteName: store.suiteName) },
+        corruption: .init(
+            corrupt: { store, key in UserDefaults(suiteName: store.suiteName)!.set(Data([0, 1, 2]), forKey: store.keyPrefix + key) },
+            isStored: { store, key in UserDefaults(suiteName: store.suiteName)!.object(forKey: store.keyPrefix + key) != nil })
+    ) {
+        UserDefaultsStore<Item>(suiteName: UserDefaultsSuite.scoped())
+    }
+
+    @Test("UserDefaultsStore", arguments: StoreContractCase.allCases)
+    func userDefaultsStore(_ behaviour: StoreContractCase) async throws {
+        try await UserDefaultsSuite.withScope {
+            try await Self.userDefaults.verify(behaviour)
+        }
+    }
+
+    @Test("a store that breaks the contract fails it, naming the case")
+    func brokenStoreFailsTheContract() async throws {
+        let contract = StoreContract(keys: ("a", "b"), values: (itemA, itemB)) { ForgetfulStore() }
+        await #expect(throws: StoreContractViolation.self) {
+            try await contract.verify(.insertOverridesPreviouslyInsertedValue)
+        }
+        do {
+            try await contract.verify(.insertOverridesPreviouslyInsertedValue)
+        } catch let violation as StoreContractViolation {
+            #expect(violation.contractCase == .insertOverridesPreviouslyInsertedValue)
+            #expect(violation.description.contains("second insert"))
+        }
+        // The cases it does satisfy pass.
+        try await contract.verify(.retrieveDeliversEmptyOnEmptyStore)
+    }
+
+    @Test("a case that needs a missing hook fails instead of passing silently")
+    func missingHookFails() async throws {
+        await #expect(throws: StoreContractViolation.self) {
+            try await Self.memory.verify(.secondInstanceSeesInsertedValue)
+        }
+        #expect(Self.memory.applicableCases == StoreContractCase.universal)
+        #expect(Self.file.applicableCases == StoreContractCase.allCases)
+    }
+}
+
+/// Keeps only the first value ever inserted for a key: breaks "insert overrides".
+final class ForgetfulStore: Store, Sendable {
+    private let entries = Locked<[String: Cached<Item>]>([:])
+    func retrieve(_ key: String) async throws -> Cached<Item>? { entries.withLock { $0[key] } }
+    func insert(_ entry: Cached<Item>, for key: String) async throws {
+        entries.withLock { if $0[key] == nil { $0[key] = entry } }
+    }
+    func delete(_ key: String) async throws { entries.withLock { $0[key] = nil } }
+}
+
+extension TemporaryDirectory {
+    @TaskLocal static var scope: Locked<[TemporaryDirectory]>?
+
+    /// A new directory that lives until the enclosing ``withScope(_:)`` ends.
+    static func scoped() throws -> URL {
+        let directory = try TemporaryDirectory()
+        scope?.withLock { $0.append(directory) }
+        return directory.url
+    }
+
+    /// Runs `body`; every directory made by ``scoped()`` inside it is removed afterwards.
+    static func withScope(_ body: () async throws -> Void) async throws {
+        let directories = Locked<[TemporaryDirectory]>([])
+        defer { directories.withLock { $0.forEach { $0.remove() }; $0 = [] } }
+        try await $scope.withValue(directories) { try await body() }
+    }
+}
+
+/// Defaults suites of their own for each test, removed afterwards.
+enum UserDefaultsSuite {
+    @TaskLocal static var scope: Locked<[String]>?
+
+    static func scoped() -> String {
+        let name = "strata.tests.\(UUID().uuidString)"
+        scope?.withLock { $0.append(name) }
+        return name
+    }
+
+    static func withScope(_ body: () async throws -> Void) async throws {
+        let names = Locked<[String]>([])
+        defer {
+            for name in names.withLock({ $0 }) {
+                UserDefaults(suiteName: name)?.removePersistentDomain(forName: name)
+            }
+        }
+        try await $scope.withValue(names) { try await body() }
+    }
+}
