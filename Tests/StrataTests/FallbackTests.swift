@@ -1,0 +1,99 @@
+import Testing
+@testable import Strata
+import StrataTesting
+
+@Suite("fallback(to:)")
+struct FallbackTests {
+    @Test func deliversPrimaryValueWithoutTouchingTheFallback() async throws {
+        let primary = LoaderSpy<Void, Int>(.success(1))
+        let fallback = LoaderSpy<Void, Int>(.success(2))
+
+        #expect(try await primary.fallback(to: fallback).load() == 1)
+        #expect(fallback.loadCount == 0)
+    }
+
+    @Test func deliversFallbackValueOnPrimaryFailure() async throws {
+        let primary = LoaderSpy<String, Int>(.failure(TestError("primary")))
+        let fallback = LoaderSpy<String, Int>(.success(2))
+
+        #expect(try await primary.fallback(to: fallback).load("key") == 2)
+        #expect(fallback.inputs == ["key"])
+    }
+
+    @Test func whenEveryTierFails_theErrorNamesEachTierPrimaryFirst() async throws {
+        let sut = StubLoader<Void, Int>(.failure(TestError("offline")), name: "remote")
+            .fallback(to: StubLoader(.failure(TestError("empty")), name: "cache"))
+            .fallback(to: StubLoader(.failure(TestError("missing")), name: "bundled"))
+
+        await #expect {
+            try await sut.load()
+        } throws: { error in
+            guard let error = error as? FallbackError else { return false }
+            return error.failures.map(\.tier) == ["remote", "cache", "bundled"]
+                && error.failures.map { "\($0.error)" } == ["offline", "empty", "missing"]
+                && (error.primaryError as? TestError) == TestError("offline")
+        }
+    }
+
+    @Test func nestedOnTheFallbackSide_isFlattenedInOrder() async throws {
+        let inner = StubLoader<Void, Int>(.failure(TestError("b")), name: "b")
+            .fallback(to: StubLoader(.failure(TestError("c")), name: "c"))
+        let sut = StubLoader<Void, Int>(.failure(TestError("a")), name: "a").fallback(to: inner)
+
+        do {
+            _ = try await sut.load()
+            Issue.record("expected a failure")
+        } catch let error as FallbackError {
+            #expect(error.failures.map(\.tier) == ["a", "b", "c"])
+            #expect(error.description == "all 3 tiers failed: a: a; b: b; c: c")
+        }
+    }
+
+    @Test func cancellationOfThePrimary_doesNotTryTheFallback() async throws {
+        let primary = LoaderSpy<Void, Int>(holdsLoads: true)
+        let fallback = LoaderSpy<Void, Int>(.success(2))
+        let sut = primary.fallback(to: fallback)
+
+        let task = Task { try await sut.load() }
+        await primary.waitForLoads(count: 1)
+        task.cancel()
+
+        await #expect(throws: CancellationError.self) { try await task.value }
+        #expect(fallback.loadCount == 0)
+        #expect(primary.cancelledLoadCount == 1)
+    }
+
+    @Test func primaryFailingAfterCancellation_reportsCancellationNotTheFailure() async throws {
+        // The primary's task is cancelled while it runs, and it ends with an ordinary error anyway.
+        let primary = ClosureLoader<Void, Int> {
+            withUnsafeCurrentTask { $0?.cancel() }
+            throw TestError("late")
+        }
+        let fallback = LoaderSpy<Void, Int>(.success(2))
+
+        await #expect(throws: CancellationError.self) { try await primary.fallback(to: fallback).load() }
+        #expect(fallback.loadCount == 0)
+    }
+
+    @Test func recordsEachFailedTierOnceForProvenance() async throws {
+        let sut = StubLoader<Void, Int>(.failure(TestError("a")), name: "a")
+            .fallback(to: StubLoader(.failure(TestError("b")), name: "b"))
+            .fallback(to: ClosureLoader("c") { 3 }.origin(.custom("c")))
+
+        let served = try await sut.loadServed()
+        let failed = served.events.compactMap { event -> String? in
+            if case .tierFailed(let tier, _) = event { return tier }
+            return nil
+        }
+        #expect(failed == ["a", "b"])
+        #expect(served.value == 3)
+        #expect(served.provenance.origin == .custom("c"))
+    }
+
+    @Test func describesTheChainInOrder() {
+        let sut = StubLoader<Void, Int>(.success(1), name: "fresh")
+            .fallback(to: StubLoader(.success(1), name: "remote"))
+            .fallback(to: StubLoader(.success(1), name: "stale"))
+        #expect("\(sut)" == "fresh → remote → stale")
+    }
+}

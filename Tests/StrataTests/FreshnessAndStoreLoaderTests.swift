@@ -1,0 +1,111 @@
+import Foundation
+import Testing
+@testable import Strata
+import StrataTesting
+
+@Suite("FreshnessPolicy")
+struct FreshnessPolicyTests {
+    let storedAt = referenceDate
+    let maxAge: Duration = .seconds(24 * 3600)
+
+    @Test(arguments: [
+        (-1, true),   // one second before max age
+        (0, false),   // exactly at max age: expired
+        (1, false),   // one second after
+    ])
+    func maxAge_boundary(offsetFromMaxAge: Int, fresh: Bool) {
+        let now = storedAt.addingTimeInterval(24 * 3600 + TimeInterval(offsetFromMaxAge))
+        #expect(FreshnessPolicy.maxAge(maxAge).isFresh(storedAt: storedAt, now: now) == fresh)
+    }
+
+    @Test func maxAge_atAgeZeroIsFresh() {
+        #expect(FreshnessPolicy.maxAge(hours: 24).isFresh(storedAt: storedAt, now: storedAt))
+    }
+
+    @Test func maxAge_treatsEntriesFromTheFutureAsExpired() {
+        #expect(!FreshnessPolicy.maxAge(hours: 24).isFresh(storedAt: storedAt, now: storedAt.addingTimeInterval(-1)))
+    }
+
+    @Test func maxAge_conveniencesAgree() {
+        let now = storedAt.addingTimeInterval(59 * 60)
+        #expect(FreshnessPolicy.maxAge(minutes: 60).isFresh(storedAt: storedAt, now: now))
+        #expect(!FreshnessPolicy.maxAge(minutes: 59).isFresh(storedAt: storedAt, now: now))
+        #expect(FreshnessPolicy.maxAge(hours: 1).isFresh(storedAt: storedAt, now: now))
+    }
+
+    @Test func any_acceptsEveryAgeIncludingTheFuture() {
+        for offset: TimeInterval in [-86_400, 0, 1, 10 * 365 * 86_400] {
+            #expect(FreshnessPolicy.any.isFresh(storedAt: storedAt, now: storedAt.addingTimeInterval(offset)))
+        }
+    }
+
+    @Test func custom_seesStoredAtNowAndAge() {
+        let policy = FreshnessPolicy.custom("under 10s") { $0.age < .seconds(10) && $0.storedAt == referenceDate }
+        #expect(policy.isFresh(storedAt: storedAt, now: storedAt.addingTimeInterval(9)))
+        #expect(!policy.isFresh(storedAt: storedAt, now: storedAt.addingTimeInterval(10)))
+        #expect(policy.description == "under 10s")
+    }
+}
+
+@Suite("store.loader(key:policy:)")
+struct StoreLoaderTests {
+    let clock = ManualClock()
+    let store = StoreSpy(MemoryStore<String, Item>())
+
+    @Test func emptyStore_throwsEmptyNamingStoreAndKey() async throws {
+        let sut = store.loader(key: "feed", policy: .any, now: clock.wallClock)
+        await #expect {
+            try await sut.load()
+        } throws: { error in
+            guard case CacheLoadError.empty(let storeName, let key) = error else { return false }
+            return storeName == "MemoryStore" && key == "feed"
+        }
+    }
+
+    @Test func freshEntry_isServedWithItsAgeAndOrigin() async throws {
+        try await store.insert(itemA, for: "feed", storedAt: clock.date)
+        clock.advance(by: .seconds(90))
+
+        let served = try await store.loader(key: "feed", policy: .maxAge(hours: 24), now: clock.wallClock).loadServed()
+
+        #expect(served.value == itemA)
+        #expect(served.provenance.origin == .memory)
+        #expect(served.provenance.age == .seconds(90))
+        #expect(served.provenance.storedAt == clock.startDate)
+    }
+
+    @Test func expiredEntry_throwsExpiredWithAgeAndPolicy() async throws {
+        try await store.insert(itemA, for: "feed", storedAt: clock.date)
+        clock.advance(by: .seconds(24 * 3600))
+
+        await #expect {
+            try await store.loader(key: "feed", policy: .maxAge(hours: 24), now: clock.wallClock).load()
+        } throws: { error in
+            guard case CacheLoadError.expired(_, "feed", _, let age, let policy) = error else { return false }
+            return age == .seconds(24 * 3600) && policy == "max age 1d 0h"
+        }
+    }
+
+    @Test func failingStore_throwsUnreadableWithTheStoreError() async throws {
+        store.faults.retrieve = TestError("EIO")
+        await #expect {
+            try await store.loader(key: "feed", now: clock.wallClock).load()
+        } throws: { error in
+            guard case CacheLoadError.unreadable(_, "feed", let underlying) = error else { return false }
+            return (underlying as? TestError) == TestError("EIO")
+        }
+    }
+
+    @Test func readingHasNoSideEffects() async throws {
+        try await store.insert(itemA, for: "feed", storedAt: clock.date)
+        clock.advance(by: .seconds(48 * 3600))
+        _ = try? await store.loader(key: "feed", policy: .maxAge(hours: 24), now: clock.wallClock).load()
+        #expect(store.messages == [.insert("feed", Cached(value: itemA, storedAt: clock.startDate)), .retrieve("feed")])
+    }
+
+    @Test func keyedLoader_readsTheInputsKey() async throws {
+        try await store.insert(itemB, for: "post-2", storedAt: clock.date)
+        let sut = store.loader(policy: .any, now: clock.wallClock).mapInput { (id: Int) in "post-\(id)" }
+        #expect(try await sut.load(2) == itemB)
+    }
+}
