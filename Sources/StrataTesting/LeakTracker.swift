@@ -48,6 +48,9 @@ public final class LeakTracker {
 
 /// Runs `body` with a ``LeakTracker`` and, once `body` has returned and released its locals, throws
 /// ``LeakError`` if anything it tracked is still alive.
+///
+/// What `body` returns is still alive at the check: don't return a tracked object (a one-line
+/// closure `{ leaks in leaks.track(x) }` returns it — write `_ = leaks.track(x)`).
 public func withLeakTracking<Result>(
     _ body: (LeakTracker) async throws -> Result
 ) async throws -> Result {

@@ -91,7 +91,7 @@ public enum HTTPError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// `url` without user, password or query values, for messages and logs.
+/// `url` without user, password or query values (each replaced by `***`), for messages and logs.
 func redactedURLString(_ url: URL) -> String {
     guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return "<url>" }
     if components.user != nil || components.password != nil {
@@ -99,7 +99,7 @@ func redactedURLString(_ url: URL) -> String {
         components.password = nil
     }
     if let items = components.queryItems, !items.isEmpty {
-        components.queryItems = items.map { URLQueryItem(name: $0.name, value: $0.value == nil ? nil : "…") }
+        components.queryItems = items.map { URLQueryItem(name: $0.name, value: $0.value == nil ? nil : "***") }
     }
     return components.string ?? "<url>"
 }
