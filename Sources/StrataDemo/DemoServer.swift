@@ -215,7 +215,7 @@ public final class DemoServer: Sendable {
     /// Records the request, applies the faults, then answers with `body()` as JSON.
     private func respond(to request: Request, status: HTTPResponse.Status = .ok, body: () throws -> Data) async throws -> Response {
         var headers: [String: String] = [:]
-        for field in request.headers { headers[field.name.canonicalName] = field.value }
+        for field in request.headers { headers[field.name.rawName] = field.value }
         let faults = state.withLock { state -> Faults in
             state.requests.append(RecordedRequest(method: request.method.rawValue, path: request.uri.path, headers: headers))
             let count = state.requests.count
