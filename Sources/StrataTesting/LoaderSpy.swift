@@ -123,7 +123,7 @@ public struct StubLoader<Input: Sendable, Output: Sendable>: Loader, CustomStrin
     public func load(_ input: Input) async throws -> Output { try result.get() }
 }
 
-/// A plain error for tests: `AnyError("offline")`.
+/// A plain error for tests: `TestError("offline")`.
 public struct TestError: Error, Equatable, CustomStringConvertible {
     public var message: String
     public init(_ message: String = "test error") { self.message = message }

@@ -62,6 +62,12 @@ public struct StoreContractViolation: Error, CustomStringConvertible {
     public var description: String { "\(store) violates \(contractCase): \(message)" }
 }
 
+/// Every case a store failed in ``StoreContract/verifyAll()``.
+public struct StoreContractViolations: Error, CustomStringConvertible {
+    public var violations: [StoreContractViolation]
+    public var description: String { violations.map(\.description).joined(separator: "\n") }
+}
+
 /// The store contract, runnable unchanged against any ``Store`` — Strata's or your own.
 ///
 /// ```swift
@@ -128,15 +134,19 @@ public struct StoreContract<S: Store>: Sendable where S.Value: Equatable {
         return StoreContractCase.cases(with: requirements)
     }
 
-    /// Runs every applicable case, reporting all violations together.
+    /// Runs every applicable case, reporting all violations together (for XCTest, or a one-line check).
     public func verifyAll() async throws {
-        var violations: [String] = []
+        var violations: [StoreContractViolation] = []
         for contractCase in applicableCases {
-            do { try await verify(contractCase) } catch { violations.append("\(error)") }
+            do {
+                try await verify(contractCase)
+            } catch let violation as StoreContractViolation {
+                violations.append(violation)
+            } catch {
+                violations.append(StoreContractViolation(contractCase: contractCase, store: "\(S.self)", message: "threw \(error)"))
+            }
         }
-        if !violations.isEmpty {
-            throw StoreContractViolation(contractCase: applicableCases[0], store: "\(S.self)", message: violations.joined(separator: "\n"))
-        }
+        if !violations.isEmpty { throw StoreContractViolations(violations: violations) }
     }
 
     /// Runs one case; throws ``StoreContractViolation`` when the store does not behave as the case

@@ -1,5 +1,6 @@
+import Foundation
 import Testing
-@testable import Strata
+@testable @_spi(StrataInternals) import Strata
 import StrataTesting
 
 @Suite("fallback(to:)")
@@ -95,5 +96,52 @@ struct FallbackTests {
             .fallback(to: StubLoader(.success(1), name: "remote"))
             .fallback(to: StubLoader(.success(1), name: "stale"))
         #expect("\(sut)" == "fresh → remote → stale")
+    }
+}
+
+@Suite("fallback(to:) review regressions")
+struct FallbackWrappedTests {
+    @Test func wrappedNestedChains_areFlattenedAndRecordedOnce() async throws {
+        let inner = StubLoader<Void, Int>(.failure(TestError("b")), name: "b")
+            .fallback(to: StubLoader(.failure(TestError("c")), name: "c"))
+            .named("inner").map { $0 }.eraseToAnyLoader()
+        let sut = StubLoader<Void, Int>(.failure(TestError("a")), name: "a").fallback(to: inner)
+
+        let recorded = Locked<[String]>([])
+        do {
+            _ = try await sut.loadServed()
+        } catch let error as FallbackError {
+            #expect(error.failures.map(\.tier) == ["a", "b", "c"])
+            recorded.withLock { $0 = error.failures.map(\.tier) }
+        }
+        #expect(recorded.withLock { $0 } == ["a", "b", "c"])
+    }
+
+    @Test func failedTiersAreRecordedOnceEvenWhenWrapped() async throws {
+        let inner = StubLoader<Void, Int>(.failure(TestError("b")), name: "b")
+            .fallback(to: StubLoader(.failure(TestError("c")), name: "c"))
+            .named("inner")
+        let sut = StubLoader<Void, Int>(.failure(TestError("a")), name: "a")
+            .fallback(to: inner)
+            .fallback(to: ClosureLoader { 4 }.origin(.bundled))
+
+        let served = try await sut.loadServed()
+        let failed = served.events.compactMap { event -> String? in
+            if case .tierFailed(let tier, _) = event { return tier }
+            return nil
+        }
+        #expect(failed == ["a", "b", "c"])
+    }
+
+    @Test func aTierThatServedAndThenFailed_isNotTheProvenance() async throws {
+        // Reports `served`, then fails (like an HTTP response whose body does not decode).
+        let servedThenFailed = ClosureLoader<Void, Data> { Data("not json".utf8) }.origin(.remote)
+            .decoding(Int.self).named("remote")
+        let sut = servedThenFailed.fallback(to: ClosureLoader { 7 })
+
+        let served = try await sut.loadServed()
+
+        #expect(served.value == 7)
+        #expect(served.provenance.origin == .unknown)
     }
 }

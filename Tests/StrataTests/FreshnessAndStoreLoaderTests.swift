@@ -109,3 +109,11 @@ struct StoreLoaderTests {
         #expect(try await sut.load(2) == itemB)
     }
 }
+
+@Suite("CacheLoadError messages")
+struct CacheLoadErrorMessageTests {
+    @Test func expiredEntryFromTheFuture_saysSo() {
+        let error = CacheLoadError.expired(store: "S", key: "k", storedAt: referenceDate, age: .seconds(-90), policy: "max age 1h 0m")
+        #expect(error.description == "S: entry for 'k' is stamped 1m 30s in the future, so policy 'max age 1h 0m' cannot age it")
+    }
+}

@@ -49,7 +49,7 @@ struct HTTPLoaderTests {
 
     @Test func get_buildsTheRequestFromTheInput() async throws {
         let client = StubHTTPClient(.success(HTTPResponse(url: url, statusCode: 200, body: Data())))
-        let sut = HTTPLoader.get(client: client, headers: ["Accept": "application/json"], timeout: .seconds(5)) { (id: Int) in
+        let sut = HTTPLoader.get(headers: ["Accept": "application/json"], timeout: .seconds(5), client: client) { (id: Int) in
             URL(string: "https://api.example.com/posts/\(id)")!
         }
         _ = try await sut.load(42)

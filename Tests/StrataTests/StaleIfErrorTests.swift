@@ -74,3 +74,22 @@ struct StaleIfErrorTests {
         #expect(store.messages.isEmpty)
     }
 }
+
+@Suite("staleIfError review regressions")
+struct StaleIfErrorCancellationTests {
+    @Test func cancellationDuringTheCacheRead_isReportedAsCancellation() async throws {
+        let store = CancellingStore()
+        let sut = StubLoader<Void, Item>(.failure(TestError("offline"))).staleIfError(in: store, key: "feed")
+        await #expect(throws: CancellationError.self) { try await sut.load() }
+    }
+}
+
+/// A store whose read is cancelled (it cancels its own task, as a caller would mid-read).
+final class CancellingStore: Store, Sendable {
+    func retrieve(_ key: String) async throws -> Cached<Item>? {
+        withUnsafeCurrentTask { $0?.cancel() }
+        throw CancellationError()
+    }
+    func insert(_ entry: Cached<Item>, for key: String) async throws {}
+    func delete(_ key: String) async throws {}
+}

@@ -125,3 +125,21 @@ enum UserDefaultsSuite {
         try await $scope.withValue(names) { try await body() }
     }
 }
+
+@Suite("StoreContract.verifyAll")
+struct VerifyAllTests {
+    @Test func reportsEveryFailingCaseByName() async throws {
+        let contract = StoreContract(keys: ("a", "b"), values: (itemA, itemB)) { ForgetfulStore() }
+        do {
+            try await contract.verifyAll()
+            Issue.record("a forgetful store must fail the contract")
+        } catch let error as StoreContractViolations {
+            #expect(error.violations.map(\.contractCase).contains(.insertOverridesPreviouslyInsertedValue))
+            #expect(!error.violations.map(\.contractCase).contains(.retrieveDeliversEmptyOnEmptyStore))
+        }
+    }
+
+    @Test func passesForAConformingStore() async throws {
+        try await StoreContractTests.memory.verifyAll()
+    }
+}

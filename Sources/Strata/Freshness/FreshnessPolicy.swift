@@ -24,7 +24,7 @@ public struct FreshnessContext: Sendable {
 /// ```
 public struct FreshnessPolicy: Sendable, CustomStringConvertible {
     @usableFromInline let predicate: @Sendable (FreshnessContext) -> Bool
-    /// A short description used in errors, for example `max age 86400s`.
+    /// A short description used in errors, for example `max age 1d 0h`.
     public let description: String
 
     /// A policy defined by `predicate`.

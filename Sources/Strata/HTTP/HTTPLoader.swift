@@ -9,8 +9,8 @@ import Foundation
 ///
 /// ```swift
 /// let feed = HTTPLoader(url: feedURL).decoding([FeedItem].self)                   // Loader<Void, [FeedItem]>
-/// let post = HTTPLoader.get { (id: Int) in base.appending(path: "posts/\(id)") }   // Loader<Int, HTTPResponse>
-/// let create = HTTPLoader<NewPost>.postJSON(to: base.appending(path: "posts"))     // Loader<NewPost, HTTPResponse>
+/// let post = HTTPLoader.get { (id: Int) in base.appendingPathComponent("posts/\(id)") }   // Loader<Int, HTTPResponse>
+/// let create = HTTPLoader<NewPost>.postJSON(to: base.appendingPathComponent("posts")) // Loader<NewPost, HTTPResponse>
 /// ```
 public struct HTTPLoader<Input: Sendable>: Loader {
     public typealias Output = HTTPResponse
@@ -21,8 +21,8 @@ public struct HTTPLoader<Input: Sendable>: Loader {
 
     /// A loader that sends `request(input)` for every load.
     public init(
-        client: any HTTPClient = URLSessionHTTPClient.shared,
         description: String = "HTTP",
+        client: any HTTPClient = URLSessionHTTPClient.shared,
         request: @escaping @Sendable (Input) throws -> HTTPRequest
     ) {
         self.client = client
@@ -42,12 +42,12 @@ public struct HTTPLoader<Input: Sendable>: Loader {
 
     /// A loader that sends `GET url(input)`.
     public static func get(
-        client: any HTTPClient = URLSessionHTTPClient.shared,
         headers: [String: String] = [:],
         timeout: Duration? = nil,
+        client: any HTTPClient = URLSessionHTTPClient.shared,
         _ url: @escaping @Sendable (Input) -> URL
     ) -> HTTPLoader<Input> {
-        HTTPLoader(client: client, description: "HTTP GET") { input in
+        HTTPLoader(description: "HTTP GET", client: client) { input in
             HTTPRequest(method: "GET", url: url(input), headers: headers, timeout: timeout)
         }
     }
@@ -59,7 +59,7 @@ extension HTTPLoader where Input == Void {
         url: URL, headers: [String: String] = [:], timeout: Duration? = nil,
         client: any HTTPClient = URLSessionHTTPClient.shared
     ) {
-        self.init(client: client, description: "HTTP GET \(redactedURLString(url))") { _ in
+        self.init(description: "HTTP GET \(redactedURLString(url))", client: client) { _ in
             HTTPRequest(method: "GET", url: url, headers: headers, timeout: timeout)
         }
     }
@@ -72,7 +72,7 @@ extension HTTPLoader where Input: Encodable {
         to url: URL, method: String = "POST", headers: [String: String] = [:], timeout: Duration? = nil,
         client: any HTTPClient = URLSessionHTTPClient.shared
     ) -> HTTPLoader<Input> {
-        HTTPLoader(client: client, description: "HTTP \(method) \(redactedURLString(url))") { input in
+        HTTPLoader(description: "HTTP \(method) \(redactedURLString(url))", client: client) { input in
             let body: Data
             do {
                 body = try JSONEncoder().encode(input)

@@ -91,7 +91,7 @@ public enum HTTPError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// `url` without user, password or query values (each replaced by `***`), for messages and logs.
+/// `url` for messages and logs: user and password removed, each query value replaced by `***`.
 func redactedURLString(_ url: URL) -> String {
     guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return "<url>" }
     if components.user != nil || components.password != nil {

@@ -70,7 +70,7 @@ extension Loader {
     /// Writes every loaded value to `store` under the key derived from the input.
     ///
     /// ```swift
-    /// let posts = HTTPLoader.get { id in baseURL.appending(path: "posts/\(id)") }
+    /// let posts = HTTPLoader.get { (id: Int) in baseURL.appendingPathComponent("posts/\(id)") }
     ///     .decoding(Post.self)
     ///     .cache(in: store) { id in "post-\(id)" }
     /// ```

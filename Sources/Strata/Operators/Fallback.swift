@@ -15,8 +15,9 @@ public struct TierFailure: Sendable, CustomStringConvertible {
 
 /// Every tier of a fallback chain failed.
 ///
-/// `failures` lists each tier's failure in the order the tiers were tried, the primary's first; nested
-/// fallbacks (`a.fallback(to: b).fallback(to: c)`) are flattened into one list.
+/// `failures` lists each tier's failure in the order the tiers were tried, the primary's first. A tier
+/// that fails with a `FallbackError` of its own — a nested chain (`a.fallback(to: b.fallback(to: c))`),
+/// also when it is wrapped in `named`, `map` or `AnyLoader` — contributes its tiers, so the list is flat.
 public struct FallbackError: Error, Sendable, CustomStringConvertible {
     public var failures: [TierFailure]
 
@@ -62,30 +63,28 @@ where Primary.Input == Fallback.Input, Primary.Output == Fallback.Output {
     @usableFromInline
     func loadFallback(_ input: Input, primaryError: any Error) async throws -> Output {
         try rethrowIfCancelled(primaryError)
-        // A nested fallback has already recorded its own tiers' failures.
-        if !(primary is any FallbackComposite) {
-            LoadRecorder.record(.tierFailed(tier: describeLoader(primary), error: primaryError))
-        }
+        Self.recordFailure(of: primary, primaryError)
         do {
             return try await fallback.load(input)
         } catch {
             try rethrowIfCancelled(error)
-            if !(fallback is any FallbackComposite) {
-                LoadRecorder.record(.tierFailed(tier: describeLoader(fallback), error: error))
-            }
+            Self.recordFailure(of: fallback, error)
             throw FallbackError(failures: Self.failures(of: primary, primaryError) + Self.failures(of: fallback, error))
         }
     }
 
+    /// A ``FallbackError`` from a tier comes from a fallback chain inside it (however it is wrapped:
+    /// named, mapped, erased), which has already recorded each of its tiers' failures.
+    private static func recordFailure(of tier: some Loader, _ error: any Error) {
+        guard !(error is FallbackError) else { return }
+        LoadRecorder.record(.tierFailed(tier: describeLoader(tier), error: error))
+    }
+
     private static func failures(of tier: some Loader, _ error: any Error) -> [TierFailure] {
-        if let nested = error as? FallbackError, tier is any FallbackComposite { return nested.failures }
+        if let nested = error as? FallbackError { return nested.failures }
         return [TierFailure(tier: describeLoader(tier), error: error)]
     }
 }
-
-/// Marks loaders whose ``FallbackError`` lists tiers of their own, so an outer fallback flattens them.
-protocol FallbackComposite {}
-extension FallbackLoader: FallbackComposite {}
 
 extension FallbackLoader: CustomStringConvertible {
     public var description: String { "\(describeLoader(primary)) → \(describeLoader(fallback))" }
@@ -106,12 +105,6 @@ extension Loader {
     where Fallback.Input == Input, Fallback.Output == Output {
         FallbackLoader(primary: self, fallback: fallback)
     }
-}
-
-/// Whether `error` means the load was cancelled rather than failed.
-@usableFromInline
-func isCancellation(_ error: any Error) -> Bool {
-    error is CancellationError || Task.isCancelled
 }
 
 /// Throws `CancellationError` when `error` is one or the task has been cancelled: a cancelled load

@@ -62,9 +62,8 @@ public struct MapErrorLoader<Base: Loader>: Loader {
     public func load(_ input: Input) async throws -> Output {
         do {
             return try await base.load(input)
-        } catch let error as CancellationError {
-            throw error
         } catch {
+            try rethrowIfCancelled(error)
             throw transform(error)
         }
     }

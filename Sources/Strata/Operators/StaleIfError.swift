@@ -38,7 +38,16 @@ public struct StaleIfErrorLoader<Base: Loader, S: Store>: Loader where S.Value =
         } catch {
             try rethrowIfCancelled(error)
             LoadRecorder.record(.tierFailed(tier: describeLoader(base), error: error))
-            guard let cached = try? await store.retrieve(key) else { throw error }
+            let cached: Cached<Output>?
+            do {
+                cached = try await store.retrieve(key)
+            } catch {
+                // An unreadable cache is never the error shown, but cancellation still is.
+                try rethrowIfCancelled(error)
+                cached = nil
+            }
+            try Task.checkCancellation()
+            guard let cached else { throw error }
             let now = now()
             guard maxStale.isFresh(storedAt: cached.storedAt, now: now) else { throw error }
             LoadRecorder.record(.served(Provenance(

@@ -60,7 +60,9 @@ public struct Provenance: Sendable, Hashable, CustomStringConvertible {
 public struct Served<Value: Sendable>: Sendable {
     /// The loaded value.
     public var value: Value
-    /// The tier that served it; `origin == .unknown` when no loader in the chain reports one.
+    /// The tier that served it; `origin == .unknown` when no loader in the chain reports one. It is the
+    /// last tier to report serving after the last tier failure, so a tier that produced a response and
+    /// then failed (an undecodable body) is never named as the source.
     public var provenance: Provenance
     /// Every event recorded during the load, in order: tiers that failed, the tier that served,
     /// cache writes that failed.
@@ -101,8 +103,9 @@ public final class LoadRecorder: Sendable {
     /// The innermost ``NamedLoader``'s name, so a leaf reports the tier as the chain names it.
     @TaskLocal static var tierName: String?
 
-    /// The tier name a leaf loader should report: the enclosing ``Loader/named(_:)`` name, if any.
-    static func tierName(default description: @autoclosure () -> String) -> String {
+    /// The tier name a loader of your own should put in the ``Provenance`` it records: the name given
+    /// by the innermost enclosing ``Loader/named(_:)``, or `description` when there is none.
+    public static func tierName(default description: @autoclosure () -> String) -> String {
         tierName ?? description()
     }
 
@@ -111,7 +114,7 @@ public final class LoadRecorder: Sendable {
     init() {}
 
     /// The events recorded so far.
-    public var events: [LoadEvent] { storage.withLock { $0 } }
+    var events: [LoadEvent] { storage.withLock { $0 } }
 
     /// Records `event` for the load running in the current task, if anyone is listening.
     public static func record(_ event: @autoclosure () -> LoadEvent) {
@@ -137,11 +140,7 @@ extension Loader {
             try await load(input)
         }
         let events = recorder.events
-        let provenance = events.reversed().lazy.compactMap { event -> Provenance? in
-            if case .served(let provenance) = event { return provenance }
-            return nil
-        }.first ?? Provenance(origin: .unknown, tier: describeLoader(self))
-        return Served(value: value, provenance: provenance, events: events)
+        return Served(value: value, provenance: servingProvenance(in: events) ?? Provenance(origin: .unknown, tier: describeLoader(self)), events: events)
     }
 }
 
@@ -150,6 +149,19 @@ extension Loader where Input == Void {
     public func loadServed() async throws -> Served<Output> {
         try await loadServed(())
     }
+}
+
+/// The tier that served the value: the last `.served` event after the last `.tierFailed` one. A tier
+/// that reported `.served` and then failed (a response that did not decode) is not the one that served.
+func servingProvenance(in events: [LoadEvent]) -> Provenance? {
+    for event in events.reversed() {
+        switch event {
+        case .served(let provenance): return provenance
+        case .tierFailed: return nil
+        case .cacheWritten, .cacheWriteFailed: continue
+        }
+    }
+    return nil
 }
 
 /// Formats an age for people: `42s`, `5m 3s`, `2h 0m`, `3d 4h`.

@@ -57,6 +57,9 @@ public protocol Store<Key, Value>: Sendable {
     func delete(_ key: Key) async throws
 
     /// The kind of source this store is, reported as the ``Provenance/origin`` of values it serves.
+    ///
+    /// Defaults to ``Origin/disk``; an in-memory or remote store of your own should say
+    /// ``Origin/memory`` or ``Origin/sharedCache``.
     var origin: Origin { get }
 }
 

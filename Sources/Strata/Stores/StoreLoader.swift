@@ -13,6 +13,8 @@ public enum CacheLoadError: Error, Sendable, CustomStringConvertible {
         switch self {
         case .empty(let store, let key):
             "\(store): nothing cached for '\(key)'"
+        case .expired(let store, let key, _, let age, let policy) where age < .zero:
+            "\(store): entry for '\(key)' is stamped \(formatAge(.zero - age)) in the future, so policy '\(policy)' cannot age it"
         case .expired(let store, let key, _, let age, let policy):
             "\(store): entry for '\(key)' is \(formatAge(age)) old, outside policy '\(policy)'"
         case .unreadable(let store, let key, let underlying):
@@ -42,21 +44,21 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
 
     public func load(_ input: Input) async throws -> S.Value {
         let key = key(input)
-        let storeName = describeStore(store)
+        // Descriptions are built only on the paths that report them, never on a plain hit.
         let cached: Cached<S.Value>?
         do {
             cached = try await store.retrieve(key)
         } catch is CancellationError {
             throw CancellationError()
         } catch {
-            throw CacheLoadError.unreadable(store: storeName, key: "\(key)", underlying: error)
+            throw CacheLoadError.unreadable(store: describeStore(store), key: "\(key)", underlying: error)
         }
-        guard let cached else { throw CacheLoadError.empty(store: storeName, key: "\(key)") }
+        guard let cached else { throw CacheLoadError.empty(store: describeStore(store), key: "\(key)") }
         let now = now()
         guard policy.isFresh(storedAt: cached.storedAt, now: now) else {
             throw CacheLoadError.expired(
-                store: storeName, key: "\(key)", storedAt: cached.storedAt, age: .between(cached.storedAt, now),
-                policy: policy.description)
+                store: describeStore(store), key: "\(key)", storedAt: cached.storedAt,
+                age: .between(cached.storedAt, now), policy: policy.description)
         }
         LoadRecorder.record(.served(Provenance(
             origin: store.origin, tier: LoadRecorder.tierName(default: description), storedAt: cached.storedAt,

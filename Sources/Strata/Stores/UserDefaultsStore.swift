@@ -42,10 +42,14 @@ public final class UserDefaultsStore<Value: Sendable>: Store, Sendable {
         let defaults = try defaults()
         let defaultsKey = keyPrefix + key
         guard let object = defaults.object(forKey: defaultsKey) else { return nil }
-        guard let data = object as? Data,
-              let (header, payload) = EntryEnvelope.decode(data), header.key == key,
-              let value = try? codec.decode(payload)
-        else {
+        guard let data = object as? Data, let (header, payload) = EntryEnvelope.decode(data) else {
+            // Not a Strata entry at all: a miss, and removed.
+            defaults.removeObject(forKey: defaultsKey)
+            return nil
+        }
+        // Another key's entry under ours (copied defaults): not ours to delete, a miss for us.
+        guard header.key == key else { return nil }
+        guard let value = try? codec.decode(payload) else {
             defaults.removeObject(forKey: defaultsKey)
             return nil
         }

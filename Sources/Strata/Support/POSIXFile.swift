@@ -73,6 +73,17 @@ enum POSIXFile {
         }
         guard rename(temporaryPath, path) == 0 else { throw Failure(call: "rename", path: path, code: errno) }
         succeeded = true
+        if sync { syncDirectory(containing: path) }
+    }
+
+    /// Flushes the directory entry of `path`, so a rename survives power loss. Best effort: the entry is
+    /// already in place and readable, so a failure here does not fail the write.
+    private static func syncDirectory(containing path: String) {
+        let directory = (path as NSString).deletingLastPathComponent
+        let fd = open(directory, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        _ = fsync(fd)
+        close(fd)
     }
 
     /// Removes `path`; succeeds when it does not exist.

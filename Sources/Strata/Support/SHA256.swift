@@ -2,7 +2,7 @@
 ///
 /// Foundation has no portable digest API on Linux and pulling in a crypto package for one hash of a
 /// short key is not worth the build time; this is the textbook algorithm, checked against the
-/// NIST test vectors in `SHA256Tests`.
+/// NIST test vectors in `EntryFormatTests`.
 enum SHA256 {
     private static let k: [UInt32] = [
         0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
