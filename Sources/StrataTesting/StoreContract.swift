@@ -1,7 +1,7 @@
 import Foundation
 import Strata
 
-/// One behaviour every ``Store`` must have. Run them with ``StoreContract/verify(_:)``.
+/// One behaviour every `Store` must have. Run them with ``StoreContract/verify(_:)``.
 ///
 /// The first eleven are the classic store specs (Essential Feed's `FeedStoreSpecs`); the rest cover
 /// key isolation, metadata, concurrency, corrupt entries and cross-instance visibility.
@@ -68,7 +68,7 @@ public struct StoreContractViolations: Error, CustomStringConvertible {
     public var description: String { violations.map(\.description).joined(separator: "\n") }
 }
 
-/// The store contract, runnable unchanged against any ``Store`` — Strata's or your own.
+/// The store contract, runnable unchanged against any `Store` — Strata's or your own.
 ///
 /// ```swift
 /// @Suite struct MyStoreTests {

@@ -58,6 +58,8 @@ extension Loader {
     /// let remote = HTTPLoader(url: feedURL).decoding([FeedItem].self).cache(in: store, key: "feed")
     /// ```
     /// - Parameters:
+    ///   - store: where values are written.
+    ///   - key: the key every value is written under.
     ///   - now: the wall clock that stamps entries; inject one in tests.
     ///   - logger: where failed writes are reported.
     public func cache<S: Store>(

@@ -56,7 +56,9 @@ extension DecodingLoader: CustomStringConvertible {
 extension Loader where Output: DecodableBody {
     /// Decodes the loaded bytes (or HTTP body) as JSON into `type`.
     ///
-    /// - Parameter decoder: makes the decoder for each load, for example to set a date strategy. A
+    /// - Parameters:
+    ///   - type: the type to decode.
+    ///   - decoder: makes the decoder for each load, for example to set a date strategy. A
     ///   factory rather than an instance because `JSONDecoder` is not `Sendable` on every platform
     ///   Strata supports, and a decoder's strategies are mutable state.
     public func decoding<Value: Decodable & Sendable>(

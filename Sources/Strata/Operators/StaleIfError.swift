@@ -69,8 +69,13 @@ extension Loader {
     /// Saves fresh values to `store`, serves the saved copy when this loader fails, and rethrows the
     /// original error when there is no usable copy (S0's `CachingFeedRepository`).
     ///
-    /// - Parameter maxStale: which copies may be served after a failure; `.maxAge(hours: 24 * 7)`
-    ///   bounds staleness (RFC 5861 `stale-if-error`); `.any` by default.
+    /// - Parameters:
+    ///   - store: where fresh values are saved and stale ones read.
+    ///   - key: the key the value is saved under.
+    ///   - maxStale: which copies may be served after a failure; `.maxAge(hours: 24 * 7)` bounds
+    ///     staleness (RFC 5861 `stale-if-error`); `.any` by default.
+    ///   - now: the wall clock that stamps and ages entries; inject one in tests.
+    ///   - logger: where failed writes are reported.
     public func staleIfError<S: Store>(
         in store: S, key: S.Key, maxStale: FreshnessPolicy = .any,
         now: @escaping @Sendable () -> Date = { Date() }, logger: Logger = Logger(label: "strata.cache")

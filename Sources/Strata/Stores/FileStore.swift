@@ -27,6 +27,8 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
 
     /// Creates a store in `directory` that encodes values with `codec`.
     /// - Parameters:
+    ///   - directory: the directory holding the entries; created (mode `0700`) on the first write.
+    ///   - codec: turns values into bytes and back.
     ///   - synchronizesWrites: flush each entry to stable storage (`fsync`) before it replaces the old
     ///     one. On by default; turn off only for caches you can afford to lose on power failure.
     ///   - logger: where corrupt entries and removal failures are reported.
