@@ -56,7 +56,7 @@ public final class DemoServer: Sendable {
         var nextPostID = 1
         var requests: [RecordedRequest] = []
         var held: [CheckedContinuation<Void, Never>] = []
-        var requestWatchers: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+        var requestWaiters = CountWaiters()
         var running: Task<Void, any Error>?
         var port: Int
     }
@@ -113,13 +113,8 @@ public final class DemoServer: Sendable {
 
     /// Suspends until the server has received at least `count` requests in all.
     public func waitForRequests(count: Int) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let ready = state.withLock { state -> Bool in
-                if state.requests.count >= count { return true }
-                state.requestWatchers.append((count, continuation))
-                return false
-            }
-            if ready { continuation.resume() }
+        await withCheckedContinuation { continuation in
+            state.withLock { $0.requestWaiters.wait(for: count, current: $0.requests.count, continuation: continuation) }
         }
     }
 
@@ -218,10 +213,7 @@ public final class DemoServer: Sendable {
         for field in request.headers { headers[field.name.rawName] = field.value }
         let faults = state.withLock { state -> Faults in
             state.requests.append(RecordedRequest(method: request.method.rawValue, path: request.uri.path, headers: headers))
-            let count = state.requests.count
-            let ready = state.requestWatchers.filter { $0.count <= count }
-            state.requestWatchers.removeAll { $0.count <= count }
-            ready.forEach { $0.continuation.resume() }
+            state.requestWaiters.resumeReached(state.requests.count)
             return state.faults
         }
         if faults.holdRequests {

@@ -26,7 +26,7 @@ public final class LoaderSpy<Input: Sendable, Output: Sendable>: Loader, Sendabl
         var results: [Result<Output, any Error>] = []
         var held: [Held] = []
         var cancelledLoads = 0
-        var loadWatchers: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+        var loadWaiters = CountWaiters()
     }
 
     private let state: Locked<State>
@@ -57,9 +57,7 @@ public final class LoaderSpy<Input: Sendable, Output: Sendable>: Loader, Sendabl
         let (index, result) = state.withLock { state -> (Int, Result<Output, any Error>?) in
             state.inputs.append(input)
             let count = state.inputs.count
-            let ready = state.loadWatchers.filter { $0.count <= count }
-            state.loadWatchers.removeAll { $0.count <= count }
-            ready.forEach { $0.continuation.resume() }
+            state.loadWaiters.resumeReached(count)
             guard !state.results.isEmpty else { return (count - 1, nil) }
             return (count - 1, state.results.count > 1 ? state.results.removeFirst() : state.results[0])
         }
@@ -95,13 +93,8 @@ public final class LoaderSpy<Input: Sendable, Output: Sendable>: Loader, Sendabl
 
     /// Suspends until at least `count` loads have started.
     public func waitForLoads(count: Int = 1) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let ready = state.withLock { state -> Bool in
-                if state.inputs.count >= count { return true }
-                state.loadWatchers.append((count, continuation))
-                return false
-            }
-            if ready { continuation.resume() }
+        await withCheckedContinuation { continuation in
+            state.withLock { $0.loadWaiters.wait(for: count, current: $0.inputs.count, continuation: continuation) }
         }
     }
 }

@@ -32,7 +32,7 @@ public final class ManualClock: Clock, Sendable {
         var now = Instant(offset: .zero)
         var sleepers: [UInt64: Sleeper] = [:]
         var nextID: UInt64 = 0
-        var sleeperWatchers: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+        var sleeperWaiters = CountWaiters()
     }
 
     /// The wall-clock date when the clock was created.
@@ -72,10 +72,7 @@ public final class ManualClock: Clock, Sendable {
                 let resumeNow: Bool = state.withLock { state in
                     if deadline <= state.now { return true }
                     state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
-                    let count = state.sleepers.count
-                    let ready = state.sleeperWatchers.filter { $0.count <= count }
-                    state.sleeperWatchers.removeAll { $0.count <= count }
-                    ready.forEach { $0.continuation.resume() }
+                    state.sleeperWaiters.resumeReached(state.sleepers.count)
                     return false
                 }
                 if resumeNow { continuation.resume() }
@@ -102,13 +99,8 @@ public final class ManualClock: Clock, Sendable {
     /// Suspends until at least `count` tasks are sleeping on this clock, so a test can advance time
     /// exactly when the code under test is waiting, without sleeping itself.
     public func waitForSleepers(count: Int = 1) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let ready = state.withLock { state -> Bool in
-                if state.sleepers.count >= count { return true }
-                state.sleeperWatchers.append((count, continuation))
-                return false
-            }
-            if ready { continuation.resume() }
+        await withCheckedContinuation { continuation in
+            state.withLock { $0.sleeperWaiters.wait(for: count, current: $0.sleepers.count, continuation: continuation) }
         }
     }
 }

@@ -24,6 +24,18 @@ enum EntryEnvelope {
         var validators: CacheValidators
     }
 
+    /// The bytes of `entry` under `key`, its value encoded by `codec`; a value that does not encode
+    /// throws the ``StoreError`` of an insert into `store`.
+    static func encode<Value>(_ entry: Cached<Value>, key: String, codec: any Codec<Value>, store: String) throws -> Data {
+        let payload: Data
+        do {
+            payload = try codec.encode(entry.value)
+        } catch {
+            throw StoreError(store: store, operation: .insert, key: key, reason: "value does not encode: \(error)", underlying: error)
+        }
+        return encode(key: key, storedAt: entry.storedAt, validators: entry.validators, payload: payload)
+    }
+
     static func encode(key: String, storedAt: Date, validators: CacheValidators, payload: Data) -> Data {
         var out = Data()
         let keyBytes = Array(key.utf8)

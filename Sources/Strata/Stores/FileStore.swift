@@ -89,13 +89,7 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
     }
 
     public func insert(_ entry: Cached<Value>, for key: String) async throws {
-        let payload: Data
-        do {
-            payload = try codec.encode(entry.value)
-        } catch {
-            throw StoreError(store: description, operation: .insert, key: key, reason: "value does not encode: \(error)", underlying: error)
-        }
-        let bytes = EntryEnvelope.encode(key: key, storedAt: entry.storedAt, validators: entry.validators, payload: payload)
+        let bytes = try EntryEnvelope.encode(entry, key: key, codec: codec, store: description)
         let path = fileURL(for: key).path
         let temporaryPath = directoryPath + "/.tmp-" + UUID().uuidString
         do {

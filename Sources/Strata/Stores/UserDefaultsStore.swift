@@ -57,13 +57,7 @@ public final class UserDefaultsStore<Value: Sendable>: Store, Sendable {
     }
 
     public func insert(_ entry: Cached<Value>, for key: String) async throws {
-        let payload: Data
-        do {
-            payload = try codec.encode(entry.value)
-        } catch {
-            throw StoreError(store: description, operation: .insert, key: key, reason: "value does not encode: \(error)", underlying: error)
-        }
-        let data = EntryEnvelope.encode(key: key, storedAt: entry.storedAt, validators: entry.validators, payload: payload)
+        let data = try EntryEnvelope.encode(entry, key: key, codec: codec, store: description)
         try defaults().set(data, forKey: keyPrefix + key)
     }
 
