@@ -28,6 +28,11 @@ let package = Package(
             dependencies: [
                 "Strata",
                 "StrataTesting",
+                "FeedCachingExample",
+                "FileFeedStoreExample",
+                "PostsRepositoryExample",
+                "CrossCuttingExample",
+                "DataLoaderChainExample",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -41,6 +46,60 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+
+        // The five source systems (SEEDS.md), each in its own article's vocabulary.
+        .target(
+            name: "FeedCachingExample",
+            dependencies: ["Strata", .product(name: "Logging", package: "swift-log")],
+            path: "Examples/S0-FeedCaching/Sources"
+        ),
+        .testTarget(
+            name: "FeedCachingExampleTests",
+            dependencies: ["FeedCachingExample", "Strata", "StrataTesting", "StrataDemo"],
+            path: "Examples/S0-FeedCaching/Tests"
+        ),
+        .target(
+            name: "FileFeedStoreExample",
+            dependencies: ["Strata", "FeedCachingExample"],
+            path: "Examples/S1-FileFeedStore/Sources"
+        ),
+        .testTarget(
+            name: "FileFeedStoreExampleTests",
+            dependencies: ["FileFeedStoreExample", "FeedCachingExample", "Strata", "StrataTesting"],
+            path: "Examples/S1-FileFeedStore/Tests"
+        ),
+        .target(
+            name: "PostsRepositoryExample",
+            dependencies: ["Strata"],
+            path: "Examples/S2-PostsRepository/Sources"
+        ),
+        .testTarget(
+            name: "PostsRepositoryExampleTests",
+            dependencies: ["PostsRepositoryExample", "Strata", "StrataTesting", "StrataDemo"],
+            path: "Examples/S2-PostsRepository/Tests"
+        ),
+        .target(
+            name: "CrossCuttingExample",
+            dependencies: ["Strata", .product(name: "Logging", package: "swift-log")],
+            path: "Examples/S3-CrossCutting/Sources"
+        ),
+        .testTarget(
+            name: "CrossCuttingExampleTests",
+            dependencies: ["CrossCuttingExample", "Strata", "StrataTesting"],
+            path: "Examples/S3-CrossCutting/Tests"
+        ),
+        .target(
+            name: "DataLoaderChainExample",
+            dependencies: ["Strata"],
+            path: "Examples/S4-DataLoaderChain/Sources",
+            resources: [.copy("Resources/default_data.json")]
+        ),
+        .testTarget(
+            name: "DataLoaderChainExampleTests",
+            dependencies: ["DataLoaderChainExample", "Strata", "StrataTesting", "StrataDemo"],
+            path: "Examples/S4-DataLoaderChain/Tests"
+        ),
+
         .testTarget(
             name: "StrataTests",
             dependencies: ["Strata", "StrataTesting"]

@@ -1,0 +1,4 @@
+import Testing
+@testable import FeedCachingExample
+
+@Test func placeholderBuilds() { _ = FeedCachingExamplePlaceholder.self }

@@ -1,0 +1,4 @@
+import Testing
+@testable import FileFeedStoreExample
+
+@Test func placeholderBuilds() { _ = FileFeedStoreExamplePlaceholder.self }

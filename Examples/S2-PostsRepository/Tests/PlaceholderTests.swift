@@ -1,0 +1,4 @@
+import Testing
+@testable import PostsRepositoryExample
+
+@Test func placeholderBuilds() { _ = PostsRepositoryExamplePlaceholder.self }

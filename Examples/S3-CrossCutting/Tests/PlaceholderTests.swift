@@ -1,0 +1,4 @@
+import Testing
+@testable import CrossCuttingExample
+
+@Test func placeholderBuilds() { _ = CrossCuttingExamplePlaceholder.self }

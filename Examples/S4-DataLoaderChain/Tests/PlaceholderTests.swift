@@ -1,0 +1,4 @@
+import Testing
+@testable import DataLoaderChainExample
+
+@Test func placeholderBuilds() { _ = DataLoaderChainExamplePlaceholder.self }
