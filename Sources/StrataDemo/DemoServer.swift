@@ -18,6 +18,10 @@ public final class DemoServer: Sendable {
     public struct Faults: Sendable, Equatable {
         /// Answer with this status (and a short text body) instead of the resource.
         public var status: Int?
+        /// The share of requests the status fault hits, from 0 to 1 (1: every request).
+        public var errorRate: Double
+        /// Apply the status fault to this many more requests only, then stop (`nil`: no limit).
+        public var remainingFaults: Int?
         /// Sent as `Retry-After` (seconds) with a fault status.
         public var retryAfterSeconds: Int?
         /// Wait this long before answering (real time; for people trying the server, not for tests).
@@ -29,9 +33,12 @@ public final class DemoServer: Sendable {
         /// response carrying truncated JSON).
         public var truncateBodies: Bool
 
-        public init(status: Int? = nil, retryAfterSeconds: Int? = nil, latency: Duration? = nil,
+        public init(status: Int? = nil, errorRate: Double = 1, remainingFaults: Int? = nil,
+                    retryAfterSeconds: Int? = nil, latency: Duration? = nil,
                     holdRequests: Bool = false, truncateBodies: Bool = false) {
             self.status = status
+            self.errorRate = errorRate
+            self.remainingFaults = remainingFaults
             self.retryAfterSeconds = retryAfterSeconds
             self.latency = latency
             self.holdRequests = holdRequests
@@ -63,11 +70,14 @@ public final class DemoServer: Sendable {
 
     /// The host the server listens on.
     public let host: String
+    /// Draws the number that decides whether a request is hit by ``Faults/errorRate``.
+    private let random: @Sendable () -> Double
     private let state: Locked<State>
     private let logger: Logger
 
-    private init(host: String, port: Int, feed: [FeedItem], logger: Logger) {
+    private init(host: String, port: Int, feed: [FeedItem], logger: Logger, random: @escaping @Sendable () -> Double) {
         self.host = host
+        self.random = random
         self.logger = logger
         self.state = Locked(State(feed: feed, port: port))
     }
@@ -75,9 +85,10 @@ public final class DemoServer: Sendable {
     /// Starts a server on `host:port` (port 0 picks a free one) and returns once it accepts connections.
     public static func start(
         host: String = "127.0.0.1", port: Int = 0, feed: [FeedItem] = DemoData.feed,
-        logger: Logger = Logger(label: "strata.demo-server", factory: { _ in SwiftLogNoOpLogHandler() })
+        logger: Logger = Logger(label: "strata.demo-server", factory: { _ in SwiftLogNoOpLogHandler() }),
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
     ) async throws -> DemoServer {
-        let server = DemoServer(host: host, port: port, feed: feed, logger: logger)
+        let server = DemoServer(host: host, port: port, feed: feed, logger: logger, random: random)
         try await server.goOnline()
         return server
     }
@@ -211,10 +222,16 @@ public final class DemoServer: Sendable {
     private func respond(to request: Request, status: HTTPResponse.Status = .ok, body: () throws -> Data) async throws -> Response {
         var headers: [String: String] = [:]
         for field in request.headers { headers[field.name.rawName] = field.value }
-        let faults = state.withLock { state -> Faults in
+        let draw = random()
+        let (faults, failThisRequest) = state.withLock { state -> (Faults, Bool) in
             state.requests.append(RecordedRequest(method: request.method.rawValue, path: request.uri.path, headers: headers))
             state.requestWaiters.resumeReached(state.requests.count)
-            return state.faults
+            var fail = state.faults.status != nil && draw < state.faults.errorRate
+            if fail, let remaining = state.faults.remainingFaults {
+                fail = remaining > 0
+                state.faults.remainingFaults = max(0, remaining - 1)
+            }
+            return (state.faults, fail)
         }
         if faults.holdRequests {
             await withCheckedContinuation { continuation in
@@ -222,7 +239,7 @@ public final class DemoServer: Sendable {
             }
         }
         if let latency = faults.latency { try await Task.sleep(for: latency) }
-        if let status = faults.status {
+        if failThisRequest, let status = faults.status {
             var responseHeaders = HTTPFields()
             responseHeaders[.contentType] = "text/plain; charset=utf-8"
             if let retryAfter = faults.retryAfterSeconds { responseHeaders[.retryAfter] = "\(retryAfter)" }

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import Strata
+@_spi(StrataInternals) import Strata
 import StrataDemo
 import StrataTesting
 
@@ -103,5 +103,69 @@ struct HTTPIntegrationTests {
             }
             #expect(server.requestCount() == 20)
         }
+    }
+}
+
+@Suite("retry against a real server")
+struct RetryIntegrationTests {
+    @Test func serviceUnavailableWithRetryAfter_isRetriedAfterTheServersDelay() async throws {
+        try await withDemoServer { server in
+            server.faults = .init(status: 503, remainingFaults: 2, retryAfterSeconds: 4)
+            let clock = ManualClock()
+            let feed = HTTPLoader(url: server.feedURL)
+                .retry(.constant(attempts: 3, delay: .seconds(1)), clock: clock)
+                .decoding([FeedItem].self)
+
+            let load = Task { try await feed.loadServed() }
+            for expected in 1...2 {
+                await clock.waitForSleepers(count: 1)
+                #expect(server.requestCount() == expected)
+                clock.advance(by: .seconds(4))
+            }
+            let served = try await load.value
+
+            #expect(served.value == DemoData.feed)
+            #expect(server.requestCount() == 3)
+            let waits = served.events.compactMap { event -> Duration? in
+                if case .retrying(_, _, let delay, _) = event { return delay }
+                return nil
+            }
+            #expect(waits == [.seconds(4), .seconds(4)])
+        }
+    }
+
+    @Test func refusedConnections_areRetriedThenReportedAsTransportErrors() async throws {
+        try await withDemoServer { server in
+            await server.goOffline()
+            let clock = ManualClock()
+            let feed = HTTPLoader(url: server.feedURL).retry(.constant(attempts: 2, delay: .seconds(1)), clock: clock)
+
+            let load = Task { try await feed.load() }
+            await clock.waitForSleepers(count: 1)
+            clock.advance(by: .seconds(1))
+
+            await #expect {
+                try await load.value
+            } throws: { error in
+                if case HTTPError.transport = error { return true }
+                return false
+            }
+        }
+    }
+
+    @Test func errorRate_hitsTheShareOfRequestsTheRandomSourceDecides() async throws {
+        let draws = Locked([0.1, 0.9, 0.4, 0.6])
+        let server = try await DemoServer.start(random: { draws.withLock { $0.removeFirst() } })
+        server.faults = .init(status: 500, errorRate: 0.5)
+        var statuses: [Int] = []
+        for _ in 0..<4 {
+            do {
+                statuses.append(try await HTTPLoader(url: server.feedURL).load().statusCode)
+            } catch let error as HTTPError {
+                statuses.append(error.statusCode ?? -1)
+            }
+        }
+        await server.stop()
+        #expect(statuses == [500, 200, 500, 200])
     }
 }

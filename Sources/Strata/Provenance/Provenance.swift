@@ -85,6 +85,8 @@ public enum LoadEvent: Sendable, CustomStringConvertible {
     case cacheWritten(store: String, key: String)
     /// Writing to a cache failed; the load itself still succeeded.
     case cacheWriteFailed(store: String, key: String, error: any Error)
+    /// A tier failed transiently and is tried again (`attempt` counts from 1) after `delay`.
+    case retrying(tier: String, attempt: Int, delay: Duration, error: any Error)
 
     public var description: String {
         switch self {
@@ -92,6 +94,7 @@ public enum LoadEvent: Sendable, CustomStringConvertible {
         case .tierFailed(let tier, let error): "failed: \(tier): \(error)"
         case .cacheWritten(let store, let key): "cached: \(key) in \(store)"
         case .cacheWriteFailed(let store, let key, let error): "cache write failed: \(key) in \(store): \(error)"
+        case .retrying(let tier, let attempt, let delay, let error): "retrying: \(tier), attempt \(attempt) in \(formatAge(delay)), after: \(error)"
         }
     }
 }
@@ -158,15 +161,19 @@ func servingProvenance(in events: [LoadEvent]) -> Provenance? {
         switch event {
         case .served(let provenance): return provenance
         case .tierFailed: return nil
-        case .cacheWritten, .cacheWriteFailed: continue
+        case .cacheWritten, .cacheWriteFailed, .retrying: continue
         }
     }
     return nil
 }
 
-/// Formats an age for people: `42s`, `5m 3s`, `2h 0m`, `3d 4h`.
+/// Formats an age for people: `250ms`, `42s`, `5m 3s`, `2h 0m`, `3d 4h`. Negative ages read as zero.
 public func formatAge(_ age: Duration) -> String {
     let seconds = max(0, Int(age.components.seconds))
+    if seconds == 0 {
+        let milliseconds = max(0, age.components.attoseconds / 1_000_000_000_000_000)
+        return milliseconds == 0 || age < .zero ? "0s" : "\(milliseconds)ms"
+    }
     if seconds < 60 { return "\(seconds)s" }
     if seconds < 3600 { return "\(seconds / 60)m \(seconds % 60)s" }
     if seconds < 86_400 { return "\(seconds / 3600)h \((seconds % 3600) / 60)m" }

@@ -108,6 +108,7 @@ public struct OfflineFirstDemo: Sendable {
             case .tierFailed(let tier, let error): parts.append("\(tier) ✗ \(shortReason(error))")
             case .cacheWritten: parts.append("saved ✓")
             case .cacheWriteFailed(_, _, let error): parts.append("save failed ✗ \(error)")
+            case .retrying(_, let attempt, _, _): parts.append("retry \(attempt)")
             case .served: continue
             }
         }

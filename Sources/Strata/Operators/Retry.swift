@@ -1,0 +1,198 @@
+import Foundation
+
+/// When and how often ``RetryLoader`` tries again.
+///
+/// ```swift
+/// remote.retry(.exponential(attempts: 3))                                   // 200 ms, 400 ms (±20 %)
+/// remote.retry(.exponential(attempts: 5, initialDelay: .seconds(1), maxDelay: .seconds(30)))
+/// remote.retry(.constant(attempts: 2, delay: .milliseconds(100)))
+/// ```
+public struct RetryPolicy: Sendable, CustomStringConvertible {
+    /// Total attempts, the first included (`1` means no retry).
+    public var maxAttempts: Int
+    /// The wait before the first retry.
+    public var initialDelay: Duration
+    /// Each further wait is the previous one times this.
+    public var multiplier: Double
+    /// No computed wait is longer than this.
+    public var maxDelay: Duration
+    /// How much of each wait is randomised, from 0 (none) to 1: a wait `d` becomes a value in
+    /// `d * (1 - jitter) ... d`, so many clients failing together do not retry in lockstep.
+    public var jitter: Double
+    /// Whether a failure is worth retrying. ``RetryPolicy/isTransient(_:)`` by default.
+    public var shouldRetry: @Sendable (any Error) -> Bool
+    /// Wait at least as long as a `Retry-After` header on a 429 or 503 asks, if that is no longer
+    /// than ``maxRetryAfter``; a longer request ends the retries at once.
+    public var honorsRetryAfter: Bool
+    /// The longest `Retry-After` that is waited for.
+    public var maxRetryAfter: Duration
+    /// A number in `0..<1` for the jitter; replace it to make waits repeatable in tests.
+    public var random: @Sendable () -> Double
+
+    public init(
+        maxAttempts: Int,
+        initialDelay: Duration,
+        multiplier: Double = 2,
+        maxDelay: Duration = .seconds(30),
+        jitter: Double = 0.2,
+        honorsRetryAfter: Bool = true,
+        maxRetryAfter: Duration = .seconds(60),
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
+        shouldRetry: @escaping @Sendable (any Error) -> Bool = RetryPolicy.isTransient
+    ) {
+        precondition(maxAttempts >= 1, "maxAttempts counts the first attempt and must be at least 1")
+        precondition((0...1).contains(jitter), "jitter is a fraction from 0 to 1")
+        self.maxAttempts = maxAttempts
+        self.initialDelay = initialDelay
+        self.multiplier = multiplier
+        self.maxDelay = maxDelay
+        self.jitter = jitter
+        self.honorsRetryAfter = honorsRetryAfter
+        self.maxRetryAfter = maxRetryAfter
+        self.random = random
+        self.shouldRetry = shouldRetry
+    }
+
+    /// Exponential backoff: waits `initialDelay`, `initialDelay * 2`, … up to `maxDelay`, each with
+    /// `jitter` randomised.
+    public static func exponential(
+        attempts: Int = 3, initialDelay: Duration = .milliseconds(200), maxDelay: Duration = .seconds(30),
+        jitter: Double = 0.2
+    ) -> RetryPolicy {
+        RetryPolicy(maxAttempts: attempts, initialDelay: initialDelay, maxDelay: maxDelay, jitter: jitter)
+    }
+
+    /// The same wait before every retry, without jitter.
+    public static func constant(attempts: Int, delay: Duration) -> RetryPolicy {
+        RetryPolicy(maxAttempts: attempts, initialDelay: delay, multiplier: 1, maxDelay: delay, jitter: 0)
+    }
+
+    /// No retries.
+    public static let never = RetryPolicy(maxAttempts: 1, initialDelay: .zero, jitter: 0)
+
+    /// The default predicate: transport failures (no response) and HTTP 408, 429 and 5xx are
+    /// transient; other 4xx, decoding failures, cache misses and cancellation are not.
+    public static func isTransient(_ error: any Error) -> Bool {
+        switch error {
+        case is CancellationError:
+            return false
+        case let error as HTTPError:
+            switch error {
+            case .transport: return true
+            case .status(let code, _, _, _): return code == 408 || code == 429 || (500...599).contains(code)
+            case .decoding, .invalidRequest: return false
+            }
+        default:
+            return false
+        }
+    }
+
+    /// The computed wait before retry number `retry` (1 for the first retry), jitter included.
+    public func delay(beforeRetry retry: Int) -> Duration {
+        let exponent = Double(max(0, retry - 1))
+        let base = min(maxDelay.seconds, initialDelay.seconds * pow(multiplier, exponent))
+        let jittered = base * (1 - jitter * min(max(random(), 0), 1))
+        return .seconds(max(0, jittered))
+    }
+
+    public var description: String {
+        "retry(\(maxAttempts) attempts, \(formatAge(initialDelay)) ×\(multiplier) ≤ \(formatAge(maxDelay)))"
+    }
+}
+
+/// Runs its base loader again after transient failures; built by ``Loader/retry(_:clock:now:)``.
+///
+/// - Waits on the injected `clock` (a `ManualClock` in tests), so backoff never sleeps in a test.
+/// - Never retries after cancellation; cancelling during a wait throws `CancellationError` at once.
+/// - When every attempt fails, or a failure is not transient, throws the **last** error unchanged,
+///   so callers (and a ``Loader/fallback(to:)`` after it) still see the typed ``HTTPError``.
+/// - Each retry is recorded as ``LoadEvent/retrying(tier:attempt:delay:error:)``.
+public struct RetryLoader<Base: Loader, C: Clock>: Loader where C.Duration == Duration {
+    public typealias Input = Base.Input
+    public typealias Output = Base.Output
+
+    public let base: Base
+    public let policy: RetryPolicy
+    let clock: C
+    let now: @Sendable () -> Date
+
+    public func load(_ input: Input) async throws -> Output {
+        var attempt = 1
+        while true {
+            do {
+                return try await base.load(input)
+            } catch {
+                try rethrowIfCancelled(error)
+                guard attempt < policy.maxAttempts, policy.shouldRetry(error),
+                      let delay = delay(beforeRetry: attempt, after: error)
+                else { throw error }
+                LoadRecorder.record(.retrying(tier: describeLoader(base), attempt: attempt + 1, delay: delay, error: error))
+                try await clock.sleep(for: delay)
+                attempt += 1
+            }
+        }
+    }
+
+    /// The wait before the next attempt, or `nil` when the server asked for a longer one than the
+    /// policy accepts.
+    private func delay(beforeRetry retry: Int, after error: any Error) -> Duration? {
+        let computed = policy.delay(beforeRetry: retry)
+        guard policy.honorsRetryAfter, let retryAfter = retryAfter(of: error) else { return computed }
+        guard retryAfter <= policy.maxRetryAfter else { return nil }
+        return max(computed, retryAfter)
+    }
+
+    /// The `Retry-After` of a 429 or 503 response: delay-seconds or an HTTP-date (RFC 9110 §10.2.3).
+    private func retryAfter(of error: any Error) -> Duration? {
+        guard case HTTPError.status(let code, _, let headers, _) = error, code == 429 || code == 503,
+              let value = HTTPResponse(url: URL(fileURLWithPath: "/"), statusCode: code, headers: headers)
+                .header("Retry-After")?.trimmingCharacters(in: .whitespaces)
+        else { return nil }
+        if let seconds = Int(value), seconds >= 0 { return .seconds(seconds) }
+        guard let date = parseHTTPDate(value) else { return nil }
+        return .seconds(max(0, date.timeIntervalSince(now())))
+    }
+}
+
+extension RetryLoader: CustomStringConvertible {
+    public var description: String { "\(describeLoader(base)) + \(policy)" }
+}
+
+extension Loader {
+    /// Retries transient failures with backoff.
+    ///
+    /// ```swift
+    /// let remote = HTTPLoader(url: feedURL).retry(.exponential(attempts: 3)).decoding([FeedItem].self)
+    /// ```
+    /// - Parameters:
+    ///   - policy: attempts, backoff, jitter and which errors are retried.
+    ///   - clock: what waits between attempts; inject a `ManualClock` in tests.
+    ///   - now: the wall clock that turns an HTTP-date `Retry-After` into a wait.
+    public func retry<C: Clock>(
+        _ policy: RetryPolicy = .exponential(), clock: C, now: @escaping @Sendable () -> Date = { Date() }
+    ) -> RetryLoader<Self, C> where C.Duration == Duration {
+        RetryLoader(base: self, policy: policy, clock: clock, now: now)
+    }
+
+    /// Retries transient failures with backoff, waiting on the system's continuous clock.
+    public func retry(_ policy: RetryPolicy = .exponential()) -> RetryLoader<Self, ContinuousClock> {
+        RetryLoader(base: self, policy: policy, clock: ContinuousClock(), now: { Date() })
+    }
+}
+
+/// Parses an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the HTTP-date form servers send.
+func parseHTTPDate(_ text: String) -> Date? {
+    let formatter = DateFormatter()
+    formatter.locale = Locale(identifier: "en_US_POSIX")
+    formatter.timeZone = TimeZone(identifier: "GMT")
+    formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+    return formatter.date(from: text)
+}
+
+extension Duration {
+    /// The duration in seconds, as a `Double`.
+    var seconds: Double {
+        let parts = components
+        return Double(parts.seconds) + Double(parts.attoseconds) / 1e18
+    }
+}
