@@ -1,0 +1,136 @@
+import Foundation
+import Strata
+
+// S4, "Composite + Decorator for a whole offline-first policy", in the article's own vocabulary.
+// Every type here is a few lines over a Strata primitive: the article's classes become names for
+// loaders Strata already has.
+
+/// Anything that loads raw `Data`: the article's one abstraction. Every Strata `Loader<Void, Data>`
+/// is a `DataLoader`.
+public protocol DataLoader: Loader where Input == Void, Output == Data {}
+
+extension DataLoader {
+    /// The article's name for `load()`.
+    public func loadData() async throws -> Data { try await load() }
+}
+
+/// The article's errors, one per way a tier can have nothing to give.
+public enum DataLoaderError: Error, Equatable, Sendable {
+    /// The bundled default file is missing.
+    case noSuchFile
+    /// Nothing is cached locally.
+    case emptyCache
+    /// Something is cached, but the cache policy rejects it.
+    case expiredCache
+}
+
+/// How long local data stays valid (the article's `CachePolicy`).
+public protocol CachePolicy: Sendable {
+    /// The same rule as a Strata freshness policy.
+    var freshness: FreshnessPolicy { get }
+}
+
+/// Local data is valid for 24 hours after it was saved (exactly 24 hours old is expired).
+public struct TwentyFourHoursPolicy: CachePolicy {
+    public init() {}
+    public var freshness: FreshnessPolicy { .maxAge(hours: 24) }
+}
+
+/// Anything cached is acceptable, however old.
+public struct NullPolicy: CachePolicy {
+    public init() {}
+    public var freshness: FreshnessPolicy { .any }
+}
+
+/// Where local data lives: one file in a directory, managed by Strata's `FileStore`.
+public struct LocalDataStore: Sendable {
+    /// The cache key of the data.
+    public static let key = "data"
+    let store: FileStore<Data>
+    let now: @Sendable () -> Date
+
+    public init(directory: URL, now: @escaping @Sendable () -> Date = { Date() }) {
+        self.store = FileStore(directory: directory, codec: DataCodec())
+        self.now = now
+    }
+
+    /// What is saved, with its timestamp (for tests and diagnostics).
+    public func saved() async throws -> Cached<Data>? { try await store.retrieve(Self.key) }
+}
+
+/// Serves local data while `cachePolicy` accepts it; `emptyCache` / `expiredCache` otherwise.
+public struct LocalLoader: DataLoader {
+    let local: LocalDataStore
+    let cachePolicy: any CachePolicy
+
+    public init(store: LocalDataStore, cachePolicy: any CachePolicy) {
+        self.local = store
+        self.cachePolicy = cachePolicy
+    }
+
+    public func load(_ input: Void) async throws -> Data {
+        do {
+            return try await local.store.loader(key: LocalDataStore.key, policy: cachePolicy.freshness, now: local.now).load()
+        } catch CacheLoadError.empty {
+            throw DataLoaderError.emptyCache
+        } catch CacheLoadError.expired {
+            throw DataLoaderError.expiredCache
+        }
+    }
+}
+
+/// Fetches the data from the server (Strata's `HTTPLoader`, body only).
+public struct RemoteLoader: DataLoader {
+    let http: HTTPLoader<Void>
+
+    public init(url: URL, client: any HTTPClient = URLSessionHTTPClient.shared) {
+        self.http = HTTPLoader(url: url, client: client)
+    }
+
+    public func load(_ input: Void) async throws -> Data {
+        try await http.load().body
+    }
+}
+
+/// Serves `default_data.json` shipped in the bundle; `noSuchFile` when it is missing.
+public struct DefaultLoader: DataLoader {
+    let bundled: BundledLoader
+
+    /// The default data of this module's bundle.
+    public init() {
+        self.init(resource: "default_data", in: .module)
+    }
+
+    /// A default data file `name.json` in `bundle`.
+    public init(resource name: String, in bundle: Bundle) {
+        self.bundled = BundledLoader(resource: name, withExtension: "json", in: bundle)
+    }
+
+    public func load(_ input: Void) async throws -> Data {
+        do {
+            return try await bundled.load()
+        } catch BundledResourceError.notFound {
+            throw DataLoaderError.noSuchFile
+        }
+    }
+}
+
+/// The article's cache decorator: Strata's write-through `cache(in:key:)` under the article's name.
+public typealias DataLoaderCacheDecorator<Decoratee: DataLoader> = CachingLoader<Decoratee, FileStore<Data>>
+
+/// The article's fallback composite: Strata's `FallbackLoader` under the article's name, with the
+/// article's initialiser `DataLoaderWithFallbackComposite(primary:fallback:)`.
+public typealias DataLoaderWithFallbackComposite<Primary: DataLoader, Fallback: DataLoader> = FallbackLoader<Primary, Fallback>
+
+extension CachingLoader: DataLoader where Base.Input == Void, Base.Output == Data {}
+extension FallbackLoader: DataLoader where Primary.Input == Void, Primary.Output == Data {}
+extension NamedLoader: DataLoader where Base.Input == Void, Base.Output == Data {}
+extension ClosureLoader: DataLoader where Input == Void, Output == Data {}
+extension AnyLoader: DataLoader where Input == Void, Output == Data {}
+
+extension DataLoader {
+    /// Saves what this loader fetches into `store` (the article's `remote.cache()`).
+    public func cache(in store: LocalDataStore) -> DataLoaderCacheDecorator<Self> {
+        cache(in: store.store, key: LocalDataStore.key, now: store.now)
+    }
+}

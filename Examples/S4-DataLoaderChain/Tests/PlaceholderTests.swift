@@ -1,4 +1,0 @@
-import Testing
-@testable import DataLoaderChainExample
-
-@Test func placeholderBuilds() { _ = DataLoaderChainExamplePlaceholder.self }
