@@ -38,13 +38,17 @@ let package = Package(
             ],
             resources: [.copy("Resources/default_feed.json")]
         ),
-        .executableTarget(
-            name: "strata",
+        .target(
+            name: "StrataCLI",
             dependencies: [
                 "Strata",
                 "StrataDemo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
+        ),
+        .executableTarget(
+            name: "strata",
+            dependencies: ["StrataCLI", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
 
         // The five source systems (SEEDS.md), each in its own article's vocabulary.
@@ -106,7 +110,7 @@ let package = Package(
         ),
         .testTarget(
             name: "StrataIntegrationTests",
-            dependencies: ["Strata", "StrataTesting", "StrataDemo"],
+            dependencies: ["Strata", "StrataTesting", "StrataDemo", "StrataCLI", "strata"],
             resources: [.copy("Resources/default_feed.json")]
         ),
     ],

@@ -91,8 +91,9 @@ public enum HTTPError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// `url` for messages and logs: user and password removed, each query value replaced by `***`.
-func redactedURLString(_ url: URL) -> String {
+/// `url` for messages and logs: user and password removed, each query value replaced by `***`, so
+/// tokens in URLs never reach a log or an error message.
+public func redactedURLString(_ url: URL) -> String {
     guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return "<url>" }
     if components.user != nil || components.password != nil {
         components.user = nil

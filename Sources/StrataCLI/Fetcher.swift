@@ -1,0 +1,165 @@
+import Foundation
+import Logging
+import Strata
+
+/// `strata fetch`: an offline-first fetch of any HTTP resource, for scripts and people.
+///
+/// The chain: fresh cache (`maxAge`) → remote (with retries, saved to the cache) → stale cache
+/// (`maxStale`, unbounded by default) → the `--default` file. The body goes to `stdout`; where it came
+/// from and its age go to `stderr`.
+public struct Fetcher: Sendable {
+    public struct Options: Sendable {
+        public var url: URL
+        public var cacheDirectory: URL
+        public var maxAge: Duration
+        public var maxStale: Duration?
+        public var retries: Int
+        public var timeout: Duration?
+        public var defaultFile: URL?
+        public var json: Bool
+        public var verbose: Bool
+
+        public init(url: URL, cacheDirectory: URL, maxAge: Duration = .seconds(300), maxStale: Duration? = nil,
+                    retries: Int = 2, timeout: Duration? = .seconds(30), defaultFile: URL? = nil,
+                    json: Bool = false, verbose: Bool = false) {
+            self.url = url
+            self.cacheDirectory = cacheDirectory
+            self.maxAge = maxAge
+            self.maxStale = maxStale
+            self.retries = retries
+            self.timeout = timeout
+            self.defaultFile = defaultFile
+            self.json = json
+            self.verbose = verbose
+        }
+    }
+
+    /// The documented exit codes.
+    public enum ExitCode: Int32, Sendable {
+        /// A body was served (from any tier).
+        case served = 0
+        /// Nothing could be served: every tier failed. One line on stderr says why.
+        case nothingServed = 1
+        /// Bad flags or a bad URL (ArgumentParser's usage error code).
+        case usage = 64
+    }
+
+    let options: Options
+    let client: any HTTPClient
+    let now: @Sendable () -> Date
+
+    public init(options: Options, client: any HTTPClient = URLSessionHTTPClient.shared, now: @escaping @Sendable () -> Date = { Date() }) {
+        self.options = options
+        self.client = client
+        self.now = now
+    }
+
+    /// The default cache directory: the user's cache directory (`~/.cache` on Linux,
+    /// `~/Library/Caches` on Apple platforms), then `strata/fetch`.
+    public static var defaultCacheDirectory: URL {
+        let caches = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
+            ?? FileManager.default.temporaryDirectory
+        return caches.appendingPathComponent("strata", isDirectory: true).appendingPathComponent("fetch", isDirectory: true)
+    }
+
+    /// Runs the fetch, writing the body with `stdout` and the report with `stderr`; returns the exit code.
+    public func run(stdout: @Sendable (Data) -> Void, stderr: @Sendable (String) -> Void) async -> ExitCode {
+        let quiet = Logger(label: "strata.fetch", factory: { _ in SwiftLogNoOpLogHandler() })
+        let store = FileStore<Data>(directory: options.cacheDirectory, codec: DataCodec(), logger: quiet)
+        let key = options.url.absoluteString
+        let remote = HTTPLoader(url: options.url, timeout: options.timeout, client: client)
+            .retry(.exponential(attempts: options.retries + 1, initialDelay: .milliseconds(250), maxDelay: .seconds(5)))
+            .map(\.body)
+        let chain = store.loader(key: key, policy: .maxAge(options.maxAge), now: now).named("fresh cache")
+            .fallback(to: remote.cache(in: store, key: key, now: now, logger: quiet).named("remote"))
+            .fallback(to: store.loader(key: key, policy: options.maxStale.map { .maxAge($0) } ?? .any, now: now).named("stale cache"))
+            .fallback(to: defaults.named("default"))
+        do {
+            let served = try await chain.loadServed()
+            stdout(served.value)
+            report(served, stderr: stderr)
+            return .served
+        } catch {
+            reportFailure(error, stderr: stderr)
+            return .nothingServed
+        }
+    }
+
+    private var defaults: AnyLoader<Void, Data> {
+        guard let file = options.defaultFile else {
+            return AnyLoader("default") { throw NoDefault() }
+        }
+        return BundledLoader(fileURL: file).eraseToAnyLoader()
+    }
+
+    private struct NoDefault: Error, CustomStringConvertible {
+        var description: String { "no --default file given" }
+    }
+
+    private func report(_ served: Served<Data>, stderr: (String) -> Void) {
+        if options.verbose {
+            for event in served.events { stderr("strata fetch: \(event)") }
+        }
+        let provenance = served.provenance
+        if options.json {
+            stderr(json(served))
+            return
+        }
+        let age = provenance.age.map { "age \(formatAge($0))" } ?? "age unknown"
+        let saved = served.events.contains { if case .cacheWritten = $0 { true } else { false } } ? ", saved to the cache" : ""
+        stderr("strata fetch: served from \(provenance.tier) (\(age)\(saved)), \(served.value.count) bytes")
+    }
+
+    private func json(_ served: Served<Data>) -> String {
+        var object: [String: Any] = [
+            "url": redactedURLString(options.url),
+            "servedFrom": served.provenance.tier,
+            "origin": "\(served.provenance.origin)",
+            "bytes": served.value.count,
+        ]
+        if let age = served.provenance.age {
+            let parts = age.components
+            object["ageSeconds"] = Double(parts.seconds) + Double(parts.attoseconds) / 1e18
+        }
+        if let storedAt = served.provenance.storedAt {
+            object["storedAt"] = ISO8601DateFormatter().string(from: storedAt)
+        }
+        object["failedTiers"] = served.events.compactMap { event -> [String: String]? in
+            guard case .tierFailed(let tier, let error) = event else { return nil }
+            return ["tier": tier, "error": "\(error)"]
+        }
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    private func reportFailure(_ error: any Error, stderr: (String) -> Void) {
+        guard let fallback = error as? FallbackError else {
+            stderr("strata fetch: nothing served: \(error)")
+            return
+        }
+        let reasons = fallback.failures.map { "\($0.tier): \(shortReason($0.error))" }
+        if options.json {
+            let object: [String: Any] = [
+                "url": redactedURLString(options.url), "servedFrom": NSNull(),
+                "failedTiers": fallback.failures.map { ["tier": $0.tier, "error": "\($0.error)"] },
+            ]
+            let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+            stderr(String(decoding: data, as: UTF8.self))
+        } else {
+            stderr("strata fetch: nothing to serve for \(redactedURLString(options.url)): " + reasons.joined(separator: "; "))
+        }
+        if options.verbose {
+            for failure in fallback.failures { stderr("strata fetch:   \(failure.tier): \(failure.error)") }
+        }
+    }
+
+    private func shortReason(_ error: any Error) -> String {
+        switch error {
+        case CacheLoadError.empty: return "nothing cached"
+        case CacheLoadError.expired(_, _, _, let age, _): return "cached copy too old (\(formatAge(age)))"
+        case HTTPError.transport(_, let reason, _): return reason
+        case HTTPError.status(let code, _, _, _): return "HTTP \(code)"
+        default: return "\(error)"
+        }
+    }
+}

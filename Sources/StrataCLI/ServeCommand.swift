@@ -1,0 +1,204 @@
+import ArgumentParser
+import Foundation
+import StrataDemo
+
+/// `strata serve`.
+public struct ServeCommand: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run the demo server (feed JSON, posts REST) with faults you can turn on.",
+        discussion: """
+            Routes: GET /feed, GET /posts/{id}, POST /posts with {"title","body"}.
+
+            While it runs, type a command and Enter to change faults live:
+              offline | online | status CODE [RATE] | healthy | latency DURATION | truncate on|off | help | quit
+            `offline` stops listening (connections are refused) until `online`, on the same port.
+            Stop with Ctrl-C or `quit`.
+            """
+    )
+
+    @Option(help: "The address to listen on.")
+    var host = "127.0.0.1"
+
+    @Option(help: "The port to listen on (0 picks a free one).")
+    var port = 8080
+
+    @Option(help: "Added latency before every answer (for example 300ms, 2s).")
+    var latency: DurationArgument?
+
+    @Option(help: "Answer with this HTTP status instead of the resource (for example 500, 503, 429).")
+    var status: Int?
+
+    @Option(help: "The share of requests --status hits, from 0 to 1.")
+    var errorRate: Double = 1
+
+    @Option(help: "Send Retry-After with this many seconds on fault statuses.")
+    var retryAfter: Int?
+
+    @Flag(help: "Send only the first half of every body (valid HTTP, truncated JSON).")
+    var truncate = false
+
+    @Flag(help: "Start offline: refuse connections until the `online` command.")
+    var offline = false
+
+    public init() {}
+
+    public func validate() throws {
+        if let status, !(100...599).contains(status) { throw ValidationError("--status must be an HTTP status from 100 to 599") }
+        guard (0...1).contains(errorRate) else { throw ValidationError("--error-rate must be between 0 and 1") }
+        guard (0...65_535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") }
+    }
+
+    public func run() async throws {
+        let server: DemoServer
+        do {
+            server = try await DemoServer.start(host: host, port: port)
+        } catch {
+            throw ValidationError("could not listen on \(host):\(port): \(error)")
+        }
+        server.faults = .init(
+            status: status, errorRate: errorRate, retryAfterSeconds: retryAfter, latency: latency?.duration,
+            truncateBodies: truncate)
+        let control = ServeControl(server: server)
+        say("strata serve: listening on \(server.baseURL.absoluteString)")
+        say("  GET  \(server.baseURL.absoluteString)/feed        the demo feed (JSON)")
+        say("  GET  \(server.baseURL.absoluteString)/posts/{id}  a post (JSON); 404 when unknown")
+        say("  POST \(server.baseURL.absoluteString)/posts       create a post from {\"title\",\"body\"}")
+        say("  faults: \(ServeControl.describe(server.faults))")
+        if offline { say(await control.apply("offline")) }
+        say("Type a command and Enter: \(ServeControl.commandSummary)")
+
+        let (events, continuation) = AsyncStream<ServeEvent>.makeStream()
+        StandardInputReader.start { continuation.yield(.line($0)) }
+        let signals = SignalWaiter.start { continuation.yield(.stop) }
+        defer { signals.forEach { $0.cancel() } }
+        loop: for await event in events {
+            switch event {
+            case .line(let line):
+                let reply = await control.apply(line)
+                if reply == ServeControl.quitReply { break loop }
+                if !reply.isEmpty { say(reply) }
+            case .stop:
+                break loop
+            }
+        }
+        say("strata serve: stopping")
+        await server.stop()
+    }
+}
+
+/// The live commands of `strata serve`, applied to a running server.
+public struct ServeControl: Sendable {
+    public static let commandSummary = "offline | online | status CODE [RATE] | healthy | latency DURATION | truncate on|off | help | quit"
+    public static let quitReply = "quit"
+
+    let server: DemoServer
+
+    public init(server: DemoServer) {
+        self.server = server
+    }
+
+    /// Applies one command line and returns what to tell the person (``quitReply`` for `quit`).
+    public func apply(_ line: String) async -> String {
+        let words = line.split(separator: " ").map(String.init)
+        guard let command = words.first?.lowercased() else { return "" }
+        switch (command, words.count) {
+        case ("offline", 1):
+            await server.goOffline()
+            return "offline: connections to port \(server.port) are refused (type `online` to listen again)"
+        case ("online", 1):
+            do {
+                try await server.goOnline()
+                return "online: listening on \(server.baseURL.absoluteString)"
+            } catch {
+                return "could not listen again on port \(server.port): \(error)"
+            }
+        case ("status", 2), ("status", 3):
+            guard let code = Int(words[1]), (100...599).contains(code) else { return "usage: status CODE [RATE], CODE from 100 to 599" }
+            var rate = 1.0
+            if words.count == 3 {
+                guard let parsed = Double(words[2]), (0...1).contains(parsed) else { return "usage: status CODE [RATE], RATE from 0 to 1" }
+                rate = parsed
+            }
+            server.faults.status = code
+            server.faults.errorRate = rate
+            server.faults.remainingFaults = nil
+            return "faults: \(Self.describe(server.faults))"
+        case ("healthy", 1):
+            server.faults = .none
+            return "faults: none"
+        case ("latency", 2):
+            guard let latency = DurationArgument(argument: words[1]) else { return "usage: latency DURATION (for example 300ms or 2s)" }
+            server.faults.latency = latency.duration == .zero ? nil : latency.duration
+            return "faults: \(Self.describe(server.faults))"
+        case ("truncate", 2) where ["on", "off"].contains(words[1].lowercased()):
+            server.faults.truncateBodies = words[1].lowercased() == "on"
+            return "faults: \(Self.describe(server.faults))"
+        case ("help", 1):
+            return "commands: \(Self.commandSummary)"
+        case ("quit", 1), ("exit", 1):
+            return Self.quitReply
+        default:
+            return "unknown command '\(line)'; commands: \(Self.commandSummary)"
+        }
+    }
+
+    /// The faults in words: `status 503 on 50% of requests (Retry-After 5s), +200ms latency`.
+    public static func describe(_ faults: DemoServer.Faults) -> String {
+        var parts: [String] = []
+        if let status = faults.status {
+            var part = "status \(status) on \(Int((faults.errorRate * 100).rounded()))% of requests"
+            if let retryAfter = faults.retryAfterSeconds { part += " (Retry-After \(retryAfter)s)" }
+            parts.append(part)
+        }
+        if let latency = faults.latency { parts.append("+\(DurationText.format(latency)) latency") }
+        if faults.truncateBodies { parts.append("truncated bodies") }
+        return parts.isEmpty ? "none" : parts.joined(separator: ", ")
+    }
+}
+
+enum DurationText {
+    static func format(_ duration: Duration) -> String {
+        let parts = duration.components
+        let milliseconds = parts.seconds * 1000 + parts.attoseconds / 1_000_000_000_000_000
+        return milliseconds % 1000 == 0 ? "\(milliseconds / 1000)s" : "\(milliseconds)ms"
+    }
+}
+
+/// Prints `line` and flushes at once, so a script (or test) reading from a pipe sees every line as it
+/// is written rather than when a buffer fills.
+func say(_ line: String) {
+    print(line)
+    fflush(nil)
+}
+
+/// What the serve loop reacts to.
+enum ServeEvent: Sendable {
+    case line(String)
+    case stop
+}
+
+/// Reads standard input line by line on a thread of its own (reading blocks, and must not block the
+/// concurrency pool), handing each line to `handle`. When input ends (or is not a terminal at all) the
+/// server simply keeps running until a signal.
+enum StandardInputReader {
+    static func start(_ handle: @escaping @Sendable (String) -> Void) {
+        let thread = Thread {
+            while let line = readLine() { handle(line) }
+        }
+        thread.start()
+    }
+}
+
+/// Calls `onSignal` on SIGINT or SIGTERM; keep the returned sources alive while you wait.
+enum SignalWaiter {
+    static func start(_ onSignal: @escaping @Sendable () -> Void) -> [any DispatchSourceSignal] {
+        [SIGINT, SIGTERM].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler(handler: onSignal)
+            source.resume()
+            return source
+        }
+    }
+}

@@ -1,0 +1,84 @@
+import ArgumentParser
+import Foundation
+import StrataDemo
+
+/// The `strata` command-line tool.
+public struct StrataCommand: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "strata",
+        abstract: "Composable, offline-first data loading: demos and tools.",
+        subcommands: [DemoCommand.self, ServeCommand.self, FetchCommand.self]
+    )
+
+    public init() {}
+}
+
+/// `strata fetch URL`.
+public struct FetchCommand: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "fetch",
+        abstract: "Fetch an HTTP resource offline-first: fresh cache, then the network, then a stale copy, then a default.",
+        discussion: """
+            The body goes to standard output. Where it came from (remote, fresh cache, stale cache or \
+            default) and its age go to standard error.
+
+            Exit codes:
+              0   a body was served (from any tier)
+              1   nothing could be served; standard error says why, tier by tier
+              64  bad flags or a bad URL
+
+            Durations: 500ms, 30s, 10m, 2h, 7d, or a number of seconds.
+            """
+    )
+
+    @Argument(help: "The http or https URL to fetch.")
+    var url: String
+
+    @Option(help: "Where cached bodies are kept (default: the user's cache directory, then strata/fetch).")
+    var cacheDir: String?
+
+    @Option(help: "Serve a cached copy younger than this without asking the network.")
+    var maxAge: DurationArgument = DurationArgument(.seconds(300), description: "5m")
+
+    @Option(help: "When the network fails, serve a cached copy only if younger than this (default: any age).")
+    var maxStale: DurationArgument?
+
+    @Option(help: "Retries after a transient network failure (connection errors, 408, 429, 5xx).")
+    var retries: Int = 2
+
+    @Option(help: "Give up on a request after this long.")
+    var timeout: DurationArgument = DurationArgument(.seconds(30), description: "30s")
+
+    @Option(name: .customLong("default"), help: "A file to serve when there is neither network nor cache.")
+    var defaultFile: String?
+
+    @Flag(help: "Report provenance on standard error as one JSON object.")
+    var json = false
+
+    @Flag(help: "Report every tier tried, retry and cache write on standard error.")
+    var verbose = false
+
+    public init() {}
+
+    public func validate() throws {
+        guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), ["http", "https"].contains(scheme),
+              let host = parsed.host, !host.isEmpty
+        else { throw ValidationError("'\(url)' is not an http or https URL") }
+        guard (0...10).contains(retries) else { throw ValidationError("--retries must be between 0 and 10") }
+        if let defaultFile, !FileManager.default.fileExists(atPath: defaultFile) {
+            throw ValidationError("--default file '\(defaultFile)' does not exist")
+        }
+    }
+
+    public func run() async throws {
+        let options = Fetcher.Options(
+            url: URL(string: url)!,
+            cacheDirectory: cacheDir.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? Fetcher.defaultCacheDirectory,
+            maxAge: maxAge.duration, maxStale: maxStale?.duration, retries: retries, timeout: timeout.duration,
+            defaultFile: defaultFile.map { URL(fileURLWithPath: $0) }, json: json, verbose: verbose)
+        let code = await Fetcher(options: options).run(
+            stdout: { FileHandle.standardOutput.write($0) },
+            stderr: { FileHandle.standardError.write(Data(($0 + "\n").utf8)) })
+        if code != .served { throw ExitCode(code.rawValue) }
+    }
+}
