@@ -181,10 +181,26 @@ enum ServeEvent: Sendable {
 /// Reads standard input line by line on a thread of its own (reading blocks, and must not block the
 /// concurrency pool), handing each line to `handle`. When input ends (or is not a terminal at all) the
 /// server simply keeps running until a signal.
+///
+/// It reads file descriptor 0 with `read(2)`, not `readLine()`: `readLine()` holds the lock of the C
+/// `stdin` stream while it waits, and `exit()` takes every stream's lock to flush it, so a process
+/// whose input is still open would hang on its way out after `quit`.
 enum StandardInputReader {
     static func start(_ handle: @escaping @Sendable (String) -> Void) {
         let thread = Thread {
-            while let line = readLine() { handle(line) }
+            var pending = [UInt8]()
+            var buffer = [UInt8](repeating: 0, count: 1024)
+            while true {
+                let count = read(0, &buffer, buffer.count)
+                if count < 0, errno == EINTR { continue }
+                if count <= 0 { break }
+                pending.append(contentsOf: buffer[0..<count])
+                while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                    handle(String(decoding: pending[..<newline], as: UTF8.self))
+                    pending.removeSubrange(...newline)
+                }
+            }
+            if !pending.isEmpty { handle(String(decoding: pending, as: UTF8.self)) }
         }
         thread.start()
     }

@@ -216,6 +216,97 @@ struct ServeControlTests {
     }
 }
 
+/// A child process spawned with `posix_spawn` and reaped with `waitpid`: Foundation's `Process` on
+/// Linux sometimes misses a child's exit when many tests run in one process, so the test does not
+/// depend on it.
+struct Child {
+    let pid: pid_t
+    /// The write end of the child's standard input (the parent's copy), or -1.
+    let stdinWriter: Int32
+    /// The read end of the child's standard output (the parent's copy), or -1.
+    let stdoutReader: Int32
+
+    /// Spawns `executable` with `arguments`. Standard input and output are pipes when asked for,
+    /// otherwise `/dev/null` and `stdoutFile`; standard error goes to `stderrFile`.
+    static func spawn(_ executable: URL, _ arguments: [String], pipeStdin: Bool, pipeStdout: Bool,
+                      stdoutFile: URL?, stderrFile: URL) throws -> Child {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        var stdinPipe: [Int32] = [-1, -1]
+        var stdoutPipe: [Int32] = [-1, -1]
+        if pipeStdin {
+            try makePipe(&stdinPipe)
+            posix_spawn_file_actions_adddup2(&actions, stdinPipe[0], 0)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        }
+        if pipeStdout {
+            try makePipe(&stdoutPipe)
+            posix_spawn_file_actions_adddup2(&actions, stdoutPipe[1], 1)
+        } else if let stdoutFile {
+            posix_spawn_file_actions_addopen(&actions, 1, stdoutFile.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        }
+        posix_spawn_file_actions_addopen(&actions, 2, stderrFile.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        // Nothing else of this process reaches the child: not the listening sockets of the in-process
+        // servers other tests run, which would keep their ports accepting after those tests stop them.
+        try closeFrom(3, in: &actions)
+
+        let argv: [UnsafeMutablePointer<CChar>?] = ([executable.path] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, executable.path, &actions, nil, argv, environ)
+        if pipeStdin { close(stdinPipe[0]) }
+        if pipeStdout { close(stdoutPipe[1]) }
+        guard result == 0 else { throw TestError("posix_spawn \(executable.path) failed: \(result)") }
+        return Child(pid: pid, stdinWriter: stdinPipe[1], stdoutReader: stdoutPipe[0])
+    }
+
+    /// `posix_spawn_file_actions_addclosefrom_np` (glibc 2.34+), which Swift's Glibc module does not
+    /// export, looked up at run time.
+    private static func closeFrom(_ fd: Int32, in actions: inout posix_spawn_file_actions_t) throws {
+        typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+        guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else {
+            throw TestError("this libc has no posix_spawn_file_actions_addclosefrom_np (glibc 2.34+ needed)")
+        }
+        guard unsafeBitCast(symbol, to: AddCloseFrom.self)(&actions, fd) == 0 else {
+            throw TestError("posix_spawn_file_actions_addclosefrom_np failed")
+        }
+    }
+
+    /// A pipe whose ends are closed on exec, so only the dup2'd copy reaches the child.
+    private static func makePipe(_ fds: inout [Int32]) throws {
+        guard pipe(&fds) == 0 else { throw TestError("pipe failed: \(errno)") }
+        _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
+        _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
+    }
+
+    /// Waits for the child to exit and returns its exit status (128 + signal when it was killed).
+    func wait() -> Int32 {
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        if stdinWriter >= 0 { close(stdinWriter) }
+        if stdoutReader >= 0 { close(stdoutReader) }
+        let signal = status & 0x7f
+        return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+    }
+
+    /// Reads standard output until the first newline (or end of output).
+    func readLine() -> String {
+        var line = Data()
+        var byte: UInt8 = 0
+        while read(stdoutReader, &byte, 1) == 1 {
+            if byte == UInt8(ascii: "\n") { break }
+            line.append(byte)
+        }
+        return String(decoding: line, as: UTF8.self)
+    }
+
+    func write(_ text: String) {
+        _ = text.utf8CString.withUnsafeBufferPointer { Foundation.write(stdinWriter, $0.baseAddress, $0.count - 1) }
+    }
+}
+
 /// The built `strata` binary, run as separate processes: `serve` in one, `fetch` in another.
 @Suite("strata, two processes")
 struct TwoProcessTests {
@@ -232,71 +323,36 @@ struct TwoProcessTests {
         return found
     }
 
-    static func run(_ arguments: [String], stdin: Pipe? = nil) throws -> (process: Process, stdout: Pipe, stderr: Pipe) {
-        let process = Process()
-        process.executableURL = try executable()
-        process.arguments = arguments
-        let stdout = Pipe()
-        let stderr = Pipe()
-        process.standardOutput = stdout
-        process.standardError = stderr
-        process.standardInput = stdin ?? FileHandle.nullDevice
-        try process.run()
-        return (process, stdout, stderr)
-    }
-
-    /// Runs `strata` to completion. Output goes to files, not pipes, so reading it never depends on
-    /// every copy of a pipe's write end being closed.
+    /// Runs `strata arguments` to completion; output is collected in files.
     static func finish(_ arguments: [String]) throws -> (status: Int32, stdout: Data, stderr: String) {
         let directory = try TemporaryDirectory(prefix: "strata-2p-out")
-        let outURL = directory.appending("stdout")
-        let errURL = directory.appending("stderr")
-        FileManager.default.createFile(atPath: outURL.path, contents: nil)
-        FileManager.default.createFile(atPath: errURL.path, contents: nil)
-        let process = Process()
-        process.executableURL = try executable()
-        process.arguments = arguments
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = try FileHandle(forWritingTo: outURL)
-        process.standardError = try FileHandle(forWritingTo: errURL)
-        try process.run()
-        process.waitUntilExit()
-        return (process.terminationStatus, try Data(contentsOf: outURL), String(decoding: try Data(contentsOf: errURL), as: UTF8.self))
+        let out = directory.appending("stdout")
+        let err = directory.appending("stderr")
+        let child = try Child.spawn(try executable(), arguments, pipeStdin: false, pipeStdout: false, stdoutFile: out, stderrFile: err)
+        let status = child.wait()
+        return (status, try Data(contentsOf: out), String(decoding: try Data(contentsOf: err), as: UTF8.self))
     }
 
     @Test func fetchServesFromTheServerThenFromTheCacheOnceTheServerIsStopped() async throws {
         let cache = try TemporaryDirectory(prefix: "strata-2p")
-        let input = Pipe()
-        let serve = try Self.run(["serve", "--port", "0"], stdin: input)
-        defer { if serve.process.isRunning { serve.process.terminate() } }
-        // A failsafe, not a wait: if the server never answers, end it so the test fails instead of hanging.
-        let watchdog = Task {
-            try await Task.sleep(for: .seconds(120))
-            if serve.process.isRunning { serve.process.terminate() }
-        }
-        defer { watchdog.cancel() }
+        let serve = try Child.spawn(
+            try Self.executable(), ["serve", "--port", "0"], pipeStdin: true, pipeStdout: true, stdoutFile: nil,
+            stderrFile: cache.appending("serve-stderr"))
+        var serveStatus: Int32?
+        defer { if serveStatus == nil { kill(serve.pid, SIGKILL); _ = serve.wait() } }
 
         // The first line names the URL the server listens on.
-        var banner = Data()
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let fd = serve.stdout.fileHandleForReading.fileDescriptor
-        while !banner.contains(UInt8(ascii: "\n")) {
-            let count = read(fd, &buffer, buffer.count)
-            if count <= 0 { break }
-            banner.append(contentsOf: buffer[0..<count])
-        }
-        let firstLine = String(decoding: banner, as: UTF8.self).split(separator: "\n").first ?? ""
-        let base = try #require(firstLine.split(separator: " ").last.map(String.init))
+        let firstLine = serve.readLine()
         #expect(firstLine.hasPrefix("strata serve: listening on http://127.0.0.1:"))
+        let base = try #require(firstLine.split(separator: " ").last.map(String.init))
 
         let online = try Self.finish(["fetch", base + "/feed", "--cache-dir", cache.url.path, "--max-age", "0s"])
         #expect(online.status == 0)
         #expect(try JSONDecoder().decode([FeedItem].self, from: online.stdout) == DemoData.feed)
         #expect(online.stderr.contains("served from remote"))
-
-        input.fileHandleForWriting.write(Data("quit\n".utf8))
-        serve.process.waitUntilExit()
-        #expect(serve.process.terminationStatus == 0)
+        serve.write("quit\n")
+        serveStatus = serve.wait()
+        #expect(serveStatus == 0)
 
         let offline = try Self.finish(["fetch", base + "/feed", "--cache-dir", cache.url.path, "--max-age", "0s", "--retries", "0"])
         #expect(offline.status == 0)
