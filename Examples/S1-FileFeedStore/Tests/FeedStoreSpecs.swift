@@ -169,21 +169,21 @@ struct FeedStoreSpecs<S: FeedStore> {
         let sut = try await makeSUT()
         let other = try await reopen?(sut) ?? sut
         let small = uniqueFeed(count: 3)
-        let large = uniqueFeed(count: 200)
+        let large = uniqueFeed(count: 1_000)
         try await sut.save(small)
 
         let seen = try await withThrowingTaskGroup(of: [FeedItem]?.self) { group in
-            for round in 0..<40 {
-                let store = round.isMultiple(of: 4) ? other : sut
-                group.addTask { try await store.save(round.isMultiple(of: 2) ? large : small); return nil }
-                group.addTask { try await store.load() }
+            for round in 0..<60 {
+                let store = round.isMultiple(of: 2) ? sut : other
+                group.addTask { try await store.save(round.isMultiple(of: 4) ? large : small); return nil }
+                group.addTask { try await (round.isMultiple(of: 2) ? other : sut).load() }
             }
             var loads: [[FeedItem]] = []
             for try await feed in group { if let feed { loads.append(feed) } }
             return loads
         }
 
-        #expect(seen.count == 40)
+        #expect(seen.count == 60)
         for feed in seen {
             #expect(feed == small || feed == large, "a load saw \(feed.count) items, not one of the saved feeds")
         }
