@@ -38,8 +38,8 @@ public enum FeedPresenter {
             case .invalidRequest:
                 return "The feed couldn't be requested. Please update the app."
             }
-        case let error as FallbackError:
-            return errorMessage(for: error.primaryError)
+        case let error as FallbackError where !error.failures.isEmpty:
+            return errorMessage(for: error.failures[0].error)
         case is CancellationError:
             return "Loading was cancelled."
         default:
