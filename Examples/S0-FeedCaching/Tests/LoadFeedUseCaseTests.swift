@@ -1,0 +1,39 @@
+import Foundation
+import Testing
+import Strata
+import StrataTesting
+import FeedCachingExample
+
+@Suite("LoadFeedUseCase")
+struct LoadFeedUseCaseTests {
+    @Test func execute_deliversTheRepositorysFeed() async throws {
+        let feed = uniqueFeed()
+        let repository = LoaderSpy<Void, [FeedItem]>(.success(feed))
+
+        #expect(try await LoadFeedUseCase(repository: StrataFeedRepository(repository)).execute() == feed)
+        #expect(repository.loadCount == 1)
+    }
+
+    @Test func execute_passesTheRepositorysErrorThrough() async throws {
+        let sut = LoadFeedUseCase(repository: StrataFeedRepository(LoaderSpy<Void, [FeedItem]>(.failure(TestError("offline")))))
+
+        await #expect(throws: TestError("offline")) { try await sut.execute() }
+    }
+
+    @Test func loadServed_reportsWhereTheRepositoryChainGotTheFeed() async throws {
+        let sut = LoadFeedUseCase(repository: StrataFeedRepository(LoaderSpy<Void, [FeedItem]>(.success(uniqueFeed())).origin(.remote)))
+
+        #expect(try await sut.loadServed().provenance.origin == .remote)
+    }
+
+    @Test func asLoader_letsStrataOperatorsDecorateAnyRepository() async throws {
+        let cached = uniqueFeed()
+        let store = MemoryStore<String, [FeedItem]>()
+        try await store.insert(cached, for: "feed", storedAt: Date())
+        let failing = StrataFeedRepository(LoaderSpy<Void, [FeedItem]>(.failure(TestError("offline"))))
+
+        let feed = try await failing.asLoader().staleIfError(in: store, key: "feed", logger: quietLogger).load()
+
+        #expect(feed == cached)
+    }
+}

@@ -1,4 +1,0 @@
-import Testing
-@testable import FeedCachingExample
-
-@Test func placeholderBuilds() { _ = FeedCachingExamplePlaceholder.self }

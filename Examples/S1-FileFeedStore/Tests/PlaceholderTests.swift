@@ -1,4 +1,0 @@
-import Testing
-@testable import FileFeedStoreExample
-
-@Test func placeholderBuilds() { _ = FileFeedStoreExamplePlaceholder.self }
