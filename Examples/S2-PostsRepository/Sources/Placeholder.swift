@@ -1,2 +1,0 @@
-/// Placeholder until the example lands.
-public enum PostsRepositoryExamplePlaceholder {}

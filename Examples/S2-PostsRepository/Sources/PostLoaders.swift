@@ -1,0 +1,54 @@
+import Foundation
+import Strata
+
+/// The same repository reads and writes written as Strata chains instead of decorator classes.
+///
+/// ``PostRepoCacheDecorator`` answers `getPost` from the cache, else asks the server and remembers
+/// the answer. In Strata that is one line: a keyed store read, falling back to the remote load that
+/// writes through to the same store:
+///
+/// ```swift
+/// store.loader(policy: .any).mapInput { "post-\($0)" }
+///     .fallback(to: remote.cache(in: store) { "post-\($0)" })
+/// ```
+///
+/// Both forms use the keys of ``StorePostCache/key(for:)``, so they can share a store. They differ
+/// in one way: when neither the cache nor the server has the post, the chain throws Strata's
+/// `FallbackError` naming both tiers ("cached post: nothing cached …; remote: HTTP 404 …"), while
+/// the decorator throws ``PostRepoError/notFound(id:)``. The chain also takes a freshness policy, so
+/// `.maxAge(hours: 1)` turns "cached forever" into "cached for an hour" without a new type.
+public enum PostLoaders {
+    /// `GET {baseURL}/posts/{id}`, decoded as a ``Post``.
+    public static func remote(
+        baseURL: URL, transport: any HTTPClient = URLSessionHTTPClient.shared
+    ) -> some Loader<Int, Post> {
+        HTTPLoader.get(client: transport) { (id: Int) in baseURL.appendingPathComponent("posts/\(id)") }
+            .decoding(Post.self)
+    }
+
+    /// `POST {baseURL}/posts` with a ``PostDraft`` as JSON, decoding the created ``Post``.
+    public static func create(
+        baseURL: URL, transport: any HTTPClient = URLSessionHTTPClient.shared
+    ) -> some Loader<PostDraft, Post> {
+        HTTPLoader<PostDraft>.postJSON(to: baseURL.appendingPathComponent("posts"), client: transport)
+            .decoding(Post.self)
+    }
+
+    /// The cache-first keyed read: the post stored under `"post-<id>"` while `policy` accepts it,
+    /// otherwise `remote`, whose answer is written to `store` under the same key.
+    ///
+    /// - Parameters:
+    ///   - remote: where posts come from when the store has none (or none fresh enough).
+    ///   - store: where posts are cached; the same store a ``StorePostCache`` may use.
+    ///   - policy: how old a cached post may be; `.any` (the default) is the decorator's behaviour.
+    ///   - now: the wall clock for stamping and judging entries.
+    public static func cacheFirst<Remote: Loader<Int, Post>, S: Store>(
+        remote: Remote, store: S, policy: FreshnessPolicy = .any,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) -> some Loader<Int, Post> where S.Key == String, S.Value == Post {
+        store.loader(policy: policy, now: now)
+            .mapInput { (id: Int) in StorePostCache<S>.key(for: id) }
+            .named("cached post")
+            .fallback(to: remote.cache(in: store, now: now) { StorePostCache<S>.key(for: $0) }.named("remote"))
+    }
+}

@@ -1,4 +1,0 @@
-import Testing
-@testable import PostsRepositoryExample
-
-@Test func placeholderBuilds() { _ = PostsRepositoryExamplePlaceholder.self }

@@ -1,4 +1,0 @@
-import Testing
-@testable import CrossCuttingExample
-
-@Test func placeholderBuilds() { _ = CrossCuttingExamplePlaceholder.self }
