@@ -17,7 +17,15 @@ public struct DemoCommand: AsyncParsableCommand {
 
     /// The scenarios, one per source system.
     public enum Scenario: String, ExpressibleByArgument, CaseIterable, Sendable {
+        /// S0 and S1: a feed repository with a caching decorator over a file or defaults store.
+        case feed
+        /// S2: a posts REST repository, mock and production configurations.
+        case posts
+        /// S3: analytics, logging and delivery on the main queue as decorators.
+        case analytics
+        /// S4: the whole offline-first policy as one chain.
         case offlineFirst = "offline-first"
+        /// Every scenario, one after another.
         case all
     }
 
@@ -28,9 +36,16 @@ public struct DemoCommand: AsyncParsableCommand {
 
     public func run() async throws {
         let print: @Sendable (String) -> Void = { Swift.print($0) }
-        switch scenario {
-        case .offlineFirst, .all:
-            _ = try await OfflineFirstDemo().run(print: print)
+        let selected: [Scenario] = scenario == .all ? [.feed, .posts, .analytics, .offlineFirst] : [scenario]
+        for (index, scenario) in selected.enumerated() {
+            if index > 0 { print("\n" + String(repeating: "─", count: 72) + "\n") }
+            switch scenario {
+            case .feed: _ = try await FeedScenario().run(print: print)
+            case .posts: _ = try await PostsScenario().run(print: print)
+            case .analytics: _ = try await AnalyticsScenario().run(print: print)
+            case .offlineFirst: _ = try await OfflineFirstDemo().run(print: print)
+            case .all: break
+            }
         }
     }
 }
