@@ -4,7 +4,7 @@ import Logging
 @_spi(StrataInternals) import Strata
 
 /// The demo HTTP server: a real Hummingbird server on loopback, started in-process, serving the feed
-/// (`GET /feed`), with faults a test or a person can turn on.
+/// (`GET /feed`) and posts (`GET /posts/{id}`, `POST /posts`), with faults a test or a person can turn on.
 ///
 /// ```swift
 /// let server = try await DemoServer.start()          // 127.0.0.1, ephemeral port

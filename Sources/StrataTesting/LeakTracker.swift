@@ -52,6 +52,7 @@ public final class LeakTracker {
 /// What `body` returns is still alive at the check: don't return a tracked object (a one-line
 /// closure `{ leaks in leaks.track(x) }` returns it — write `_ = leaks.track(x)`).
 public func withLeakTracking<Result>(
+    isolation: isolated (any Actor)? = #isolation,
     _ body: (LeakTracker) async throws -> Result
 ) async throws -> Result {
     let tracker = LeakTracker()

@@ -67,15 +67,17 @@ extension HTTPLoader where Input == Void {
 
 extension HTTPLoader where Input: Encodable {
     /// A loader that sends its input as a JSON body: `POST url` (or `method`) with
-    /// `Content-Type: application/json`.
+    /// `Content-Type: application/json`. `encoder` makes the encoder for each request (for example to
+    /// set a date or key strategy).
     public static func postJSON(
         to url: URL, method: String = "POST", headers: [String: String] = [:], timeout: Duration? = nil,
+        encoder: @escaping @Sendable () -> JSONEncoder = { JSONEncoder() },
         client: any HTTPClient = URLSessionHTTPClient.shared
     ) -> HTTPLoader<Input> {
         HTTPLoader(description: "HTTP \(method) \(redactedURLString(url))", client: client) { input in
             let body: Data
             do {
-                body = try JSONEncoder().encode(input)
+                body = try encoder().encode(input)
             } catch {
                 throw HTTPError.invalidRequest(url: url, reason: "the body does not encode as JSON: \(error)")
             }

@@ -40,8 +40,8 @@ extension Loader {
 }
 
 /// The short description used for a loader in errors and chain trees: its `description` when it has
-/// one, otherwise its type name.
-func describeLoader(_ loader: some Loader) -> String {
+/// one, otherwise its type name. Operators of your own use it to describe their base as Strata's do.
+public func describeLoader(_ loader: some Loader) -> String {
     if let described = loader as? CustomStringConvertible {
         return described.description
     }

@@ -21,7 +21,9 @@ public struct TierFailure: Sendable, CustomStringConvertible {
 public struct FallbackError: Error, Sendable, CustomStringConvertible {
     public var failures: [TierFailure]
 
+    /// - Precondition: `failures` is not empty (a fallback chain has at least two tiers).
     public init(failures: [TierFailure]) {
+        precondition(!failures.isEmpty, "a FallbackError lists at least one tier's failure")
         self.failures = failures
     }
 

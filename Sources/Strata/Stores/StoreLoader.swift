@@ -92,7 +92,8 @@ extension Store {
     }
 }
 
-/// A store's description for errors and chain trees.
-func describeStore(_ store: some Store) -> String {
+/// A store's description for errors and chain trees: its `description` when it has one, otherwise
+/// its type name.
+public func describeStore(_ store: some Store) -> String {
     (store as? CustomStringConvertible)?.description ?? String(describing: type(of: store))
 }
