@@ -4,7 +4,7 @@
 /// meet here, and only the composition root (``UIComposer``) chooses to put them together.
 ///
 /// ```swift
-/// let service = AnalyticsDecorator(decoratee: RemoteItemService(), tracker: tracker)
+/// let service = AnalyticsDecorator(decoratee: itemService, tracker: tracker)   // any ItemService
 /// ```
 public struct AnalyticsDecorator: ItemService {
     /// The service whose loads are tracked.

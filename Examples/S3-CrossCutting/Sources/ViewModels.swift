@@ -31,8 +31,9 @@ public final class ItemsViewModel {
 
 /// The profile screen's state, fed by a completion-handler ``UserDataLoader``.
 ///
-/// It assumes that completions arrive on the main thread and checks it (`MainActor.assumeIsolated`
-/// stops the program otherwise). Making that true is the composition root's job: ``UIComposer``
+/// It assumes that completions arrive on the main queue, where the main actor runs, and checks it
+/// (`MainActor.assumeIsolated` stops the program otherwise; under an async `main` on Linux the main
+/// queue is not always serviced by the main thread, so the queue is what counts). Making that true is the composition root's job: ``UIComposer``
 /// wraps the loader in ``MainDispatchQueueDecorator``.
 @available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
 @MainActor
@@ -51,7 +52,7 @@ public final class UserProfileViewModel {
 
     @ObservationIgnored private let loader: any UserDataLoader
 
-    /// A view model loading through `loader`, whose completions must arrive on the main thread.
+    /// A view model loading through `loader`, whose completions must arrive on the main queue.
     public init(loader: any UserDataLoader) {
         self.loader = loader
     }

@@ -129,7 +129,8 @@ extension ClosureLoader: DataLoader where Input == Void, Output == Data {}
 extension AnyLoader: DataLoader where Input == Void, Output == Data {}
 
 extension DataLoader {
-    /// Saves what this loader fetches into `store` (the article's `remote.cache()`).
+    /// Saves what this loader fetches into `store`: the article's `remote.cache()`, with the store it
+    /// writes to named at the composition root instead of hidden inside the remote loader.
     public func cache(in store: LocalDataStore) -> DataLoaderCacheDecorator<Self> {
         cache(in: store.store, key: LocalDataStore.key, now: store.now)
     }
