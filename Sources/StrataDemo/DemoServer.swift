@@ -255,6 +255,25 @@ public final class DemoServer: Sendable {
     }
 }
 
+/// Runs `body` with a fresh demo server on 127.0.0.1 (ephemeral port) and stops the server
+/// afterwards, even when `body` throws: the way tests use a real server.
+@discardableResult
+public func withDemoServer<Result>(
+    feed: [FeedItem] = DemoData.feed,
+    isolation: isolated (any Actor)? = #isolation,
+    _ body: (DemoServer) async throws -> Result
+) async throws -> Result {
+    let server = try await DemoServer.start(feed: feed)
+    do {
+        let result = try await body(server)
+        await server.stop()
+        return result
+    } catch {
+        await server.stop()
+        throw error
+    }
+}
+
 /// The demo server could not start.
 public enum DemoServerError: Error, CustomStringConvertible {
     case didNotStart(host: String, port: Int)

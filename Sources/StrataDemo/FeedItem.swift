@@ -1,17 +1,10 @@
+import FeedCachingExample
 import Foundation
+import PostsRepositoryExample
 
-/// The feed item of the source articles (S0, S4): what the demo server serves and the demo caches.
-public struct FeedItem: Codable, Equatable, Hashable, Sendable, Identifiable {
-    public var id: UUID
-    public var title: String
-    public var imageURL: URL
-
-    public init(id: UUID, title: String, imageURL: URL) {
-        self.id = id
-        self.title = title
-        self.imageURL = imageURL
-    }
-}
+/// The feed item of the source articles (S0, S4): S0's own type, which the demo server serves and
+/// the demo caches.
+public typealias FeedItem = FeedCachingExample.FeedItem
 
 /// Fixed sample data, so demo output and tests are repeatable.
 public enum DemoData {
@@ -27,26 +20,8 @@ public enum DemoData {
     }
 }
 
-/// The post of the REST repository article (S2).
-public struct Post: Codable, Equatable, Hashable, Sendable, Identifiable {
-    public var id: Int
-    public var title: String
-    public var body: String
+/// The post of the REST repository article (S2): S2's own type.
+public typealias Post = PostsRepositoryExample.Post
 
-    public init(id: Int, title: String, body: String) {
-        self.id = id
-        self.title = title
-        self.body = body
-    }
-}
-
-/// The body of `POST /posts`.
-public struct NewPost: Codable, Equatable, Hashable, Sendable {
-    public var title: String
-    public var body: String
-
-    public init(title: String, body: String) {
-        self.title = title
-        self.body = body
-    }
-}
+/// The body of `POST /posts`: S2's draft post.
+public typealias NewPost = PostsRepositoryExample.PostDraft

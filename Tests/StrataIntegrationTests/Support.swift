@@ -4,21 +4,6 @@ import Strata
 import StrataDemo
 import StrataTesting
 
-/// Runs `body` with a fresh demo server on 127.0.0.1 and stops the server afterwards, even when `body`
-/// throws.
-func withDemoServer<Result>(
-    feed: [FeedItem] = DemoData.feed, _ body: (DemoServer) async throws -> Result
-) async throws -> Result {
-    let server = try await DemoServer.start(feed: feed)
-    do {
-        let result = try await body(server)
-        await server.stop()
-        return result
-    } catch {
-        await server.stop()
-        throw error
-    }
-}
 
 /// A logger that drops everything.
 let quietLogger = Logger(label: "quiet", factory: { _ in SwiftLogNoOpLogHandler() })

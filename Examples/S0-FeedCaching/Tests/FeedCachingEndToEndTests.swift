@@ -117,17 +117,3 @@ struct FeedCachingEndToEndTests {
     }
 }
 
-/// Runs `body` with a fresh demo server on 127.0.0.1, stopped afterwards even when `body` throws.
-func withDemoServer<Result>(
-    isolation: isolated (any Actor)? = #isolation, _ body: (DemoServer) async throws -> Result
-) async throws -> Result {
-    let server = try await DemoServer.start()
-    do {
-        let result = try await body(server)
-        await server.stop()
-        return result
-    } catch {
-        await server.stop()
-        throw error
-    }
-}

@@ -62,16 +62,3 @@ actor PostCacheSpy: PostCache {
     }
 }
 
-/// Runs `body` with a fresh demo server on 127.0.0.1 and stops it afterwards, even when `body` throws.
-@discardableResult
-func withDemoServer<Result>(_ body: (DemoServer) async throws -> Result) async throws -> Result {
-    let server = try await DemoServer.start()
-    do {
-        let result = try await body(server)
-        await server.stop()
-        return result
-    } catch {
-        await server.stop()
-        throw error
-    }
-}
