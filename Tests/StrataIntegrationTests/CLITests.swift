@@ -221,6 +221,8 @@ struct ServeControlTests {
 /// depend on it.
 struct Child {
     let pid: pid_t
+    /// Set once the child has been reaped, so the watchdog never signals a recycled pid.
+    let reaped = Locked(false)
     /// The write end of the child's standard input (the parent's copy), or -1.
     let stdinWriter: Int32
     /// The read end of the child's standard output (the parent's copy), or -1.
@@ -259,7 +261,15 @@ struct Child {
         if pipeStdin { close(stdinPipe[0]) }
         if pipeStdout { close(stdoutPipe[1]) }
         guard result == 0 else { throw TestError("posix_spawn \(executable.path) failed: \(result)") }
-        return Child(pid: pid, stdinWriter: stdinPipe[1], stdoutReader: stdoutPipe[0])
+        let child = Child(pid: pid, stdinWriter: stdinPipe[1], stdoutReader: stdoutPipe[0])
+        // A failsafe, not a wait: a child still running after a minute is killed, so a hang (say, a
+        // server that never exits) fails the test through its exit status instead of blocking the run.
+        let reaped = child.reaped
+        let spawned = pid
+        DispatchQueue.global().asyncAfter(deadline: .now() + 60) {
+            reaped.withLock { done in if !done { kill(spawned, SIGKILL) } }
+        }
+        return child
     }
 
     /// `posix_spawn_file_actions_addclosefrom_np` (glibc 2.34+), which Swift's Glibc module does not
@@ -285,6 +295,7 @@ struct Child {
     func wait() -> Int32 {
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        reaped.withLock { $0 = true }
         if stdinWriter >= 0 { close(stdinWriter) }
         if stdoutReader >= 0 { close(stdoutReader) }
         let signal = status & 0x7f
