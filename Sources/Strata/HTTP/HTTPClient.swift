@@ -80,18 +80,18 @@ public final class URLSessionHTTPClient: HTTPClient, Sendable {
                     }
                 }
                 let cancelNow = state.withLock { state -> Bool in
-                    state.task = SendableTask(task: task)
+                    state.task = task
                     return state.cancelled
                 }
                 task.resume()
                 if cancelNow { task.cancel() }
             }
         } onCancel: {
-            let task = state.withLock { state -> SendableTask? in
+            let task = state.withLock { state -> URLSessionTask? in
                 state.cancelled = true
                 return state.task
             }
-            task?.task.cancel()
+            task?.cancel()
         }
     }
 }
@@ -116,15 +116,8 @@ func describeTransportError(_ error: any Error) -> String {
 }
 
 private struct RequestState: Sendable {
-    var task: SendableTask?
+    var task: URLSessionTask?
     var cancelled = false
 }
 
-/// `URLSessionTask` is documented thread-safe (`cancel()` may be called from any thread) but is not
-/// annotated `Sendable` in swift-corelibs-foundation; this box carries it to the cancellation handler.
-private struct SendableTask: @unchecked Sendable {
-    // @unchecked: the only operation ever performed through the box is `cancel()`, which URLSession
-    // documents as safe from any thread.
-    let task: URLSessionTask
-}
 
