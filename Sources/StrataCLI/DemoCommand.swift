@@ -35,15 +35,15 @@ public struct DemoCommand: AsyncParsableCommand {
     public init() {}
 
     public func run() async throws {
-        let print: @Sendable (String) -> Void = { Swift.print($0) }
+        let write = StandardOutput.writeLine
         let selected: [Scenario] = scenario == .all ? [.feed, .posts, .analytics, .offlineFirst] : [scenario]
         for (index, scenario) in selected.enumerated() {
-            if index > 0 { print("\n" + String(repeating: "─", count: 72) + "\n") }
+            if index > 0 { write("\n" + String(repeating: "─", count: 72) + "\n") }
             switch scenario {
-            case .feed: _ = try await FeedScenario().run(print: print)
-            case .posts: _ = try await PostsScenario().run(print: print)
-            case .analytics: _ = try await AnalyticsScenario().run(print: print)
-            case .offlineFirst: _ = try await OfflineFirstDemo().run(print: print)
+            case .feed: _ = try await FeedScenario().run(write: write)
+            case .posts: _ = try await PostsScenario().run(write: write)
+            case .analytics: _ = try await AnalyticsScenario().run(write: write)
+            case .offlineFirst: _ = try await OfflineFirstDemo().run(write: write)
             case .all: break
             }
         }

@@ -60,13 +60,13 @@ public struct ServeCommand: AsyncParsableCommand {
             status: status, errorRate: errorRate, retryAfterSeconds: retryAfter, latency: latency?.duration,
             truncateBodies: truncate)
         let control = ServeControl(server: server)
-        say("strata serve: listening on \(server.baseURL.absoluteString)")
-        say("  GET  \(server.baseURL.absoluteString)/feed        the demo feed (JSON)")
-        say("  GET  \(server.baseURL.absoluteString)/posts/{id}  a post (JSON); 404 when unknown")
-        say("  POST \(server.baseURL.absoluteString)/posts       create a post from {\"title\",\"body\"}")
-        say("  faults: \(ServeControl.describe(server.faults))")
-        if offline { say(await control.apply("offline")) }
-        say("Type a command and Enter: \(ServeControl.commandSummary)")
+        StandardOutput.writeLine("strata serve: listening on \(server.baseURL.absoluteString)")
+        StandardOutput.writeLine("  GET  \(server.baseURL.absoluteString)/feed        the demo feed (JSON)")
+        StandardOutput.writeLine("  GET  \(server.baseURL.absoluteString)/posts/{id}  a post (JSON); 404 when unknown")
+        StandardOutput.writeLine("  POST \(server.baseURL.absoluteString)/posts       create a post from {\"title\",\"body\"}")
+        StandardOutput.writeLine("  faults: \(ServeControl.describe(server.faults))")
+        if offline { StandardOutput.writeLine(await control.apply("offline")) }
+        StandardOutput.writeLine("Type a command and Enter: \(ServeControl.commandSummary)")
 
         let (events, continuation) = AsyncStream<ServeEvent>.makeStream()
         StandardInputReader.start { continuation.yield(.line($0)) }
@@ -77,12 +77,12 @@ public struct ServeCommand: AsyncParsableCommand {
             case .line(let line):
                 let reply = await control.apply(line)
                 if reply == ServeControl.quitReply { break loop }
-                if !reply.isEmpty { say(reply) }
+                if !reply.isEmpty { StandardOutput.writeLine(reply) }
             case .stop:
                 break loop
             }
         }
-        say("strata serve: stopping")
+        StandardOutput.writeLine("strata serve: stopping")
         await server.stop()
     }
 }
@@ -163,13 +163,6 @@ enum DurationText {
         let milliseconds = parts.seconds * 1000 + parts.attoseconds / 1_000_000_000_000_000
         return milliseconds % 1000 == 0 ? "\(milliseconds / 1000)s" : "\(milliseconds)ms"
     }
-}
-
-/// Prints `line` and flushes at once, so a script (or test) reading from a pipe sees every line as it
-/// is written rather than when a buffer fills.
-func say(_ line: String) {
-    print(line)
-    fflush(nil)
 }
 
 /// What the serve loop reacts to.

@@ -40,8 +40,8 @@ public struct AnalyticsScenario: Sendable {
 
     public init() {}
 
-    /// Runs the scenario, writing the narration through `print`, and returns what each step observed.
-    public func run(print: @escaping @Sendable (String) -> Void = { Swift.print($0) }) async throws -> [Step] {
+    /// Runs the scenario, writing each line of the narration through `write`, and returns what each step observed.
+    public func run(write: @escaping @Sendable (String) -> Void) async throws -> [Step] {
         let server = try await DemoServer.start()
         let client = CountingHTTPClient()
         let service = FeedTitlesService(feedURL: server.feedURL, client: client)
@@ -50,18 +50,18 @@ public struct AnalyticsScenario: Sendable {
         let logging = LoggingTracker(logger: Logger(label: "analytics") { _ in LineLogHandler(lines: logLines) })
         let trackers: [any Tracker] = [memory, logging]
 
-        print("Strata demo: cross-cutting concerns as decorators (S3)")
-        print("  items      FeedTitlesService: the titles of \(server.feedURL.absoluteString) (Hummingbird, in this process)")
-        print("  trackers   CompositeTracker([InMemoryTracker, LoggingTracker (swift-log)])")
-        print("  user       a completion-handler UserDataLoader that answers on a background queue")
+        write("Strata demo: cross-cutting concerns as decorators (S3)")
+        write("  items      FeedTitlesService: the titles of \(server.feedURL.absoluteString) (Hummingbird, in this process)")
+        write("  trackers   CompositeTracker([InMemoryTracker, LoggingTracker (swift-log)])")
+        write("  user       a completion-handler UserDataLoader that answers on a background queue")
 
         var steps: [Step] = []
         func record(_ step: Step, _ lines: [(String, String)]) {
             steps.append(step)
-            print("")
-            print("\(steps.count). \(step.title)")
+            write("")
+            write("\(steps.count). \(step.title)")
             for (label, text) in lines {
-                print("   \(label.padding(toLength: 10, withPad: " ", startingAt: 0)) \(text)")
+                write("   \(label.padding(toLength: 10, withPad: " ", startingAt: 0)) \(text)")
             }
         }
         /// Runs `load`, and reports what it loaded and what the trackers saw meanwhile.
@@ -145,8 +145,8 @@ public struct AnalyticsScenario: Sendable {
              ("delivered", onMain ? "to the sink on the main actor, before load() returned" : "off the main actor ✗")])
 
         await server.stop()
-        print("")
-        print("The service never changed: analytics and threading were added around it, in one composer.")
+        write("")
+        write("The service never changed: analytics and threading were added around it, in one composer.")
         return steps
     }
 

@@ -35,8 +35,8 @@ public struct FeedScenario: Sendable {
 
     public init() {}
 
-    /// Runs the scenario, writing the narration through `print`, and returns what each step observed.
-    public func run(print: @escaping @Sendable (String) -> Void = { Swift.print($0) }) async throws -> [FeedScenario.Step] {
+    /// Runs the scenario, writing each line of the narration through `write`, and returns what each step observed.
+    public func run(write: @escaping @Sendable (String) -> Void) async throws -> [FeedScenario.Step] {
         let server = try await DemoServer.start()
         let cacheDirectory = FileManager.default.temporaryDirectory
             .appendingPathComponent("strata-feed-demo-\(UUID().uuidString)", isDirectory: true)
@@ -54,11 +54,11 @@ public struct FeedScenario: Sendable {
             logger: Logger(label: "feed") { _ in LineLogHandler(lines: logLines) })
         let loadFeed = LoadFeedUseCase(repository: repository)
 
-        print("Strata demo: caching a feed with a decorator (S0, cached through S1's FeedStore)")
-        print("  server  \(server.feedURL.absoluteString)  (Hummingbird, in this process)")
-        print("  cache   \(cacheDirectory.path)  (FileStore → FeedStore → FeedCacheStore)")
-        print("  clock   simulated: time moves only when the demo says so")
-        print("  chain   LoggingFeedRepository(CachingFeedRepository(RemoteFeedRepository)), wired in FeedComposer")
+        write("Strata demo: caching a feed with a decorator (S0, cached through S1's FeedStore)")
+        write("  server  \(server.feedURL.absoluteString)  (Hummingbird, in this process)")
+        write("  cache   \(cacheDirectory.path)  (FileStore → FeedStore → FeedCacheStore)")
+        write("  clock   simulated: time moves only when the demo says so")
+        write("  chain   LoggingFeedRepository(CachingFeedRepository(RemoteFeedRepository)), wired in FeedComposer")
 
         var steps: [Step] = []
         func step(_ title: String, _ situation: String) async throws {
@@ -81,19 +81,19 @@ public struct FeedScenario: Sendable {
                 cachedItems: try await feedStore.load().count,
                 log: logLines.withLock { $0 })
             steps.append(result)
-            print("")
-            print("\(steps.count). \(title)")
-            print("   situation  \(situation)")
+            write("")
+            write("\(steps.count). \(title)")
+            write("   situation  \(situation)")
             if let served = result.served {
-                print("   served     \(describe(served))")
+                write("   served     \(describe(served))")
             } else if let error = result.error {
-                print("   served     nothing: the load failed")
-                print("   error      \(type(of: error)): \(error)")
+                write("   served     nothing: the load failed")
+                write("   error      \(type(of: error)): \(error)")
             }
-            print("   network    \(describeNetwork(result))")
-            print("   cache      \(result.cachedItems == 0 ? "empty" : "holds \(result.cachedItems) item\(result.cachedItems == 1 ? "" : "s")")")
-            print("   log        \(result.log.joined(separator: " · "))")
-            print("   screen     \"\(result.screen)\"")
+            write("   network    \(describeNetwork(result))")
+            write("   cache      \(result.cachedItems == 0 ? "empty" : "holds \(result.cachedItems) item\(result.cachedItems == 1 ? "" : "s")")")
+            write("   log        \(result.log.joined(separator: " · "))")
+            write("   screen     \"\(result.screen)\"")
         }
 
         try await step("Online", "the server is up; nothing is cached yet")
@@ -106,8 +106,8 @@ public struct FeedScenario: Sendable {
         try await step("Cache cleared, still offline", "nothing cached and no server: the network's own error must reach the screen")
 
         await server.stop()
-        print("")
-        print("The repository never changed between steps; the decorators decided what to show.")
+        write("")
+        write("The repository never changed between steps; the decorators decided what to show.")
         return steps
     }
 

@@ -18,8 +18,8 @@ public struct OfflineFirstDemo: Sendable {
 
     public init() {}
 
-    /// Runs the scenario, writing the narration through `print`, and returns what each step observed.
-    public func run(print: @Sendable (String) -> Void = { Swift.print($0) }) async throws -> [Step] {
+    /// Runs the scenario, writing each line of the narration through `write`, and returns what each step observed.
+    public func run(write: @Sendable (String) -> Void) async throws -> [Step] {
         let server = try await DemoServer.start()
         let cacheDirectory = FileManager.default.temporaryDirectory
             .appendingPathComponent("strata-demo-\(UUID().uuidString)", isDirectory: true)
@@ -35,11 +35,11 @@ public struct OfflineFirstDemo: Sendable {
                 client: client, now: clock.wallClock, logger: quiet)
         }
 
-        print("Strata demo: the offline-first feed (S4)")
-        print("  server  \(server.feedURL.absoluteString)  (Hummingbird, in this process)")
-        print("  cache   \(cacheDirectory.path)  (FileStore)")
-        print("  clock   simulated: time moves only when the demo says so")
-        print("  chain   fresh local (max age 24h) → remote + cache → stale local → bundled default")
+        write("Strata demo: the offline-first feed (S4)")
+        write("  server  \(server.feedURL.absoluteString)  (Hummingbird, in this process)")
+        write("  cache   \(cacheDirectory.path)  (FileStore)")
+        write("  clock   simulated: time moves only when the demo says so")
+        write("  chain   fresh local (max age 24h) → remote + cache → stale local → bundled default")
 
         var steps: [Step] = []
         func step(_ title: String, _ situation: String) async throws {
@@ -50,12 +50,12 @@ public struct OfflineFirstDemo: Sendable {
                 title: title, served: served, requestsSent: client.requestCount - sentBefore,
                 requestsAnswered: server.requestCount() - answeredBefore)
             steps.append(result)
-            print("")
-            print("\(steps.count). \(title)")
-            print("   situation  \(situation)")
-            print("   served     \(describe(result.served))")
-            print("   network    \(describeNetwork(result))")
-            print("   tiers      \(describeTiers(result.served))")
+            write("")
+            write("\(steps.count). \(title)")
+            write("   situation  \(situation)")
+            write("   served     \(describe(result.served))")
+            write("   network    \(describeNetwork(result))")
+            write("   tiers      \(describeTiers(result.served))")
         }
 
         await server.goOffline()
@@ -75,8 +75,8 @@ public struct OfflineFirstDemo: Sendable {
         try await step("Server back", "the cached feed is still expired; the server answers again")
 
         await server.stop()
-        print("")
-        print("Every step above ran the same chain; only the world around it changed.")
+        write("")
+        write("Every step above ran the same chain; only the world around it changed.")
         return steps
     }
 

@@ -36,8 +36,8 @@ public struct PostsScenario: Sendable {
 
     public init() {}
 
-    /// Runs the scenario, writing the narration through `print`, and returns what each step observed.
-    public func run(print: @escaping @Sendable (String) -> Void = { Swift.print($0) }) async throws -> [Step] {
+    /// Runs the scenario, writing each line of the narration through `write`, and returns what each step observed.
+    public func run(write: @escaping @Sendable (String) -> Void) async throws -> [Step] {
         let server = try await DemoServer.start()
         let cacheDirectory = FileManager.default.temporaryDirectory
             .appendingPathComponent("strata-posts-demo-\(UUID().uuidString)", isDirectory: true)
@@ -47,11 +47,11 @@ public struct PostsScenario: Sendable {
         let mock = PostsEnvironment.mock
         let production = PostsEnvironment.production(baseURL: server.baseURL, cacheDirectory: cacheDirectory)
 
-        print("Strata demo: the posts repository (S2)")
-        print("  mock        InMemoryPostRepo behind InMemoryPostCache: no network, no files")
-        print("  production  HTTPPostRepo → \(server.baseURL.absoluteString) (Hummingbird, in this process)")
-        print("              behind DiskPostCache → \(cacheDirectory.path) (FileStore, one file per post)")
-        print("  chosen in   PostsEnvironment.makePostRepo(), the only place that knows which is which")
+        write("Strata demo: the posts repository (S2)")
+        write("  mock        InMemoryPostRepo behind InMemoryPostCache: no network, no files")
+        write("  production  HTTPPostRepo → \(server.baseURL.absoluteString) (Hummingbird, in this process)")
+        write("              behind DiskPostCache → \(cacheDirectory.path) (FileStore, one file per post)")
+        write("  chosen in   PostsEnvironment.makePostRepo(), the only place that knows which is which")
 
         var steps: [Step] = []
         func step(
@@ -75,11 +75,11 @@ public struct PostsScenario: Sendable {
                 configuration: configuration, title: title, outcome: outcome,
                 requestsSent: client.requestCount - sentBefore, requestsAnswered: server.requests.count - answeredBefore)
             steps.append(result)
-            print("")
-            print("\(steps.count). \(title)")
-            print("   situation  \(situation)")
-            print("   answer     \(describe(result))")
-            print("   network    \(describeNetwork(result))")
+            write("")
+            write("\(steps.count). \(title)")
+            write("   situation  \(situation)")
+            write("   answer     \(describe(result))")
+            write("   network    \(describeNetwork(result))")
         }
 
         let mockRepo = mock.makePostRepo()
@@ -114,8 +114,8 @@ public struct PostsScenario: Sendable {
         }
 
         await server.stop()
-        print("")
-        print("Every step above used `any PostRepo`; only PostsEnvironment chose what stood behind it.")
+        write("")
+        write("Every step above used `any PostRepo`; only PostsEnvironment chose what stood behind it.")
         return steps
     }
 
