@@ -21,7 +21,7 @@ let package = Package(
         ),
         .target(
             name: "StrataTesting",
-            dependencies: ["Strata"]
+            dependencies: ["Strata", .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "StrataDemo",

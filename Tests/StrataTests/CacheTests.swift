@@ -35,7 +35,7 @@ struct CacheTests {
 
         #expect(served.value == itemA)
         #expect(try await store.base.retrieve("feed")?.value == itemB, "the previous entry is kept")
-        #expect(logs.messages.contains { $0.level == .warning && $0.metadata["key"] == "feed" && $0.metadata["error"] == "disk full" })
+        #expect(logs.entries.contains { $0.level == .warning && $0.metadata["key"] == "feed" && $0.metadata["error"] == "disk full" })
         #expect(served.events.contains { if case .cacheWriteFailed(_, "feed", _) = $0 { true } else { false } })
     }
 

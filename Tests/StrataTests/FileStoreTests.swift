@@ -104,7 +104,7 @@ struct FileStoreTests {
 
         #expect(try await sut.retrieve("feed") == nil)
         #expect(!FileManager.default.fileExists(atPath: sut.fileURL(for: "feed").path))
-        #expect(logs.messages.contains { $0.level == .warning && $0.message.contains("corrupt") && $0.metadata["key"] == "feed" })
+        #expect(logs.entries.contains { $0.level == .warning && $0.message.contains("corrupt") && $0.metadata["key"] == "feed" })
     }
 
     @Test func everyTruncationOfAValidEntry_isAMiss() async throws {

@@ -105,42 +105,6 @@ extension FeedCacheSpy: CustomStringConvertible {
     var description: String { "cache spy" }
 }
 
-/// Collects swift-log output in memory so tests can assert what a decorator logged.
-final class LogCapture: Sendable {
-    struct Entry: Equatable, Sendable {
-        var level: Logger.Level
-        var message: String
-        var metadata: Logger.Metadata = [:]
-    }
-
-    private let captured = Locked<[Entry]>([])
-
-    /// A logger whose every entry lands in ``entries``.
-    var logger: Logger {
-        Logger(label: "capture") { _ in Handler(capture: self) }
-    }
-
-    /// Everything logged so far, in order.
-    var entries: [Entry] { captured.withLock { $0 } }
-
-    struct Handler: LogHandler {
-        let capture: LogCapture
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-
-        func log(event: LogEvent) {
-            let merged = metadata.merging(event.metadata ?? [:]) { _, new in new }
-            let entry = Entry(level: event.level, message: "\(event.message)", metadata: merged)
-            capture.captured.withLock { $0.append(entry) }
-        }
-    }
-}
-
 /// Runs `body` with a `UserDefaults` suite name of its own. The suite is cleared before and removed
 /// after, also when `body` throws.
 func withScopedDefaultsSuite<Result>(

@@ -1,3 +1,4 @@
+import StrataTesting
 import CrossCuttingExample
 import Dispatch
 import Foundation
@@ -46,8 +47,8 @@ public struct AnalyticsScenario: Sendable {
         let client = CountingHTTPClient()
         let service = FeedTitlesService(feedURL: server.feedURL, client: client)
         let memory = InMemoryTracker()
-        let logLines = Locked<[String]>([])
-        let logging = LoggingTracker(logger: Logger(label: "analytics") { _ in LineLogHandler(lines: logLines) })
+        let logs = LogCapture(level: .info)
+        let logging = LoggingTracker(logger: logs.logger)
         let trackers: [any Tracker] = [memory, logging]
 
         write("Strata demo: cross-cutting concerns as decorators (S3)")
@@ -68,10 +69,10 @@ public struct AnalyticsScenario: Sendable {
         func itemsStep(_ title: String, _ situation: String, _ load: () async -> [String]) async {
             let sentBefore = client.requestCount
             let trackedBefore = await memory.events.count
-            let loggedBefore = logLines.withLock { $0.count }
+            let loggedBefore = logs.entries.count
             let items = await load()
             let tracked = Array(await memory.events.dropFirst(trackedBefore))
-            let logged = Array(logLines.withLock { $0 }.dropFirst(loggedBefore))
+            let logged = logs.entries.dropFirst(loggedBefore).map { $0.line() }
             let analytics = tracked.isEmpty && logged.isEmpty
                 ? "nothing tracked"
                 : "in-memory tracker ✓ \(tracked.map { "\($0.count) values" }.joined(separator: ", ")) · log ✓ \(logged.joined(separator: " | "))"
@@ -203,20 +204,3 @@ private struct OnCallerUserLoader: UserDataLoader {
 }
 
 private let demoUser = UserData(name: "Ada", email: "ada@example.com")
-
-/// Writes each log event as one line (`info items loaded count=3 …`) into `lines`.
-private struct LineLogHandler: LogHandler {
-    let lines: Locked<[String]>
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .info
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        let fields = (event.metadata ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
-        lines.withLock { $0.append(([event.level.rawValue, event.message.description] + fields).joined(separator: " ")) }
-    }
-}

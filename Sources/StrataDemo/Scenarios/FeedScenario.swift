@@ -43,7 +43,7 @@ public struct FeedScenario: Sendable {
         defer { try? FileManager.default.removeItem(at: cacheDirectory) }
         let clock = ManualClock(startDate: Date())
         let client = CountingHTTPClient()
-        let logLines = Locked<[String]>([])
+        let logs = LogCapture(level: .info)
         let quiet = Logger(label: "strata.demo", factory: { _ in SwiftLogNoOpLogHandler() })
 
         // The app's composition root, as S0 and S1 describe it: one place, concrete types only here.
@@ -51,7 +51,7 @@ public struct FeedScenario: Sendable {
         let feedStore = StrataFeedStore(store: fileStore, key: "feed", now: clock.wallClock)
         let repository = FeedComposer.makeFeedRepository(
             feedURL: server.feedURL, cache: FeedStoreCacheAdapter(feedStore), client: client,
-            logger: Logger(label: "feed") { _ in LineLogHandler(lines: logLines) })
+            logger: logs.logger)
         let loadFeed = LoadFeedUseCase(repository: repository)
 
         write("Strata demo: caching a feed with a decorator (S0, cached through S1's FeedStore)")
@@ -64,7 +64,7 @@ public struct FeedScenario: Sendable {
         func step(_ title: String, _ situation: String) async throws {
             let sentBefore = client.requestCount
             let answeredBefore = server.requestCount()
-            logLines.withLock { $0 = [] }
+            logs.removeAll()
             var served: Served<[FeedCachingExample.FeedItem]>?
             var failure: (any Error)?
             do {
@@ -79,7 +79,7 @@ public struct FeedScenario: Sendable {
                 requestsSent: client.requestCount - sentBefore,
                 requestsAnswered: server.requestCount() - answeredBefore,
                 cachedItems: try await feedStore.load().count,
-                log: logLines.withLock { $0 })
+                log: logs.entries.map { $0.line(excluding: ["error"]) })  // the error gets a line of its own
             steps.append(result)
             write("")
             write("\(steps.count). \(title)")
@@ -90,7 +90,7 @@ public struct FeedScenario: Sendable {
                 write("   served     nothing: the load failed")
                 write("   error      \(type(of: error)): \(error)")
             }
-            write("   network    \(describeNetwork(result))")
+            write("   network    \(Narration.network(sent: result.requestsSent, answered: result.requestsAnswered))")
             write("   cache      \(result.cachedItems == 0 ? "empty" : "holds \(result.cachedItems) item\(result.cachedItems == 1 ? "" : "s")")")
             write("   log        \(result.log.joined(separator: " · "))")
             write("   screen     \"\(result.screen)\"")
@@ -123,32 +123,4 @@ public struct FeedScenario: Sendable {
         return "\(source), \(items.count) item\(items.count == 1 ? "" : "s")\(first), \(age)"
     }
 
-    private func describeNetwork(_ step: Step) -> String {
-        switch (step.requestsSent, step.requestsAnswered) {
-        case (0, _): "no request made"
-        case (let sent, 0): "\(sent) request sent, no answer"
-        case (let sent, let answered): "\(sent) request sent, \(answered) answered"
-        }
-    }
-}
-
-/// Collects log entries as one-line text (`info feed load succeeded count=3`) for the narration.
-private struct LineLogHandler: LogHandler {
-    let lines: Locked<[String]>
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .info
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        let fields = metadata.merging(event.metadata ?? [:]) { _, new in new }
-            .filter { $0.key != "error" }  // the narration prints the error on its own line
-            .sorted { $0.key < $1.key }
-            .map { " \($0.key)=\($0.value)" }
-            .joined()
-        lines.withLock { $0.append("\(event.level) \(event.message)\(fields)") }
-    }
 }

@@ -54,7 +54,7 @@ public struct OfflineFirstDemo: Sendable {
             write("\(steps.count). \(title)")
             write("   situation  \(situation)")
             write("   served     \(describe(result.served))")
-            write("   network    \(describeNetwork(result))")
+            write("   network    \(Narration.network(sent: result.requestsSent, answered: result.requestsAnswered))")
             write("   tiers      \(describeTiers(result.served))")
         }
 
@@ -93,13 +93,6 @@ public struct OfflineFirstDemo: Sendable {
         return "\(source), \(items.count) item\(items.count == 1 ? "" : "s")\(first), \(age)"
     }
 
-    private func describeNetwork(_ step: Step) -> String {
-        switch (step.requestsSent, step.requestsAnswered) {
-        case (0, _): "no request made"
-        case (let sent, 0): "\(sent) request sent, no answer"
-        case (let sent, let answered): "\(sent) request sent, \(answered) answered"
-        }
-    }
 
     private func describeTiers(_ served: Served<[FeedItem]>) -> String {
         var parts: [String] = []

@@ -79,7 +79,7 @@ public struct PostsScenario: Sendable {
             write("\(steps.count). \(title)")
             write("   situation  \(situation)")
             write("   answer     \(describe(result))")
-            write("   network    \(describeNetwork(result))")
+            write("   network    \(Narration.network(sent: result.requestsSent, answered: result.requestsAnswered))")
         }
 
         let mockRepo = mock.makePostRepo()
@@ -135,11 +135,4 @@ public struct PostsScenario: Sendable {
         }
     }
 
-    private func describeNetwork(_ step: Step) -> String {
-        switch (step.requestsSent, step.requestsAnswered) {
-        case (0, _): "no request made"
-        case (let sent, 0): "\(sent) request sent, no answer"
-        case (let sent, let answered): "\(sent) request sent, \(answered) answered"
-        }
-    }
 }
