@@ -117,3 +117,30 @@ struct CacheLoadErrorMessageTests {
         #expect(error.description == "S: entry for 'k' is stamped 1m 30s in the future, so policy 'max age 1h 0m' cannot age it")
     }
 }
+
+@Suite("store.value(for:policy:now:)")
+struct StoreValueTests {
+    let clock = ManualClock()
+    let store = StoreSpy(MemoryStore<String, Item>())
+
+    @Test func missingOrExpiredValues_areNil() async throws {
+        #expect(try await store.value(for: "feed", now: clock.wallClock) == nil)
+        try await store.insert(itemA, for: "feed", storedAt: clock.date)
+        clock.advance(by: .seconds(3600))
+        #expect(try await store.value(for: "feed", policy: .maxAge(minutes: 30), now: clock.wallClock) == nil)
+    }
+
+    @Test func acceptedValue_isServedWithProvenance() async throws {
+        try await store.insert(itemA, for: "feed", storedAt: clock.date)
+        clock.advance(by: .seconds(60))
+        let served = try await ClosureLoader { try await store.value(for: "feed", now: clock.wallClock) }.loadServed()
+        #expect(served.value == itemA)
+        #expect(served.provenance.origin == .memory)
+        #expect(served.provenance.age == .seconds(60))
+    }
+
+    @Test func failingStore_throwsTheStoresOwnError() async throws {
+        store.faults.retrieve = TestError("EIO")
+        await #expect(throws: TestError("EIO")) { try await store.value(for: "feed", now: clock.wallClock) }
+    }
+}

@@ -35,15 +35,8 @@ public struct UserDefaultsFeedCacheStore: FeedCacheStore {
     }
 
     public func load() async throws -> [FeedItem] {
-        // Reading through a Strata store loader (rather than `retrieve`) reports the cached copy's
-        // origin and age to `loadServed()` when the feed is served from here.
-        do {
-            return try await store.loader(key: key, policy: .any, now: now).load()
-        } catch CacheLoadError.empty {
-            return []
-        } catch CacheLoadError.unreadable(_, _, let underlying) {
-            throw underlying
-        }
+        // Through Strata's store loader, so a feed served from here reports its origin and age.
+        try await store.value(for: key, now: now) ?? []
     }
 }
 

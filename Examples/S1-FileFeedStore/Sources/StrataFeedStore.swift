@@ -36,13 +36,8 @@ public struct StrataFeedStore<S: Store>: FeedStore where S.Key == String, S.Valu
     }
 
     public func load() async throws -> [FeedItem] {
-        do {
-            return try await store.loader(key: key, policy: .any, now: now).load()
-        } catch CacheLoadError.empty {
-            return []
-        } catch CacheLoadError.unreadable(_, _, let underlying) {
-            throw underlying
-        }
+        // Through Strata's store loader, so a feed served from here reports its origin and age.
+        try await store.value(for: key, now: now) ?? []
     }
 
     public func delete() async throws {

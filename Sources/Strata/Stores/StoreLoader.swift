@@ -92,6 +92,26 @@ extension Store {
     }
 }
 
+extension Store {
+    /// The value stored for `key` when `policy` accepts it, or `nil` when nothing acceptable is stored.
+    ///
+    /// Reads through ``loader(key:policy:now:)``, so a value served from here reports its origin and
+    /// age to ``Loader/loadServed(_:)`` like any tier; for repositories and adapters of your own that
+    /// need "the cached value, if any" rather than a loader that throws on a miss. A store that fails
+    /// to read throws its own error (not ``CacheLoadError``).
+    public func value(
+        for key: Key, policy: FreshnessPolicy = .any, now: @escaping @Sendable () -> Date = { Date() }
+    ) async throws -> Value? {
+        do {
+            return try await loader(key: key, policy: policy, now: now).load()
+        } catch CacheLoadError.empty, CacheLoadError.expired {
+            return nil
+        } catch CacheLoadError.unreadable(_, _, let underlying) {
+            throw underlying
+        }
+    }
+}
+
 /// A store's description for errors and chain trees: its `description` when it has one, otherwise
 /// its type name.
 public func describeStore(_ store: some Store) -> String {
