@@ -6,18 +6,40 @@ let package = Package(
     platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9)],
     products: [
         .library(name: "Strata", targets: ["Strata"]),
+        .library(name: "StrataSQLite", targets: ["StrataSQLite"]),
+        .library(name: "StrataPostgres", targets: ["StrataPostgres"]),
         .library(name: "StrataTesting", targets: ["StrataTesting"]),
         .executable(name: "strata", targets: ["strata"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.1.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.21.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
     ],
     targets: [
         .target(
             name: "Strata",
-            dependencies: [.product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+            ]
+        ),
+        .target(
+            name: "StrataSQLite",
+            dependencies: ["Strata", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
+        .target(
+            name: "StrataPostgres",
+            dependencies: [
+                "Strata",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .target(
             name: "StrataTesting",
@@ -42,6 +64,8 @@ let package = Package(
             name: "StrataCLI",
             dependencies: [
                 "Strata",
+                "StrataSQLite",
+                "StrataPostgres",
                 "StrataDemo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -107,6 +131,14 @@ let package = Package(
         .testTarget(
             name: "StrataTests",
             dependencies: ["Strata", "StrataTesting"]
+        ),
+        .testTarget(
+            name: "StrataSQLiteTests",
+            dependencies: ["StrataSQLite", "Strata", "StrataTesting"]
+        ),
+        .testTarget(
+            name: "StrataPostgresTests",
+            dependencies: ["StrataPostgres", "Strata", "StrataTesting"]
         ),
         .testTarget(
             name: "StrataIntegrationTests",

@@ -1,0 +1,2 @@
+import StrataPostgres
+import Testing

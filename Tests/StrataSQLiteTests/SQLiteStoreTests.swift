@@ -1,0 +1,2 @@
+import StrataSQLite
+import Testing
