@@ -130,7 +130,12 @@ let package = Package(
 
         .testTarget(
             name: "StrataTests",
-            dependencies: ["Strata", "StrataTesting"]
+            dependencies: [
+                "Strata",
+                "StrataTesting",
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+            ]
         ),
         .testTarget(
             name: "StrataSQLiteTests",

@@ -97,7 +97,13 @@ struct FallbackTests {
         let sut = StubLoader<Void, Int>(.success(1), name: "fresh")
             .fallback(to: StubLoader(.success(1), name: "remote"))
             .fallback(to: StubLoader(.success(1), name: "stale"))
-        #expect("\(sut)" == "fresh → remote → stale")
+        #expect(describeLoader(sut) == "fresh → remote → stale")
+        #expect("\(sut)" == """
+            fallback
+            ├── fresh
+            ├── remote
+            └── stale
+            """)
     }
 }
 

@@ -109,7 +109,7 @@ struct MapTests {
         let served = try await sut.loadServed()
         #expect(served.provenance.tier == "defaults")
         #expect(served.provenance.origin == .bundled)
-        #expect("\(sut)" == "remote → defaults")
+        #expect(describeLoader(sut) == "remote → defaults")
     }
 
     @Test func named_isAPlainForwardWhenNotRecording() async throws {

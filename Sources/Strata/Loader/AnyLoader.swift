@@ -5,8 +5,8 @@
 /// Erasing costs one indirect call per load.
 public struct AnyLoader<Input: Sendable, Output: Sendable>: Loader {
     @usableFromInline let body: @Sendable (Input) async throws -> Output
-    /// The description of the erased loader, so chains stay readable after erasure.
-    public let description: String
+    /// The erased loader's node, so chains stay readable after erasure.
+    public let loaderNode: LoaderNode
 
     /// Erases `base`.
     public init<Base: Loader>(_ base: Base) where Base.Input == Input, Base.Output == Output {
@@ -15,13 +15,13 @@ public struct AnyLoader<Input: Sendable, Output: Sendable>: Loader {
             return
         }
         self.body = { try await base.load($0) }
-        self.description = describeLoader(base)
+        self.loaderNode = Strata.loaderNode(of: base)
     }
 
     /// A loader that runs `body` for every load.
     public init(_ description: String = "closure", _ body: @escaping @Sendable (Input) async throws -> Output) {
         self.body = body
-        self.description = description
+        self.loaderNode = .leaf(description)
     }
 
     @inlinable
@@ -30,7 +30,7 @@ public struct AnyLoader<Input: Sendable, Output: Sendable>: Loader {
     }
 }
 
-extension AnyLoader: CustomStringConvertible {}
+extension AnyLoader: LoaderDescribing {}
 
 extension Loader {
     /// Erases this loader's concrete type.
@@ -39,11 +39,3 @@ extension Loader {
     }
 }
 
-/// The short description used for a loader in errors and chain trees: its `description` when it has
-/// one, otherwise its type name. Operators of your own use it to describe their base as Strata's do.
-public func describeLoader(_ loader: some Loader) -> String {
-    if let described = loader as? CustomStringConvertible {
-        return described.description
-    }
-    return String(describing: type(of: loader))
-}

@@ -47,8 +47,11 @@ func writeToCache<S: Store>(_ value: S.Value, for key: S.Key, store: S, now: () 
     }
 }
 
-extension CachingLoader: CustomStringConvertible {
-    public var description: String { "\(describeLoader(base)) + cache(\(describeStore(store)))" }
+extension CachingLoader: LoaderDescribing {
+    public var loaderNode: LoaderNode {
+        let inner = Strata.loaderNode(of: base)
+        return LoaderNode(label: "cache(\(describeStore(store)))", summary: "\(inner.summary) + cache(\(describeStore(store)))", children: [inner])
+    }
 }
 
 extension Loader {

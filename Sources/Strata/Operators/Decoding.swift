@@ -49,8 +49,8 @@ public struct DecodingLoader<Base: Loader, Value: Decodable & Sendable>: Loader 
     }
 }
 
-extension DecodingLoader: CustomStringConvertible {
-    public var description: String { describeLoader(base) }
+extension DecodingLoader: LoaderDescribing {
+    public var loaderNode: LoaderNode { LoaderNode(label: "decoding \(Value.self)", children: [Strata.loaderNode(of: base)]) }
 }
 
 extension Loader where Output: DecodableBody {

@@ -88,8 +88,18 @@ where Primary.Input == Fallback.Input, Primary.Output == Fallback.Output {
     }
 }
 
-extension FallbackLoader: CustomStringConvertible {
-    public var description: String { "\(describeLoader(primary)) → \(describeLoader(fallback))" }
+extension FallbackLoader: LoaderDescribing {
+    /// A `fallback` node whose children are the tiers in order; nested fallbacks flatten into one.
+    public var loaderNode: LoaderNode {
+        let tiers = [Strata.loaderNode(of: primary), Strata.loaderNode(of: fallback)]
+        var node = LoaderNode(
+            label: "fallback",
+            summary: tiers.map(\.summary).joined(separator: " → "),
+            children: tiers.flatMap { $0.isFallback ? $0.children : [$0] }
+        )
+        node.isFallback = true
+        return node
+    }
 }
 
 extension Loader {

@@ -17,8 +17,11 @@ public struct MapLoader<Base: Loader, Output: Sendable>: Loader {
     }
 }
 
-extension MapLoader: CustomStringConvertible {
-    public var description: String { "\(describeLoader(base)) + map" }
+extension MapLoader: LoaderDescribing {
+    public var loaderNode: LoaderNode {
+        let inner = Strata.loaderNode(of: base)
+        return LoaderNode(label: "map", summary: "\(inner.summary) + map", children: [inner])
+    }
 }
 
 /// Transforms a loader's input before it loads; built by ``Loader/mapInput(_:)``.
@@ -40,8 +43,8 @@ public struct MapInputLoader<Base: Loader, Input: Sendable>: Loader {
     }
 }
 
-extension MapInputLoader: CustomStringConvertible {
-    public var description: String { describeLoader(base) }
+extension MapInputLoader: LoaderDescribing {
+    public var loaderNode: LoaderNode { LoaderNode(label: "mapInput", children: [Strata.loaderNode(of: base)]) }
 }
 
 /// Replaces a loader's errors; built by ``Loader/mapError(_:)``.
@@ -69,8 +72,8 @@ public struct MapErrorLoader<Base: Loader>: Loader {
     }
 }
 
-extension MapErrorLoader: CustomStringConvertible {
-    public var description: String { describeLoader(base) }
+extension MapErrorLoader: LoaderDescribing {
+    public var loaderNode: LoaderNode { LoaderNode(label: "mapError", children: [Strata.loaderNode(of: base)]) }
 }
 
 extension Loader {

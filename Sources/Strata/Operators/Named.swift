@@ -19,8 +19,10 @@ public struct NamedLoader<Base: Loader>: Loader {
     }
 }
 
-extension NamedLoader: CustomStringConvertible {
-    public var description: String { name }
+extension NamedLoader: LoaderDescribing {
+    public var loaderNode: LoaderNode {
+        LoaderNode(label: "named \"\(name)\"", summary: name, children: [Strata.loaderNode(of: base)])
+    }
 }
 
 extension Loader {

@@ -16,8 +16,8 @@ public struct OriginLoader<Base: Loader>: Loader {
     }
 }
 
-extension OriginLoader: CustomStringConvertible {
-    public var description: String { describeLoader(base) }
+extension OriginLoader: LoaderDescribing {
+    public var loaderNode: LoaderNode { LoaderNode(label: "origin(\(origin))", children: [Strata.loaderNode(of: base)]) }
 }
 
 extension Loader {

@@ -71,11 +71,14 @@ public struct RetryPolicy: Sendable, CustomStringConvertible {
     public static let never = RetryPolicy(maxAttempts: 1, initialDelay: .zero, jitter: 0)
 
     /// The default predicate: transport failures (no response) and HTTP 408, 429 and 5xx are
-    /// transient; other 4xx, decoding failures, cache misses and cancellation are not.
+    /// transient, and so is a ``TimeoutError``; other 4xx, decoding failures, cache misses, an open
+    /// circuit (``CircuitOpenError``) and cancellation are not.
     public static func isTransient(_ error: any Error) -> Bool {
         switch error {
-        case is CancellationError:
+        case is CancellationError, is CircuitOpenError:
             return false
+        case is TimeoutError:
+            return true
         case let error as HTTPError:
             switch error {
             case .transport: return true
@@ -154,8 +157,11 @@ public struct RetryLoader<Base: Loader, C: Clock>: Loader where C.Duration == Du
     }
 }
 
-extension RetryLoader: CustomStringConvertible {
-    public var description: String { "\(describeLoader(base)) + \(policy)" }
+extension RetryLoader: LoaderDescribing {
+    public var loaderNode: LoaderNode {
+        let inner = Strata.loaderNode(of: base)
+        return LoaderNode(label: policy.description, summary: "\(inner.summary) + \(policy)", children: [inner])
+    }
 }
 
 extension Loader {

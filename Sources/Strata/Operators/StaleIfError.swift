@@ -61,8 +61,12 @@ public struct StaleIfErrorLoader<Base: Loader, S: Store>: Loader where S.Value =
     }
 }
 
-extension StaleIfErrorLoader: CustomStringConvertible {
-    public var description: String { "\(describeLoader(base)) + stale-if-error(\(describeStore(store)), \(maxStale))" }
+extension StaleIfErrorLoader: LoaderDescribing {
+    public var loaderNode: LoaderNode {
+        let inner = Strata.loaderNode(of: base)
+        let label = "stale-if-error(\(describeStore(store)), \(maxStale))"
+        return LoaderNode(label: label, summary: "\(inner.summary) + \(label)", children: [inner])
+    }
 }
 
 extension Loader {

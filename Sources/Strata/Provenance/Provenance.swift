@@ -87,6 +87,14 @@ public enum LoadEvent: Sendable, CustomStringConvertible {
     case cacheWriteFailed(store: String, key: String, error: any Error)
     /// A tier failed transiently and is tried again (`attempt` counts from 1) after `delay`.
     case retrying(tier: String, attempt: Int, delay: Duration, error: any Error)
+    /// A tier did not finish within its deadline; its work was cancelled.
+    case timedOut(tier: String, after: Duration)
+    /// A circuit breaker moved from one state to another.
+    case breakerStateChanged(breaker: String, from: CircuitState, to: CircuitState)
+    /// A circuit breaker refused a load without calling its tier (it is open).
+    case breakerRejected(breaker: String)
+    /// This load joined an identical load already in flight instead of starting its own.
+    case coalesced(tier: String)
 
     public var description: String {
         switch self {
@@ -95,16 +103,29 @@ public enum LoadEvent: Sendable, CustomStringConvertible {
         case .cacheWritten(let store, let key): "cached: \(key) in \(store)"
         case .cacheWriteFailed(let store, let key, let error): "cache write failed: \(key) in \(store): \(error)"
         case .retrying(let tier, let attempt, let delay, let error): "retrying: \(tier), attempt \(attempt) in \(formatAge(delay)), after: \(error)"
+        case .timedOut(let tier, let after): "timed out: \(tier) after \(formatAge(after))"
+        case .breakerStateChanged(let breaker, let from, let to): "circuit \(breaker): \(from) → \(to)"
+        case .breakerRejected(let breaker): "circuit \(breaker) is open: failed fast"
+        case .coalesced(let tier): "coalesced: joined the load in flight for \(tier)"
         }
     }
 }
 
 /// Collects the ``LoadEvent``s of one load. Loaders report through ``LoadRecorder/record(_:)``;
 /// it costs one task-local read when nobody is listening.
+///
+/// Recorders nest: an observing operator (``Loader/logged(to:level:)``, ``Loader/metered(_:)``, …)
+/// installs its own for the part of the chain it wraps, and every event also reaches the recorders
+/// outside it.
 public final class LoadRecorder: Sendable {
     @TaskLocal static var current: LoadRecorder?
     /// The innermost ``NamedLoader``'s name, so a leaf reports the tier as the chain names it.
     @TaskLocal static var tierName: String?
+
+    /// The recorder of the enclosing load, which also receives every event.
+    let parent: LoadRecorder?
+    /// Called with each event as it happens (an observing operator logs or counts it at once).
+    let onEvent: (@Sendable (LoadEvent) -> Void)?
 
     /// The tier name a loader of your own should put in the ``Provenance`` it records: the name given
     /// by the innermost enclosing ``Loader/named(_:)``, or `description` when there is none.
@@ -114,7 +135,10 @@ public final class LoadRecorder: Sendable {
 
     private let storage = Locked<[LoadEvent]>([])
 
-    init() {}
+    init(parent: LoadRecorder? = nil, onEvent: (@Sendable (LoadEvent) -> Void)? = nil) {
+        self.parent = parent
+        self.onEvent = onEvent
+    }
 
     /// The events recorded so far.
     var events: [LoadEvent] { storage.withLock { $0 } }
@@ -122,8 +146,28 @@ public final class LoadRecorder: Sendable {
     /// Records `event` for the load running in the current task, if anyone is listening.
     public static func record(_ event: @autoclosure () -> LoadEvent) {
         guard let recorder = current else { return }
-        let made = event()
-        recorder.storage.withLock { $0.append(made) }
+        recorder.deliver(event())
+    }
+
+    /// Appends `event` here and in every enclosing recorder.
+    func deliver(_ event: LoadEvent) {
+        var next: LoadRecorder? = self
+        while let recorder = next {
+            recorder.storage.withLock { $0.append(event) }
+            recorder.onEvent?(event)
+            next = recorder.parent
+        }
+    }
+
+    /// Runs `body` with a new recorder nested in the current one and returns its result with the
+    /// events recorded while it ran (they also reach the enclosing recorders).
+    static func recording<T: Sendable>(
+        onEvent: (@Sendable (LoadEvent) -> Void)? = nil,
+        _ body: () async throws -> T
+    ) async rethrows -> (T, LoadRecorder) {
+        let recorder = LoadRecorder(parent: current, onEvent: onEvent)
+        let value = try await $current.withValue(recorder) { try await body() }
+        return (value, recorder)
     }
 
     /// Whether the current task's load is being recorded (lets loaders skip building expensive events).
@@ -138,7 +182,7 @@ extension Loader {
     /// print(served.provenance)   // "disk via fresh local, age 2h 0m"
     /// ```
     public func loadServed(_ input: Input) async throws -> Served<Output> {
-        let recorder = LoadRecorder()
+        let recorder = LoadRecorder(parent: LoadRecorder.current)
         let value = try await LoadRecorder.$current.withValue(recorder) {
             try await load(input)
         }
@@ -161,7 +205,7 @@ func servingProvenance(in events: [LoadEvent]) -> Provenance? {
         switch event {
         case .served(let provenance): return provenance
         case .tierFailed: return nil
-        case .cacheWritten, .cacheWriteFailed, .retrying: continue
+        case .cacheWritten, .cacheWriteFailed, .retrying, .timedOut, .breakerStateChanged, .breakerRejected, .coalesced: continue
         }
     }
     return nil

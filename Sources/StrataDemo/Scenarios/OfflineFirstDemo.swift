@@ -102,6 +102,10 @@ public struct OfflineFirstDemo: Sendable {
             case .cacheWritten: parts.append("saved ✓")
             case .cacheWriteFailed(_, _, let error): parts.append("save failed ✗ \(error)")
             case .retrying(_, let attempt, _, _): parts.append("retry \(attempt)")
+            case .timedOut(let tier, let after): parts.append("\(tier) ✗ timed out after \(formatAge(after))")
+            case .breakerRejected(let breaker): parts.append("circuit \(breaker) open ✗")
+            case .breakerStateChanged(let breaker, _, let state): parts.append("circuit \(breaker) \(state)")
+            case .coalesced: parts.append("joined a load in flight")
             case .served: continue
             }
         }

@@ -1,0 +1,91 @@
+/// One loader in a chain, as a tree: its label, the one-line summary used in errors and provenance,
+/// and the loaders it wraps (outer → inner).
+///
+/// Every Strata operator describes itself this way, so `print(chain)` shows the order of decorators —
+/// the most common confusion in resilience libraries:
+/// ```
+/// coalesced
+/// └── logged(strata.feed)
+///     └── fallback
+///         ├── named "fresh local"
+///         │   └── FileStore(/caches/feed) [max age 24h 0m]
+///         ├── cache(FileStore(/caches/feed))
+///         │   └── retry(3 attempts, 200ms ×2.0 ≤ 30s)
+///         │       └── decoding FeedItem
+///         │           └── HTTP GET https://example.com/feed
+///         └── bundled default_feed.json
+/// ```
+public struct LoaderNode: Sendable, Hashable {
+    /// What this loader is, in a few words (`retry(3 attempts, …)`, `fallback`, `HTTP GET …`).
+    public var label: String
+    /// The one-line name used where a whole sub-chain must be named in a sentence: tier names in
+    /// ``FallbackError``, ``Provenance/tier`` and ``LoadEvent``s.
+    public var summary: String
+    /// The loaders this one wraps or combines, outer → inner, in the order they are tried.
+    public var children: [LoaderNode]
+    /// Whether this node is a fallback whose children are tiers (nested fallbacks flatten into one).
+    var isFallback = false
+
+    /// A node for a loader that wraps or combines `children`. `summary` defaults to `label` for a
+    /// leaf and to the first child's summary for a decorator.
+    public init(label: String, summary: String? = nil, children: [LoaderNode] = []) {
+        self.label = label
+        self.summary = summary ?? (children.count == 1 ? children[0].summary : label)
+        self.children = children
+    }
+
+    /// A loader that wraps nothing.
+    public static func leaf(_ label: String) -> LoaderNode {
+        LoaderNode(label: label)
+    }
+
+    /// The chain as an indented tree, outer loader first.
+    public var tree: String {
+        var lines = [label]
+        appendChildren(to: &lines, prefix: "")
+        return lines.joined(separator: "\n")
+    }
+
+    private func appendChildren(to lines: inout [String], prefix: String) {
+        for (index, child) in children.enumerated() {
+            let isLast = index == children.count - 1
+            let childLabelLines = child.label.split(separator: "\n", omittingEmptySubsequences: false)
+            lines.append(prefix + (isLast ? "└── " : "├── ") + (childLabelLines.first.map(String.init) ?? ""))
+            let childPrefix = prefix + (isLast ? "    " : "│   ")
+            for extra in childLabelLines.dropFirst() { lines.append(childPrefix + extra) }
+            child.appendChildren(to: &lines, prefix: childPrefix)
+        }
+    }
+}
+
+/// A loader that describes itself as a ``LoaderNode``; its `description` is the tree.
+///
+/// Conform your own decorators so chains that use them still print as trees:
+/// ```swift
+/// extension AuditedLoader: LoaderDescribing {
+///     public var loaderNode: LoaderNode { LoaderNode(label: "audited", children: [loaderNode(of: base)]) }
+/// }
+/// ```
+public protocol LoaderDescribing: CustomStringConvertible {
+    /// This loader and the loaders it wraps.
+    var loaderNode: LoaderNode { get }
+}
+
+extension LoaderDescribing {
+    /// The chain as a tree (see ``LoaderNode/tree``).
+    public var description: String { loaderNode.tree }
+}
+
+/// The node describing `loader`: its own when it is ``LoaderDescribing``; otherwise a leaf labelled
+/// with its `description`, or with its type name.
+public func loaderNode(of loader: some Loader) -> LoaderNode {
+    if let describing = loader as? any LoaderDescribing { return describing.loaderNode }
+    if let described = loader as? any CustomStringConvertible { return .leaf(described.description) }
+    return .leaf(String(describing: type(of: loader)))
+}
+
+/// The one-line name used for a loader in errors and provenance: its ``LoaderNode/summary``.
+/// Operators of your own use it to name their base as Strata's do.
+public func describeLoader(_ loader: some Loader) -> String {
+    loaderNode(of: loader).summary
+}

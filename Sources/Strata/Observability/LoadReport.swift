@@ -1,0 +1,96 @@
+/// How one load ended, as seen by an observing operator (``Loader/logged(to:level:failureLevel:)``,
+/// ``Loader/metered(_:factory:)``, ``Loader/traced(_:tracer:)``, ``Loader/tracked(by:)``).
+public struct LoadReport: Sendable, CustomStringConvertible {
+    /// How a load ended.
+    public enum Outcome: Sendable {
+        /// A value was served; where it came from and how old it was.
+        case served(Provenance)
+        /// The load failed with this error.
+        case failed(any Error)
+        /// The caller's task was cancelled.
+        case cancelled
+    }
+
+    /// The observed loader, as named in the chain (its ``LoaderNode/summary``).
+    public var loader: String
+    /// How it ended.
+    public var outcome: Outcome
+    /// How long it took, on the operator's clock.
+    public var duration: Duration
+    /// Everything recorded inside the observed loader while it ran, in order.
+    public var events: [LoadEvent]
+
+    public init(loader: String, outcome: Outcome, duration: Duration, events: [LoadEvent]) {
+        self.loader = loader
+        self.outcome = outcome
+        self.duration = duration
+        self.events = events
+    }
+
+    /// The provenance when a value was served.
+    public var provenance: Provenance? {
+        if case .served(let provenance) = outcome { return provenance }
+        return nil
+    }
+
+    /// Whether a cache (memory, disk, a shared cache) served the value.
+    public var isCacheHit: Bool {
+        switch provenance?.origin {
+        case .memory, .disk, .sharedCache: true
+        default: false
+        }
+    }
+
+    /// How many retries happened inside the observed loader.
+    public var retryCount: Int {
+        events.reduce(0) { count, event in
+            if case .retrying = event { return count + 1 }
+            return count
+        }
+    }
+
+    /// The outcome as one word: `served`, `failed` or `cancelled` (a metric dimension, a log field).
+    public var outcomeName: String {
+        switch outcome {
+        case .served: "served"
+        case .failed: "failed"
+        case .cancelled: "cancelled"
+        }
+    }
+
+    public var description: String {
+        switch outcome {
+        case .served(let provenance): "\(loader): served from \(provenance) in \(formatAge(duration))"
+        case .failed(let error): "\(loader): failed after \(formatAge(duration)): \(error)"
+        case .cancelled: "\(loader): cancelled after \(formatAge(duration))"
+        }
+    }
+}
+
+/// Runs one load of `base` under a recorder of its own, timing it on `clock`; `onEvent` sees each
+/// event as it happens. The shared core of the observing operators.
+func observeLoad<Base: Loader, C: Clock>(
+    _ base: Base, _ input: Base.Input, loader: String, clock: C,
+    onEvent: (@Sendable (LoadEvent) -> Void)? = nil
+) async -> (result: Result<Base.Output, any Error>, report: LoadReport) where C.Duration == Duration {
+    let start = clock.now
+    let recorder = LoadRecorder(parent: LoadRecorder.current, onEvent: onEvent)
+    let result: Result<Base.Output, any Error>
+    do {
+        result = .success(try await LoadRecorder.$current.withValue(recorder) { try await base.load(input) })
+    } catch {
+        result = .failure(error)
+    }
+    let duration = start.duration(to: clock.now)
+    let events = recorder.events
+    let outcome: LoadReport.Outcome
+    switch result {
+    case .success:
+        outcome = .served(servingProvenance(in: events) ?? Provenance(origin: .unknown, tier: loader))
+    case .failure(let error) where error is CancellationError || Task.isCancelled:
+        outcome = .cancelled
+    case .failure(let error):
+        outcome = .failed(error)
+    }
+    return (result, LoadReport(loader: loader, outcome: outcome, duration: duration, events: events))
+}

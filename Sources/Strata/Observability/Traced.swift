@@ -1,0 +1,72 @@
+import Tracing
+
+/// Wraps each load of its base loader in a swift-distributed-tracing span; built by
+/// ``Loader/traced(_:tracer:)``.
+///
+/// The span (kind `internal`) is a child of the caller's current span, and inner spans (an
+/// instrumented HTTP client, a traced tier) nest under it. It carries:
+/// - `strata.loader` — the chain's name for the loader;
+/// - `strata.origin`, `strata.tier`, `strata.age_ms` — where the value came from (when served);
+/// - `strata.retries` — retries inside; `strata.outcome` — served, failed or cancelled;
+/// - one span event per ``LoadEvent``, named by its ``LoadEvent/kind``, with its description
+///   (secrets redacted);
+/// - the error and an error status when the load fails.
+public struct TracedLoader<Base: Loader>: Loader {
+    public typealias Input = Base.Input
+    public typealias Output = Base.Output
+
+    public let base: Base
+    /// The span's operation name.
+    public let operationName: String
+    let tracer: any Tracer
+
+    public func load(_ input: Input) async throws -> Output {
+        try await traceLoad(input, tracer: tracer)
+    }
+
+    private func traceLoad<T: Tracer>(_ input: Input, tracer: T) async throws -> Output {
+        let name = describeLoader(base)
+        let span = tracer.startSpan(operationName, context: InstrumentationContext.current ?? .topLevel, ofKind: .internal)
+        defer { span.end() }
+        span.attributes["strata.loader"] = redactSecrets(in: name)
+        let (result, report) = await InstrumentationContext.$current.withValue(span.context) {
+            await observeLoad(base, input, loader: name, clock: ContinuousClock()) { event in
+                span.addEvent(SpanEvent(name: event.kind, attributes: ["strata.event": .string(redactSecrets(in: event.description))]))
+            }
+        }
+        span.attributes["strata.outcome"] = report.outcomeName
+        span.attributes["strata.retries"] = report.retryCount
+        switch report.outcome {
+        case .served(let provenance):
+            span.attributes["strata.origin"] = "\(provenance.origin)"
+            span.attributes["strata.tier"] = redactSecrets(in: provenance.tier)
+            if let age = provenance.age {
+                span.attributes["strata.age_ms"] = Int(age.components.seconds * 1000 + age.components.attoseconds / 1_000_000_000_000_000)
+            }
+        case .failed(let error):
+            span.recordError(error)
+            span.setStatus(SpanStatus(code: .error, message: redactSecrets(in: "\(error)")))
+        case .cancelled:
+            break
+        }
+        return try result.get()
+    }
+}
+
+extension TracedLoader: LoaderDescribing {
+    public var loaderNode: LoaderNode { LoaderNode(label: "traced(\(operationName))", children: [Strata.loaderNode(of: base)]) }
+}
+
+extension Loader {
+    /// Wraps every load in a tracing span carrying origin, tier, age, retries and each event.
+    ///
+    /// ```swift
+    /// let feed = chain.traced("load feed")
+    /// ```
+    /// - Parameters:
+    ///   - operationName: the span's name (default `strata.load`).
+    ///   - tracer: the tracer; the process's bootstrapped `InstrumentationSystem.tracer` by default.
+    public func traced(_ operationName: String = "strata.load", tracer: (any Tracer)? = nil) -> TracedLoader<Self> {
+        TracedLoader(base: self, operationName: operationName, tracer: tracer ?? InstrumentationSystem.tracer)
+    }
+}

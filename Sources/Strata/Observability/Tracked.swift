@@ -1,0 +1,44 @@
+/// Receives a ``LoadReport`` after every load of a ``Loader/tracked(by:)`` loader — the analytics seam
+/// of S3's `Tracker`, fed with Strata's event vocabulary.
+///
+/// `track` is called on the loading task after the load ends and before its caller resumes: keep it
+/// fast and hand slow work (network, disk) to a queue or task of your own.
+public protocol LoadTracker: Sendable {
+    /// Records one finished load.
+    func track(_ report: LoadReport)
+}
+
+/// Reports each load of its base loader to a ``LoadTracker``; built by ``Loader/tracked(by:)``.
+public struct TrackedLoader<Base: Loader, Tracker: LoadTracker>: Loader {
+    public typealias Input = Base.Input
+    public typealias Output = Base.Output
+
+    public let base: Base
+    public let tracker: Tracker
+
+    public func load(_ input: Input) async throws -> Output {
+        let (result, report) = await observeLoad(base, input, loader: describeLoader(base), clock: ContinuousClock())
+        tracker.track(report)
+        return try result.get()
+    }
+}
+
+extension TrackedLoader: LoaderDescribing {
+    public var loaderNode: LoaderNode {
+        LoaderNode(label: "tracked(by: \(Tracker.self))", children: [Strata.loaderNode(of: base)])
+    }
+}
+
+extension Loader {
+    /// Reports every load — outcome, provenance, duration, events — to `tracker`.
+    ///
+    /// ```swift
+    /// struct FeedAnalytics: LoadTracker {
+    ///     func track(_ report: LoadReport) { analytics.send("feed_load", ["hit": report.isCacheHit]) }
+    /// }
+    /// let feed = chain.tracked(by: FeedAnalytics())
+    /// ```
+    public func tracked<Tracker: LoadTracker>(by tracker: Tracker) -> TrackedLoader<Self, Tracker> {
+        TrackedLoader(base: self, tracker: tracker)
+    }
+}

@@ -1,0 +1,124 @@
+import Foundation
+import Testing
+@testable @_spi(StrataInternals) import Strata
+import StrataTesting
+
+@Suite("coalesced()")
+struct CoalescedTests {
+    @Test func oneThousandConcurrentIdenticalLoadsMakeOneCall() async throws {
+        let base = LoaderSpy<Int, String>(.success("post 7"), holdsLoads: true)
+        let sut = base.coalesced()
+        let values = try await withThrowingTaskGroup(of: String.self) { group in
+            for _ in 0..<1000 { group.addTask { try await sut.load(7) } }
+            await sut.waitForWaiters(count: 1000)
+            #expect(base.complete(with: .success("post 7")))
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(values.count == 1000)
+        #expect(Set(values) == ["post 7"])
+        #expect(base.loadCount == 1)
+        #expect(sut.inFlightCount == 0)
+    }
+
+    @Test func everyWaiterGetsTheSameError() async throws {
+        let base = LoaderSpy<Void, Int>(.success(1), holdsLoads: true)
+        let sut = base.coalesced()
+        let errors = await withTaskGroup(of: (any Error)?.self) { group in
+            for _ in 0..<10 {
+                group.addTask {
+                    do { _ = try await sut.load(); return nil } catch { return error }
+                }
+            }
+            await sut.waitForWaiters(count: 10)
+            base.complete(with: .failure(TestError("down")))
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(errors.count == 10)
+        #expect(errors.allSatisfy { ($0 as? TestError) == TestError("down") })
+        #expect(base.loadCount == 1)
+    }
+
+    @Test func differentInputsLoadSeparately() async throws {
+        let base = LoaderSpy<Int, Int>(.success(1))
+        let sut = base.coalesced()
+        async let a = sut.load(1)
+        async let b = sut.load(2)
+        _ = try await (a, b)
+        #expect(Set(base.inputs) == [1, 2])
+    }
+
+    @Test func aLaterCallAfterCompletionStartsANewLoad() async throws {
+        let base = LoaderSpy<Void, Int>(.success(1), .success(2))
+        let sut = base.coalesced()
+        #expect(try await sut.load() == 1)
+        #expect(try await sut.load() == 2)
+        #expect(base.loadCount == 2)
+    }
+
+    @Test func oneWaiterCancellingLeavesTheSharedLoadRunningForTheOthers() async throws {
+        let base = LoaderSpy<Void, Int>(.success(1), holdsLoads: true)
+        let sut = base.coalesced()
+        let leaving = Task { try await sut.load() }
+        let staying = Task { try await sut.load() }
+        await sut.waitForWaiters(count: 2)
+
+        leaving.cancel()
+        await #expect(throws: CancellationError.self) { try await leaving.value }
+        #expect(base.cancelledLoadCount == 0)
+
+        base.complete(with: .success(4))
+        #expect(try await staying.value == 4)
+    }
+
+    @Test func theLastWaiterCancellingCancelsTheSharedLoad() async throws {
+        let base = LoaderSpy<Void, Int>(.success(1), holdsLoads: true)
+        let sut = base.coalesced()
+        let first = Task { try await sut.load() }
+        let second = Task { try await sut.load() }
+        await sut.waitForWaiters(count: 2)
+        first.cancel()
+        second.cancel()
+        await #expect(throws: CancellationError.self) { try await first.value }
+        await #expect(throws: CancellationError.self) { try await second.value }
+        await base.waitForLoads(count: 1)
+        #expect(sut.inFlightCount == 0)
+
+        // The cancelled load is forgotten: the next caller starts afresh.
+        let next = Task { try await sut.load() }
+        await base.waitForLoads(count: 2)
+        base.complete(1, with: .success(9))
+        #expect(try await next.value == 9)
+    }
+
+    @Test func aCallerCancelledBeforeItJoinsNeverStartsALoad() async throws {
+        let base = LoaderSpy<Void, Int>(.success(1))
+        let sut = base.coalesced()
+        let task = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await sut.load()
+        }
+        await #expect(throws: CancellationError.self) { try await task.value }
+        #expect(base.loadCount == 0)
+    }
+
+    @Test func everyWaiterSeesTheSameProvenanceAndJoinersAreMarked() async throws {
+        let base = LoaderSpy<Void, Int>(.success(1), holdsLoads: true, name: "remote")
+        let sut = base.origin(.remote).coalesced()
+        let first = Task { try await sut.loadServed() }
+        await sut.waitForWaiters(count: 1)
+        let second = Task { try await sut.loadServed() }
+        await sut.waitForWaiters(count: 2)
+        base.complete(with: .success(3))
+
+        let (a, b) = try await (first.value, second.value)
+        #expect(a.provenance == b.provenance)
+        #expect(a.provenance.origin == .remote)
+        #expect(a.events.map(\.kind) == ["served"])
+        #expect(b.events.map(\.kind) == ["coalesced", "served"])
+    }
+
+    @Test func describesItselfInTheChain() {
+        let sut = StubLoader<Void, Int>(.success(1), name: "remote").coalesced()
+        #expect("\(sut)" == "coalesced\n└── remote")
+    }
+}
