@@ -26,7 +26,7 @@ public struct LoggedLoader<Base: Loader>: Loader {
     public let failureLevel: Logger.Level
 
     public func load(_ input: Input) async throws -> Output {
-        guard logger.logLevel <= min(level, failureLevel, .warning) else {
+        guard logger.logLevel <= max(level, failureLevel, .warning) else {
             return try await base.load(input)
         }
         let name = describeLoader(base)
