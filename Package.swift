@@ -147,7 +147,10 @@ let package = Package(
         ),
         .testTarget(
             name: "StrataIntegrationTests",
-            dependencies: ["Strata", "StrataTesting", "StrataDemo", "StrataCLI", "strata"],
+            dependencies: [
+                "Strata", "StrataTesting", "StrataDemo", "StrataCLI", "strata",
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ],
             resources: [.copy("Resources/default_feed.json")]
         ),
     ],

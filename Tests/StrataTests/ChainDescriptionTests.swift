@@ -1,0 +1,56 @@
+import Foundation
+import Logging
+import Testing
+@testable @_spi(StrataInternals) import Strata
+import StrataTesting
+
+@Suite("chain descriptions")
+struct ChainDescriptionTests {
+    @Test func aProductionChainPrintsAsATreeOuterToInner() throws {
+        let clock = ManualClock()
+        let store = MemoryStore<String, Int>()
+        let remote = StubLoader<Void, Int>(.success(1), name: "HTTP GET https://api.example.com/feed")
+        let breaker = CircuitBreaker(name: "api", clock: clock)
+        let chain = store.loader(key: "feed", policy: .maxAge(.seconds(300))).named("fresh local")
+            .fallback(to: remote
+                .timeout(.seconds(5), clock: clock)
+                .retry(.exponential(attempts: 3), clock: clock)
+                .circuitBreaker(breaker)
+                .cache(in: store, key: "feed"))
+            .fallback(to: store.loader(key: "feed", policy: .any).named("stale local"))
+            .coalesced()
+            .logged(to: Logger(label: "app.feed"))
+
+        #expect("\(chain)" == """
+            logged(app.feed, info)
+            └── coalesced
+                └── fallback
+                    ├── named "fresh local"
+                    │   └── MemoryStore [max age 5m 0s]
+                    ├── cache(MemoryStore)
+                    │   └── circuitBreaker(api: 50% of ≥10 in 30s, break 30s)
+                    │       └── retry(3 attempts, 200ms ×2.0 ≤ 30s)
+                    │           └── timeout(5s)
+                    │               └── HTTP GET https://api.example.com/feed
+                    └── named "stale local"
+                        └── MemoryStore [any age]
+            """)
+        #expect(describeLoader(chain) == "fresh local → HTTP GET https://api.example.com/feed + retry(3 attempts, 200ms ×2.0 ≤ 30s) + cache(MemoryStore) → stale local")
+    }
+
+    @Test func erasureKeepsTheTree() {
+        let chain = StubLoader<Void, Int>(.success(1), name: "a").fallback(to: StubLoader(.success(1), name: "b"))
+        #expect(chain.eraseToAnyLoader().description == chain.description)
+    }
+
+    @Test func aLoaderOfYourOwnAppearsAsALeafOrDescribesItsChildren() {
+        struct Audited<Base: Loader>: Loader, LoaderDescribing {
+            let base: Base
+            func load(_ input: Base.Input) async throws -> Base.Output { try await base.load(input) }
+            var loaderNode: LoaderNode { LoaderNode(label: "audited", children: [Strata.loaderNode(of: base)]) }
+        }
+        let sut = Audited(base: StubLoader<Void, Int>(.success(1), name: "leaf"))
+        #expect("\(sut)" == "audited\n└── leaf")
+        #expect(describeLoader(sut) == "leaf")
+    }
+}
