@@ -25,6 +25,8 @@ public struct DemoCommand: AsyncParsableCommand {
         case analytics
         /// S4: the whole offline-first policy as one chain.
         case offlineFirst = "offline-first"
+        /// Timeouts, a circuit breaker and request coalescing keeping the feed up through outages.
+        case resilience
         /// Every scenario, one after another.
         case all
     }
@@ -36,7 +38,7 @@ public struct DemoCommand: AsyncParsableCommand {
 
     public func run() async throws {
         let write = StandardOutput.writeLine
-        let selected: [Scenario] = scenario == .all ? [.feed, .posts, .analytics, .offlineFirst] : [scenario]
+        let selected: [Scenario] = scenario == .all ? [.feed, .posts, .analytics, .offlineFirst, .resilience] : [scenario]
         for (index, scenario) in selected.enumerated() {
             if index > 0 { write("\n" + String(repeating: "─", count: 72) + "\n") }
             switch scenario {
@@ -44,6 +46,7 @@ public struct DemoCommand: AsyncParsableCommand {
             case .posts: _ = try await PostsScenario().run(write: write)
             case .analytics: _ = try await AnalyticsScenario().run(write: write)
             case .offlineFirst: _ = try await OfflineFirstDemo().run(write: write)
+            case .resilience: _ = try await ResilienceScenario().run(write: write)
             case .all: break
             }
         }
