@@ -66,6 +66,14 @@ public struct Fetcher: Sendable {
     public func run(stdout: @Sendable (Data) -> Void, stderr: @Sendable (String) -> Void) async -> ExitCode {
         let quiet = Logger(label: "strata.fetch", factory: { _ in SwiftLogNoOpLogHandler() })
         let store = FileStore<Data>(directory: options.cacheDirectory, codec: DataCodec(), logger: quiet)
+        return await run(through: store, stdout: stdout, stderr: stderr)
+    }
+
+    /// Runs the fetch with `store` as the cache.
+    func run<S: Store>(
+        through store: S, stdout: @Sendable (Data) -> Void, stderr: @Sendable (String) -> Void
+    ) async -> ExitCode where S.Key == String, S.Value == Data {
+        let quiet = Logger(label: "strata.fetch", factory: { _ in SwiftLogNoOpLogHandler() })
         let key = options.url.absoluteString
         let remote = HTTPLoader(url: options.url, timeout: options.timeout, client: client)
             .retry(.exponential(attempts: options.retries + 1, initialDelay: .milliseconds(250), maxDelay: .seconds(5)))

@@ -159,17 +159,6 @@ public final class LoadRecorder: Sendable {
         }
     }
 
-    /// Runs `body` with a new recorder nested in the current one and returns its result with the
-    /// events recorded while it ran (they also reach the enclosing recorders).
-    static func recording<T: Sendable>(
-        onEvent: (@Sendable (LoadEvent) -> Void)? = nil,
-        _ body: () async throws -> T
-    ) async rethrows -> (T, LoadRecorder) {
-        let recorder = LoadRecorder(parent: current, onEvent: onEvent)
-        let value = try await $current.withValue(recorder) { try await body() }
-        return (value, recorder)
-    }
-
     /// Whether the current task's load is being recorded (lets loaders skip building expensive events).
     public static var isRecording: Bool { current != nil }
 }
