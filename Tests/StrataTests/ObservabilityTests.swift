@@ -139,11 +139,14 @@ struct TracedTests {
 
     @Test func aFailedLoadRecordsTheErrorAndAnErrorStatus() async throws {
         let tracer = InMemoryTracer()
-        let sut = StubLoader<Void, Int>(.failure(TestError("down"))).traced(tracer: tracer)
-        await #expect(throws: TestError.self) { try await sut.load() }
+        let secret = HTTPError.transport(url: URL(string: "https://u:hunter2@x.example/a?token=abc123")!, reason: "reset", underlying: nil)
+        let sut = StubLoader<Void, Int>(.failure(secret)).traced(tracer: tracer)
+        await #expect(throws: HTTPError.self) { try await sut.load() }
         let span = try #require(tracer.finishedSpans.first)
         #expect(span.status?.code == .error)
         #expect(span.errors.count == 1)
+        let recorded = "\(span.errors.map(\.error)) \(span.status?.message ?? "")"
+        #expect(!recorded.contains("hunter2") && !recorded.contains("abc123"))
         #expect(span.operationName == "strata.load")
     }
 

@@ -6,7 +6,7 @@ import Logging
 ///
 /// | preset | reads | on a remote failure | chain it stands for |
 /// |---|---|---|---|
-/// | ``cacheFirst(maxAge:)`` | the cache while younger than `maxAge`, else the remote (and caches it) | the error | `store.loader(policy: .maxAge(m)).fallback(to: remote.cache(in: store))` |
+/// | ``cacheFirst(maxAge:)`` | the cache while younger than `maxAge`, else the remote (and caches it) | a ``FallbackError`` naming both tiers | `store.loader(policy: .maxAge(m)).fallback(to: remote.cache(in: store))` |
 /// | ``networkFirst(maxStale:)`` | the remote (and caches it) | the cached copy if younger than `maxStale` (RFC 5861 stale-if-error), else the original error | `remote.staleIfError(in: store, maxStale: .maxAge(s))` |
 /// | ``cacheOnly(maxAge:)`` | the cache only | — | `store.loader(policy:)` |
 /// | ``networkOnly`` | the remote (and caches it) | the error | `remote.cache(in: store)` |

@@ -4,14 +4,14 @@
 /// Every Strata operator describes itself this way, so `print(chain)` shows the order of decorators —
 /// the most common confusion in resilience libraries:
 /// ```
-/// coalesced
-/// └── logged(strata.feed)
+/// logged(strata.feed, info)
+/// └── coalesced
 ///     └── fallback
 ///         ├── named "fresh local"
 ///         │   └── FileStore(/caches/feed) [max age 24h 0m]
 ///         ├── cache(FileStore(/caches/feed))
 ///         │   └── retry(3 attempts, 200ms ×2.0 ≤ 30s)
-///         │       └── decoding FeedItem
+///         │       └── decoding Array<FeedItem>
 ///         │           └── HTTP GET https://example.com/feed
 ///         └── bundled default_feed.json
 /// ```
@@ -63,7 +63,7 @@ public struct LoaderNode: Sendable, Hashable {
 /// Conform your own decorators so chains that use them still print as trees:
 /// ```swift
 /// extension AuditedLoader: LoaderDescribing {
-///     public var loaderNode: LoaderNode { LoaderNode(label: "audited", children: [loaderNode(of: base)]) }
+///     public var loaderNode: LoaderNode { LoaderNode(label: "audited", children: [Strata.loaderNode(of: base)]) }
 /// }
 /// ```
 public protocol LoaderDescribing: CustomStringConvertible {

@@ -44,7 +44,7 @@ public struct TracedLoader<Base: Loader>: Loader {
                 span.attributes["strata.age_ms"] = Int(age.components.seconds * 1000 + age.components.attoseconds / 1_000_000_000_000_000)
             }
         case .failed(let error):
-            span.recordError(error)
+            span.recordError(RedactedError(error))
             span.setStatus(SpanStatus(code: .error, message: redactSecrets(in: "\(error)")))
         case .cancelled:
             break
@@ -68,5 +68,17 @@ extension Loader {
     ///   - tracer: the tracer; the process's bootstrapped `InstrumentationSystem.tracer` by default.
     public func traced(_ operationName: String = "strata.load", tracer: (any Tracer)? = nil) -> TracedLoader<Self> {
         TracedLoader(base: self, operationName: operationName, tracer: tracer ?? InstrumentationSystem.tracer)
+    }
+}
+
+/// An error as a span may keep it: its type and its description with secrets redacted, so URLs with
+/// credentials or tokens never reach a tracing backend.
+struct RedactedError: Error, CustomStringConvertible {
+    let type: String
+    let description: String
+
+    init(_ error: any Error) {
+        type = String(describing: Swift.type(of: error))
+        description = redactSecrets(in: "\(error)")
     }
 }

@@ -68,7 +68,7 @@ public struct CircuitBreakerPolicy: Sendable, CustomStringConvertible {
         isFailure: @escaping @Sendable (any Error) -> Bool = CircuitBreakerPolicy.countsAsFailure
     ) {
         precondition((0...1).contains(failureRatio), "failureRatio is a fraction from 0 to 1")
-        precondition(samplingDuration > .zero && breakDuration >= .zero, "durations must be positive")
+        precondition(samplingDuration > .zero && breakDuration >= .zero, "the sampling duration must be positive and the break duration not negative")
         precondition(minimumThroughput >= 1, "minimumThroughput must be at least 1")
         self.failureRatio = failureRatio
         self.samplingDuration = samplingDuration

@@ -1,5 +1,5 @@
 /// Shares one in-flight load among every caller asking for the same input; built by
-/// ``Loader/coalesced()``.
+/// ``Loader/coalesced()->CoalescingLoader<Self,Self.Input>``.
 ///
 /// - N concurrent loads of one input make **one** call to the base; every caller gets the same value
 ///   or the same error, and the events the shared load recorded (so each caller's

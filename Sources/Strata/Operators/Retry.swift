@@ -99,7 +99,7 @@ public struct RetryPolicy: Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        "retry(\(maxAttempts) attempts, \(formatAge(initialDelay)) ×\(multiplier) ≤ \(formatAge(maxDelay)))"
+        "retry(\(maxAttempts) attempt\(maxAttempts == 1 ? "" : "s"), \(formatAge(initialDelay)) ×\(multiplier) ≤ \(formatAge(maxDelay)))"
     }
 }
 

@@ -105,7 +105,7 @@ public enum LoadEvent: Sendable, CustomStringConvertible {
         case .retrying(let tier, let attempt, let delay, let error): "retrying: \(tier), attempt \(attempt) in \(formatAge(delay)), after: \(error)"
         case .timedOut(let tier, let after): "timed out: \(tier) after \(formatAge(after))"
         case .breakerStateChanged(let breaker, let from, let to): "circuit \(breaker): \(from) → \(to)"
-        case .breakerRejected(let breaker): "circuit \(breaker) is open: failed fast"
+        case .breakerRejected(let breaker): "circuit \(breaker) refused the load: failed fast"
         case .coalesced(let tier): "coalesced: joined the load in flight for \(tier)"
         }
     }
@@ -114,7 +114,7 @@ public enum LoadEvent: Sendable, CustomStringConvertible {
 /// Collects the ``LoadEvent``s of one load. Loaders report through ``LoadRecorder/record(_:)``;
 /// it costs one task-local read when nobody is listening.
 ///
-/// Recorders nest: an observing operator (``Loader/logged(to:level:)``, ``Loader/metered(_:)``, …)
+/// Recorders nest: an observing operator (``Loader/logged(to:level:failureLevel:)``, ``Loader/metered(_:factory:)``, …)
 /// installs its own for the part of the chain it wraps, and every event also reaches the recorders
 /// outside it.
 public final class LoadRecorder: Sendable {
