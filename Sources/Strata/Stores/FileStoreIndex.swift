@@ -310,11 +310,19 @@ final class FileStoreIndex: Sendable {
             let length = count * IndexJournal.recordSize
             let offset = IndexJournal.headerSize + next * IndexJournal.recordSize
             guard readFully(journal.fd, into: &buffer, count: length, at: offset) == length else { return false }
-            for record in 0..<count {
-                let from = record * IndexJournal.recordSize
-                guard let decoded = IndexJournal.decode(buffer[from..<from + IndexJournal.recordSize]) else { return false }
-                Self.apply(decoded, to: &entries)
+            let decoded = buffer.withUnsafeBytes { raw -> [IndexJournal.Record]? in
+                var records: [IndexJournal.Record] = []
+                records.reserveCapacity(count)
+                for record in 0..<count {
+                    let from = record * IndexJournal.recordSize
+                    let slice = UnsafeRawBufferPointer(rebasing: raw[from..<from + IndexJournal.recordSize])
+                    guard let decoded = IndexJournal.decode(raw: slice) else { return nil }
+                    records.append(decoded)
+                }
+                return records
             }
+            guard let decoded else { return false }
+            for record in decoded { Self.apply(record, to: &entries) }
             next += count
         }
         return true
@@ -427,7 +435,7 @@ final class FileStoreIndex: Sendable {
         }
 
         var rebuilt = LRUList<EntryName, Int>()
-        for file in unknown.sorted(by: { ($0.modified, $0.name.fileName) < ($1.modified, $1.name.fileName) }) {
+        for file in unknown.sorted(by: { ($0.modified, $0.name) < ($1.modified, $1.name) }) {
             rebuilt.upsert(file.name, file.size, cost: file.size)
         }
         for entry in entries.entriesFromLeastRecent() where present.contains(entry.key) {
@@ -437,7 +445,7 @@ final class FileStoreIndex: Sendable {
         var bytes = IndexJournal.header(liveCount: rebuilt.count)
         bytes.reserveCapacity(bytes.count + rebuilt.count * IndexJournal.recordSize)
         for entry in rebuilt.entriesFromLeastRecent() {
-            bytes += IndexJournal.encode(.access(entry.key, size: entry.element))
+            IndexJournal.append(.access(entry.key, size: entry.element), to: &bytes)
         }
         let temporaryPath = directoryPath + "/.tmp-index-" + UUID().uuidString
         try POSIXFile.writeNew(Data(bytes), at: temporaryPath, mode: 0o600, sync: synchronizesWrites)

@@ -1,8 +1,8 @@
 import Foundation
 
 /// The SHA-256 of a key: the name of its entry file in a ``FileStore``'s directory, kept as four
-/// words so an index of many entries stays small and hashes fast.
-struct EntryName: Hashable, Sendable, CustomStringConvertible {
+/// big-endian words so an index of many entries stays small, hashes fast and sorts like the file names.
+struct EntryName: Hashable, Comparable, Sendable, CustomStringConvertible {
     private var w0: UInt64
     private var w1: UInt64
     private var w2: UInt64
@@ -18,46 +18,71 @@ struct EntryName: Hashable, Sendable, CustomStringConvertible {
     /// The name made of 32 digest bytes; `nil` for any other length.
     init?(digest: some Collection<UInt8>) {
         guard digest.count == Self.byteCount else { return nil }
-        var words: [UInt64] = [0, 0, 0, 0]
-        for (offset, byte) in digest.enumerated() {
-            words[offset / 8] = words[offset / 8] << 8 | UInt64(byte)
-        }
-        (w0, w1, w2, w3) = (words[0], words[1], words[2], words[3])
+        let words = Array(digest).withUnsafeBytes { Self.words(in: $0) }
+        (w0, w1, w2, w3) = (words.0, words.1, words.2, words.3)
+    }
+
+    /// Reads a name from the first 32 bytes of `raw`.
+    init(raw: UnsafeRawBufferPointer) {
+        (w0, w1, w2, w3) = Self.words(in: raw)
     }
 
     /// The name of an entry file: exactly 64 lowercase hexadecimal digits; `nil` for any other file.
     init?(fileName: String) {
-        let utf8 = Array(fileName.utf8)
-        guard utf8.count == Self.byteCount * 2 else { return nil }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(Self.byteCount)
-        var index = 0
-        while index < utf8.count {
-            guard let high = Self.hexValue(utf8[index]), let low = Self.hexValue(utf8[index + 1]) else { return nil }
-            bytes.append(high << 4 | low)
-            index += 2
+        var words: [UInt64] = [0, 0, 0, 0]
+        var digits = 0
+        for character in fileName.utf8 {
+            guard digits < Self.byteCount * 2, let value = Self.hexValue(character) else { return nil }
+            words[digits / 16] = words[digits / 16] << 4 | UInt64(value)
+            digits += 1
         }
-        self.init(digest: bytes)
+        guard digits == Self.byteCount * 2 else { return nil }
+        (w0, w1, w2, w3) = (words[0], words[1], words[2], words[3])
+    }
+
+    /// Appends the 32 digest bytes to `bytes`.
+    func append(to bytes: inout [UInt8]) {
+        for word in [w0, w1, w2, w3] {
+            withUnsafeBytes(of: word.bigEndian) { bytes.append(contentsOf: $0) }
+        }
     }
 
     /// The 32 digest bytes.
     var bytes: [UInt8] {
-        [w0, w1, w2, w3].flatMap { word in (0..<8).map { UInt8(truncatingIfNeeded: word >> UInt64(56 - $0 * 8)) } }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(Self.byteCount)
+        append(to: &bytes)
+        return bytes
     }
 
     /// The entry's file name: 64 lowercase hexadecimal digits, as ``FileStore/fileURL(for:)`` uses.
     var fileName: String {
         let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(Self.byteCount * 2)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0f)])
+        var out = [UInt8](repeating: 0, count: Self.byteCount * 2)
+        var position = 0
+        for word in [w0, w1, w2, w3] {
+            for shift in stride(from: 60, through: 0, by: -4) {
+                out[position] = digits[Int(truncatingIfNeeded: (word >> UInt64(shift)) & 0xF)]
+                position += 1
+            }
         }
         return String(decoding: out, as: UTF8.self)
     }
 
     var description: String { fileName }
+
+    static func < (lhs: EntryName, rhs: EntryName) -> Bool {
+        (lhs.w0, lhs.w1, lhs.w2, lhs.w3) < (rhs.w0, rhs.w1, rhs.w2, rhs.w3)
+    }
+
+    private static func words(in raw: UnsafeRawBufferPointer) -> (UInt64, UInt64, UInt64, UInt64) {
+        (
+            UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self)),
+            UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self)),
+            UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 16, as: UInt64.self)),
+            UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 24, as: UInt64.self))
+        )
+    }
 
     private static func hexValue(_ character: UInt8) -> UInt8? {
         switch character {
@@ -124,29 +149,41 @@ enum IndexJournal {
     static func encode(_ record: Record) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(recordSize)
+        append(record, to: &bytes)
+        return bytes
+    }
+
+    /// Appends the ``recordSize`` bytes of `record` to `bytes`.
+    static func append(_ record: Record, to bytes: inout [UInt8]) {
+        let start = bytes.count
         switch record {
         case .access(let name, let size):
             bytes.append(1)
-            bytes += name.bytes
+            name.append(to: &bytes)
             appendBigEndian(UInt64(max(0, size)), to: &bytes)
         case .remove(let name):
             bytes.append(2)
-            bytes += name.bytes
+            name.append(to: &bytes)
             appendBigEndian(UInt64(0), to: &bytes)
         }
-        appendBigEndian(checksum(bytes), to: &bytes)
-        return bytes
+        let sum = bytes.withUnsafeBytes { checksum(UnsafeRawBufferPointer(rebasing: $0[start..<start + 41])) }
+        appendBigEndian(sum, to: &bytes)
     }
 
     /// The record in `bytes` (exactly ``recordSize`` of them); `nil` when it is damaged.
     static func decode(_ bytes: ArraySlice<UInt8>) -> Record? {
         guard bytes.count == recordSize else { return nil }
-        let start = bytes.startIndex
-        let body = bytes[start..<start + 41]
-        guard UInt32(truncatingIfNeeded: bigEndian(bytes[start + 41..<start + 45])) == checksum(body),
-              let name = EntryName(digest: bytes[start + 1..<start + 33]) else { return nil }
-        let size = bigEndian(bytes[start + 33..<start + 41])
-        switch bytes[start] {
+        return bytes.withUnsafeBytes { decode(raw: $0) }
+    }
+
+    /// The record in the first ``recordSize`` bytes of `raw`; `nil` when it is damaged.
+    static func decode(raw: UnsafeRawBufferPointer) -> Record? {
+        guard raw.count >= recordSize else { return nil }
+        let stored = UInt32(bigEndian: raw.loadUnaligned(fromByteOffset: 41, as: UInt32.self))
+        guard stored == checksum(UnsafeRawBufferPointer(rebasing: raw[0..<41])) else { return nil }
+        let name = EntryName(raw: UnsafeRawBufferPointer(rebasing: raw[1..<33]))
+        let size = UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 33, as: UInt64.self))
+        switch raw[0] {
         case 1 where size <= UInt64(Int.max): return .access(name, size: Int(size))
         case 2 where size == 0: return .remove(name)
         default: return nil
@@ -154,10 +191,10 @@ enum IndexJournal {
     }
 
     /// FNV-1a, 32 bits: enough to tell a damaged record from a written one (not a security measure).
-    static func checksum(_ bytes: some Sequence<UInt8>) -> UInt32 {
+    static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
         var hash: UInt32 = 0x811C_9DC5
-        for byte in bytes {
-            hash ^= UInt32(byte)
+        for index in 0..<bytes.count {
+            hash ^= UInt32(bytes[index])
             hash = hash &* 0x0100_0193
         }
         return hash
