@@ -61,7 +61,9 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
     ///   - countLimit: the most entries kept; beyond it an insert evicts the least recently used.
     ///     `nil` (the default) for no limit.
     ///   - byteLimit: the most bytes of entry files kept; beyond it an insert evicts the least recently
-    ///     used, and an entry larger than the whole limit is not kept. `nil` (the default) for no limit.
+    ///     used. An entry larger than the whole limit is not kept, and the entry it would have replaced
+    ///     is removed as out of date (as ``MemoryStore`` does with `costLimit`). `nil` (the default) for
+    ///     no limit.
     ///   - synchronizesWrites: flush each entry to stable storage (`fsync`) before it replaces the old
     ///     one. On by default; turn off only for caches you can afford to lose on power failure.
     ///   - logger: where corrupt entries, removal failures and index repairs are reported.

@@ -192,7 +192,11 @@ final class FileStoreIndex: Sendable {
             // opens excludes no one, so make sure ours is still the one at the path.
             var atPath = stat()
             var held = stat()
-            guard fstat(state.lockFD, &held) == 0 else { throw POSIXFile.Failure(call: "fstat", path: lockPath, code: errno) }
+            guard fstat(state.lockFD, &held) == 0 else {
+                let code = errno
+                _ = flock(state.lockFD, LOCK_UN)
+                throw POSIXFile.Failure(call: "fstat", path: lockPath, code: code)
+            }
             if stat(lockPath, &atPath) == 0 {
                 if atPath.st_dev == held.st_dev, atPath.st_ino == held.st_ino { return true }
             } else if errno != ENOENT {
