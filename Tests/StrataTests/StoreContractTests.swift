@@ -20,13 +20,18 @@ struct StoreContractTests {
 
     /// Each case gets a directory of its own; `directories` keeps them alive for the case and removes
     /// them when the suite instance goes away.
+    static let fileCorruption = StoreContract<FileStore<Item>>.Corruption(
+        corrupt: { store, key in try Data("garbage".utf8).write(to: store.fileURL(for: key)) },
+        isStored: { store, key in FileManager.default.fileExists(atPath: store.fileURL(for: key).path) })
+
     static let file = StoreContract<FileStore<Item>>(
         keys: ("feed", "../../etc/passwd"), values: (itemA, itemB),
         reopen: { store in FileStore(directory: store.directory) },
-        corruption: .init(
-            corrupt: { store, key in try Data("garbage".utf8).write(to: store.fileURL(for: key)) },
-            isStored: { store, key in FileManager.default.fileExists(atPath: store.fileURL(for: key).path) }),
-        faults: .init { store, _, body in try await UnusableDirectory.while(store.directory, body) }
+        corruption: fileCorruption,
+        faults: .init { store, _, body in try await UnusableDirectory.while(store.directory, body) },
+        makeLimitedStore: { countLimit in
+            FileStore(directory: try TemporaryDirectory.scoped(), countLimit: countLimit, logger: quietLogger)
+        }
     ) {
         FileStore<Item>(directory: try TemporaryDirectory.scoped(), logger: quietLogger)
     }
@@ -35,6 +40,28 @@ struct StoreContractTests {
     func fileStore(_ behaviour: StoreContractCase) async throws {
         try await TemporaryDirectory.withScope {
             try await Self.file.verify(behaviour)
+        }
+    }
+
+    /// The whole contract again with limits on every store, so every case runs through the index.
+    static let limitedFile = StoreContract<FileStore<Item>>(
+        keys: ("feed", "../../etc/passwd"), values: (itemA, itemB),
+        reopen: { store in
+            FileStore(directory: store.directory, countLimit: store.countLimit, byteLimit: store.byteLimit, logger: quietLogger)
+        },
+        corruption: fileCorruption,
+        faults: .init { store, _, body in try await UnusableDirectory.while(store.directory, body) },
+        makeLimitedStore: { countLimit in
+            FileStore(directory: try TemporaryDirectory.scoped(), countLimit: countLimit, byteLimit: 1 << 20, logger: quietLogger)
+        }
+    ) {
+        FileStore<Item>(directory: try TemporaryDirectory.scoped(), countLimit: 100, byteLimit: 1 << 20, logger: quietLogger)
+    }
+
+    @Test("FileStore with limits", arguments: limitedFile.applicableCases)
+    func limitedFileStore(_ behaviour: StoreContractCase) async throws {
+        try await TemporaryDirectory.withScope {
+            try await Self.limitedFile.verify(behaviour)
         }
     }
 
@@ -83,7 +110,8 @@ struct StoreContractTests {
             try await Self.userDefaults.verify(.evictsLeastRecentlyUsedFirst)
         }
         #expect(Self.memory.applicableCases == StoreContractCase.universal + [.evictsLeastRecentlyUsedFirst, .retrieveRefreshesRecency])
-        #expect(Self.file.applicableCases == StoreContractCase.allCases.filter { $0.requirement != .countLimit })
+        #expect(Self.file.applicableCases == StoreContractCase.allCases)
+        #expect(Self.limitedFile.applicableCases == StoreContractCase.allCases)
         #expect(Self.userDefaults.applicableCases == StoreContractCase.allCases.filter { ![.faults, .countLimit].contains($0.requirement) })
     }
 
