@@ -17,12 +17,16 @@ struct SQLiteStoreContractTests {
                     try db.execute(sql: "UPDATE \(entriesTable) SET value = X'00FF00' WHERE key = ?", arguments: [key])
                 }
             },
-            isStored: { store, key in try isStored(key, at: store.path) })
+            isStored: { store, key in try isStored(key, at: store.path) }),
+        faults: .init { store, _, body in try await withEntriesTableRenamedAway(at: store.path, body) },
+        makeLimitedStore: { countLimit in
+            try SQLiteStore<Item>(path: try DatabaseFiles.scopedPath(), limits: .init(countLimit: countLimit), logger: quietLogger)
+        }
     ) {
         try SQLiteStore<Item>(path: try DatabaseFiles.scopedPath(), logger: quietLogger)
     }
 
-    @Test("SQLiteStore", arguments: StoreContractCase.allCases)
+    @Test("SQLiteStore", arguments: contract.applicableCases)
     func sqliteStore(_ behaviour: StoreContractCase) async throws {
         try await DatabaseFiles.withScope {
             try await Self.contract.verify(behaviour)

@@ -278,24 +278,25 @@ struct SQLiteStoreTests {
         #expect(try await sut.retrieve("feed")?.value == itemB)
     }
 
-    @Test func operationsOnAMissingTableFailTypedWithTheirOperation() async throws {
-        let sut = try makeSUT()
+    @Test func everyOperationFailsTypedWhileTheTableIsGoneAndNothingIsLost() async throws {
+        let sut = try makeSUT(limits: .init(countLimit: 10))
         try await sut.insert(itemA, for: "feed", storedAt: referenceDate)
-        try await rawConnection(path).write { db in try db.execute(sql: "ALTER TABLE \(entriesTable) RENAME TO hidden") }
 
-        let retrieveError = try await #require(throws: StoreError.self) { try await sut.retrieve("feed") }
-        let insertError = try await #require(throws: StoreError.self) { try await sut.insert(itemB, for: "feed", storedAt: referenceDate) }
-        let deleteError = try await #require(throws: StoreError.self) { try await sut.delete("feed") }
-        let sweepError = try await #require(throws: StoreError.self) { try await sut.removeEntries(storedBefore: .distantFuture) }
+        try await withEntriesTableRenamedAway(at: path) {
+            let retrieve = try await #require(throws: StoreError.self) { try await sut.retrieve("feed") }
+            let insert = try await #require(throws: StoreError.self) { try await sut.insert(itemB, for: "feed", storedAt: referenceDate) }
+            let delete = try await #require(throws: StoreError.self) { try await sut.delete("feed") }
+            let sweep = try await #require(throws: StoreError.self) { try await sut.removeEntries(storedBefore: .distantFuture) }
+            let removeAll = try await #require(throws: StoreError.self) { try await sut.removeAll() }
 
-        #expect(retrieveError.operation == .retrieve)
-        #expect(insertError.operation == .insert)
-        #expect(deleteError.operation == .delete)
-        #expect(sweepError.operation == .delete)
-        #expect(retrieveError.reason.contains("no such table"), "\(retrieveError.reason)")
+            #expect([retrieve, insert, delete, sweep, removeAll].map(\.operation) == [.retrieve, .insert, .delete, .delete, .delete])
+            #expect([retrieve, insert, delete].map(\.key) == ["feed", "feed", "feed"])
+            #expect(retrieve.reason.contains("no such table"), "\(retrieve.reason)")
+            #expect(retrieve.store == sut.description)
+        }
 
-        try await rawConnection(path).write { db in try db.execute(sql: "ALTER TABLE hidden RENAME TO \(entriesTable)") }
-        #expect(try await sut.retrieve("feed")?.value == itemA)
+        #expect(try await sut.retrieve("feed") == Cached(value: itemA, storedAt: referenceDate))
+        #expect(try await sut.count == 1)
     }
 
     // MARK: - Maintenance

@@ -45,6 +45,23 @@ func keysByAccess(at path: String) throws -> [String] {
     }
 }
 
+/// Makes every operation on the store at `path` fail for real while `body` runs: another connection
+/// renames the entries table away (as a disk-full or schema change would surface: an SQLite error in
+/// the store's own statements) and renames it back afterwards, whatever `body` did.
+func withEntriesTableRenamedAway(at path: String, _ body: @Sendable () async throws -> Void) async throws {
+    let connection = try rawConnection(path)
+    try await connection.write { db in try db.execute(sql: "ALTER TABLE \(entriesTable) RENAME TO \(entriesTable)_away") }
+    let outcome: Result<Void, any Error>
+    do {
+        try await body()
+        outcome = .success(())
+    } catch {
+        outcome = .failure(error)
+    }
+    try await connection.write { db in try db.execute(sql: "ALTER TABLE \(entriesTable)_away RENAME TO \(entriesTable)") }
+    try outcome.get()
+}
+
 /// Database files of their own for each test or contract case, removed when the scope ends.
 enum DatabaseFiles {
     @TaskLocal static var scope: Locked<[TemporaryDirectory]>?
