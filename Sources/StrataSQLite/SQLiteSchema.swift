@@ -80,15 +80,27 @@ enum SQLiteSchema {
     /// Two processes may open a new file at the same moment: both see the migration as pending, one
     /// applies it, and the other's attempt fails (its tables now exist). So a failed migration is
     /// checked again: when the schema is complete, someone else migrated it and all is well.
-    static func migrate(_ pool: DatabasePool) throws {
+    @discardableResult
+    static func migrate(_ pool: DatabasePool) throws -> MigrationOutcome {
         let migrator = migrator
+        var outcome = MigrationOutcome.here
         do {
             try migrator.migrate(pool)
         } catch {
             let migratedElsewhere = (try? pool.read { db in try migrator.hasCompletedMigrations(db) }) ?? false
             if !migratedElsewhere { throw error }
+            outcome = .byAnotherConnection
         }
         try pool.read { db in try verify(db) }
+        return outcome
+    }
+
+    /// Who brought the schema up to date (or found it so).
+    enum MigrationOutcome: Equatable {
+        /// This connection: it applied the pending migrations, or there were none.
+        case here
+        /// Another connection (or process) applied them while this one was trying to.
+        case byAnotherConnection
     }
 
     /// Throws ``Conflict`` unless both tables have (at least) the columns this version reads and writes.

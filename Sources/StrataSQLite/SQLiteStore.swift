@@ -71,24 +71,41 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
     ///
     /// Opening is synchronous: it opens the file and brings its schema up to date (a few
     /// milliseconds, or up to `busyTimeout` while another process holds the write lock).
-    public init(
+    public convenience init(
         path: String,
         codec: some Codec<Value>,
         limits: Limits = .none,
         busyTimeout: Duration = .seconds(5),
         logger: Logger = Logger(label: "strata.sqlitestore")
     ) throws {
+        try self.init(path: path, codec: codec, limits: limits, busyMode: .timeout(busyTimeout.timeInterval), logger: logger)
+    }
+
+    /// The designated initialiser: `busyMode` is GRDB's, so tests can see when a write waits for a lock.
+    init(
+        path: String,
+        codec: some Codec<Value>,
+        limits: Limits,
+        busyMode: Database.BusyMode,
+        logger: Logger
+    ) throws {
         let path = URL(fileURLWithPath: path).standardizedFileURL.path
         self.path = path
         self.limits = limits
         self.codec = codec
         self.logger = logger
-        self.pool = try Self.openPool(path: path, busyTimeout: busyTimeout)
+        self.pool = try Self.openPool(path: path, busyMode: busyMode, logger: logger)
     }
 
     /// Opens (creating if needed) the database at the file URL `path`, encoding values with `codec`.
-    ///
-    /// See ``init(path:codec:limits:busyTimeout:logger:)-(String,_,_,_,_)`` for the parameters.
+    /// - Parameters:
+    ///   - path: the database file's URL; its directory (`0700`) and the file (`0600`) are created
+    ///     when missing.
+    ///   - codec: turns values into bytes and back.
+    ///   - limits: bounds on entry count and total encoded bytes; none by default.
+    ///   - busyTimeout: how long a write waits for another process's write lock before it fails.
+    ///   - logger: where corrupt entries and evictions are reported.
+    /// - Throws: ``StoreError`` with operation `.open` (see the `String` path initialiser).
     public convenience init(
         path: URL,
         codec: some Codec<Value>,
@@ -261,7 +278,7 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
 
     // MARK: - Opening
 
-    private static func openPool(path: String, busyTimeout: Duration) throws -> DatabasePool {
+    private static func openPool(path: String, busyMode: Database.BusyMode, logger: Logger) throws -> DatabasePool {
         let description = "SQLiteStore(\(path))"
         func openError(_ reason: String, _ error: (any Error)? = nil) -> StoreError {
             StoreError(store: description, operation: .open, key: nil, reason: reason, underlying: error)
@@ -273,7 +290,7 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
         }
         var configuration = Configuration()
         configuration.label = "strata.sqlite"
-        configuration.busyMode = .timeout(busyTimeout.timeInterval)
+        configuration.busyMode = busyMode
         let pool: DatabasePool
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
@@ -281,7 +298,9 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
             throw openError("not a usable SQLite database: \(reason(for: error))", error)
         }
         do {
-            try SQLiteSchema.migrate(pool)
+            if try SQLiteSchema.migrate(pool) == .byAnotherConnection {
+                logger.debug("another connection set up the cache tables while this one was opening", metadata: ["store": "\(description)"])
+            }
         } catch let conflict as SQLiteSchema.Conflict {
             throw openError(conflict.description, conflict)
         } catch {

@@ -1,8 +1,8 @@
 import Foundation
 import GRDB
 import Logging
-import Strata
-import StrataSQLite
+@_spi(StrataInternals) import Strata
+@testable import StrataSQLite
 import StrataTesting
 import Testing
 
@@ -74,6 +74,61 @@ struct SQLiteStoreTests {
         }
         #expect(applied == ["strata.cache.v1"])
         #expect(try await makeSUT().count == 1)
+    }
+
+    @Test(arguments: 0..<8)
+    func open_manyConnectionsCreatingOneNewFileAtOnceAllSucceed(_ round: Int) async throws {
+        // Each store has connections of its own, which SQLite locks against each other exactly as it
+        // locks separate processes: all race to create the file, set WAL and run the migration.
+        let file = directory.appending("race-\(round).sqlite").path
+        let openers = 6
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for opener in 0..<openers {
+                group.addTask {
+                    let store = try SQLiteStore<Item>(path: file, logger: quietLogger)
+                    try await store.insert(Item(id: opener, name: "opener"), for: "key-\(opener)", storedAt: referenceDate)
+                }
+            }
+            try await group.waitForAll()
+        }
+
+        let reader = try SQLiteStore<Item>(path: file, logger: quietLogger)
+        #expect(try await reader.count == openers)
+        let applied = try await rawConnection(file).read { db in try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations") }
+        #expect(applied == ["strata.cache.v1"])
+    }
+
+    @Test func open_whenAnotherProcessSetsUpTheTablesFirstItUsesThem() async throws {
+        // Another connection holds the write lock, so this store's migration sees no table yet and then
+        // waits for the lock. While it waits, the other side lets go and a second store sets up the
+        // tables. The waiting migration then finds them already there: that is not a conflict.
+        let blocker = try rawConnection(path, allowsOpenTransactions: true)
+        try blocker.inDatabase { db in
+            _ = try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL")
+            try db.execute(sql: "CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)")
+            try db.beginTransaction(.immediate)
+        }
+        let otherSetUp = Locked(false)
+        let path = path
+        let logs = LogCapture()
+
+        let sut = try SQLiteStore<Item>(
+            path: path, codec: JSONCodec(), limits: .none,
+            busyMode: .callback { _ in
+                otherSetUp.withLock { done in
+                    guard !done else { return }
+                    done = true
+                    try? blocker.inDatabase { db in try db.rollback() }
+                    _ = try? SQLiteStore<Item>(path: path, logger: quietLogger)
+                }
+                return true
+            },
+            logger: logs.logger)
+
+        #expect(otherSetUp.withLock { $0 })
+        #expect(logs.entries.contains { $0.message == "another connection set up the cache tables while this one was opening" })
+        try await sut.insert(itemA, for: "feed", storedAt: referenceDate)
+        #expect(try await sut.count == 1)
     }
 
     @Test func open_keepsTheTablesOfAnotherApplicationInTheSameFile() async throws {
