@@ -9,8 +9,8 @@ import Logging
 /// - The file and its directory are created on demand: the directory with mode `0700`, the file with
 ///   mode `0600` (SQLite gives its `-wal` and `-shm` files the same mode).
 /// - Readers run concurrently on the pool's reader connections; writes are serialised, each in one
-///   immediate transaction. Calls never block the cooperative thread pool while they wait for the
-///   database: they use GRDB's async `read` and `write`.
+///   immediate transaction. Reads and writes never block the cooperative thread pool while they wait
+///   for the database: they use GRDB's async `read` and `write`. (Opening is synchronous; see `init`.)
 /// - Several processes may open the same file at once (WAL, and a busy timeout of 5 s by default):
 ///   each sees the others' committed writes.
 /// - Optional ``Limits`` on the number of entries and on their total encoded bytes, enforced by
@@ -32,9 +32,9 @@ import Logging
 /// has limits (without limits nothing is evicted, so recency is never used and a read stays a pure
 /// read on a reader connection). Even then a read does not write: it notes the key in memory, and
 /// the notes are applied in this store's next write transaction (or once 64 keys are pending). So a
-/// hit costs no extra transaction, and eviction still sees every read this store made; reads whose
-/// notes were not yet written when the store goes away, or that another process made, only lose
-/// their effect on eviction order.
+/// hit costs no extra transaction, and eviction still sees every read this store made. Notes are
+/// best effort: those not yet written when the store goes away or when their write fails, and reads
+/// made by another process, only lose their effect on eviction order, never data.
 public final class SQLiteStore<Value: Sendable>: Store, Sendable {
     /// Cache keys are strings: the table's primary key.
     public typealias Key = String
@@ -215,8 +215,10 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
         let accesses = drainAccesses()
         do {
             try await pool.write { db in
-                var clock = try AccessClock(db)
-                try Self.applyAccesses(accesses, clock: &clock, in: db)
+                if !accesses.isEmpty {
+                    var clock = try AccessClock(db)
+                    try Self.applyAccesses(accesses, clock: &clock, in: db)
+                }
                 try db.execute(sql: "DELETE FROM \(SQLiteSchema.entries) WHERE key = ?", arguments: [key])
             }
         } catch {
