@@ -1,0 +1,122 @@
+import Foundation
+import GRDB
+
+/// The tables `SQLiteStore` keeps in its database file, and the migrations that create them.
+///
+/// ```
+/// strata_cache_entries                      one row per cache key
+///   key            TEXT PRIMARY KEY         the cache key
+///   value          BLOB                     the codec's bytes
+///   stored_at      REAL                     Cached.storedAt, seconds since 2001-01-01 UTC
+///                                           (Foundation's reference date: the Date round-trips bit-exactly)
+///   etag           TEXT NULL                CacheValidators.etag
+///   last_modified  TEXT NULL                CacheValidators.lastModified
+///   last_access    INTEGER                  recency for LRU eviction: milliseconds since 1970 of the
+///                                           last write or recorded read, bumped so it strictly increases
+///   size           INTEGER                  byte count of `value`
+/// strata_cache_totals                       one row (id 0): entry_count, total_bytes,
+///                                           kept exact by triggers on strata_cache_entries
+/// ```
+///
+/// Every change to the schema is a new named migration appended to ``migrator``, never an edit of an
+/// old one, so a file written by any earlier version is upgraded in place when it is opened.
+enum SQLiteSchema {
+    static let entries = "strata_cache_entries"
+    static let totals = "strata_cache_totals"
+    static let entryColumns = ["key", "value", "stored_at", "etag", "last_modified", "last_access", "size"]
+    static let totalsColumns = ["id", "entry_count", "total_bytes"]
+
+    /// The identifiers of the migrations, in order. Namespaced so they cannot collide with the
+    /// migrations of another GRDB application sharing the file.
+    static let migrationIdentifiers = ["strata.cache.v1"]
+
+    /// Why a database file cannot hold this store's tables.
+    struct Conflict: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration(migrationIdentifiers[0]) { db in
+            for table in [entries, totals] {
+                if try db.tableExists(table) {
+                    throw Conflict(description: "the database already has a table '\(table)' that this store did not create")
+                }
+            }
+            try db.execute(sql: """
+                CREATE TABLE \(entries) (
+                    key TEXT NOT NULL PRIMARY KEY,
+                    value BLOB NOT NULL,
+                    stored_at REAL NOT NULL,
+                    etag TEXT,
+                    last_modified TEXT,
+                    last_access INTEGER NOT NULL,
+                    size INTEGER NOT NULL
+                );
+                CREATE INDEX \(entries)_by_last_access ON \(entries) (last_access);
+                CREATE INDEX \(entries)_by_stored_at ON \(entries) (stored_at);
+                CREATE TABLE \(totals) (
+                    id INTEGER NOT NULL PRIMARY KEY CHECK (id = 0),
+                    entry_count INTEGER NOT NULL,
+                    total_bytes INTEGER NOT NULL
+                );
+                INSERT INTO \(totals) (id, entry_count, total_bytes) VALUES (0, 0, 0);
+                CREATE TRIGGER \(entries)_count_insert AFTER INSERT ON \(entries) BEGIN
+                    UPDATE \(totals) SET entry_count = entry_count + 1, total_bytes = total_bytes + NEW.size WHERE id = 0;
+                END;
+                CREATE TRIGGER \(entries)_count_delete AFTER DELETE ON \(entries) BEGIN
+                    UPDATE \(totals) SET entry_count = entry_count - 1, total_bytes = total_bytes - OLD.size WHERE id = 0;
+                END;
+                CREATE TRIGGER \(entries)_count_update AFTER UPDATE OF size ON \(entries) BEGIN
+                    UPDATE \(totals) SET total_bytes = total_bytes - OLD.size + NEW.size WHERE id = 0;
+                END;
+                """)
+        }
+        return migrator
+    }
+
+    /// Brings the schema of `pool`'s file up to date.
+    ///
+    /// Two processes may open a new file at the same moment: both see the migration as pending, one
+    /// applies it, and the other's attempt fails (its tables now exist). So a failed migration is
+    /// checked again: when the schema is complete, someone else migrated it and all is well.
+    @discardableResult
+    static func migrate(_ pool: DatabasePool) throws -> MigrationOutcome {
+        let migrator = migrator
+        var outcome = MigrationOutcome.here
+        do {
+            try migrator.migrate(pool)
+        } catch {
+            let migratedElsewhere = (try? pool.read { db in try migrator.hasCompletedMigrations(db) }) ?? false
+            if !migratedElsewhere { throw error }
+            outcome = .byAnotherConnection
+        }
+        try pool.read { db in try verify(db) }
+        return outcome
+    }
+
+    /// Who brought the schema up to date (or found it so).
+    enum MigrationOutcome: Equatable {
+        /// This connection: it applied the pending migrations, or there were none.
+        case here
+        /// Another connection (or process) applied them while this one was trying to.
+        case byAnotherConnection
+    }
+
+    /// Throws ``Conflict`` unless both tables have (at least) the columns this version reads and writes.
+    static func verify(_ db: Database) throws {
+        for (table, expected) in [(entries, entryColumns), (totals, totalsColumns)] {
+            guard try db.tableExists(table) else {
+                throw Conflict(description: "the table '\(table)' is missing although its migration is recorded as applied")
+            }
+            let present = Set(try db.columns(in: table).map(\.name))
+            let missing = expected.filter { !present.contains($0) }
+            if !missing.isEmpty {
+                throw Conflict(description: "the table '\(table)' was not created by this store: it lacks the columns \(missing.joined(separator: ", "))")
+            }
+        }
+        guard try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(totals) WHERE id = 0") == 1 else {
+            throw Conflict(description: "the table '\(totals)' lacks its row")
+        }
+    }
+}
