@@ -1,10 +1,12 @@
 import Foundation
-import Strata
+@_spi(StrataInternals) import Strata
 
 /// One behaviour every `Store` must have. Run them with ``StoreContract/verify(_:)``.
 ///
 /// The first eleven are the classic store specs (Essential Feed's `FeedStoreSpecs`); the rest cover
-/// key isolation, metadata, concurrency, corrupt entries and cross-instance visibility.
+/// key isolation, metadata, concurrency, corrupt entries, cross-instance visibility, failures that
+/// must leave the stored data alone (``Requirement/faults``) and least-recently-used eviction
+/// (``Requirement/countLimit``).
 public enum StoreContractCase: String, CaseIterable, Sendable, CustomStringConvertible {
     case retrieveDeliversEmptyOnEmptyStore
     case retrieveHasNoSideEffectsOnEmptyStore
@@ -25,6 +27,21 @@ public enum StoreContractCase: String, CaseIterable, Sendable, CustomStringConve
     case storeStaysUsableAfterCorruptEntry
     case secondInstanceSeesInsertedValue
     case secondInstanceSeesDeletion
+    /// A retrieve that fails (under an injected fault) throws a `StoreError` and leaves the entry intact.
+    case failedRetrieveHasNoSideEffects
+    /// An insert that fails (under an injected fault) throws a `StoreError` and keeps the previous entry.
+    case failedInsertKeepsPreviousValue
+    /// A delete that fails (under an injected fault) throws a `StoreError` and keeps the entry.
+    case failedDeleteKeepsValue
+    /// Many tasks interleave inserts, retrieves and deletes on overlapping keys: every retrieve returns
+    /// nothing or one complete entry inserted for that key, a task reads its own write of a key nobody
+    /// deletes, and afterwards the store is consistent and usable.
+    case concurrentMixedOperationsLoseNothing
+    /// A store limited to two entries evicts the least recently used one when a third is inserted, and
+    /// replacing an entry at the limit evicts nothing.
+    case evictsLeastRecentlyUsedFirst
+    /// A retrieve makes its entry the most recently used, so the next eviction takes another one.
+    case retrieveRefreshesRecency
 
     /// What a ``StoreContract`` must provide for this case to run.
     public enum Requirement: Sendable {
@@ -32,6 +49,10 @@ public enum StoreContractCase: String, CaseIterable, Sendable, CustomStringConve
         case reopen
         /// ``StoreContract/corruption``: a way to damage a stored entry.
         case corruption
+        /// ``StoreContract/faults``: a way to make one kind of operation fail for real.
+        case faults
+        /// ``StoreContract/makeLimitedStore``: a store with a count limit and LRU eviction.
+        case countLimit
     }
 
     /// The hook this case needs, if any.
@@ -39,6 +60,8 @@ public enum StoreContractCase: String, CaseIterable, Sendable, CustomStringConve
         switch self {
         case .corruptEntryIsAMissAndIsRemoved, .storeStaysUsableAfterCorruptEntry: .corruption
         case .secondInstanceSeesInsertedValue, .secondInstanceSeesDeletion: .reopen
+        case .failedRetrieveHasNoSideEffects, .failedInsertKeepsPreviousValue, .failedDeleteKeepsValue: .faults
+        case .evictsLeastRecentlyUsedFirst, .retrieveRefreshesRecency: .countLimit
         default: nil
         }
     }
@@ -81,8 +104,9 @@ public struct StoreContractViolations: Error, CustomStringConvertible {
 /// }
 /// ```
 /// `makeStore` must return an empty store at a location of its own for every call (each case makes
-/// one). Give ``reopen`` and ``corruption`` for persistent stores, and run
-/// ``StoreContractCase/cases(with:)`` to include the cases that need them.
+/// one). Give ``reopen`` and ``corruption`` for persistent stores, ``faults`` for stores whose
+/// operations can fail (files, databases) and ``makeLimitedStore`` for stores with a count limit, and
+/// run ``applicableCases`` (or ``StoreContractCase/cases(with:)``) to include the cases that need them.
 public struct StoreContract<S: Store>: Sendable where S.Value: Equatable {
     /// Damages stored entries, for the corrupt-entry cases.
     public struct Corruption: Sendable {
@@ -100,6 +124,28 @@ public struct StoreContract<S: Store>: Sendable where S.Value: Equatable {
         }
     }
 
+    /// Makes one kind of operation fail on a store while a body runs, then restores the store.
+    ///
+    /// Inject a real fault, not a mock: for a database, rename its table away from a second connection
+    /// and back; for files, make the path unusable. The store must then throw a `StoreError` for that
+    /// operation, and once the fault is lifted every entry must be exactly as before.
+    public struct Faults: Sendable {
+        /// Makes `operation` fail on `store` while `body` runs, then restores the store. It must run
+        /// `body` exactly once and rethrow what `body` throws.
+        public var inject: @Sendable (
+            _ store: S, _ operation: StoreError.Operation, _ body: @Sendable () async throws -> Void
+        ) async throws -> Void
+
+        /// Creates the hook from a function that makes `operation` fail on `store` while `body` runs.
+        public init(
+            inject: @escaping @Sendable (
+                _ store: S, _ operation: StoreError.Operation, _ body: @Sendable () async throws -> Void
+            ) async throws -> Void
+        ) {
+            self.inject = inject
+        }
+    }
+
     /// Two distinct keys.
     public let keys: (S.Key, S.Key)
     /// Two distinct values.
@@ -110,19 +156,43 @@ public struct StoreContract<S: Store>: Sendable where S.Value: Equatable {
     public var reopen: (@Sendable (S) async throws -> S)?
     /// How to damage an entry.
     public var corruption: Corruption?
+    /// How to make operations fail, for the failed-operation cases.
+    public var faults: Faults?
+    /// Builds an empty store holding at most `countLimit` entries (least recently used evicted first).
+    public var makeLimitedStore: (@Sendable (_ countLimit: Int) async throws -> S)?
+    /// A third key, distinct from ``keys``, for the eviction cases (which need three keys in a store
+    /// limited to two). When `nil`, one is derived for `String` keys (`keys.0` + `"#3"`) and `Int` keys.
+    public var spareKey: S.Key?
 
+    /// Creates a contract over two distinct keys and two distinct values.
+    /// - Parameters:
+    ///   - keys: two distinct keys.
+    ///   - values: two distinct values.
+    ///   - reopen: opens a second store object on the same location (persistent stores).
+    ///   - corruption: damages a stored entry (stores that read bytes back).
+    ///   - faults: makes one kind of operation fail for real (stores whose operations can fail).
+    ///   - makeLimitedStore: builds an empty store with a count limit (stores with LRU eviction).
+    ///   - spareKey: a third distinct key for the eviction cases, when it cannot be derived.
+    ///   - makeStore: makes a new, empty store at a location of its own.
     public init(
         keys: (S.Key, S.Key), values: (S.Value, S.Value),
         reopen: (@Sendable (S) async throws -> S)? = nil,
         corruption: Corruption? = nil,
+        faults: Faults? = nil,
+        makeLimitedStore: (@Sendable (_ countLimit: Int) async throws -> S)? = nil,
+        spareKey: S.Key? = nil,
         makeStore: @escaping @Sendable () async throws -> S
     ) {
         precondition(keys.0 != keys.1, "the contract needs two distinct keys")
         precondition(values.0 != values.1, "the contract needs two distinct values")
+        precondition(spareKey.map { $0 != keys.0 && $0 != keys.1 } ?? true, "the spare key must differ from both keys")
         self.keys = keys
         self.values = values
         self.reopen = reopen
         self.corruption = corruption
+        self.faults = faults
+        self.makeLimitedStore = makeLimitedStore
+        self.spareKey = spareKey
         self.makeStore = makeStore
     }
 
@@ -131,7 +201,16 @@ public struct StoreContract<S: Store>: Sendable where S.Value: Equatable {
         var requirements: Set<StoreContractCase.Requirement> = []
         if reopen != nil { requirements.insert(.reopen) }
         if corruption != nil { requirements.insert(.corruption) }
+        if faults != nil { requirements.insert(.faults) }
+        if makeLimitedStore != nil { requirements.insert(.countLimit) }
         return StoreContractCase.cases(with: requirements)
+    }
+
+    /// ``spareKey``, or one derived from ``keys`` for `String` and `Int` keys.
+    private var thirdKey: S.Key? {
+        if let spareKey { return spareKey }
+        let candidates: [Any] = ["\(keys.0)#3", "\(keys.0)#3#3", 0, 1, 2]
+        return candidates.lazy.compactMap { $0 as? S.Key }.first { $0 != keys.0 && $0 != keys.1 }
     }
 
     /// Runs every applicable case, reporting all violations together (for XCTest, or a one-line check).
@@ -152,6 +231,7 @@ public struct StoreContract<S: Store>: Sendable where S.Value: Equatable {
     /// Runs one case; throws ``StoreContractViolation`` when the store does not behave as the case
     /// says (or when the case needs a hook this contract lacks).
     public func verify(_ contractCase: StoreContractCase) async throws {
+        if contractCase.requirement == .countLimit { return try await verifyEviction(contractCase) }
         let store = try await makeStore()
         let check = Checker(contractCase: contractCase, store: describe(store))
         let (key, otherKey) = keys
@@ -272,6 +352,134 @@ public struct StoreContract<S: Store>: Sendable where S.Value: Equatable {
             _ = try await other.retrieve(key)
             try await other.delete(key)
             try check.same(try await store.retrieve(key), nil, "retrieve after the second instance deleted")
+
+        case .failedRetrieveHasNoSideEffects:
+            let faults = try check.hook(faults, "faults")
+            try await store.insert(first, for: key)
+            try await check.failsUnderFault(faults, store: store, operation: .retrieve, key: key) {
+                try await store.retrieve(key).map { "returned \($0)" } ?? "returned nil"
+            }
+            try check.same(try await store.retrieve(key), first, "retrieve once the retrieve fault was lifted (the failed retrieve must not touch the entry)")
+
+        case .failedInsertKeepsPreviousValue:
+            let faults = try check.hook(faults, "faults")
+            try await store.insert(first, for: key)
+            try await check.failsUnderFault(faults, store: store, operation: .insert, key: key) {
+                try await store.insert(second, for: key)
+                return "returned normally"
+            }
+            try check.same(try await store.retrieve(key), first, "retrieve once the insert fault was lifted (a failed insert must keep the previous entry)")
+
+        case .failedDeleteKeepsValue:
+            let faults = try check.hook(faults, "faults")
+            try await store.insert(first, for: key)
+            try await check.failsUnderFault(faults, store: store, operation: .delete, key: key) {
+                try await store.delete(key)
+                return "returned normally"
+            }
+            try check.same(try await store.retrieve(key), first, "retrieve once the delete fault was lifted (a failed delete must keep the entry)")
+
+        case .concurrentMixedOperationsLoseNothing:
+            try await verifyConcurrentMixedOperations(on: store, check: check)
+
+        case .evictsLeastRecentlyUsedFirst, .retrieveRefreshesRecency:
+            preconditionFailure("handled by verifyEviction")
+        }
+    }
+
+    /// Tasks that each insert, retrieve and delete on two keys at once: `keys.0` is churned (inserted and
+    /// deleted), `keys.1` is only ever inserted, so it must never read as missing once written.
+    private func verifyConcurrentMixedOperations(on store: S, check: Checker) async throws {
+        let (churnedKey, keptKey) = keys
+        let (value, otherValue) = values
+        func entry(_ value: S.Value, _ offset: Double, _ tag: String) -> Cached<S.Value> {
+            Cached(
+                value: value, storedAt: Date(timeIntervalSinceReferenceDate: 800_000_000 + offset),
+                validators: CacheValidators(etag: "\"\(tag)\"", lastModified: nil))
+        }
+        // Every entry differs from the others in value or metadata, so a torn mix of two is recognisable.
+        let churned = [entry(value, 1.25, "churned-1"), entry(otherValue, 2.5, "churned-2")]
+        let kept = [entry(value, 3.75, "kept-1"), entry(otherValue, 5.125, "kept-2")]
+        let tasks = 24
+
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for task in 0..<tasks {
+                group.addTask {
+                    let context = "in task \(task) of \(tasks) running at once"
+                    try await check.noError("insert of '\(churnedKey)' \(context)") {
+                        try await store.insert(churned[task % 2], for: churnedKey)
+                    }
+                    try await check.noError("insert of '\(keptKey)' \(context)") {
+                        try await store.insert(kept[task % 2], for: keptKey)
+                    }
+                    try await check.read(store, keptKey, among: kept, mayBeMissing: false, "right after this task inserted it \(context)")
+                    try await check.read(store, churnedKey, among: churned, mayBeMissing: true, context)
+                    switch task % 3 {
+                    case 0:
+                        try await check.noError("delete of '\(churnedKey)' \(context)") { try await store.delete(churnedKey) }
+                    case 1:
+                        try await check.noError("insert of '\(churnedKey)' \(context)") {
+                            try await store.insert(churned[(task + 1) % 2], for: churnedKey)
+                        }
+                    default:
+                        try await check.read(store, churnedKey, among: churned, mayBeMissing: true, context)
+                    }
+                    try await check.read(store, churnedKey, among: churned, mayBeMissing: true, context)
+                    try await check.read(store, keptKey, among: kept, mayBeMissing: false, context)
+                }
+            }
+            try await group.waitForAll()
+        }
+
+        let settled = try await check.read(store, churnedKey, among: churned, mayBeMissing: true, "after all tasks finished")
+        try check.same(try await store.retrieve(churnedKey), settled, "a second retrieve of '\(churnedKey)' after all tasks finished")
+        try await check.read(store, keptKey, among: kept, mayBeMissing: false, "after all tasks finished")
+        let final = entry(value, 7.875, "final")
+        try await store.insert(final, for: churnedKey)
+        try check.same(try await store.retrieve(churnedKey), final, "retrieve of '\(churnedKey)' inserted after the concurrent operations")
+        try await store.delete(keptKey)
+        try check.same(try await store.retrieve(keptKey), nil, "retrieve of '\(keptKey)' deleted after the concurrent operations")
+        try check.same(try await store.retrieve(churnedKey), final, "retrieve of '\(churnedKey)' after '\(keptKey)' was deleted")
+    }
+
+    /// The count-limit cases: three keys in a store limited to two entries.
+    private func verifyEviction(_ contractCase: StoreContractCase) async throws {
+        let makeLimitedStore = try Checker(contractCase: contractCase, store: "\(S.self)").hook(makeLimitedStore, "makeLimitedStore")
+        let store = try await makeLimitedStore(2)
+        let check = Checker(contractCase: contractCase, store: describe(store))
+        guard let c = thirdKey else {
+            throw check.fail("this case needs a third key; give the contract's `spareKey` (it is derived only for String and Int keys)")
+        }
+        let (a, b) = keys
+        let (value, otherValue) = values
+        let first = Cached(value: value, storedAt: Date(timeIntervalSinceReferenceDate: 800_000_000.5))
+        let second = Cached(value: otherValue, storedAt: Date(timeIntervalSinceReferenceDate: 800_000_001.5))
+        let third = Cached(value: value, storedAt: Date(timeIntervalSinceReferenceDate: 800_000_002.5), validators: CacheValidators(etag: "\"third\""))
+
+        switch contractCase {
+        case .evictsLeastRecentlyUsedFirst:
+            try await store.insert(first, for: a)
+            try await store.insert(second, for: b)
+            try await store.insert(third, for: c)
+            try check.same(try await store.retrieve(a), nil, "retrieve of '\(a)', the least recently used of three entries inserted into a store limited to 2 (it should have been evicted)")
+            try check.same(try await store.retrieve(b), second, "retrieve of '\(b)', one of the two most recently inserted entries")
+            try check.same(try await store.retrieve(c), third, "retrieve of '\(c)', the most recently inserted entry")
+            let replacement = Cached(value: otherValue, storedAt: Date(timeIntervalSinceReferenceDate: 800_000_003.5))
+            try await store.insert(replacement, for: c)
+            try check.same(try await store.retrieve(b), second, "retrieve of '\(b)' after '\(c)' was replaced in a full store (replacing an entry must not evict another)")
+            try check.same(try await store.retrieve(c), replacement, "retrieve of '\(c)' after it was replaced in a full store")
+
+        case .retrieveRefreshesRecency:
+            try await store.insert(first, for: a)
+            try await store.insert(second, for: b)
+            try check.same(try await store.retrieve(a), first, "retrieve of '\(a)' in a full store")
+            try await store.insert(third, for: c)
+            try check.same(try await store.retrieve(a), first, "retrieve of '\(a)' after '\(c)' was inserted into a store limited to 2 (reading '\(a)' just before should have made '\(b)' the least recently used)")
+            try check.same(try await store.retrieve(b), nil, "retrieve of '\(b)', least recently used once '\(a)' was read (it should have been evicted when '\(c)' was inserted)")
+            try check.same(try await store.retrieve(c), third, "retrieve of '\(c)', the most recently inserted entry")
+
+        default:
+            preconditionFailure("\(contractCase) is not a count-limit case")
         }
     }
 
@@ -305,5 +513,77 @@ public struct StoreContract<S: Store>: Sendable where S.Value: Equatable {
             guard let hook else { throw fail("this case needs the contract's `\(name)` hook, which was not given") }
             return hook
         }
+
+        /// Retrieves `key` and checks it is one of `allowed` (or missing, when that is allowed).
+        @discardableResult
+        func read(
+            _ store: S, _ key: S.Key, among allowed: [Cached<S.Value>], mayBeMissing: Bool, _ context: String
+        ) async throws -> Cached<S.Value>? {
+            let read: Cached<S.Value>?
+            do {
+                read = try await store.retrieve(key)
+            } catch {
+                throw fail("retrieve of '\(key)' \(context) threw \(error)")
+            }
+            guard let read else {
+                if mayBeMissing { return nil }
+                throw fail("retrieve of '\(key)' \(context) returned nil, but no task deletes that key: an insert was lost")
+            }
+            guard allowed.contains(read) else {
+                throw fail("retrieve of '\(key)' \(context) returned \(read), which is none of the entries inserted for that key (a torn, stale or other key's entry)")
+            }
+            return read
+        }
+
+        /// Runs `operation` under the fault for `kind`; it must throw a `StoreError` for that operation
+        /// and key. `operation` describes what it returned when it did not throw.
+        func failsUnderFault(
+            _ faults: Faults, store: S, operation kind: StoreError.Operation, key: S.Key,
+            _ operation: @escaping @Sendable () async throws -> String
+        ) async throws {
+            let outcome = Locked(FaultOutcome())
+            do {
+                try await faults.inject(store, kind) {
+                    let result: FaultOutcome.Result
+                    do {
+                        result = .returned(try await operation())
+                    } catch let error as StoreError {
+                        result = .storeError(error)
+                    } catch {
+                        result = .otherError("\(type(of: error)): \(error)")
+                    }
+                    outcome.withLock { $0.runs += 1; $0.result = result }
+                }
+            } catch {
+                throw fail("the `faults` hook threw \(error) around \(kind) (it must run the operation once and restore the store)")
+            }
+            let (runs, result) = outcome.withLock { ($0.runs, $0.result) }
+            let what = "\(kind) of '\(key)' under an injected \(kind) fault"
+            guard runs == 1, let result else {
+                throw fail("the `faults` hook ran the \(kind) \(runs) times; it must run it exactly once")
+            }
+            switch result {
+            case .returned(let description):
+                throw fail("\(what) \(description) instead of throwing a StoreError")
+            case .otherError(let description):
+                throw fail("\(what) threw \(description), which is not a StoreError")
+            case .storeError(let error):
+                try that(error.operation == kind, "\(what) threw a StoreError for operation '\(error.operation.rawValue)', expected '\(kind.rawValue)': \(error)")
+                try that(error.key == "\(key)", "\(what) threw a StoreError naming key \(error.key.map { "'\($0)'" } ?? "nil"), expected '\(key)': \(error)")
+                try that(!error.reason.isEmpty, "\(what) threw a StoreError with no reason: \(error)")
+            }
+        }
+    }
+
+    /// What the operation did while its fault was injected.
+    private struct FaultOutcome: Sendable {
+        enum Result: Sendable {
+            case returned(String)
+            case storeError(StoreError)
+            case otherError(String)
+        }
+
+        var runs = 0
+        var result: Result?
     }
 }

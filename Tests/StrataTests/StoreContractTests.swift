@@ -6,31 +6,62 @@ import StrataTesting
 /// Every Strata store runs the same contract, unchanged.
 @Suite("Store contract")
 struct StoreContractTests {
-    static let memory = StoreContract(keys: ("a", "b"), values: (itemA, itemB)) {
+    static let memory = StoreContract(
+        keys: ("a", "b"), values: (itemA, itemB),
+        makeLimitedStore: { countLimit in MemoryStore<String, Item>(countLimit: countLimit) }
+    ) {
         MemoryStore<String, Item>()
     }
 
-    @Test("MemoryStore", arguments: StoreContractCase.universal)
+    @Test("MemoryStore", arguments: memory.applicableCases)
     func memoryStore(_ behaviour: StoreContractCase) async throws {
         try await Self.memory.verify(behaviour)
     }
 
     /// Each case gets a directory of its own; `directories` keeps them alive for the case and removes
     /// them when the suite instance goes away.
+    static let fileCorruption = StoreContract<FileStore<Item>>.Corruption(
+        corrupt: { store, key in try Data("garbage".utf8).write(to: store.fileURL(for: key)) },
+        isStored: { store, key in FileManager.default.fileExists(atPath: store.fileURL(for: key).path) })
+
     static let file = StoreContract<FileStore<Item>>(
         keys: ("feed", "../../etc/passwd"), values: (itemA, itemB),
         reopen: { store in FileStore(directory: store.directory) },
-        corruption: .init(
-            corrupt: { store, key in try Data("garbage".utf8).write(to: store.fileURL(for: key)) },
-            isStored: { store, key in FileManager.default.fileExists(atPath: store.fileURL(for: key).path) })
+        corruption: fileCorruption,
+        faults: .init { store, _, body in try await UnusableDirectory.while(store.directory, body) },
+        makeLimitedStore: { countLimit in
+            FileStore(directory: try TemporaryDirectory.scoped(), countLimit: countLimit, logger: quietLogger)
+        }
     ) {
         FileStore<Item>(directory: try TemporaryDirectory.scoped(), logger: quietLogger)
     }
 
-    @Test("FileStore", arguments: StoreContractCase.allCases)
+    @Test("FileStore", arguments: file.applicableCases)
     func fileStore(_ behaviour: StoreContractCase) async throws {
         try await TemporaryDirectory.withScope {
             try await Self.file.verify(behaviour)
+        }
+    }
+
+    /// The whole contract again with limits on every store, so every case runs through the index.
+    static let limitedFile = StoreContract<FileStore<Item>>(
+        keys: ("feed", "../../etc/passwd"), values: (itemA, itemB),
+        reopen: { store in
+            FileStore(directory: store.directory, countLimit: store.countLimit, byteLimit: store.byteLimit, logger: quietLogger)
+        },
+        corruption: fileCorruption,
+        faults: .init { store, _, body in try await UnusableDirectory.while(store.directory, body) },
+        makeLimitedStore: { countLimit in
+            FileStore(directory: try TemporaryDirectory.scoped(), countLimit: countLimit, byteLimit: 1 << 20, logger: quietLogger)
+        }
+    ) {
+        FileStore<Item>(directory: try TemporaryDirectory.scoped(), countLimit: 100, byteLimit: 1 << 20, logger: quietLogger)
+    }
+
+    @Test("FileStore with limits", arguments: limitedFile.applicableCases)
+    func limitedFileStore(_ behaviour: StoreContractCase) async throws {
+        try await TemporaryDirectory.withScope {
+            try await Self.limitedFile.verify(behaviour)
         }
     }
 
@@ -44,7 +75,7 @@ struct StoreContractTests {
         UserDefaultsStore<Item>(suiteName: UserDefaultsSuite.scoped())
     }
 
-    @Test("UserDefaultsStore", arguments: StoreContractCase.allCases)
+    @Test("UserDefaultsStore", arguments: userDefaults.applicableCases)
     func userDefaultsStore(_ behaviour: StoreContractCase) async throws {
         try await UserDefaultsSuite.withScope {
             try await Self.userDefaults.verify(behaviour)
@@ -72,8 +103,44 @@ struct StoreContractTests {
         await #expect(throws: StoreContractViolation.self) {
             try await Self.memory.verify(.secondInstanceSeesInsertedValue)
         }
-        #expect(Self.memory.applicableCases == StoreContractCase.universal)
+        await #expect(throws: StoreContractViolation.self) {
+            try await Self.userDefaults.verify(.failedInsertKeepsPreviousValue)
+        }
+        await #expect(throws: StoreContractViolation.self) {
+            try await Self.userDefaults.verify(.evictsLeastRecentlyUsedFirst)
+        }
+        #expect(Self.memory.applicableCases == StoreContractCase.universal + [.evictsLeastRecentlyUsedFirst, .retrieveRefreshesRecency])
         #expect(Self.file.applicableCases == StoreContractCase.allCases)
+        #expect(Self.limitedFile.applicableCases == StoreContractCase.allCases)
+        #expect(Self.userDefaults.applicableCases == StoreContractCase.allCases.filter { ![.faults, .countLimit].contains($0.requirement) })
+    }
+
+    @Test("every new case has a requirement or is universal", arguments: [
+        (StoreContractCase.failedRetrieveHasNoSideEffects, StoreContractCase.Requirement?.some(.faults)),
+        (.failedInsertKeepsPreviousValue, .faults), (.failedDeleteKeepsValue, .faults),
+        (.concurrentMixedOperationsLoseNothing, nil),
+        (.evictsLeastRecentlyUsedFirst, .countLimit), (.retrieveRefreshesRecency, .countLimit),
+    ])
+    func requirements(_ contractCase: StoreContractCase, _ requirement: StoreContractCase.Requirement?) {
+        #expect(contractCase.requirement == requirement)
+    }
+}
+
+/// Makes a directory unusable for real, even for root (which ignores permissions): the directory is
+/// moved aside and a symbolic link pointing at itself takes its place, so every open, rename and
+/// unlink inside it fails with `ELOOP`. The directory is put back afterwards.
+enum UnusableDirectory {
+    static func `while`(_ directory: URL, _ body: @Sendable () async throws -> Void) async throws {
+        let path = directory.path
+        let aside = path + ".aside"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        try FileManager.default.moveItem(atPath: path, toPath: aside)
+        try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: directory.lastPathComponent)
+        defer {
+            try? FileManager.default.removeItem(atPath: path)
+            try? FileManager.default.moveItem(atPath: aside, toPath: path)
+        }
+        try await body()
     }
 }
 

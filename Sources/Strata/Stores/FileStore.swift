@@ -1,5 +1,12 @@
 import Foundation
 import Logging
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 /// A persistent store with one file per key in a directory.
 ///
@@ -12,46 +19,92 @@ import Logging
 /// - An entry that does not parse or decode is a miss: it is removed and logged at `warning`.
 /// - Two `FileStore`s on the same directory, in one process or several, see each other's writes.
 ///
+/// ## Limits
+/// With a `countLimit` or `byteLimit` the store evicts least recently used entries when an insert
+/// goes over a limit. It keeps an index for that: an append-only journal (`.strata-index`, next to a
+/// `.strata-index.lock` file) of accesses and removals, so opening a store costs the same with ten
+/// entries or a million. The journal is read on the first insert, not when the store is created;
+/// retrieves and deletes only append a record. The entry files stay the truth: a missing or damaged
+/// journal is rebuilt from one listing of the directory, and compaction (once the journal holds more
+/// than twice as many records as live entries) drops entries whose files are gone, adopts files it
+/// does not know, and sweeps temporary files left behind by a crash mid-write. Stores with limits in
+/// several processes share the journal under `flock`; an entry one evicts is simply a miss to the others.
+/// A store without limits keeps no index and writes exactly the files it always did.
+///
 /// ```swift
 /// let store = FileStore<[FeedItem]>(directory: cachesDirectory.appending(path: "feed"))
+/// let bounded = FileStore<Data>(directory: imagesDirectory, codec: DataCodec(), byteLimit: 50_000_000)
 /// ```
 public final class FileStore<Value: Sendable>: Store, Sendable {
     public typealias Key = String
 
     /// The directory holding the entries.
     public let directory: URL
+    /// The most entries kept; `nil` for no limit.
+    public let countLimit: Int?
+    /// The most bytes of entry files kept (each entry's file size: header, key and encoded value);
+    /// `nil` for no limit.
+    public let byteLimit: Int?
     private let directoryPath: String
     private let codec: any Codec<Value>
     private let synchronizesWrites: Bool
     private let logger: Logger
+    /// The least-recently-used index; only stores with a limit keep one.
+    let index: FileStoreIndex?
+    /// What this store has read and scanned (for tests).
+    let ioCounts = Locked(FileStoreIOCounts())
 
     /// Creates a store in `directory` that encodes values with `codec`.
     /// - Parameters:
     ///   - directory: the directory holding the entries; created (mode `0700`) on the first write.
     ///   - codec: turns values into bytes and back.
+    ///   - countLimit: the most entries kept; beyond it an insert evicts the least recently used.
+    ///     `nil` (the default) for no limit.
+    ///   - byteLimit: the most bytes of entry files kept; beyond it an insert evicts the least recently
+    ///     used, and an entry larger than the whole limit is not kept. `nil` (the default) for no limit.
     ///   - synchronizesWrites: flush each entry to stable storage (`fsync`) before it replaces the old
     ///     one. On by default; turn off only for caches you can afford to lose on power failure.
-    ///   - logger: where corrupt entries and removal failures are reported.
+    ///   - logger: where corrupt entries, removal failures and index repairs are reported.
+    ///
+    /// Creating a store does no I/O, with or without limits.
     public init(
         directory: URL,
         codec: some Codec<Value>,
+        countLimit: Int? = nil,
+        byteLimit: Int? = nil,
         synchronizesWrites: Bool = true,
         logger: Logger = Logger(label: "strata.filestore")
     ) {
+        precondition(countLimit.map { $0 > 0 } ?? true, "countLimit must be positive")
+        precondition(byteLimit.map { $0 > 0 } ?? true, "byteLimit must be positive")
         self.directory = directory.standardizedFileURL
         self.directoryPath = self.directory.path
         self.codec = codec
+        self.countLimit = countLimit
+        self.byteLimit = byteLimit
         self.synchronizesWrites = synchronizesWrites
         self.logger = logger
+        if countLimit != nil || byteLimit != nil {
+            index = FileStoreIndex(
+                directoryPath: directoryPath, countLimit: countLimit, byteLimit: byteLimit,
+                synchronizesWrites: synchronizesWrites, storeDescription: "FileStore(\(directoryPath))",
+                logger: logger, counts: ioCounts)
+        } else {
+            index = nil
+        }
     }
 
     /// Creates a store in `directory` that encodes values as JSON.
     public convenience init(
         directory: URL,
+        countLimit: Int? = nil,
+        byteLimit: Int? = nil,
         synchronizesWrites: Bool = true,
         logger: Logger = Logger(label: "strata.filestore")
     ) where Value: Codable {
-        self.init(directory: directory, codec: JSONCodec<Value>(), synchronizesWrites: synchronizesWrites, logger: logger)
+        self.init(
+            directory: directory, codec: JSONCodec<Value>(), countLimit: countLimit, byteLimit: byteLimit,
+            synchronizesWrites: synchronizesWrites, logger: logger)
     }
 
     public var origin: Origin { .disk }
@@ -62,16 +115,22 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
     }
 
     public func retrieve(_ key: String) async throws -> Cached<Value>? {
-        let path = fileURL(for: key).path
+        let name = EntryName(key: key)
+        let path = directoryPath + "/" + name.fileName
         let contents: (data: Data, inode: UInt64)?
         do {
+            ioCounts.withLock { $0.entryReads += 1 }
             contents = try POSIXFile.read(path)
         } catch {
             throw StoreError(store: description, operation: .retrieve, key: key, reason: "\(error)", underlying: error)
         }
-        guard let contents else { return nil }
+        guard let contents else {
+            // Gone behind the index's back (another process, or by hand): it no longer counts.
+            index?.recordRemoval(name, onlyIfIndexed: true)
+            return nil
+        }
         guard let (header, payload) = EntryEnvelope.decode(contents.data) else {
-            discardCorrupt(path: path, inode: contents.inode, key: key, reason: "not a valid Strata entry (\(contents.data.count) bytes)")
+            discardCorrupt(name, path: path, inode: contents.inode, key: key, reason: "not a valid Strata entry (\(contents.data.count) bytes)")
             return nil
         }
         guard header.key == key else {
@@ -81,38 +140,58 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
         }
         do {
             let value = try codec.decode(payload)
+            index?.recordAccess(name, at: path)
             return Cached(value: value, storedAt: header.storedAt, validators: header.validators)
         } catch {
-            discardCorrupt(path: path, inode: contents.inode, key: key, reason: "payload does not decode: \(error)")
+            discardCorrupt(name, path: path, inode: contents.inode, key: key, reason: "payload does not decode: \(error)")
             return nil
         }
     }
 
     public func insert(_ entry: Cached<Value>, for key: String) async throws {
         let bytes = try EntryEnvelope.encode(entry, key: key, codec: codec, store: description)
-        let path = fileURL(for: key).path
+        let name = EntryName(key: key)
+        let path = directoryPath + "/" + name.fileName
         let temporaryPath = directoryPath + "/.tmp-" + UUID().uuidString
         do {
             try POSIXFile.createDirectory(directoryPath, mode: 0o700)
-            try POSIXFile.writeAtomically(bytes, to: path, via: temporaryPath, mode: 0o600, sync: synchronizesWrites)
+            guard let index else {
+                return try POSIXFile.writeAtomically(bytes, to: path, via: temporaryPath, mode: 0o600, sync: synchronizesWrites)
+            }
+            // The slow part (writing and flushing) runs unlocked; only the rename into place and the
+            // bookkeeping run under the index lock, so the journal records changes in the order they happen.
+            try POSIXFile.writeNew(bytes, at: temporaryPath, mode: 0o600, sync: synchronizesWrites)
+            do {
+                try index.commit(name, size: bytes.count, from: temporaryPath, to: path)
+            } catch {
+                unlink(temporaryPath)
+                throw error
+            }
         } catch {
             throw StoreError(store: description, operation: .insert, key: key, reason: "\(error)", underlying: error)
         }
     }
 
     public func delete(_ key: String) async throws {
+        let name = EntryName(key: key)
+        let path = directoryPath + "/" + name.fileName
         do {
-            try POSIXFile.remove(fileURL(for: key).path)
+            if let index {
+                try index.remove(name, at: path)
+            } else {
+                try POSIXFile.remove(path)
+            }
         } catch {
             throw StoreError(store: description, operation: .delete, key: key, reason: "\(error)", underlying: error)
         }
     }
 
-    private func discardCorrupt(path: String, inode: UInt64, key: String, reason: String) {
+    private func discardCorrupt(_ name: EntryName, path: String, inode: UInt64, key: String, reason: String) {
         logger.warning(
             "removing corrupt cache entry",
             metadata: ["store": "\(description)", "key": "\(key)", "file": "\(path)", "reason": "\(reason)"])
         POSIXFile.remove(path, ifInode: inode)
+        index?.recordRemoval(name, onlyIfIndexed: false)
     }
 }
 

@@ -139,6 +139,25 @@ struct LRUList<Key: Hashable & Sendable, Element: Sendable>: Sendable {
         remove(slots[tail]!.key)
     }
 
+    /// The least recently used key, if any.
+    var leastRecentKey: Key? { tail == 0 ? nil : slots[tail]!.key }
+
+    /// The element for `key`, without changing its recency.
+    func peek(_ key: Key) -> Element? { index[key].map { slots[$0]!.element } }
+
+    /// Every entry from least to most recently used: upserting them in this order rebuilds the list.
+    func entriesFromLeastRecent() -> [(key: Key, element: Element, cost: Int)] {
+        var entries: [(key: Key, element: Element, cost: Int)] = []
+        entries.reserveCapacity(count)
+        var position = tail
+        while position != 0 {
+            let slot = slots[position]!
+            entries.append((slot.key, slot.element, slot.cost))
+            position = slot.previous
+        }
+        return entries
+    }
+
     func keysByRecency() -> [Key] {
         var keys: [Key] = []
         var position = head

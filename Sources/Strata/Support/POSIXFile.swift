@@ -50,30 +50,49 @@ enum POSIXFile {
     /// existing file), flushes it to disk, then atomically renames it over `path`. On any failure the
     /// temporary file is removed and `path` is untouched.
     static func writeAtomically(_ data: Data, to path: String, via temporaryPath: String, mode: mode_t, sync: Bool) throws {
+        try writeNew(data, at: temporaryPath, mode: mode, sync: sync)
+        try commit(temporaryPath, to: path, sync: sync)
+    }
+
+    /// Writes `data` to a new file at `temporaryPath` (mode `mode`, never following or replacing an
+    /// existing file) and flushes it when `sync`; on failure nothing is left at `temporaryPath`.
+    static func writeNew(_ data: Data, at temporaryPath: String, mode: mode_t, sync: Bool) throws {
         let fd = open(temporaryPath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode)
         guard fd >= 0 else { throw Failure(call: "open", path: temporaryPath, code: errno) }
         var succeeded = false
         defer { if !succeeded { unlink(temporaryPath) } }
-        do {
-            defer { close(fd) }
-            let writeError: Int32? = data.withUnsafeBytes { buffer -> Int32? in
-                var written = 0
-                while written < buffer.count {
-                    let n = Glibc_write(fd, buffer.baseAddress! + written, buffer.count - written)
-                    if n < 0 {
-                        if errno == EINTR { continue }
-                        return errno
-                    }
-                    written += n
-                }
-                return nil
-            }
-            if let writeError { throw Failure(call: "write", path: temporaryPath, code: writeError) }
-            if sync, fsync(fd) != 0 { throw Failure(call: "fsync", path: temporaryPath, code: errno) }
-        }
-        guard rename(temporaryPath, path) == 0 else { throw Failure(call: "rename", path: path, code: errno) }
+        defer { close(fd) }
+        try writeAll(data, to: fd, path: temporaryPath)
+        if sync, fsync(fd) != 0 { throw Failure(call: "fsync", path: temporaryPath, code: errno) }
         succeeded = true
+    }
+
+    /// Renames `temporaryPath` over `path` (flushing the directory entry when `sync`); on failure the
+    /// temporary file is removed and `path` is untouched.
+    static func commit(_ temporaryPath: String, to path: String, sync: Bool) throws {
+        guard rename(temporaryPath, path) == 0 else {
+            let code = errno
+            unlink(temporaryPath)
+            throw Failure(call: "rename", path: path, code: code)
+        }
         if sync { syncDirectory(containing: path) }
+    }
+
+    /// Writes all of `data` at the current offset of `fd`.
+    static func writeAll(_ data: some DataProtocol & ContiguousBytes, to fd: Int32, path: String) throws {
+        let writeError: Int32? = data.withUnsafeBytes { buffer -> Int32? in
+            var written = 0
+            while written < buffer.count {
+                let n = Glibc_write(fd, buffer.baseAddress! + written, buffer.count - written)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                written += n
+            }
+            return nil
+        }
+        if let writeError { throw Failure(call: "write", path: path, code: writeError) }
     }
 
     /// Flushes the directory entry of `path`, so a rename survives power loss. Best effort: the entry is
@@ -99,6 +118,24 @@ enum POSIXFile {
         var info = stat()
         guard stat(path, &info) == 0, UInt64(info.st_ino) == inode else { return }
         unlink(path)
+    }
+
+    /// The names in directory `path` (without `.` and `..`).
+    static func fileNames(in path: String) throws -> [String] {
+        guard let directory = opendir(path) else { throw Failure(call: "opendir", path: path, code: errno) }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while true {
+            errno = 0
+            guard let entry = readdir(directory) else {
+                if errno != 0 { throw Failure(call: "readdir", path: path, code: errno) }
+                return names
+            }
+            let name = withUnsafePointer(to: &entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: MemoryLayout.size(ofValue: entry.pointee.d_name)) { String(cString: $0) }
+            }
+            if name != ".", name != ".." { names.append(name) }
+        }
     }
 
     /// Creates `path` and its parents with `mode` when missing.
