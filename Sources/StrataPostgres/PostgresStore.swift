@@ -78,7 +78,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         var tableReady = false
         var lastSweep: Date?
         var isShutDown = false
-        /// When an operation last got or gave back a connection.
+        /// When an operation last got a connection, or finished its work on one.
         var lastProgress: ContinuousClock.Instant?
     }
 
@@ -248,8 +248,12 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
             await discard(key: key, value: nil, reason: "row does not have the expected columns: \(reason)")
             return nil
         case .row(let bytes, let seconds, let etag, let lastModified, let size)?:
-            guard Int(size) == bytes.count, seconds.isFinite else {
+            guard Int(size) == bytes.count else {
                 await discard(key: key, value: bytes, reason: "value is \(bytes.count) bytes, the row says \(size)")
+                return nil
+            }
+            guard seconds.isFinite else {
+                await discard(key: key, value: bytes, reason: "stored_at_seconds is \(seconds)")
                 return nil
             }
             do {
@@ -280,9 +284,8 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         let now = now()
         let seconds = entry.storedAt.timeIntervalSinceReferenceDate
         let expiresAt = maxAge.map { entry.storedAt.addingTimeInterval($0.timeInterval) }
-        let sweepBefore = sweepDue(now: now)
-        let swept: Int = try await perform(.insert, key: key) { [table] connection, logger in
-            try await connection.query("""
+        try await perform(.insert, key: key) { [table] connection, logger in
+            try await Self.drain(connection.query("""
                 INSERT INTO "\(unescaped: table)"
                     (key, value, stored_at, stored_at_seconds, etag, last_modified, last_access, size, expires_at)
                 VALUES (\(key), \(bytes), \(entry.storedAt), \(seconds), \(entry.validators.etag),
@@ -292,21 +295,15 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
                     stored_at_seconds = EXCLUDED.stored_at_seconds, etag = EXCLUDED.etag,
                     last_modified = EXCLUDED.last_modified, last_access = EXCLUDED.last_access,
                     size = EXCLUDED.size, expires_at = EXCLUDED.expires_at
-                """, logger: logger)
-            guard let sweepBefore else { return 0 }
-            return try await Self.singleInteger(connection.query(
-                #"WITH removed AS (DELETE FROM "\#(unescaped: table)" WHERE expires_at <= \#(sweepBefore) RETURNING 1) SELECT count(*) FROM removed"#,
-                logger: logger))
+                """, logger: logger))
         }
-        if swept > 0 {
-            logger.debug("swept expired cache rows", metadata: ["store": "\(description)", "count": "\(swept)"])
-        }
+        if sweepIsDue(now: now) { await sweepExpiredRows() }
     }
 
     /// Removes the row for `key`; succeeds when there is none.
     /// - Throws: `StoreError` when the database is unreachable or the statement fails.
     public func delete(_ key: String) async throws {
-        _ = try await perform(.delete, key: key) { [table] connection, logger in
+        try await perform(.delete, key: key) { [table] connection, logger in
             try await Self.drain(connection.query(
                 #"DELETE FROM "\#(unescaped: table)" WHERE key = \#(key)"#, logger: logger))
         }
@@ -327,7 +324,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     /// Removes every row (the table stays).
     /// - Throws: `StoreError` (operation `delete`) when the database is unreachable.
     public func removeAll() async throws {
-        _ = try await perform(.delete, key: nil) { [table] connection, logger in
+        try await perform(.delete, key: nil) { [table] connection, logger in
             try await Self.drain(connection.query(#"DELETE FROM "\#(unescaped: table)""#, logger: logger))
         }
     }
@@ -383,13 +380,26 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         case malformed(String)
     }
 
-    /// `now` when a sweep is due (and marks it done), otherwise `nil`.
-    private func sweepDue(now: Date) -> Date? {
-        guard maxAge != nil else { return nil }
+    /// Whether this store (with a ``maxAge``) should sweep now; marks the sweep as done if so.
+    private func sweepIsDue(now: Date) -> Bool {
+        guard maxAge != nil else { return false }
         return state.withLock { state in
-            if let last = state.lastSweep, now.timeIntervalSince(last) < Self.sweepInterval, now >= last { return nil }
+            if let last = state.lastSweep, now >= last, now.timeIntervalSince(last) < Self.sweepInterval { return false }
             state.lastSweep = now
-            return now
+            return true
+        }
+    }
+
+    /// The sweep after an insert: its own statement, so the insert stands whatever happens here. A
+    /// failure is logged, not thrown (the insert succeeded).
+    private func sweepExpiredRows() async {
+        do {
+            let swept = try await removeExpiredEntries()
+            if swept > 0 {
+                logger.debug("swept expired cache rows", metadata: ["store": "\(description)", "count": "\(swept)"])
+            }
+        } catch {
+            logger.warning("could not sweep expired cache rows", metadata: ["store": "\(description)", "error": "\(error)"])
         }
     }
 
@@ -401,7 +411,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
             "removing undecodable cache row",
             metadata: ["store": "\(description)", "key": "\(key)", "reason": "\(reason)"])
         do {
-            _ = try await perform(.delete, key: key) { [table] connection, logger in
+            try await perform(.delete, key: key) { [table] connection, logger in
                 if let value {
                     try await Self.drain(connection.query(
                         #"DELETE FROM "\#(unescaped: table)" WHERE key = \#(key) AND value = \#(value)"#, logger: logger))
@@ -449,9 +459,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     /// Runs `body` on a pooled connection (creating the table first, once), and turns every failure
     /// into a `StoreError`.
     ///
-    /// A watchdog bounds the wait: after ``connectTimeout`` without a connection the operation fails
-    /// as unreachable, unless other operations of this store got or used a connection meanwhile (then
-    /// the pool is merely busy and the wait goes on); nothing runs past ``queryTimeout``.
+    /// A watchdog (``watch(_:started:)``) bounds both the wait for a connection and the work on it.
     private func perform<T: Sendable>(
         _ operation: StoreError.Operation,
         key: String?,
@@ -589,6 +597,9 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     }
 
     private func storeError(_ operation: StoreError.Operation, key: String?, _ error: any Error, since started: ContinuousClock.Instant) -> any Error {
+        // The caller's task was cancelled: that is not the database's failure, and callers (a
+        // fallback chain) must see it as cancellation.
+        if Task.isCancelled, !(error is Timeout) { return CancellationError() }
         let reason: String
         var underlying: (any Error)? = error
         switch error {

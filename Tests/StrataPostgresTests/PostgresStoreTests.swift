@@ -134,6 +134,17 @@ struct PostgresStoreOfflineTests {
         }
     }
 
+    @Test("a cancelled operation ends at once with CancellationError, not a store failure")
+    func cancellationEndsTheWait() async throws {
+        let store = try PostgresStore<Item>(url: unreachableURL, connectTimeout: .seconds(60), logger: quietLogger)
+        let clock = ContinuousClock()
+        let started = clock.now
+        let read = Task { try await store.retrieve("feed") }
+        read.cancel()
+        await #expect(throws: CancellationError.self) { try await read.value }
+        #expect(started.duration(to: clock.now) < .seconds(15), "a cancelled read waited for the 60 s connect timeout")
+    }
+
     @Test("operations after shutdown throw instead of hanging")
     func shutdownStopsTheStore() async throws {
         let store = try PostgresStore<Item>(url: unreachableURL, logger: quietLogger)
