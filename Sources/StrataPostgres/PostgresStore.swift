@@ -100,7 +100,8 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     ///   - maxAge: when set, rows are stamped to expire `maxAge` after their `storedAt`, and expired rows
     ///     are swept after an insert, at most once a minute per store.
     ///   - now: the wall clock for `last_access` and expiry.
-    ///   - logger: where undecodable rows, sweeps and the connection pool's own messages go.
+    ///   - logger: where undecodable rows, sweeps and the connection pool's own messages go (the pool's
+    ///     routine messages, such as each failed connection attempt, at `debug`).
     /// - Throws: `StoreError` (operation `open`) when `table` is not a plain identifier.
     public init(
         configuration: PostgresClient.Configuration,
@@ -708,8 +709,8 @@ final class ConnectFailureLog: Sendable {
     }
 }
 
-/// The connection pool's background logger: notes connection failures, forwards everything to the
-/// store's logger.
+/// The connection pool's background logger: notes connection failures, and forwards the pool's
+/// messages to the store's logger (`info` and `notice` demoted to `debug`).
 struct PoolLogHandler: LogHandler {
     var forward: Logger
     let failures: ConnectFailureLog
@@ -733,9 +734,13 @@ struct PoolLogHandler: LogHandler {
         if let error = merged["psql_error"], "\(event.message)".lowercased().contains("connection creation failed") {
             failures.record(ConnectFailureLog.summarize("\(error)"))
         }
-        guard event.level >= forward.logLevel else { return }
+        // The pool's routine messages (a failed attempt, retried with backoff, arrives at `info`
+        // every few seconds while the database is down) are diagnostics: the store reports failures
+        // through its errors. They are forwarded at `debug`; warnings and errors keep their level.
+        let level = event.level <= .notice ? min(event.level, .debug) : event.level
+        guard level >= forward.logLevel else { return }
         forward.log(
-            level: event.level, event.message, metadata: merged, source: event.source,
+            level: level, event.message, metadata: merged, source: event.source,
             file: event.file, function: event.function, line: event.line)
     }
 }
