@@ -1,2 +1,772 @@
+import Foundation
+import Logging
 import PostgresNIO
-import Strata
+@_spi(StrataInternals) import Strata
+
+/// A cache shared by many processes and hosts: one PostgreSQL table, reached through PostgresNIO's
+/// connection pool (`PostgresClient`).
+///
+/// ```swift
+/// let shared = try PostgresStore<[FeedItem]>(url: "postgres://app:secret@db.internal:5432/cache")
+/// let feed = memory.loader(key: "feed", policy: .maxAge(.minutes(1)))
+///     .fallback(to: shared.loader(key: "feed", policy: .maxAge(.hours(1))))
+///     .fallback(to: remote.cache(in: shared, key: "feed"))
+/// ```
+///
+/// ## Lifecycle
+/// The store owns its `PostgresClient` and runs the client's `run()` in a task of its own from
+/// `init` on. Call ``shutdown()`` when you are done (it closes the pool's connections); a store
+/// that is simply released cancels that task too. Connections are opened on demand, so creating a
+/// store never fails because the database is down: the operations do.
+///
+/// ## Table
+/// Created on first use with `CREATE TABLE IF NOT EXISTS` under a transaction-scoped advisory lock, so
+/// any number of processes may start at once:
+///
+/// | column | type | holds |
+/// |---|---|---|
+/// | `key` | `TEXT PRIMARY KEY` | the cache key |
+/// | `value` | `BYTEA` | the codec's bytes |
+/// | `stored_at` | `TIMESTAMPTZ` | when the value was stored (microseconds, for queries and people) |
+/// | `stored_at_seconds` | `DOUBLE PRECISION` | the same instant, exact (`Date`'s seconds since 2001) |
+/// | `etag`, `last_modified` | `TEXT` | HTTP validators |
+/// | `last_access` | `TIMESTAMPTZ` | last insert or read (reads update it at most once a minute) |
+/// | `size` | `INTEGER` | byte count of `value`; a row whose value has another length is corrupt |
+/// | `expires_at` | `TIMESTAMPTZ NULL` | `stored_at + maxAge` when the writing store has a ``maxAge`` |
+///
+/// Writes are one `INSERT … ON CONFLICT (key) DO UPDATE`: a reader in any process sees the old row
+/// or the new one, and a failed write leaves the old row untouched. All values travel as bind
+/// parameters; the table name is checked to be a plain identifier and always quoted.
+///
+/// ## Failures
+/// - An operation that gets no connection within ``connectTimeout`` throws a `StoreError` whose
+///   reason starts `database unreachable at host:port:` (with the last connection error, such as
+///   `Connection refused`), so a `fallback(to:)` can serve another tier. When the pool is merely
+///   busy (other operations keep getting connections) it waits up to ``queryTimeout`` instead.
+///   Once connected, an operation that gets no answer within ``queryTimeout`` closes its
+///   connection and throws. No operation hangs.
+/// - A row that no longer decodes (wrong length, bytes the codec rejects, columns of the wrong type) is
+///   a miss: it is deleted (unless another writer replaced it meanwhile) and logged at `warning`.
+/// - Credentials never appear in ``description``, errors or logs.
+public final class PostgresStore<Value: Sendable>: Store, Sendable {
+    public typealias Key = String
+
+    /// The table holding the entries.
+    public let table: String
+    /// Where the database is, without credentials: `host:port/database`.
+    public let endpoint: String
+    /// The server alone, `host:port` (or the socket path), for "unreachable" reasons.
+    private let address: String
+    /// How long an operation waits for a connection before it fails as unreachable.
+    public let connectTimeout: Duration
+    /// How long an operation may take once it has a connection; past it the connection is closed and
+    /// the operation throws. Also how long an operation waits for a connection while the pool is busy
+    /// (others' operations keep getting connections) rather than unreachable.
+    public let queryTimeout: Duration
+    /// How long entries are kept, if limited; see ``removeExpiredEntries()``.
+    public let maxAge: Duration?
+
+    private let client: PostgresClient
+    private let runner: Task<Void, Never>
+    private let codec: any Codec<Value>
+    private let now: @Sendable () -> Date
+    private let logger: Logger
+    private let connectFailures: ConnectFailureLog
+    private let state = Locked(State())
+
+    private struct State: Sendable {
+        var tableReady = false
+        var lastSweep: Date?
+        var isShutDown = false
+        /// When an operation last got a connection, or finished its work on one.
+        var lastProgress: ContinuousClock.Instant?
+    }
+
+    /// How often a store with a ``maxAge`` sweeps expired rows (after an insert).
+    static var sweepInterval: TimeInterval { 60 }
+    /// How stale `last_access` may get before a read refreshes it.
+    static var accessGranularity: TimeInterval { 60 }
+
+    /// Creates a store on the database `configuration` points at.
+    ///
+    /// - Parameters:
+    ///   - configuration: where and how to connect. Its `options.connectTimeout` is set to `connectTimeout`.
+    ///   - table: the table holding the entries: letters, digits and `_`, starting with a letter or `_`,
+    ///     at most 48 characters. Created on first use.
+    ///   - codec: turns values into bytes and back.
+    ///   - connectTimeout: how long an operation waits for a connection before failing (3 seconds by default).
+    ///   - queryTimeout: how long an operation may take once connected, and wait for a connection while
+    ///     the pool is busy rather than unreachable (30 seconds by default).
+    ///   - maxAge: when set, rows are stamped to expire `maxAge` after their `storedAt`, and expired rows
+    ///     are swept after an insert, at most once a minute per store.
+    ///   - now: the wall clock for `last_access` and expiry.
+    ///   - logger: where undecodable rows, sweeps and the connection pool's own messages go (the pool's
+    ///     routine messages, such as each failed connection attempt, at `debug`).
+    /// - Throws: `StoreError` (operation `open`) when `table` is not a plain identifier.
+    public init(
+        configuration: PostgresClient.Configuration,
+        table: String = "strata_cache",
+        codec: some Codec<Value>,
+        connectTimeout: Duration = .seconds(3),
+        queryTimeout: Duration = .seconds(30),
+        maxAge: Duration? = nil,
+        now: @escaping @Sendable () -> Date = { Date() },
+        logger: Logger = Logger(label: "strata.postgresstore")
+    ) throws(StoreError) {
+        let (address, endpoint) = Self.endpoint(of: configuration)
+        guard Self.isValidTableName(table) else {
+            throw StoreError(
+                store: "PostgresStore(\(endpoint))", operation: .open, key: nil,
+                reason: "table name \(String(reflecting: table)) is not a plain identifier "
+                    + "(letters, digits and _, not starting with a digit, at most 48 characters)")
+        }
+        precondition(connectTimeout > .zero && queryTimeout > .zero, "timeouts must be positive")
+        precondition(maxAge.map { $0 > .zero } ?? true, "maxAge must be positive")
+        var configuration = configuration
+        configuration.options.connectTimeout = connectTimeout
+        let failures = ConnectFailureLog()
+        let client = PostgresClient(
+            configuration: configuration,
+            backgroundLogger: Logger(label: logger.label) { _ in
+                PoolLogHandler(forward: logger, failures: failures)
+            })
+        self.client = client
+        self.runner = Task { await client.run() }
+        self.table = table
+        self.endpoint = endpoint
+        self.address = address
+        self.codec = codec
+        self.connectTimeout = connectTimeout
+        self.queryTimeout = queryTimeout
+        self.maxAge = maxAge
+        self.now = now
+        self.logger = logger
+        self.connectFailures = failures
+    }
+
+    /// Creates a store on the database at `url`, `postgres://user:password@host:port/database`.
+    ///
+    /// `postgresql://` works too; the port defaults to 5432 and the database to the user's name.
+    /// `?sslmode=disable|prefer|require` chooses TLS (`prefer` by default, as with `libpq`).
+    /// Percent-encoded user names and passwords are decoded. See
+    /// ``init(configuration:table:codec:connectTimeout:queryTimeout:maxAge:now:logger:)`` for the rest.
+    /// - Throws: `StoreError` (operation `open`) for a URL it cannot use, or a bad table name. The
+    ///   error never contains the password.
+    public convenience init(
+        url: String,
+        table: String = "strata_cache",
+        codec: some Codec<Value>,
+        connectTimeout: Duration = .seconds(3),
+        queryTimeout: Duration = .seconds(30),
+        maxAge: Duration? = nil,
+        now: @escaping @Sendable () -> Date = { Date() },
+        logger: Logger = Logger(label: "strata.postgresstore")
+    ) throws(StoreError) {
+        try self.init(
+            configuration: PostgresURL.configuration(from: url), table: table, codec: codec,
+            connectTimeout: connectTimeout, queryTimeout: queryTimeout, maxAge: maxAge, now: now, logger: logger)
+    }
+
+    /// Creates a store on the database at `url` that encodes values as JSON.
+    public convenience init(
+        url: String,
+        table: String = "strata_cache",
+        connectTimeout: Duration = .seconds(3),
+        queryTimeout: Duration = .seconds(30),
+        maxAge: Duration? = nil,
+        now: @escaping @Sendable () -> Date = { Date() },
+        logger: Logger = Logger(label: "strata.postgresstore")
+    ) throws(StoreError) where Value: Codable {
+        try self.init(
+            url: url, table: table, codec: JSONCodec<Value>(), connectTimeout: connectTimeout,
+            queryTimeout: queryTimeout, maxAge: maxAge, now: now, logger: logger)
+    }
+
+    /// Creates a store on the database `configuration` points at that encodes values as JSON.
+    public convenience init(
+        configuration: PostgresClient.Configuration,
+        table: String = "strata_cache",
+        connectTimeout: Duration = .seconds(3),
+        queryTimeout: Duration = .seconds(30),
+        maxAge: Duration? = nil,
+        now: @escaping @Sendable () -> Date = { Date() },
+        logger: Logger = Logger(label: "strata.postgresstore")
+    ) throws(StoreError) where Value: Codable {
+        try self.init(
+            configuration: configuration, table: table, codec: JSONCodec<Value>(), connectTimeout: connectTimeout,
+            queryTimeout: queryTimeout, maxAge: maxAge, now: now, logger: logger)
+    }
+
+    deinit {
+        runner.cancel()
+    }
+
+    /// Closes the connection pool and waits until it has stopped. Operations after this throw.
+    public func shutdown() async {
+        state.withLock { $0.isShutDown = true }
+        runner.cancel()
+        await runner.value
+    }
+
+    /// Values from this store are shared with other processes: ``Origin/sharedCache``.
+    public var origin: Origin { .sharedCache }
+
+    // MARK: Store
+
+    /// The entry for `key`, or `nil` when there is none or its row no longer decodes (that row is
+    /// then deleted and logged at `warning`).
+    /// - Throws: `StoreError` when the database is unreachable or the query fails.
+    public func retrieve(_ key: String) async throws -> Cached<Value>? {
+        let now = now()
+        let staleAccess = now.addingTimeInterval(-Self.accessGranularity)
+        let read: RowRead? = try await perform(.retrieve, key: key) { [table] connection, logger in
+            // The touch and the read are one statement; the read sees the row as it was before the touch.
+            let rows = try await connection.query("""
+                WITH touched AS (
+                    UPDATE "\(unescaped: table)" SET last_access = \(now)
+                    WHERE key = \(key) AND last_access < \(staleAccess)
+                )
+                SELECT value, stored_at_seconds, etag, last_modified, size FROM "\(unescaped: table)" WHERE key = \(key)
+                """, logger: logger)
+            // At most one row (the key is the primary key); read to the end either way, so the
+            // statement completes before the connection goes back to the pool.
+            var read: RowRead?
+            for try await row in rows where read == nil {
+                do {
+                    let (value, seconds, etag, lastModified, size) = try row.decode(
+                        (Data, Double, String?, String?, Int32).self)
+                    read = .row(value: value, seconds: seconds, etag: etag, lastModified: lastModified, size: size)
+                } catch {
+                    read = .malformed("\(error)")
+                }
+            }
+            return read
+        }
+        switch read {
+        case nil:
+            return nil
+        case .malformed(let reason)?:
+            await discard(key: key, value: nil, reason: "row does not have the expected columns: \(reason)")
+            return nil
+        case .row(let bytes, let seconds, let etag, let lastModified, let size)?:
+            guard Int(size) == bytes.count else {
+                await discard(key: key, value: bytes, reason: "value is \(bytes.count) bytes, the row says \(size)")
+                return nil
+            }
+            guard seconds.isFinite else {
+                await discard(key: key, value: bytes, reason: "stored_at_seconds is \(seconds)")
+                return nil
+            }
+            do {
+                let value = try codec.decode(bytes)
+                return Cached(
+                    value: value, storedAt: Date(timeIntervalSinceReferenceDate: seconds),
+                    validators: CacheValidators(etag: etag, lastModified: lastModified))
+            } catch {
+                await discard(key: key, value: bytes, reason: "value does not decode: \(error)")
+                return nil
+            }
+        }
+    }
+
+    /// Stores `entry` under `key` with one upsert, replacing any previous row atomically.
+    /// - Throws: `StoreError` when the value does not encode, the database is unreachable or the
+    ///   statement fails; the previous row is then untouched.
+    public func insert(_ entry: Cached<Value>, for key: String) async throws {
+        let bytes: Data
+        do {
+            bytes = try codec.encode(entry.value)
+        } catch {
+            throw StoreError(store: description, operation: .insert, key: key, reason: "value does not encode: \(error)", underlying: error)
+        }
+        guard let size = Int32(exactly: bytes.count) else {
+            throw StoreError(store: description, operation: .insert, key: key, reason: "value is \(bytes.count) bytes, more than a row holds")
+        }
+        let now = now()
+        let seconds = entry.storedAt.timeIntervalSinceReferenceDate
+        let expiresAt = maxAge.map { entry.storedAt.addingTimeInterval($0.timeInterval) }
+        try await perform(.insert, key: key) { [table] connection, logger in
+            try await Self.drain(connection.query("""
+                INSERT INTO "\(unescaped: table)"
+                    (key, value, stored_at, stored_at_seconds, etag, last_modified, last_access, size, expires_at)
+                VALUES (\(key), \(bytes), \(entry.storedAt), \(seconds), \(entry.validators.etag),
+                        \(entry.validators.lastModified), \(now), \(size), \(expiresAt))
+                ON CONFLICT (key) DO UPDATE SET
+                    value = EXCLUDED.value, stored_at = EXCLUDED.stored_at,
+                    stored_at_seconds = EXCLUDED.stored_at_seconds, etag = EXCLUDED.etag,
+                    last_modified = EXCLUDED.last_modified, last_access = EXCLUDED.last_access,
+                    size = EXCLUDED.size, expires_at = EXCLUDED.expires_at
+                """, logger: logger))
+        }
+        if sweepIsDue(now: now) { await sweepExpiredRows() }
+    }
+
+    /// Removes the row for `key`; succeeds when there is none.
+    /// - Throws: `StoreError` when the database is unreachable or the statement fails.
+    public func delete(_ key: String) async throws {
+        try await perform(.delete, key: key) { [table] connection, logger in
+            try await Self.drain(connection.query(
+                #"DELETE FROM "\#(unescaped: table)" WHERE key = \#(key)"#, logger: logger))
+        }
+    }
+
+    // MARK: Maintenance
+
+    /// The number of rows in the table.
+    /// - Throws: `StoreError` (operation `retrieve`) when the database is unreachable.
+    public var count: Int {
+        get async throws {
+            try await perform(.retrieve, key: nil) { [table] connection, logger in
+                try await Self.singleInteger(connection.query(#"SELECT count(*) FROM "\#(unescaped: table)""#, logger: logger))
+            }
+        }
+    }
+
+    /// Removes every row (the table stays).
+    /// - Throws: `StoreError` (operation `delete`) when the database is unreachable.
+    public func removeAll() async throws {
+        try await perform(.delete, key: nil) { [table] connection, logger in
+            try await Self.drain(connection.query(#"DELETE FROM "\#(unescaped: table)""#, logger: logger))
+        }
+    }
+
+    /// Removes the rows stored strictly before `date` and returns how many there were.
+    /// - Throws: `StoreError` (operation `delete`) when the database is unreachable.
+    @discardableResult
+    public func removeEntries(storedBefore date: Date) async throws -> Int {
+        let seconds = date.timeIntervalSinceReferenceDate
+        // `stored_at` (microseconds, truncated: monotonic) narrows the rows through its index;
+        // `stored_at_seconds` makes the comparison exact.
+        return try await perform(.delete, key: nil) { [table] connection, logger in
+            try await Self.singleInteger(connection.query("""
+                WITH removed AS (
+                    DELETE FROM "\(unescaped: table)" WHERE stored_at <= \(date) AND stored_at_seconds < \(seconds) RETURNING 1
+                )
+                SELECT count(*) FROM removed
+                """, logger: logger))
+        }
+    }
+
+    /// Removes the rows nobody has inserted or read since `date` and returns how many there were.
+    ///
+    /// Reads refresh `last_access` at most once a minute, so this is exact to about a minute.
+    /// - Throws: `StoreError` (operation `delete`) when the database is unreachable.
+    @discardableResult
+    public func removeEntries(lastAccessedBefore date: Date) async throws -> Int {
+        try await perform(.delete, key: nil) { [table] connection, logger in
+            try await Self.singleInteger(connection.query(
+                #"WITH removed AS (DELETE FROM "\#(unescaped: table)" WHERE last_access < \#(date) RETURNING 1) SELECT count(*) FROM removed"#,
+                logger: logger))
+        }
+    }
+
+    /// Removes the rows whose `expires_at` has passed (rows written by a store with a ``maxAge``)
+    /// and returns how many there were. A store with a `maxAge` also does this by itself after
+    /// inserts, at most once a minute.
+    /// - Throws: `StoreError` (operation `delete`) when the database is unreachable.
+    @discardableResult
+    public func removeExpiredEntries() async throws -> Int {
+        let now = now()
+        return try await perform(.delete, key: nil) { [table] connection, logger in
+            try await Self.singleInteger(connection.query(
+                #"WITH removed AS (DELETE FROM "\#(unescaped: table)" WHERE expires_at <= \#(now) RETURNING 1) SELECT count(*) FROM removed"#,
+                logger: logger))
+        }
+    }
+
+    // MARK: Internals
+
+    private enum RowRead: Sendable {
+        case row(value: Data, seconds: Double, etag: String?, lastModified: String?, size: Int32)
+        case malformed(String)
+    }
+
+    /// Whether this store (with a ``maxAge``) should sweep now; marks the sweep as done if so.
+    private func sweepIsDue(now: Date) -> Bool {
+        guard maxAge != nil else { return false }
+        return state.withLock { state in
+            if let last = state.lastSweep, now >= last, now.timeIntervalSince(last) < Self.sweepInterval { return false }
+            state.lastSweep = now
+            return true
+        }
+    }
+
+    /// The sweep after an insert: its own statement, so the insert stands whatever happens here. A
+    /// failure is logged, not thrown (the insert succeeded).
+    private func sweepExpiredRows() async {
+        do {
+            let swept = try await removeExpiredEntries()
+            if swept > 0 {
+                logger.debug("swept expired cache rows", metadata: ["store": "\(description)", "count": "\(swept)"])
+            }
+        } catch {
+            logger.warning("could not sweep expired cache rows", metadata: ["store": "\(description)", "error": "\(error)"])
+        }
+    }
+
+    /// Deletes the undecodable row for `key` (only if it still holds `value`, so a fresh row another
+    /// writer put there meanwhile survives) and logs why. A failure to delete is logged, not thrown:
+    /// the read is a miss either way.
+    private func discard(key: String, value: Data?, reason: String) async {
+        logger.warning(
+            "removing undecodable cache row",
+            metadata: ["store": "\(description)", "key": "\(key)", "reason": "\(reason)"])
+        do {
+            try await perform(.delete, key: key) { [table] connection, logger in
+                if let value {
+                    try await Self.drain(connection.query(
+                        #"DELETE FROM "\#(unescaped: table)" WHERE key = \#(key) AND value = \#(value)"#, logger: logger))
+                } else {
+                    try await Self.drain(connection.query(
+                        #"DELETE FROM "\#(unescaped: table)" WHERE key = \#(key)"#, logger: logger))
+                }
+            }
+        } catch {
+            logger.warning(
+                "could not remove undecodable cache row",
+                metadata: ["store": "\(description)", "key": "\(key)", "error": "\(error)"])
+        }
+    }
+
+    /// Reads the result to its end, so the statement has completed before the connection is reused.
+    private static func drain(_ rows: PostgresRowSequence) async throws {
+        for try await _ in rows {}
+    }
+
+    /// The single integer a `SELECT count(*)` returns.
+    private static func singleInteger(_ rows: PostgresRowSequence) async throws -> Int {
+        var count = 0
+        for try await value in rows.decode(Int64.self) { count = Int(value) }
+        return count
+    }
+
+    /// Where a lease stands, shared by the operation and its watchdog.
+    private enum Lease: Sendable {
+        case waiting
+        case leased(PostgresConnection, at: ContinuousClock.Instant)
+        case finished
+        case timedOut(Timeout)
+    }
+
+    private enum Timeout: Error {
+        /// No connection, and none of the store's other operations got one either.
+        case connect
+        /// No connection, while other operations did get them: the pool is busy, not unreachable.
+        case busy
+        /// Connected, but the operation did not finish.
+        case query
+    }
+
+    /// Runs `body` on a pooled connection (creating the table first, once), and turns every failure
+    /// into a `StoreError`.
+    ///
+    /// A watchdog (``watch(_:started:)``) bounds both the wait for a connection and the work on it.
+    private func perform<T: Sendable>(
+        _ operation: StoreError.Operation,
+        key: String?,
+        _ body: @escaping @Sendable (PostgresConnection, Logger) async throws -> T
+    ) async throws -> T {
+        if state.withLock({ $0.isShutDown }) {
+            throw StoreError(store: description, operation: operation, key: key, reason: "the store was shut down")
+        }
+        let started = ContinuousClock.now
+        let lease = Locked(Lease.waiting)
+        do {
+            return try await withThrowingTaskGroup(of: T?.self) { group in
+                group.addTask {
+                    try await self.client.withConnection { connection in
+                        let proceed = lease.withLock { lease in
+                            guard case .waiting = lease else { return false }
+                            lease = .leased(connection, at: .now)
+                            return true
+                        }
+                        guard proceed else { throw CancellationError() }
+                        self.noteProgress()
+                        defer {
+                            lease.withLock { lease in
+                                if case .leased = lease { lease = .finished }
+                            }
+                        }
+                        try await self.prepareTable(on: connection)
+                        let result = try await body(connection, self.logger)
+                        self.noteProgress()
+                        return result
+                    }
+                }
+                group.addTask {
+                    try await self.watch(lease, started: started)
+                    return nil
+                }
+                while let result = try await group.next() {
+                    if let result {
+                        group.cancelAll()
+                        return result
+                    }
+                }
+                preconditionFailure("an operation ended without a result or an error")
+            }
+        } catch {
+            // Once the watchdog gave up, whatever the operation threw (a closed connection, a
+            // cancelled lease) is a consequence; the timeout is the story.
+            let timeout: Timeout? = lease.withLock { lease in
+                if case .timedOut(let timeout) = lease { return timeout }
+                return nil
+            }
+            throw storeError(operation, key: key, timeout ?? error, since: started)
+        }
+    }
+
+    /// Sleeps until the operation's deadlines and gives up on it (throwing its ``Timeout``) when it is
+    /// still waiting for a connection, or still running, when they pass. Returns when it finished.
+    ///
+    /// - Waiting for a connection: until ``connectTimeout``, or, while other operations of this store
+    ///   keep getting connections (a busy pool, not a dead database), until ``queryTimeout`` or
+    ///   ``connectTimeout``, whichever is later.
+    /// - Connected: ``queryTimeout`` from the moment the connection was leased.
+    private func watch(_ lease: Locked<Lease>, started: ContinuousClock.Instant) async throws {
+        let connectDeadline = started + connectTimeout
+        let busyDeadline = started + max(connectTimeout, queryTimeout)
+        while true {
+            let now = ContinuousClock.now
+            let poolIsAlive = progressed(since: started)
+            let (next, timeout, stuck): (ContinuousClock.Instant?, Timeout?, PostgresConnection?) = lease.withLock { lease in
+                switch lease {
+                case .waiting where now >= connectDeadline && !poolIsAlive:
+                    lease = .timedOut(.connect)
+                    return (nil, .connect, nil)
+                case .waiting where now >= busyDeadline:
+                    lease = .timedOut(.busy)
+                    return (nil, .busy, nil)
+                case .waiting:
+                    return (now < connectDeadline ? connectDeadline : busyDeadline, nil, nil)
+                case .leased(let connection, let leasedAt) where now >= leasedAt + self.queryTimeout:
+                    lease = .timedOut(.query)
+                    return (nil, .query, connection)
+                case .leased(_, let leasedAt):
+                    return (leasedAt + self.queryTimeout, nil, nil)
+                case .finished, .timedOut:
+                    return (nil, nil, nil)
+                }
+            }
+            // Queries are not cancellable; closing the connection fails the one in flight.
+            if let stuck { try? await stuck.close() }
+            if let timeout { throw timeout }
+            guard let next else { return }
+            try await Task.sleep(until: next)
+        }
+    }
+
+    /// Records that a connection was just leased, or served an operation: the database is reachable.
+    private func noteProgress() {
+        let now = ContinuousClock.now
+        state.withLock { $0.lastProgress = now }
+    }
+
+    private func progressed(since instant: ContinuousClock.Instant) -> Bool {
+        state.withLock { $0.lastProgress.map { $0 >= instant } ?? false }
+    }
+
+    /// Creates the table and its indexes, once per store, safely while other processes do the same.
+    private func prepareTable(on connection: PostgresConnection) async throws {
+        guard !state.withLock({ $0.tableReady }) else { return }
+        let table = table
+        let lockKey = "strata.table.\(table)"
+        try await connection.withTransaction(logger: logger) { connection in
+            // Concurrent CREATE TABLE IF NOT EXISTS can still collide in the catalog; the lock serialises them.
+            try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
+            try await connection.query("""
+                CREATE TABLE IF NOT EXISTS "\(unescaped: table)" (
+                    key TEXT PRIMARY KEY,
+                    value BYTEA NOT NULL,
+                    stored_at TIMESTAMPTZ NOT NULL,
+                    stored_at_seconds DOUBLE PRECISION NOT NULL,
+                    etag TEXT,
+                    last_modified TEXT,
+                    last_access TIMESTAMPTZ NOT NULL,
+                    size INTEGER NOT NULL,
+                    expires_at TIMESTAMPTZ
+                )
+                """, logger: logger)
+            try await connection.query(
+                #"CREATE INDEX IF NOT EXISTS "\#(unescaped: table)_stored_at" ON "\#(unescaped: table)" (stored_at)"#,
+                logger: logger)
+            try await connection.query(
+                #"CREATE INDEX IF NOT EXISTS "\#(unescaped: table)_expires_at" ON "\#(unescaped: table)" (expires_at) WHERE expires_at IS NOT NULL"#,
+                logger: logger)
+        }
+        state.withLock { $0.tableReady = true }
+    }
+
+    private func storeError(_ operation: StoreError.Operation, key: String?, _ error: any Error, since started: ContinuousClock.Instant) -> any Error {
+        // The caller's task was cancelled: that is not the database's failure, and callers (a
+        // fallback chain) must see it as cancellation.
+        if Task.isCancelled, !(error is Timeout) { return CancellationError() }
+        let reason: String
+        var underlying: (any Error)? = error
+        switch error {
+        case Timeout.connect:
+            underlying = nil
+            let waited = "no connection within \(formatSeconds(connectTimeout))"
+            if let failure = connectFailures.latest(since: started) {
+                reason = "database unreachable at \(address): \(failure) (\(waited))"
+            } else {
+                reason = "database unreachable at \(address): \(waited)"
+            }
+        case Timeout.busy:
+            underlying = nil
+            reason = "no free connection to \(address) within \(formatSeconds(max(connectTimeout, queryTimeout))): "
+                + "every pooled connection stayed busy"
+        case Timeout.query:
+            underlying = nil
+            reason = "no answer from the database at \(address) within \(formatSeconds(queryTimeout))"
+        case let error as PSQLError:
+            reason = Self.describe(error, address: address)
+        case let error as PostgresTransactionError:
+            // Creating the table: the first thing that went wrong is the story.
+            let cause = error.beginError ?? error.closureError ?? error.commitError ?? error.rollbackError
+            reason = "creating table \(table) failed: " + ((cause as? PSQLError).map { Self.describe($0, address: address) } ?? cause.map { "\($0)" } ?? "unknown error")
+        case is CancellationError:
+            return error
+        default:
+            reason = "\(error)"
+        }
+        return StoreError(store: description, operation: operation, key: key, reason: reason, underlying: underlying)
+    }
+
+    /// A `PSQLError` in words, without the query or its bind values.
+    static func describe(_ error: PSQLError, address: String) -> String {
+        switch error.code {
+        case .server:
+            let message = error.serverInfo?[.message] ?? "server error"
+            let state = error.serverInfo?[.sqlState].map { " (SQLSTATE \($0))" } ?? ""
+            return "\(message)\(state)"
+        case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .sslUnsupported:
+            let cause = error.underlying.map { ": \($0)" } ?? ": \(error.code)"
+            return "database unreachable at \(address)\(cause)"
+        case .poolClosed:
+            return "the connection pool is closed"
+        default:
+            return "\(error.code)" + (error.underlying.map { ": \($0)" } ?? "")
+        }
+    }
+
+    private func formatSeconds(_ duration: Duration) -> String {
+        let seconds = duration.timeInterval
+        return seconds == seconds.rounded() ? "\(Int(seconds)) s" : "\(seconds) s"
+    }
+
+    // MARK: Names
+
+    /// Whether `name` can be used as a table name: a plain identifier that fits PostgreSQL's limit with
+    /// the store's index suffixes.
+    static func isValidTableName(_ name: String) -> Bool {
+        guard let first = name.unicodeScalars.first, name.unicodeScalars.count <= 48 else { return false }
+        func isLetter(_ scalar: Unicode.Scalar) -> Bool {
+            ("a"..."z").contains(scalar) || ("A"..."Z").contains(scalar) || scalar == "_"
+        }
+        return isLetter(first) && name.unicodeScalars.allSatisfy { isLetter($0) || ("0"..."9").contains($0) }
+    }
+
+    /// `host:port` (or the socket path), and that followed by `/database`.
+    private static func endpoint(of configuration: PostgresClient.Configuration) -> (address: String, endpoint: String) {
+        let database = configuration.database.flatMap { $0.isEmpty ? nil : $0 } ?? configuration.username
+        let address: String
+        if let host = configuration.host {
+            address = (host.contains(":") ? "[\(host)]" : host) + ":\(configuration.port ?? 5432)"
+        } else {
+            address = configuration.unixSocketPath ?? "?"
+        }
+        return (address, "\(address)/\(database)")
+    }
+}
+
+extension PostgresStore: CustomStringConvertible {
+    /// `PostgresStore(host:port/database/table)`, never with credentials.
+    public var description: String { "PostgresStore(\(endpoint)/\(table))" }
+}
+
+extension Duration {
+    var timeInterval: TimeInterval {
+        let (seconds, attoseconds) = components
+        return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
+    }
+}
+
+/// The most recent connection failure the pool reported, so an "unreachable" error can say why.
+final class ConnectFailureLog: Sendable {
+    private let latest = Locked<(message: String, at: ContinuousClock.Instant)?>(nil)
+
+    func record(_ message: String) {
+        latest.withLock { $0 = (message, ContinuousClock.now) }
+    }
+
+    /// The last failure reported at or after `instant`.
+    func latest(since instant: ContinuousClock.Instant) -> String? {
+        latest.withLock { entry in
+            guard let entry, entry.at >= instant else { return nil }
+            return entry.message
+        }
+    }
+}
+
+/// The connection pool's background logger: notes connection failures, and forwards the pool's
+/// messages to the store's logger (`info` and `notice` demoted to `debug`).
+struct PoolLogHandler: LogHandler {
+    var forward: Logger
+    let failures: ConnectFailureLog
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level
+
+    init(forward: Logger, failures: ConnectFailureLog) {
+        self.forward = forward
+        self.failures = failures
+        // Connection failures arrive at `info`; below that, only what the store's logger wants.
+        self.logLevel = min(forward.logLevel, .info)
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        let merged = metadata.merging(event.metadata ?? [:]) { _, new in new }
+        if let error = merged["psql_error"], "\(event.message)".lowercased().contains("connection creation failed") {
+            failures.record(ConnectFailureLog.summarize("\(error)"))
+        }
+        // The pool's routine messages (a failed attempt, retried with backoff, arrives at `info`
+        // every few seconds while the database is down) are diagnostics: the store reports failures
+        // through its errors. They are forwarded at `debug`; warnings and errors keep their level.
+        let level = event.level <= .notice ? min(event.level, .debug) : event.level
+        guard level >= forward.logLevel else { return }
+        forward.log(
+            level: level, event.message, metadata: merged, source: event.source,
+            file: event.file, function: event.function, line: event.line)
+    }
+}
+
+extension ConnectFailureLog {
+    /// A connection error's debug text (PostgresNIO logs `String(reflecting: error)`) in a few words:
+    /// the system error (`Connection refused (errno: 111)`), or the server's message and SQLSTATE
+    /// (`password authentication failed for user "app" (SQLSTATE 28P01)`), or the text itself, shortened.
+    static func summarize(_ text: String) -> String {
+        if let errno = try? Regex(#"([A-Za-z][A-Za-z ]*[A-Za-z])\)? \((errno: \d+)\)"#),
+           let match = text.firstMatch(of: errno),
+           let reason = match.output[1].substring, let number = match.output[2].substring {
+            return "\(reason) (\(number))"
+        }
+        if let message = field("message", in: text) {
+            return message + (field("sqlState", in: text).map { " (SQLSTATE \($0))" } ?? "")
+        }
+        return text.count > 300 ? String(text.prefix(300)) + "…" : text
+    }
+
+    /// The value of `name: value` in a PSQLError's server-info list (`[name: value, other: …]`).
+    private static func field(_ name: String, in text: String) -> String? {
+        guard let start = text.range(of: "\(name): ") else { return nil }
+        let rest = text[start.upperBound...]
+        // A value runs to the next ", word: " or the closing bracket.
+        let end = rest.range(of: #", [A-Za-z]+: |\]"#, options: .regularExpression)?.lowerBound ?? rest.endIndex
+        return String(rest[..<end])
+    }
+}

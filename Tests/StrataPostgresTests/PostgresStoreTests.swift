@@ -1,2 +1,167 @@
-import StrataPostgres
+import Foundation
+import Logging
+import PostgresNIO
+@_spi(StrataInternals) import Strata
+@testable import StrataPostgres
+import StrataTesting
 import Testing
+
+/// Nothing listens on TCP port 1 of the loopback interface: connecting is refused at once.
+let unreachableURL = "postgres://strata:pw-7f3a-unreachable@127.0.0.1:1/strata"
+
+/// The parts that need no server: names, URLs, and a database that is not there.
+@Suite("PostgresStore without a server")
+struct PostgresStoreOfflineTests {
+    @Test("a table name that is not a plain identifier is rejected before any SQL runs", arguments: [
+        #"cache"; DROP TABLE users; --"#, "cache name", "1cache", "", "public.cache", "naïve",
+        "cache\"", "cache'", String(repeating: "a", count: 49),
+    ])
+    func tableNameInjectionRejected(_ name: String) throws {
+        do {
+            _ = try PostgresStore<Item>(url: unreachableURL, table: name, logger: quietLogger)
+            Issue.record("table name \(String(reflecting: name)) was accepted")
+        } catch {
+            #expect(error.operation == .open)
+            #expect(error.reason.contains("not a plain identifier"))
+            #expect(!error.description.contains("pw-7f3a"))
+        }
+    }
+
+    @Test("plain identifiers are accepted as table names", arguments: [
+        "strata_cache", "_cache", "Cache2", String(repeating: "a", count: 48),
+    ])
+    func plainTableNamesAccepted(_ name: String) async throws {
+        let store = try PostgresStore<Item>(url: unreachableURL, table: name, logger: quietLogger)
+        #expect(store.table == name)
+        await store.shutdown()
+    }
+
+    @Test("a URL becomes a configuration; the description names host, port, database and table only")
+    func urlParsing() async throws {
+        let store = try PostgresStore<Item>(
+            url: "postgresql://app%40corp:p%2Fss-w0rd@db.internal:6543/cache?sslmode=disable", table: "feeds",
+            logger: quietLogger)
+        #expect(store.description == "PostgresStore(db.internal:6543/cache/feeds)")
+        #expect(store.origin == .sharedCache)
+        await store.shutdown()
+
+        let configuration = try PostgresURL.configuration(from: "postgres://app%40corp:p%2Fss-w0rd@db.internal/cache")
+        #expect(configuration.username == "app@corp")
+        #expect(configuration.password == "p/ss-w0rd")
+        #expect(configuration.host == "db.internal")
+        #expect(configuration.port == 5432)
+        #expect(configuration.database == "cache")
+
+        let defaults = try PostgresStore<Item>(url: "postgres://app@[::1]", logger: quietLogger)
+        #expect(defaults.description == "PostgresStore([::1]:5432/app/strata_cache)")
+        await defaults.shutdown()
+    }
+
+    @Test("a URL it cannot use is an open error that does not show the password", arguments: [
+        "mysql://u:hunter2-secret@h/db", "postgres://:hunter2-secret@h/db", "postgres://u:hunter2-secret@/db",
+        "postgres://u:hunter2-secret@h/db/extra", "postgres://u:hunter2-secret@h/db?sslmode=sometimes", "not a url",
+    ])
+    func badURLRejected(_ url: String) throws {
+        do {
+            _ = try PostgresStore<Item>(url: url, logger: quietLogger)
+            Issue.record("\(url) was accepted")
+        } catch {
+            #expect(error.operation == .open)
+            #expect(!error.description.contains("hunter2"), "\(error)")
+        }
+    }
+
+    @Test("an unreachable database is a typed StoreError within the connect timeout", arguments: [
+        StoreError.Operation.retrieve, .insert, .delete,
+    ])
+    func unreachableDatabaseFailsFast(_ operation: StoreError.Operation) async throws {
+        let store = try PostgresStore<Item>(url: unreachableURL, connectTimeout: .milliseconds(500), logger: quietLogger)
+        let clock = ContinuousClock()
+        let started = clock.now
+        do {
+            switch operation {
+            case .retrieve: _ = try await store.retrieve("feed")
+            case .insert: try await store.insert(itemA, for: "feed", storedAt: Date())
+            case .delete, .open: try await store.delete("feed")
+            }
+            Issue.record("\(operation) succeeded against a closed port")
+        } catch let error as StoreError {
+            let elapsed = started.duration(to: clock.now)
+            #expect(error.operation == operation)
+            #expect(error.key == "feed")
+            #expect(error.store == "PostgresStore(127.0.0.1:1/strata/strata_cache)")
+            #expect(error.reason.hasPrefix("database unreachable at 127.0.0.1:1: "), "\(error.reason)")
+            #expect(error.reason.lowercased().contains("connection refused"), "\(error.reason)")
+            // Without the store's own bound, PostgresNIO's pool keeps a lease waiting for 60 s (until its
+            // circuit breaker trips). The margin is for a loaded two-core machine; it takes ~0.5 s.
+            #expect(elapsed >= .milliseconds(500) && elapsed < .seconds(15), "took \(elapsed)")
+        }
+    }
+
+    @Test("fallback(to:) serves the next tier when the database is unreachable")
+    func fallbackServesAnotherTier() async throws {
+        let store = try PostgresStore<Item>(url: unreachableURL, connectTimeout: .milliseconds(300), logger: quietLogger)
+        let feed = store.loader(key: "feed", policy: .any)
+            .fallback(to: ClosureLoader { itemB })
+        let clock = ContinuousClock()
+        let started = clock.now
+        let value = try await feed.load()
+        #expect(value == itemB)
+        #expect(started.duration(to: clock.now) < .seconds(15))  // ~0.3 s; 60 s without the store's bound
+
+        // The failure the fallback absorbed was the store's, unreadable rather than empty.
+        await #expect {
+            try await store.loader(key: "feed", policy: .any).load()
+        } throws: { error in
+            guard case CacheLoadError.unreadable(_, "feed", let underlying) = error else { return false }
+            return (underlying as? StoreError)?.reason.hasPrefix("database unreachable") == true
+        }
+    }
+
+    @Test("credentials appear in neither the description, the errors nor the logs")
+    func credentialsAbsentWhenUnreachable() async throws {
+        let logs = LogCapture()
+        let store = try PostgresStore<Item>(url: unreachableURL, connectTimeout: .milliseconds(300), logger: logs.logger)
+        await #expect(throws: StoreError.self) { try await store.retrieve("feed") }
+        let error = await #expect(throws: StoreError.self) { try await store.insert(itemA, for: "feed", storedAt: Date()) }
+        #expect(!store.description.contains("pw-7f3a"))
+        let errorText = String(describing: error) + String(reflecting: error?.underlying)
+        #expect(!errorText.contains("pw-7f3a"))
+        // The pool's own account of the refused connections is forwarded (at debug), without the password.
+        #expect(logs.entries.contains { $0.level == .debug && $0.message == "Connection creation failed" })
+        #expect(!logs.entries.contains { $0.level > .debug })
+        for entry in logs.entries {
+            #expect(!entry.line().contains("pw-7f3a"), "\(entry.line())")
+        }
+    }
+
+    @Test("a cancelled operation ends at once with CancellationError, not a store failure")
+    func cancellationEndsTheWait() async throws {
+        let store = try PostgresStore<Item>(url: unreachableURL, connectTimeout: .seconds(60), logger: quietLogger)
+        let clock = ContinuousClock()
+        let started = clock.now
+        let read = Task { try await store.retrieve("feed") }
+        read.cancel()
+        await #expect(throws: CancellationError.self) { try await read.value }
+        #expect(started.duration(to: clock.now) < .seconds(15), "a cancelled read waited for the 60 s connect timeout")
+    }
+
+    @Test("operations after shutdown throw instead of hanging")
+    func shutdownStopsTheStore() async throws {
+        let store = try PostgresStore<Item>(url: unreachableURL, logger: quietLogger)
+        await store.shutdown()
+        let error = await #expect(throws: StoreError.self) { try await store.retrieve("feed") }
+        #expect(error?.reason == "the store was shut down")
+    }
+
+    @Test("connection error texts are summarised to their cause", arguments: [
+        ("PSQLError(code: connectionError, underlying: Connection errors: SingleConnectionFailure(target: [IPv4]127.0.0.1/127.0.0.1:1, error: connection reset (error set): Connection refused) (errno: 111))",
+         "Connection refused (errno: 111)"),
+        ("PSQLError(code: server, serverInfo: [file: auth.c, line: 326, localizedSeverity: FATAL, message: password authentication failed for user \"strata\", routine: auth_failed, severity: FATAL, sqlState: 28P01])",
+         "password authentication failed for user \"strata\" (SQLSTATE 28P01)"),
+        ("something else", "something else"),
+    ])
+    func summarisesConnectionErrors(_ text: String, _ expected: String) {
+        #expect(ConnectFailureLog.summarize(text) == expected)
+    }
+}

@@ -1,0 +1,52 @@
+import Foundation
+import PostgresNIO
+import Strata
+
+/// Parses `postgres://user:password@host:port/database?sslmode=…` into a client configuration.
+enum PostgresURL {
+    /// The configuration `url` describes.
+    /// - Throws: `StoreError` (operation `open`) naming what is wrong, with the URL's credentials removed.
+    static func configuration(from url: String) throws(StoreError) -> PostgresClient.Configuration {
+        let shown = URL(string: url).map(redactedURLString) ?? "<unparseable URL>"
+        func failure(_ reason: String) -> StoreError {
+            StoreError(store: "PostgresStore(\(shown))", operation: .open, key: nil, reason: reason)
+        }
+        guard let components = URLComponents(string: url) else {
+            throw failure("not a URL; expected postgres://user:password@host:port/database")
+        }
+        guard let scheme = components.scheme?.lowercased(), scheme == "postgres" || scheme == "postgresql" else {
+            throw failure("the scheme must be postgres:// or postgresql://")
+        }
+        guard let host = components.host, !host.isEmpty else {
+            throw failure("the URL has no host")
+        }
+        guard let username = components.user, !username.isEmpty else {
+            throw failure("the URL has no user name")
+        }
+        let port = components.port ?? 5432
+        guard (1...65_535).contains(port) else {
+            throw failure("port \(port) is out of range")
+        }
+        var database = components.path
+        if database.hasPrefix("/") { database.removeFirst() }
+        guard !database.contains("/") else {
+            throw failure("the path must be a single database name")
+        }
+        let tls: PostgresClient.Configuration.TLS
+        switch components.queryItems?.first(where: { $0.name == "sslmode" })?.value {
+        case nil, "prefer", "allow":
+            tls = .prefer(.makeClientConfiguration())
+        case "disable":
+            tls = .disable
+        case "require", "verify-ca", "verify-full":
+            tls = .require(.makeClientConfiguration())
+        case let other?:
+            throw failure("sslmode '\(other)' is not one of disable, allow, prefer, require, verify-ca, verify-full")
+        }
+        // Brackets of an IPv6 literal are URL syntax, not part of the address.
+        let bareHost = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        return PostgresClient.Configuration(
+            host: bareHost, port: port, username: username, password: components.password,
+            database: database.isEmpty ? nil : database, tls: tls)
+    }
+}
