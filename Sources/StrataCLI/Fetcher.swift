@@ -1,6 +1,8 @@
 import Foundation
 import Logging
 import Strata
+import StrataPostgres
+import StrataSQLite
 
 /// `strata fetch`: an offline-first fetch of any HTTP resource, for scripts and people.
 ///
@@ -8,9 +10,23 @@ import Strata
 /// (`maxStale`, unbounded by default) → the `--default` file. The body goes to `stdout`; where it came
 /// from and its age go to `stderr`.
 public struct Fetcher: Sendable {
+    /// Where `strata fetch` keeps its cache.
+    public enum StoreKind: String, Sendable, CaseIterable {
+        /// One file per URL in the cache directory (`FileStore`).
+        case file
+        /// One SQLite database, `fetch.sqlite`, in the cache directory (`SQLiteStore`).
+        case sqlite
+        /// A PostgreSQL table shared by every process and host that uses it (`PostgresStore`).
+        case postgres
+    }
+
     public struct Options: Sendable {
         public var url: URL
         public var cacheDirectory: URL
+        /// Which store caches bodies.
+        public var store: StoreKind = .file
+        /// The database for ``StoreKind/postgres``: `postgres://user:password@host:port/database`.
+        public var postgresURL: String?
         public var maxAge: Duration
         public var maxStale: Duration?
         public var retries: Int
@@ -65,8 +81,30 @@ public struct Fetcher: Sendable {
     /// Runs the fetch, writing the body with `stdout` and the report with `stderr`; returns the exit code.
     public func run(stdout: @Sendable (Data) -> Void, stderr: @Sendable (String) -> Void) async -> ExitCode {
         let quiet = Logger(label: "strata.fetch", factory: { _ in SwiftLogNoOpLogHandler() })
-        let store = FileStore<Data>(directory: options.cacheDirectory, codec: DataCodec(), logger: quiet)
-        return await run(through: store, stdout: stdout, stderr: stderr)
+        do {
+            switch options.store {
+            case .file:
+                let store = FileStore<Data>(directory: options.cacheDirectory, codec: DataCodec(), logger: quiet)
+                return await run(through: store, stdout: stdout, stderr: stderr)
+            case .sqlite:
+                let store = try SQLiteStore<Data>(
+                    path: options.cacheDirectory.appendingPathComponent("fetch.sqlite"), codec: DataCodec(), logger: quiet)
+                return await run(through: store, stdout: stdout, stderr: stderr)
+            case .postgres:
+                guard let url = options.postgresURL else {
+                    stderr("strata fetch: --store postgres needs --postgres-url or STRATA_POSTGRES_URL")
+                    return .usage
+                }
+                let store = try PostgresStore<Data>(url: url, table: "strata_fetch", codec: DataCodec(), logger: quiet)
+                let code = await run(through: store, stdout: stdout, stderr: stderr)
+                await store.shutdown()
+                return code
+            }
+        } catch {
+            // The cache cannot even be opened: fetch without one, so the network and --default still serve.
+            stderr("strata fetch: the \(options.store.rawValue) cache is unavailable (\(redactSecrets(in: "\(error)"))); fetching without it")
+            return await run(through: MemoryStore<String, Data>(), stdout: stdout, stderr: stderr)
+        }
     }
 
     /// Runs the fetch with `store` as the cache.

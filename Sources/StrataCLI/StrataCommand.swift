@@ -37,6 +37,12 @@ public struct FetchCommand: AsyncParsableCommand {
     @Option(help: "Where cached bodies are kept (default: the user's cache directory, then strata/fetch).")
     var cacheDir: String?
 
+    @Option(help: "Where to cache: file (one file per URL), sqlite (one database file) or postgres (a table shared by every process).")
+    var store: Fetcher.StoreKind = .file
+
+    @Option(help: "The PostgreSQL database for --store postgres (default: $STRATA_POSTGRES_URL).")
+    var postgresURL: String?
+
     @Option(help: "Serve a cached copy younger than this without asking the network.")
     var maxAge: DurationArgument = DurationArgument(.seconds(300), description: "5m")
 
@@ -65,20 +71,27 @@ public struct FetchCommand: AsyncParsableCommand {
               let host = parsed.host, !host.isEmpty
         else { throw ValidationError("'\(url)' is not an http or https URL") }
         guard (0...10).contains(retries) else { throw ValidationError("--retries must be between 0 and 10") }
+        if store == .postgres, postgresURL ?? ProcessInfo.processInfo.environment["STRATA_POSTGRES_URL"] == nil {
+            throw ValidationError("--store postgres needs --postgres-url or the STRATA_POSTGRES_URL environment variable")
+        }
         if let defaultFile, !FileManager.default.fileExists(atPath: defaultFile) {
             throw ValidationError("--default file '\(defaultFile)' does not exist")
         }
     }
 
     public func run() async throws {
-        let options = Fetcher.Options(
+        var options = Fetcher.Options(
             url: URL(string: url)!,
             cacheDirectory: cacheDir.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? Fetcher.defaultCacheDirectory,
             maxAge: maxAge.duration, maxStale: maxStale?.duration, retries: retries, timeout: timeout.duration,
             defaultFile: defaultFile.map { URL(fileURLWithPath: $0) }, json: json, verbose: verbose)
+        options.store = store
+        options.postgresURL = postgresURL ?? ProcessInfo.processInfo.environment["STRATA_POSTGRES_URL"]
         let code = await Fetcher(options: options).run(
             stdout: { FileHandle.standardOutput.write($0) },
             stderr: { FileHandle.standardError.write(Data(($0 + "\n").utf8)) })
         if code != .served { throw ExitCode(code.rawValue) }
     }
 }
+
+extension Fetcher.StoreKind: ExpressibleByArgument {}

@@ -344,6 +344,16 @@ struct TwoProcessTests {
         return (status, try Data(contentsOf: out), String(decoding: try Data(contentsOf: err), as: UTF8.self))
     }
 
+    /// ``finish(_:)`` on a thread of its own: waiting for the child never blocks the cooperative pool,
+    /// which the in-process demo server needs to answer that child.
+    static func run(_ arguments: [String]) async throws -> (status: Int32, stdout: Data, stderr: String) {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(with: Result { try finish(arguments) })
+            }
+        }
+    }
+
     @Test func fetchServesFromTheServerThenFromTheCacheOnceTheServerIsStopped() async throws {
         let cache = try TemporaryDirectory(prefix: "strata-2p")
         let serve = try Child.spawn(
