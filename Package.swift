@@ -31,7 +31,11 @@ let package = Package(
         ),
         .target(
             name: "StrataSQLite",
-            dependencies: ["Strata", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: [
+                "Strata",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .target(
             name: "StrataPostgres",
