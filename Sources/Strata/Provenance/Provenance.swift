@@ -87,6 +87,9 @@ public enum LoadEvent: Sendable, CustomStringConvertible {
     case cacheWriteFailed(store: String, key: String, error: any Error)
     /// A tier failed transiently and is tried again (`attempt` counts from 1) after `delay`.
     case retrying(tier: String, attempt: Int, delay: Duration, error: any Error)
+    /// The server confirmed a cached entry (HTTP 304 Not Modified) and the entry was re-stamped in
+    /// the store without rewriting its value.
+    case revalidated(store: String, key: String)
 
     public var description: String {
         switch self {
@@ -95,6 +98,7 @@ public enum LoadEvent: Sendable, CustomStringConvertible {
         case .cacheWritten(let store, let key): "cached: \(key) in \(store)"
         case .cacheWriteFailed(let store, let key, let error): "cache write failed: \(key) in \(store): \(error)"
         case .retrying(let tier, let attempt, let delay, let error): "retrying: \(tier), attempt \(attempt) in \(formatAge(delay)), after: \(error)"
+        case .revalidated(let store, let key): "revalidated: \(key) in \(store) (304 Not Modified)"
         }
     }
 }
@@ -161,7 +165,7 @@ func servingProvenance(in events: [LoadEvent]) -> Provenance? {
         switch event {
         case .served(let provenance): return provenance
         case .tierFailed: return nil
-        case .cacheWritten, .cacheWriteFailed, .retrying: continue
+        case .cacheWritten, .cacheWriteFailed, .retrying, .revalidated: continue
         }
     }
     return nil

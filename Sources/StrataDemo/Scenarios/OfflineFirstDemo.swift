@@ -102,6 +102,7 @@ public struct OfflineFirstDemo: Sendable {
             case .cacheWritten: parts.append("saved ✓")
             case .cacheWriteFailed(_, _, let error): parts.append("save failed ✗ \(error)")
             case .retrying(_, let attempt, _, _): parts.append("retry \(attempt)")
+            case .revalidated: parts.append("not modified ✓")
             case .served: continue
             }
         }
