@@ -133,8 +133,12 @@ public final class DemoServer: Sendable {
         }
     }
 
-    /// The feed's `Last-Modified` date.
-    public var feedLastModified: Date { state.withLock { $0.feedModifiedAt } }
+    /// The validators `GET /feed` answers with now: its strong `ETag` and its `Last-Modified`.
+    public var feedValidators: CacheValidators {
+        let (items, modifiedAt) = state.withLock { ($0.feed, $0.feedModifiedAt) }
+        let body = (try? Self.encodeJSON(items)) ?? Data()
+        return CacheValidators(etag: Self.strongETag(of: body), lastModified: Self.httpDate(modifiedAt))
+    }
 
     /// Every request received so far.
     public var requests: [RecordedRequest] { state.withLock { $0.requests } }
@@ -217,14 +221,14 @@ public final class DemoServer: Sendable {
         router.get("feed") { [self] request, _ -> Response in
             try await respond(to: request, validated: true) {
                 let (items, modifiedAt) = state.withLock { ($0.feed, $0.feedModifiedAt) }
-                return (try JSONEncoder().encode(items), modifiedAt)
+                return (try Self.encodeJSON(items), modifiedAt)
             }
         }
         router.get("posts/:id") { [self] request, context -> Response in
             let id = try context.parameters.require("id", as: Int.self)
             return try await respond(to: request) {
                 guard let post = state.withLock({ $0.posts[id] }) else { throw HTTPError(.notFound) }
-                return (try JSONEncoder().encode(post), nil)
+                return (try Self.encodeJSON(post), nil)
             }
         }
         router.post("posts") { [self] request, context -> Response in
@@ -236,7 +240,7 @@ public final class DemoServer: Sendable {
                     state.nextPostID += 1
                     return post
                 }
-                return (try JSONEncoder().encode(post), nil)
+                return (try Self.encodeJSON(post), nil)
             }
         }
         return router
@@ -294,6 +298,13 @@ public final class DemoServer: Sendable {
         }
         if faults.truncateBodies { data = data.prefix(data.count / 2) }
         return Response(status: status, headers: responseHeaders, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    /// JSON with sorted keys: the same value always gives the same bytes, so the same `ETag`.
+    static func encodeJSON(_ value: some Encodable) throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return try encoder.encode(value)
     }
 
     /// `"<sha-256 of body in hex>"`: a strong validator, equal exactly when the bytes are.

@@ -113,6 +113,18 @@ struct EntryFormatTests {
     }
 }
 
+@Suite("JSONCodec")
+struct JSONCodecTests {
+    @Test func encodesWithSortedKeys_soOneValueAlwaysGivesTheSameBytes() throws {
+        let letters = "zyxwvutsrqponmlkjihgfedcba".map(String.init)
+        let value = Dictionary(uniqueKeysWithValues: letters.enumerated().map { ($0.element, $0.offset) })
+        let expected = "{" + letters.reversed().map { "\"\($0)\":\(value[$0]!)" }.joined(separator: ",") + "}"
+        for _ in 0..<5 {
+            #expect(String(decoding: try JSONCodec<[String: Int]>().encode(value), as: UTF8.self) == expected)
+        }
+    }
+}
+
 @Suite("Entry format versions in stores")
 struct EntryVersionStoreTests {
     @Test func fileStore_readsAVersion1FileWithoutMaxAge_andRewritesItAsVersion2() async throws {
