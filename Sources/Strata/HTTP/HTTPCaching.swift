@@ -215,7 +215,16 @@ extension HTTPLoader {
     /// let feed = HTTPLoader(url: feedURL)
     ///     .cached(in: store, key: "feed", policy: .maxAge(minutes: 5), decoding: [FeedItem].self)
     /// ```
-    /// - Parameter decoder: makes the decoder for each response (for example to set a date strategy).
+    /// - Parameters:
+    ///   - store: where values and their validators are kept.
+    ///   - key: the key every value is stored under.
+    ///   - policy: the longest a stored value is served without asking the server.
+    ///   - honorsCacheControl: let the server's `Cache-Control` / `Expires` shorten `policy` and
+    ///     forbid storing. On by default.
+    ///   - type: the type the JSON body decodes to.
+    ///   - decoder: makes the decoder for each response (for example to set a date strategy).
+    ///   - now: the wall clock that stamps and ages entries; inject one in tests.
+    ///   - logger: where failed cache reads and writes are reported.
     public func cached<S: Store>(
         in store: S, key: S.Key, policy: FreshnessPolicy, honorsCacheControl: Bool = true,
         decoding type: S.Value.Type = S.Value.self, decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() },
@@ -235,6 +244,15 @@ extension HTTPLoader {
     ///         try JSONDecoder().decode(Post.self, from: response.body)
     ///     }
     /// ```
+    /// - Parameters:
+    ///   - store: where values and their validators are kept.
+    ///   - policy: the longest a stored value is served without asking the server.
+    ///   - honorsCacheControl: let the server's `Cache-Control` / `Expires` shorten `policy` and
+    ///     forbid storing. On by default.
+    ///   - now: the wall clock that stamps and ages entries; inject one in tests.
+    ///   - logger: where failed cache reads and writes are reported.
+    ///   - key: the store key for an input.
+    ///   - decode: turns a 2xx response into the value.
     public func cached<S: Store>(
         in store: S, policy: FreshnessPolicy, honorsCacheControl: Bool = true,
         now: @escaping @Sendable () -> Date = { Date() }, logger: Logger = Logger(label: "strata.cache"),
@@ -251,6 +269,16 @@ extension HTTPLoader {
     /// let posts = HTTPLoader.get { (id: Int) in baseURL.appending(path: "posts/\(id)") }
     ///     .cached(in: postStore, policy: .maxAge(minutes: 1), decoding: Post.self) { id in "post-\(id)" }
     /// ```
+    /// - Parameters:
+    ///   - store: where values and their validators are kept.
+    ///   - policy: the longest a stored value is served without asking the server.
+    ///   - honorsCacheControl: let the server's `Cache-Control` / `Expires` shorten `policy` and
+    ///     forbid storing. On by default.
+    ///   - type: the type the JSON body decodes to.
+    ///   - decoder: makes the decoder for each response.
+    ///   - now: the wall clock that stamps and ages entries; inject one in tests.
+    ///   - logger: where failed cache reads and writes are reported.
+    ///   - key: the store key for an input.
     public func cached<S: Store>(
         in store: S, policy: FreshnessPolicy, honorsCacheControl: Bool = true,
         decoding type: S.Value.Type = S.Value.self, decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() },
