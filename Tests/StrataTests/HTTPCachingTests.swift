@@ -10,7 +10,7 @@ struct HTTPCachingTests {
     let url = URL(string: "https://api.example.com/items/1")!
     let etag = "\"v1\""
     let lastModified = "Wed, 31 Dec 2025 23:00:00 GMT"
-    let now = TestNow(referenceDate)
+    let clock = ManualClock(startDate: referenceDate)
 
     func makeSUT(
         policy: FreshnessPolicy = .maxAge(.seconds(60)), honorsCacheControl: Bool = true,
@@ -20,7 +20,7 @@ struct HTTPCachingTests {
         let store = StoreSpy(MemoryStore<String, Item>())
         let sut = HTTPLoader(url: url, headers: headers, client: client)
             .cached(in: store, key: "item", policy: policy, honorsCacheControl: honorsCacheControl,
-                    decoding: Item.self, now: now.callAsFunction, logger: quietLogger)
+                    decoding: Item.self, now: clock.wallClock, logger: quietLogger)
         return (sut, client, store)
     }
 
@@ -34,7 +34,7 @@ struct HTTPCachingTests {
 
     /// Stores `item` as if fetched `age` ago with `validators`, then clears the spy's record of it.
     func seed(_ store: StoreSpy<MemoryStore<String, Item>>, _ item: Item = itemA, age: Duration, validators: CacheValidators) async throws {
-        try await store.base.insert(item, for: "item", storedAt: now() - age.seconds, validators: validators)
+        try await store.base.insert(item, for: "item", storedAt: clock.date - age.seconds, validators: validators)
     }
 
     // MARK: fresh entries
@@ -49,7 +49,7 @@ struct HTTPCachingTests {
         #expect(client.requests.isEmpty)
         #expect(served.provenance.origin == .memory)
         #expect(served.provenance.age == .seconds(30))
-        #expect(served.provenance.storedAt == now() - 30)
+        #expect(served.provenance.storedAt == clock.date - 30)
         #expect(store.messages == [.retrieve("item")])
     }
 
@@ -80,7 +80,7 @@ struct HTTPCachingTests {
         _ = try await sut.load()
         #expect(client.requests.isEmpty)
 
-        now.advance(by: 1)
+        clock.advance(by: .seconds(1))
         _ = try await sut.load()
         #expect(client.requests.count == 1, "an entry exactly max-age old is stale")
     }
@@ -132,13 +132,13 @@ struct HTTPCachingTests {
         #expect(served.value == itemA)
         #expect(store.messages == [
             .retrieve("item"),
-            .refresh("item", storedAt: now(), validators: .init(etag: etag, lastModified: lastModified, maxAge: .seconds(10))),
+            .refresh("item", storedAt: clock.date, validators: .init(etag: etag, lastModified: lastModified, maxAge: .seconds(10))),
         ])
         #expect(try await store.base.retrieve("item") == Cached(
-            value: itemA, storedAt: now(), validators: .init(etag: etag, lastModified: lastModified, maxAge: .seconds(10))))
+            value: itemA, storedAt: clock.date, validators: .init(etag: etag, lastModified: lastModified, maxAge: .seconds(10))))
         #expect(served.provenance.origin == .remote)
         #expect(served.provenance.age == .zero)
-        #expect(served.provenance.storedAt == now())
+        #expect(served.provenance.storedAt == clock.date)
         #expect(served.events.contains { if case .revalidated(_, key: "item") = $0 { true } else { false } })
         #expect(!served.events.contains { if case .cacheWritten = $0 { true } else { false } })
     }
@@ -148,16 +148,16 @@ struct HTTPCachingTests {
         let memory = MemoryStore<String, Item>(cost: { _ in costs.withLock { $0 += 1 }; return 1 })
         let client = ScriptedHTTPClient([notModified()])
         let sut = HTTPLoader(url: url, client: client)
-            .cached(in: memory, key: "item", policy: .maxAge(.seconds(60)), now: now.callAsFunction, logger: quietLogger) { response in
+            .cached(in: memory, key: "item", policy: .maxAge(.seconds(60)), now: clock.wallClock, logger: quietLogger) { response in
                 try JSONDecoder().decode(Item.self, from: response.body)
             }
-        try await memory.insert(itemA, for: "item", storedAt: now() - 120, validators: .init(etag: etag))
+        try await memory.insert(itemA, for: "item", storedAt: clock.date - 120, validators: .init(etag: etag))
         #expect(costs.withLock { $0 } == 1)
 
         #expect(try await sut.load() == itemA)
 
         #expect(costs.withLock { $0 } == 1, "a 304 re-stamps in place: the value is not inserted (or measured) again")
-        #expect(try await memory.retrieve("item")?.storedAt == now())
+        #expect(try await memory.retrieve("item")?.storedAt == clock.date)
     }
 
     @Test func notModified_takesNewValidatorsAndFreshnessFromThe304_andKeepsTheRest() async throws {
@@ -176,7 +176,7 @@ struct HTTPCachingTests {
         #expect(try await sut.load() == itemA)
 
         #expect(store.messages == [.retrieve("item")])
-        #expect(try await store.base.retrieve("item")?.storedAt == now() - 120)
+        #expect(try await store.base.retrieve("item")?.storedAt == clock.date - 120)
     }
 
     @Test func notModified_toAnUnconditionalRequest_isAStatusError() async throws {
@@ -195,8 +195,8 @@ struct HTTPCachingTests {
         let client = ScriptedHTTPClient([notModified()])
         let store = DeletingOnRefreshStore()
         let sut = HTTPLoader(url: url, client: client)
-            .cached(in: store, key: "item", policy: .maxAge(.seconds(60)), decoding: Item.self, now: now.callAsFunction, logger: quietLogger)
-        try await store.insert(itemA, for: "item", storedAt: now() - 120, validators: .init(etag: etag))
+            .cached(in: store, key: "item", policy: .maxAge(.seconds(60)), decoding: Item.self, now: clock.wallClock, logger: quietLogger)
+        try await store.insert(itemA, for: "item", storedAt: clock.date - 120, validators: .init(etag: etag))
 
         let served = try await sut.loadServed()
 
@@ -214,7 +214,7 @@ struct HTTPCachingTests {
 
         #expect(served.value == itemA)
         #expect(served.events.contains { if case .cacheWriteFailed(_, "item", let error) = $0 { "\(error)" == "disk full" } else { false } })
-        #expect(try await store.base.retrieve("item")?.storedAt == now() - 120, "the previous entry is kept")
+        #expect(try await store.base.retrieve("item")?.storedAt == clock.date - 120, "the previous entry is kept")
     }
 
     // MARK: 200
@@ -229,7 +229,7 @@ struct HTTPCachingTests {
 
         #expect(served.value == itemB)
         #expect(try await store.base.retrieve("item") == Cached(
-            value: itemB, storedAt: now(), validators: .init(etag: "\"v2\"", lastModified: lastModified, maxAge: .seconds(300))))
+            value: itemB, storedAt: clock.date, validators: .init(etag: "\"v2\"", lastModified: lastModified, maxAge: .seconds(300))))
         #expect(served.provenance.origin == .remote)
         #expect(served.provenance.age == .zero)
         #expect(served.events.contains { if case .cacheWritten(_, "item") = $0 { true } else { false } })
@@ -244,7 +244,7 @@ struct HTTPCachingTests {
 
         let entry = try await store.base.retrieve("item")
         #expect(entry?.value == (honours ? itemA : itemB))
-        #expect(entry?.storedAt == (honours ? now() - 120 : now()))
+        #expect(entry?.storedAt == (honours ? clock.date - 120 : clock.date))
     }
 
     @Test(arguments: [true, false])
@@ -253,7 +253,7 @@ struct HTTPCachingTests {
             ok(itemA, headers: ["ETag": etag, "Cache-Control": "no-cache"]), notModified(),
         ])
         _ = try await sut.load()
-        now.advance(by: 1)
+        clock.advance(by: .seconds(1))
         #expect(try await sut.load() == itemA)
 
         #expect(client.requests.count == (honours ? 2 : 1))
@@ -300,7 +300,7 @@ struct HTTPCachingTests {
             return body == Data("nope".utf8)
         }
         #expect(store.messages == [.retrieve("item")])
-        #expect(try await store.base.retrieve("item")?.storedAt == now() - 120)
+        #expect(try await store.base.retrieve("item")?.storedAt == clock.date - 120)
     }
 
     @Test func transportFailure_passesThroughTyped() async throws {
@@ -331,7 +331,7 @@ struct HTTPCachingTests {
     @Test func aStaleCopyIsServedByAFallbackAfterAnError() async throws {
         let (sut, _, store) = makeSUT(responses: [.success(HTTPResponse(url: url, statusCode: 503))])
         try await seed(store, age: .seconds(120), validators: .init(etag: etag))
-        let chain = sut.named("remote").fallback(to: store.loader(key: "item", policy: .any, now: now.callAsFunction).named("stale"))
+        let chain = sut.named("remote").fallback(to: store.loader(key: "item", policy: .any, now: clock.wallClock).named("stale"))
 
         let served = try await chain.loadServed()
 
@@ -365,7 +365,7 @@ struct HTTPCachingTests {
         let client = ScriptedHTTPClient([ok(itemB)], cancelsCallerOnSend: true)
         let store = StoreSpy(MemoryStore<String, Item>())
         let sut = HTTPLoader(url: url, client: client)
-            .cached(in: store, key: "item", policy: .maxAge(.seconds(60)), decoding: Item.self, now: now.callAsFunction, logger: quietLogger)
+            .cached(in: store, key: "item", policy: .maxAge(.seconds(60)), decoding: Item.self, now: clock.wallClock, logger: quietLogger)
 
         let task = Task { try await sut.load() }
         await #expect(throws: CancellationError.self) { try await task.value }
@@ -378,7 +378,7 @@ struct HTTPCachingTests {
         let client = ScriptedHTTPClient([ok(itemA, headers: ["ETag": etag]), notModified()])
         let store = MemoryStore<String, Item>()
         let sut = HTTPLoader.get(client: client) { (id: Int) in URL(string: "https://api.example.com/items/\(id)")! }
-            .cached(in: store, policy: .maxAge(.zero), decoding: Item.self, now: now.callAsFunction, logger: quietLogger) { id in "item-\(id)" }
+            .cached(in: store, policy: .maxAge(.zero), decoding: Item.self, now: clock.wallClock, logger: quietLogger) { id in "item-\(id)" }
 
         #expect(try await sut.load(1) == itemA)
         #expect(try await sut.load(1) == itemA)
@@ -392,7 +392,7 @@ struct HTTPCachingTests {
         let client = ScriptedHTTPClient([.success(HTTPResponse(url: url, statusCode: 200, body: Data("b".utf8)))])
         let store = MemoryStore<Int, String>()
         let sut = HTTPLoader.get(client: client) { (id: Int) in URL(string: "https://api.example.com/raw/\(id)")! }
-            .cached(in: store, policy: .maxAge(.seconds(60)), now: now.callAsFunction, logger: quietLogger) { id in id } decode: { response in
+            .cached(in: store, policy: .maxAge(.seconds(60)), now: clock.wallClock, logger: quietLogger) { id in id } decode: { response in
                 String(decoding: response.body, as: UTF8.self)
             }
 
@@ -496,14 +496,6 @@ struct StoreRefreshTests {
 }
 
 // MARK: - Test doubles
-
-/// A wall clock the test moves by hand.
-final class TestNow: Sendable {
-    private let date: Locked<Date>
-    init(_ start: Date) { date = Locked(start) }
-    func callAsFunction() -> Date { date.withLock { $0 } }
-    func advance(by seconds: TimeInterval) { date.withLock { $0 += seconds } }
-}
 
 /// An HTTP client that answers with scripted results in order (the last repeats) and records every
 /// request. With `cancelsCallerOnSend`, it cancels the calling task before answering, so a test sees
