@@ -138,7 +138,7 @@ struct HTTPCachingTests {
             value: itemA, storedAt: clock.date, validators: .init(etag: etag, lastModified: lastModified, maxAge: .seconds(10))))
         #expect(served.provenance.origin == .remote)
         #expect(served.provenance.age == .zero)
-        #expect(served.provenance.storedAt == clock.date)
+        #expect(served.provenance.storedAt == nil)
         #expect(served.events.contains { if case .revalidated(_, key: "item") = $0 { true } else { false } })
         #expect(!served.events.contains { if case .cacheWritten = $0 { true } else { false } })
     }

@@ -114,7 +114,8 @@ public struct HTTPCachingLoader<Input: Sendable, S: Store>: Loader {
     /// Serves a 304: re-stamps the entry with the merged validators unless the answer says `no-store`.
     private func confirm(_ cached: Cached<S.Value>, key: S.Key, response: HTTPResponse, at receivedAt: Date) async {
         let tier = LoadRecorder.tierName(default: description)
-        LoadRecorder.record(.served(Provenance(origin: .remote, tier: tier, storedAt: receivedAt, age: .zero)))
+        // Confirmed by the server just now: reported like a fresh fetch (no stored-at, age zero).
+        LoadRecorder.record(.served(Provenance(origin: .remote, tier: tier, age: .zero)))
         if honorsCacheControl && response.cacheControl.noStore { return }
         // RFC 9111 §4.3.4: the 304's own headers update the stored ones; the rest are kept.
         let validators = CacheValidators(
