@@ -9,9 +9,11 @@ public struct ServeCommand: AsyncParsableCommand {
         abstract: "Run the demo server (feed JSON, posts REST) with faults you can turn on.",
         discussion: """
             Routes: GET /feed, GET /posts/{id}, POST /posts with {"title","body"}.
+            GET /feed sends ETag and Last-Modified and answers If-None-Match / If-Modified-Since with 304.
 
             While it runs, type a command and Enter to change faults live:
-              offline | online | status CODE [RATE] | healthy | latency DURATION | truncate on|off | help | quit
+              offline | online | status CODE [RATE] | healthy | latency DURATION | truncate on|off |
+              cache-control VALUE|off | help | quit
             `offline` stops listening (connections are refused) until `online`, on the same port.
             Stop with Ctrl-C or `quit`.
             """
@@ -38,6 +40,9 @@ public struct ServeCommand: AsyncParsableCommand {
     @Flag(help: "Send only the first half of every body (valid HTTP, truncated JSON).")
     var truncate = false
 
+    @Option(help: "Send this Cache-Control header on GET answers (for example max-age=60, no-cache, no-store).")
+    var cacheControl: String?
+
     @Flag(help: "Start offline: refuse connections until the `online` command.")
     var offline = false
 
@@ -58,10 +63,10 @@ public struct ServeCommand: AsyncParsableCommand {
         }
         server.faults = .init(
             status: status, errorRate: errorRate, retryAfterSeconds: retryAfter, latency: latency?.duration,
-            truncateBodies: truncate)
+            truncateBodies: truncate, cacheControl: cacheControl)
         let control = ServeControl(server: server)
         StandardOutput.writeLine("strata serve: listening on \(server.baseURL.absoluteString)")
-        StandardOutput.writeLine("  GET  \(server.baseURL.absoluteString)/feed        the demo feed (JSON)")
+        StandardOutput.writeLine("  GET  \(server.baseURL.absoluteString)/feed        the demo feed (JSON; ETag, Last-Modified, 304)")
         StandardOutput.writeLine("  GET  \(server.baseURL.absoluteString)/posts/{id}  a post (JSON); 404 when unknown")
         StandardOutput.writeLine("  POST \(server.baseURL.absoluteString)/posts       create a post from {\"title\",\"body\"}")
         StandardOutput.writeLine("  faults: \(ServeControl.describe(server.faults))")
@@ -89,7 +94,8 @@ public struct ServeCommand: AsyncParsableCommand {
 
 /// The live commands of `strata serve`, applied to a running server.
 public struct ServeControl: Sendable {
-    public static let commandSummary = "offline | online | status CODE [RATE] | healthy | latency DURATION | truncate on|off | help | quit"
+    public static let commandSummary =
+        "offline | online | status CODE [RATE] | healthy | latency DURATION | truncate on|off | cache-control VALUE|off | help | quit"
     public static let quitReply = "quit"
 
     let server: DemoServer
@@ -134,6 +140,10 @@ public struct ServeControl: Sendable {
         case ("truncate", 2) where ["on", "off"].contains(words[1].lowercased()):
             server.faults.truncateBodies = words[1].lowercased() == "on"
             return "faults: \(Self.describe(server.faults))"
+        case ("cache-control", 2...):
+            let value = words.dropFirst().joined(separator: " ")
+            server.faults.cacheControl = value.lowercased() == "off" ? nil : value
+            return "faults: \(Self.describe(server.faults))"
         case ("help", 1):
             return "commands: \(Self.commandSummary)"
         case ("quit", 1), ("exit", 1):
@@ -153,6 +163,7 @@ public struct ServeControl: Sendable {
         }
         if let latency = faults.latency { parts.append("+\(DurationText.format(latency)) latency") }
         if faults.truncateBodies { parts.append("truncated bodies") }
+        if let cacheControl = faults.cacheControl { parts.append("Cache-Control: \(cacheControl)") }
         return parts.isEmpty ? "none" : parts.joined(separator: ", ")
     }
 }

@@ -6,6 +6,11 @@ import Logging
 /// The demo HTTP server: a real Hummingbird server on loopback, started in-process, serving the feed
 /// (`GET /feed`) and posts (`GET /posts/{id}`, `POST /posts`), with faults a test or a person can turn on.
 ///
+/// `GET /feed` is a well-behaved cacheable resource: it carries a strong `ETag` (a SHA-256 of the
+/// body) and a `Last-Modified` (moved forward whenever ``feed`` changes), and answers
+/// `If-None-Match` / `If-Modified-Since` with `304 Not Modified` (counted by ``notModifiedCount(path:)``).
+/// ``Faults/cacheControl`` adds a `Cache-Control` header to the answers of `GET` requests.
+///
 /// ```swift
 /// let server = try await DemoServer.start()          // 127.0.0.1, ephemeral port
 /// server.faults = .init(status: 503)                 // every request fails with 503
@@ -32,10 +37,13 @@ public final class DemoServer: Sendable {
         /// Send only the first half of each body, with a matching `Content-Length` (a valid HTTP
         /// response carrying truncated JSON).
         public var truncateBodies: Bool
+        /// Sent as the `Cache-Control` header of every successful `GET` answer (200 and 304), for
+        /// example `"max-age=60"`, `"no-cache"` or `"no-store"`; `nil` sends none.
+        public var cacheControl: String?
 
         public init(status: Int? = nil, errorRate: Double = 1, remainingFaults: Int? = nil,
                     retryAfterSeconds: Int? = nil, latency: Duration? = nil,
-                    holdRequests: Bool = false, truncateBodies: Bool = false) {
+                    holdRequests: Bool = false, truncateBodies: Bool = false, cacheControl: String? = nil) {
             self.status = status
             self.errorRate = errorRate
             self.remainingFaults = remainingFaults
@@ -43,6 +51,7 @@ public final class DemoServer: Sendable {
             self.latency = latency
             self.holdRequests = holdRequests
             self.truncateBodies = truncateBodies
+            self.cacheControl = cacheControl
         }
 
         /// No faults.
@@ -59,9 +68,12 @@ public final class DemoServer: Sendable {
     private struct State: Sendable {
         var faults = Faults.none
         var feed: [FeedItem]
+        /// The feed's `Last-Modified`, in whole seconds.
+        var feedModifiedAt: Date
         var posts: [Int: Post] = [:]
         var nextPostID = 1
         var requests: [RecordedRequest] = []
+        var notModified: [String: Int] = [:]
         var held: [CheckedContinuation<Void, Never>] = []
         var requestWaiters = CountWaiters()
         var running: Task<Void, any Error>?
@@ -79,7 +91,7 @@ public final class DemoServer: Sendable {
         self.host = host
         self.random = random
         self.logger = logger
-        self.state = Locked(State(feed: feed, port: port))
+        self.state = Locked(State(feed: feed, feedModifiedAt: Self.wholeSeconds(Date()), port: port))
     }
 
     /// Starts a server on `host:port` (port 0 picks a free one) and returns once it accepts connections.
@@ -108,10 +120,24 @@ public final class DemoServer: Sendable {
         set { state.withLock { $0.faults = newValue } }
     }
 
-    /// The feed served by `GET /feed`.
+    /// The feed served by `GET /feed`. Setting it moves the feed's `Last-Modified` forward (by at
+    /// least a second, so `If-Modified-Since` sees every change).
     public var feed: [FeedItem] {
         get { state.withLock { $0.feed } }
-        set { state.withLock { $0.feed = newValue } }
+        set {
+            let now = Self.wholeSeconds(Date())
+            state.withLock { state in
+                state.feed = newValue
+                state.feedModifiedAt = max(now, state.feedModifiedAt.addingTimeInterval(1))
+            }
+        }
+    }
+
+    /// The validators `GET /feed` answers with now: its strong `ETag` and its `Last-Modified`.
+    public var feedValidators: CacheValidators {
+        let (items, modifiedAt) = state.withLock { ($0.feed, $0.feedModifiedAt) }
+        let body = (try? Self.encodeJSON(items)) ?? Data()
+        return CacheValidators(etag: Self.strongETag(of: body), lastModified: Self.httpDate(modifiedAt))
     }
 
     /// Every request received so far.
@@ -120,6 +146,11 @@ public final class DemoServer: Sendable {
     /// How many requests for `path` the server has received.
     public func requestCount(path: String = "/feed") -> Int {
         state.withLock { $0.requests.filter { $0.path == path }.count }
+    }
+
+    /// How many requests for `path` the server answered with `304 Not Modified`.
+    public func notModifiedCount(path: String = "/feed") -> Int {
+        state.withLock { $0.notModified[path, default: 0] }
     }
 
     /// Suspends until the server has received at least `count` requests in all.
@@ -188,16 +219,16 @@ public final class DemoServer: Sendable {
     private func makeRouter() -> Router<BasicRequestContext> {
         let router = Router()
         router.get("feed") { [self] request, _ -> Response in
-            try await respond(to: request) {
-                let items = state.withLock { $0.feed }
-                return try JSONEncoder().encode(items)
+            try await respond(to: request, validated: true) {
+                let (items, modifiedAt) = state.withLock { ($0.feed, $0.feedModifiedAt) }
+                return (try Self.encodeJSON(items), modifiedAt)
             }
         }
         router.get("posts/:id") { [self] request, context -> Response in
             let id = try context.parameters.require("id", as: Int.self)
             return try await respond(to: request) {
                 guard let post = state.withLock({ $0.posts[id] }) else { throw HTTPError(.notFound) }
-                return try JSONEncoder().encode(post)
+                return (try Self.encodeJSON(post), nil)
             }
         }
         router.post("posts") { [self] request, context -> Response in
@@ -209,7 +240,7 @@ public final class DemoServer: Sendable {
                     state.nextPostID += 1
                     return post
                 }
-                return try JSONEncoder().encode(post)
+                return (try Self.encodeJSON(post), nil)
             }
         }
         return router
@@ -218,8 +249,13 @@ public final class DemoServer: Sendable {
     /// The posts created so far, by id.
     public var posts: [Int: Post] { state.withLock { $0.posts } }
 
-    /// Records the request, applies the faults, then answers with `body()` as JSON.
-    private func respond(to request: Request, status: HTTPResponse.Status = .ok, body: () throws -> Data) async throws -> Response {
+    /// Records the request, applies the faults, then answers with `body()` as JSON. With `validated`,
+    /// the answer carries an `ETag` (and the `Last-Modified` date `body()` returns) and conditional
+    /// requests that match are answered with 304.
+    private func respond(
+        to request: Request, status: HTTPResponse.Status = .ok, validated: Bool = false,
+        body: () throws -> (data: Data, lastModified: Date?)
+    ) async throws -> Response {
         var headers: [String: String] = [:]
         for field in request.headers { headers[field.name.rawName] = field.value }
         let draw = random()
@@ -247,11 +283,71 @@ public final class DemoServer: Sendable {
                 status: .init(code: status), headers: responseHeaders,
                 body: .init(byteBuffer: ByteBuffer(string: "injected fault: \(status)\n")))
         }
-        var data = try body()
+        var (data, lastModified) = try body()
+        var responseHeaders: HTTPFields = [.contentType: "application/json"]
+        if request.method == .get, let cacheControl = faults.cacheControl { responseHeaders[.cacheControl] = cacheControl }
+        if validated {
+            let etag = Self.strongETag(of: data)
+            responseHeaders[.eTag] = etag
+            if let lastModified { responseHeaders[.lastModified] = Self.httpDate(lastModified) }
+            if Self.isNotModified(request.headers, etag: etag, lastModified: lastModified) {
+                state.withLock { $0.notModified[request.uri.path, default: 0] += 1 }
+                responseHeaders[.contentType] = nil
+                return Response(status: .notModified, headers: responseHeaders)
+            }
+        }
         if faults.truncateBodies { data = data.prefix(data.count / 2) }
-        return Response(
-            status: status, headers: [.contentType: "application/json"],
-            body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        return Response(status: status, headers: responseHeaders, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    /// JSON with sorted keys: the same value always gives the same bytes, so the same `ETag`.
+    static func encodeJSON(_ value: some Encodable) throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return try encoder.encode(value)
+    }
+
+    /// `"<sha-256 of body in hex>"`: a strong validator, equal exactly when the bytes are.
+    static func strongETag(of body: Data) -> String {
+        "\"" + SHA256.digest(body).map { String(format: "%02x", $0) }.joined() + "\""
+    }
+
+    /// RFC 9110 §13.2.2: `If-None-Match` decides when present (weak comparison, `*` matches any);
+    /// otherwise `If-Modified-Since` does (not modified when the resource is no newer).
+    static func isNotModified(_ headers: HTTPFields, etag: String, lastModified: Date?) -> Bool {
+        let ifNoneMatch = headers[values: .ifNoneMatch]
+        if !ifNoneMatch.isEmpty {
+            func opaque(_ tag: some StringProtocol) -> String {
+                let trimmed = tag.trimmingCharacters(in: .whitespaces)
+                return trimmed.hasPrefix("W/") ? String(trimmed.dropFirst(2)) : trimmed
+            }
+            let candidates = ifNoneMatch.flatMap { $0.split(separator: ",") }.map(opaque)
+            return candidates.contains("*") || candidates.contains(opaque(etag))
+        }
+        guard let lastModified, let since = headers[.ifModifiedSince].flatMap(parseHTTPDate) else { return false }
+        return lastModified <= since
+    }
+
+    /// `date` as an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
+    static func httpDate(_ date: Date) -> String {
+        httpDateFormatter().string(from: date)
+    }
+
+    private static func parseHTTPDate(_ text: String) -> Date? {
+        httpDateFormatter().date(from: text.trimmingCharacters(in: .whitespaces))
+    }
+
+    /// A new formatter each time: `DateFormatter` is not `Sendable`.
+    private static func httpDateFormatter() -> DateFormatter {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return formatter
+    }
+
+    private static func wholeSeconds(_ date: Date) -> Date {
+        Date(timeIntervalSince1970: date.timeIntervalSince1970.rounded(.down))
     }
 }
 

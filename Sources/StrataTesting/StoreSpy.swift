@@ -3,7 +3,7 @@ import Foundation
 
 /// Wraps a store, records every message sent to it, and fails operations on demand — so a test can
 /// assert the exact sequence of side effects (`[.retrieve("feed"), .insert("feed", entry)]`) and
-/// inject read, write and delete failures.
+/// inject read, write, delete and refresh failures.
 public final class StoreSpy<Base: Store>: Store, Sendable {
     public typealias Key = Base.Key
     public typealias Value = Base.Value
@@ -13,6 +13,7 @@ public final class StoreSpy<Base: Store>: Store, Sendable {
         case retrieve(Key)
         case insert(Key, Cached<Value>)
         case delete(Key)
+        case refresh(Key, storedAt: Date, validators: CacheValidators)
     }
 
     /// Failures to inject, per operation; `nil` lets the operation through to the base store.
@@ -20,10 +21,12 @@ public final class StoreSpy<Base: Store>: Store, Sendable {
         public var retrieve: (any Error)?
         public var insert: (any Error)?
         public var delete: (any Error)?
-        public init(retrieve: (any Error)? = nil, insert: (any Error)? = nil, delete: (any Error)? = nil) {
+        public var refresh: (any Error)?
+        public init(retrieve: (any Error)? = nil, insert: (any Error)? = nil, delete: (any Error)? = nil, refresh: (any Error)? = nil) {
             self.retrieve = retrieve
             self.insert = insert
             self.delete = delete
+            self.refresh = refresh
         }
     }
 
@@ -73,6 +76,17 @@ public final class StoreSpy<Base: Store>: Store, Sendable {
         }
         if let fault { throw fault }
         try await base.delete(key)
+    }
+
+    /// Records the message, then forwards to the base store's own `refresh` (so a store's in-place
+    /// override is what runs, not the default read-and-insert).
+    public func refresh(_ key: Key, storedAt: Date, validators: CacheValidators) async throws -> Bool {
+        let fault = state.withLock { state -> (any Error)? in
+            state.messages.append(.refresh(key, storedAt: storedAt, validators: validators))
+            return state.faults.refresh
+        }
+        if let fault { throw fault }
+        return try await base.refresh(key, storedAt: storedAt, validators: validators)
     }
 }
 

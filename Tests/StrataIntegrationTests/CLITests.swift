@@ -199,6 +199,10 @@ struct ServeControlTests {
             #expect(server.faults.status == 503 && server.faults.errorRate == 0.5)
             #expect(await control.apply("latency 250ms") == "faults: status 503 on 50% of requests, +250ms latency")
             #expect(await control.apply("truncate on").hasSuffix("truncated bodies"))
+            #expect(await control.apply("cache-control max-age=60, public").hasSuffix("truncated bodies, Cache-Control: max-age=60, public"))
+            #expect(server.faults.cacheControl == "max-age=60, public")
+            #expect(await control.apply("cache-control off").hasSuffix("truncated bodies"))
+            #expect(server.faults.cacheControl == nil)
             #expect(await control.apply("healthy") == "faults: none")
             #expect(server.faults == .none)
 

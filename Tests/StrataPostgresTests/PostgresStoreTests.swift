@@ -82,7 +82,7 @@ struct PostgresStoreOfflineTests {
             switch operation {
             case .retrieve: _ = try await store.retrieve("feed")
             case .insert: try await store.insert(itemA, for: "feed", storedAt: Date())
-            case .delete, .open: try await store.delete("feed")
+            case .delete, .open, .refresh: try await store.delete("feed")
             }
             Issue.record("\(operation) succeeded against a closed port")
         } catch let error as StoreError {

@@ -59,7 +59,7 @@ public struct LoggedLoader<Base: Loader>: Loader {
     private static func log(_ event: LoadEvent, loader: String, logger: Logger, level: Logger.Level) {
         let eventLevel: Logger.Level
         switch event {
-        case .served, .cacheWritten, .coalesced: eventLevel = .debug
+        case .served, .cacheWritten, .coalesced, .revalidated: eventLevel = .debug
         case .tierFailed, .retrying, .timedOut, .breakerRejected: eventLevel = level
         case .breakerStateChanged, .cacheWriteFailed: eventLevel = .warning
         }
@@ -106,6 +106,7 @@ extension LoadEvent {
         case .breakerStateChanged: "breaker_state_changed"
         case .breakerRejected: "breaker_rejected"
         case .coalesced: "coalesced"
+        case .revalidated: "revalidated"
         }
     }
 }

@@ -97,7 +97,7 @@ public struct MeteredLoader<Base: Loader>: Loader {
                 case .breakerRejected: rejections.increment()
                 case .coalesced: coalesced.increment()
                 case .cacheWriteFailed: writeFailures.increment()
-                case .served, .tierFailed, .cacheWritten, .breakerStateChanged: break
+                case .served, .tierFailed, .cacheWritten, .breakerStateChanged, .revalidated: break
                 }
             }
         }

@@ -34,10 +34,12 @@ public struct CachingLoader<Base: Loader, S: Store>: Loader where S.Value == Bas
     }
 }
 
-/// Writes `value`, reporting (never throwing) a failure.
-func writeToCache<S: Store>(_ value: S.Value, for key: S.Key, store: S, now: () -> Date, logger: Logger) async {
+/// Writes `value` (with `validators`), reporting (never throwing) a failure.
+func writeToCache<S: Store>(
+    _ value: S.Value, for key: S.Key, store: S, now: () -> Date, validators: CacheValidators = .none, logger: Logger
+) async {
     do {
-        try await store.insert(value, for: key, storedAt: now())
+        try await store.insert(value, for: key, storedAt: now(), validators: validators)
         LoadRecorder.record(.cacheWritten(store: describeStore(store), key: "\(key)"))
     } catch {
         logger.warning(

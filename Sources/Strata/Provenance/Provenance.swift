@@ -95,6 +95,9 @@ public enum LoadEvent: Sendable, CustomStringConvertible {
     case breakerRejected(breaker: String)
     /// This load joined an identical load already in flight instead of starting its own.
     case coalesced(tier: String)
+    /// The server confirmed a cached entry (HTTP 304 Not Modified) and the entry was re-stamped in
+    /// the store without rewriting its value.
+    case revalidated(store: String, key: String)
 
     public var description: String {
         switch self {
@@ -107,6 +110,7 @@ public enum LoadEvent: Sendable, CustomStringConvertible {
         case .breakerStateChanged(let breaker, let from, let to): "circuit \(breaker): \(from) → \(to)"
         case .breakerRejected(let breaker): "circuit \(breaker) refused the load: failed fast"
         case .coalesced(let tier): "coalesced: joined the load in flight for \(tier)"
+        case .revalidated(let store, let key): "revalidated: \(key) in \(store) (304 Not Modified)"
         }
     }
 }
@@ -194,7 +198,7 @@ func servingProvenance(in events: [LoadEvent]) -> Provenance? {
         switch event {
         case .served(let provenance): return provenance
         case .tierFailed: return nil
-        case .cacheWritten, .cacheWriteFailed, .retrying, .timedOut, .breakerStateChanged, .breakerRejected, .coalesced: continue
+        case .cacheWritten, .cacheWriteFailed, .retrying, .timedOut, .breakerStateChanged, .breakerRejected, .coalesced, .revalidated: continue
         }
     }
     return nil

@@ -13,11 +13,17 @@ public protocol Codec<Value>: Sendable {
 }
 
 /// JSON via Foundation's `JSONEncoder` / `JSONDecoder`: the default codec.
+///
+/// Keys are sorted, so one value always encodes to the same bytes (Foundation's key order otherwise
+/// varies from one encoding to the next): an entry that is stored again unchanged, or re-stamped
+/// by ``Store/refresh(_:storedAt:validators:)``'s default implementation, keeps a byte-identical payload.
 public struct JSONCodec<Value: Codable>: Codec {
     public init() {}
 
     public func encode(_ value: Value) throws -> Data {
-        try JSONEncoder().encode(value)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return try encoder.encode(value)
     }
 
     public func decode(_ data: Data) throws -> Value {

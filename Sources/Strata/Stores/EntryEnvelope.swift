@@ -4,19 +4,27 @@ import Foundation
 ///
 /// ```
 /// "STRA"            4 bytes  magic
-/// version           1 byte   (1)
+/// version           1 byte   (2; version 1 is still read)
 /// storedAt          8 bytes  Date.timeIntervalSinceReferenceDate, IEEE 754 bits, big-endian
 /// key               u32 length + UTF-8
 /// etag              u32 length + UTF-8, or 0xFFFF_FFFF for none
 /// lastModified      u32 length + UTF-8, or 0xFFFF_FFFF for none
+/// maxAge            version 2 only: 1 byte 0 (none), or 1 then i64 seconds + i64 attoseconds,
+///                   big-endian (a non-negative Duration's components)
 /// payload           u64 length + bytes; the entry ends exactly there
 /// ```
 /// The key is kept so a store can tell its own entry from another key's (hash collisions, copied
-/// files); the payload length makes any truncation detectable. Anything that does not parse is corrupt.
+/// files); the payload length makes any truncation detectable. Anything that does not parse is
+/// corrupt, and so is any version other than 1 and 2. Version 1 entries (written before `maxAge`
+/// existed) read with `maxAge == nil`.
 enum EntryEnvelope {
     static let magic: [UInt8] = Array("STRA".utf8)
-    static let version: UInt8 = 1
+    /// The version written.
+    static let version: UInt8 = 2
+    /// The versions read.
+    static let readableVersions: ClosedRange<UInt8> = 1...2
     private static let none: UInt32 = 0xFFFF_FFFF
+    private static let attosecondsPerSecond: Int64 = 1_000_000_000_000_000_000
 
     struct Header: Sendable, Equatable {
         var key: String
@@ -46,20 +54,28 @@ enum EntryEnvelope {
         appendString(key, to: &out)
         appendOptionalString(validators.etag, to: &out)
         appendOptionalString(validators.lastModified, to: &out)
+        if let maxAge = validators.maxAge {
+            out.append(1)
+            appendBigEndian(maxAge.components.seconds, to: &out)
+            appendBigEndian(maxAge.components.attoseconds, to: &out)
+        } else {
+            out.append(0)
+        }
         appendBigEndian(UInt64(payload.count), to: &out)
         out.append(payload)
         return out
     }
 
-    /// Parses `data`; `nil` when it is not a complete, well-formed entry of this version.
+    /// Parses `data`; `nil` when it is not a complete, well-formed entry of a readable version.
     static func decode(_ data: Data) -> (header: Header, payload: Data)? {
         var reader = Reader(data: data)
         guard let magicBytes = reader.bytes(4), magicBytes.elementsEqual(magic),
-              reader.byte() == version,
+              let entryVersion = reader.byte(), readableVersions.contains(entryVersion),
               let storedBits: UInt64 = reader.integer(),
               let key = reader.string(),
               let etag = reader.optionalString(),
               let lastModified = reader.optionalString(),
+              let maxAge = entryVersion >= 2 ? reader.optionalDuration() : Box(value: nil),
               let payloadLength: UInt64 = reader.integer(),
               payloadLength == UInt64(reader.remaining),
               let payload = reader.bytes(Int(payloadLength))
@@ -69,7 +85,7 @@ enum EntryEnvelope {
         let header = Header(
             key: key,
             storedAt: Date(timeIntervalSinceReferenceDate: interval),
-            validators: CacheValidators(etag: etag.value, lastModified: lastModified.value)
+            validators: CacheValidators(etag: etag.value, lastModified: lastModified.value, maxAge: maxAge.value)
         )
         return (header, Data(payload))
     }
@@ -128,6 +144,22 @@ enum EntryEnvelope {
             offset = start
             guard let text = string() else { return nil }
             return Box(value: text)
+        }
+
+        /// `.some(nil)` for an absent duration, `nil` for malformed bytes (a flag other than 0 or 1,
+        /// attoseconds out of range, a negative duration).
+        mutating func optionalDuration() -> Box<Duration?>? {
+            switch byte() {
+            case 0:
+                return Box(value: nil)
+            case 1:
+                guard let seconds: Int64 = integer(), let attoseconds: Int64 = integer(),
+                      seconds >= 0, (0..<EntryEnvelope.attosecondsPerSecond).contains(attoseconds)
+                else { return nil }
+                return Box(value: Duration(secondsComponent: seconds, attosecondsComponent: attoseconds))
+            default:
+                return nil
+            }
         }
     }
 

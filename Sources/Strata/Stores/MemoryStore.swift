@@ -56,6 +56,17 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Store
         state.withLock { $0.remove(key) }
     }
 
+    /// Re-stamps the entry in place under the lock (the value is not copied or re-costed) and marks
+    /// it most recently used.
+    public func refresh(_ key: Key, storedAt: Date, validators: CacheValidators) async throws -> Bool {
+        state.withLock { list in
+            list.update(key) { entry in
+                entry.storedAt = storedAt
+                entry.validators = validators
+            }
+        }
+    }
+
     /// Removes every entry.
     public func removeAll() {
         state.withLock { $0 = LRUList() }
@@ -99,6 +110,14 @@ struct LRUList<Key: Hashable & Sendable, Element: Sendable>: Sendable {
         guard let position = index[key] else { return nil }
         moveToFront(position)
         return slots[position]!.element
+    }
+
+    /// Changes the element for `key` in place, marking it most recently used; `false` when absent.
+    mutating func update(_ key: Key, _ change: (inout Element) -> Void) -> Bool {
+        guard let position = index[key] else { return false }
+        change(&slots[position]!.element)
+        moveToFront(position)
+        return true
     }
 
     mutating func upsert(_ key: Key, _ element: Element, cost: Int) {

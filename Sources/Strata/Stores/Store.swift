@@ -18,16 +18,22 @@ public struct Cached<Value: Sendable>: Sendable {
 
 extension Cached: Equatable where Value: Equatable {}
 
-/// HTTP validators (`ETag`, `Last-Modified`) stored beside a cached value.
+/// HTTP validators (`ETag`, `Last-Modified`) and the server's freshness lifetime, stored beside a
+/// cached value.
 public struct CacheValidators: Sendable, Hashable {
     /// The response's `ETag` header, sent back as `If-None-Match`.
     public var etag: String?
     /// The response's `Last-Modified` header, sent back as `If-Modified-Since`.
     public var lastModified: String?
+    /// How long the server said the response stays fresh, counted from `storedAt`:
+    /// `Cache-Control: max-age` (less any `Age`), or `Expires` minus `Date`; zero for `no-cache`;
+    /// `nil` when the server said nothing.
+    public var maxAge: Duration?
 
-    public init(etag: String? = nil, lastModified: String? = nil) {
+    public init(etag: String? = nil, lastModified: String? = nil, maxAge: Duration? = nil) {
         self.etag = etag
         self.lastModified = lastModified
+        self.maxAge = maxAge
     }
 
     /// No validators.
@@ -40,6 +46,8 @@ public struct CacheValidators: Sendable, Hashable {
 /// Every conforming store passes `StoreContract` in `StrataTesting`:
 /// - `retrieve` of a missing key returns `nil`; retrieving has no side effects on valid entries.
 /// - `insert` replaces any previous entry for the key; `delete` of a missing key succeeds.
+/// - `refresh` replaces an entry's `storedAt` and validators and keeps its value; for a missing key
+///   it returns `false` and stores nothing.
 /// - An entry that cannot be read back (corrupt, truncated, written by an incompatible version) is a
 ///   miss: `retrieve` returns `nil` and removes it. It is never a crash.
 /// - A failed `insert` leaves the previous entry for that key intact.
@@ -55,6 +63,12 @@ public protocol Store<Key, Value>: Sendable {
     func insert(_ entry: Cached<Value>, for key: Key) async throws
     /// Removes the entry for `key`; succeeds when there is none.
     func delete(_ key: Key) async throws
+    /// Re-stamps the entry for `key` with `storedAt` and `validators` without rewriting its value
+    /// (after the server confirmed it with HTTP 304); returns `false` when there is no entry.
+    ///
+    /// The default implementation reads the entry and inserts it again with the new metadata. Stores
+    /// that can update metadata in place (a dictionary entry, a database row) should override it.
+    func refresh(_ key: Key, storedAt: Date, validators: CacheValidators) async throws -> Bool
 
     /// The kind of source this store is, reported as the ``Provenance/origin`` of values it serves.
     ///
@@ -69,6 +83,16 @@ extension Store {
         try await insert(Cached(value: value, storedAt: storedAt, validators: validators), for: key)
     }
 
+    /// Reads the entry for `key` and inserts it again with `storedAt` and `validators`; `false` when
+    /// there is no (readable) entry. Errors are the store's own, from the read or the write.
+    public func refresh(_ key: Key, storedAt: Date, validators: CacheValidators) async throws -> Bool {
+        guard var entry = try await retrieve(key) else { return false }
+        entry.storedAt = storedAt
+        entry.validators = validators
+        try await insert(entry, for: key)
+        return true
+    }
+
     public var origin: Origin { .disk }
 }
 
@@ -76,7 +100,7 @@ extension Store {
 public struct StoreError: Error, Sendable, CustomStringConvertible {
     /// The operation that failed.
     public enum Operation: String, Sendable {
-        case retrieve, insert, delete, open
+        case retrieve, insert, delete, refresh, open
     }
 
     /// The store, as described in the chain (for example `FileStore(/var/cache/app)`).

@@ -2,8 +2,9 @@
 ///
 /// Foundation has no portable digest API on Linux and pulling in a crypto package for one hash of a
 /// short key is not worth the build time; this is the textbook algorithm, checked against the
-/// NIST test vectors in `EntryFormatTests`.
-enum SHA256 {
+/// NIST test vectors in `EntryFormatTests`. The demo server also uses it for strong `ETag`s.
+@_spi(StrataInternals)
+public enum SHA256 {
     private static let k: [UInt32] = [
         0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
         0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
@@ -16,7 +17,7 @@ enum SHA256 {
     ]
 
     /// The 32-byte digest of `message`.
-    static func digest<Bytes: Collection>(_ message: Bytes) -> [UInt8] where Bytes.Element == UInt8 {
+    public static func digest<Bytes: Collection>(_ message: Bytes) -> [UInt8] where Bytes.Element == UInt8 {
         var h: [UInt32] = [
             0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
         ]

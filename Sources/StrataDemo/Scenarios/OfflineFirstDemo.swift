@@ -106,6 +106,7 @@ public struct OfflineFirstDemo: Sendable {
             case .breakerRejected(let breaker): parts.append("circuit \(breaker) open ✗")
             case .breakerStateChanged(let breaker, _, let state): parts.append("circuit \(breaker) \(state)")
             case .coalesced: parts.append("joined a load in flight")
+            case .revalidated: parts.append("not modified ✓")
             case .served: continue
             }
         }

@@ -1,0 +1,293 @@
+import Foundation
+import Logging
+
+/// A revalidating HTTP cache tier: serves a fresh stored value without a request, otherwise asks the
+/// server with a conditional request and keeps the answer; built by
+/// ``HTTPLoader/cached(in:key:policy:honorsCacheControl:now:logger:decode:)`` and its variants.
+///
+/// For each load:
+/// 1. **Fresh entry** — `policy` accepts its age and, when `honorsCacheControl`, so does the
+///    `max-age` the server gave it: the stored value is served, no request is sent. Provenance: the
+///    store's origin and the entry's age.
+/// 2. **Otherwise** the request is sent with `If-None-Match` (the stored `ETag`) and
+///    `If-Modified-Since` (the stored `Last-Modified`) when there is an entry with validators.
+/// 3. **304 Not Modified** — the stored value is served, and the entry is re-stamped with
+///    ``Store/refresh(_:storedAt:validators:)`` (the value is not re-encoded or rewritten). Recorded
+///    as ``LoadEvent/revalidated(store:key:)``; provenance: ``Origin/remote``, age zero.
+/// 4. **2xx** — the body is decoded, stored with its `ETag`, `Last-Modified` and freshness lifetime,
+///    and served. With `Cache-Control: no-store` (when honoured) nothing is written and an existing
+///    entry is left alone; `no-cache` stores the entry as needing revalidation before every use.
+///    A `206 Partial Content` is served but not stored.
+/// 5. **Anything else** fails with the typed ``HTTPError`` (`status`, `transport`, `decoding`), and
+///    the stored entry is untouched, so a ``Loader/fallback(to:)`` or
+///    ``Loader/staleIfError(in:key:maxStale:now:logger:)`` after this tier can serve it.
+///
+/// A failed store read is treated as a miss (logged at `warning`); a failed write or re-stamp is
+/// logged, recorded as ``LoadEvent/cacheWriteFailed(store:key:error:)``, and never fails the load.
+/// When the task is cancelled, nothing is written and `CancellationError` is thrown.
+public struct HTTPCachingLoader<Input: Sendable, S: Store>: Loader {
+    public typealias Output = S.Value
+
+    /// The loader whose requests are sent (through its client, so a 304 reaches this tier).
+    public let http: HTTPLoader<Input>
+    /// Where values and their validators are kept.
+    public let store: S
+    /// The longest the client serves a stored value without asking the server.
+    public let policy: FreshnessPolicy
+    /// Whether `Cache-Control` (`max-age`, `no-cache`, `no-store`) and `Expires` shorten what
+    /// `policy` allows and decide what is stored.
+    public let honorsCacheControl: Bool
+    let key: @Sendable (Input) -> S.Key
+    let decode: @Sendable (HTTPResponse) throws -> S.Value
+    let now: @Sendable () -> Date
+    let logger: Logger
+
+    init(
+        http: HTTPLoader<Input>, store: S, policy: FreshnessPolicy, honorsCacheControl: Bool,
+        key: @escaping @Sendable (Input) -> S.Key, decode: @escaping @Sendable (HTTPResponse) throws -> S.Value,
+        now: @escaping @Sendable () -> Date, logger: Logger
+    ) {
+        self.http = http
+        self.store = store
+        self.policy = policy
+        self.honorsCacheControl = honorsCacheControl
+        self.key = key
+        self.decode = decode
+        self.now = now
+        self.logger = logger
+    }
+
+    public func load(_ input: Input) async throws -> S.Value {
+        let key = key(input)
+        let cached = try await readEntry(key)
+        let checkedAt = now()
+        if let cached, isFresh(cached, at: checkedAt) {
+            LoadRecorder.record(.served(Provenance(
+                origin: store.origin, tier: LoadRecorder.tierName(default: description), storedAt: cached.storedAt,
+                age: max(.zero, .between(cached.storedAt, checkedAt)))))
+            return cached.value
+        }
+
+        var request = try http.makeRequest(input)
+        let isConditional = cached.map { Self.addConditions(from: $0.validators, to: &request) } ?? false
+        let response = try await http.client.send(request)
+        try Task.checkCancellation()
+        let receivedAt = now()
+
+        if response.statusCode == 304, isConditional, let cached {
+            await confirm(cached, key: key, response: response, at: receivedAt)
+            return cached.value
+        }
+        guard (200..<300).contains(response.statusCode) else {
+            throw HTTPError.status(code: response.statusCode, url: response.url, headers: response.headers, body: response.body.prefix(65_536))
+        }
+        let value = try decodeBody(response)
+        LoadRecorder.record(.served(Provenance(origin: .remote, tier: LoadRecorder.tierName(default: description), age: .zero)))
+        if response.statusCode != 206, !(honorsCacheControl && response.cacheControl.noStore) {
+            await writeToCache(value, for: key, store: store, now: { receivedAt }, validators: Self.validators(of: response, receivedAt: receivedAt), logger: logger)
+        }
+        return value
+    }
+
+    /// Whether `entry` may be served at `now` without asking the server.
+    func isFresh(_ entry: Cached<S.Value>, at now: Date) -> Bool {
+        guard policy.isFresh(storedAt: entry.storedAt, now: now) else { return false }
+        guard honorsCacheControl, let serverMaxAge = entry.validators.maxAge else { return true }
+        let age = Duration.between(entry.storedAt, now)
+        return age >= .zero && age < serverMaxAge
+    }
+
+    /// The stored entry, or `nil` when there is none or the store cannot be read (a cache that fails
+    /// to read must not stop the request).
+    private func readEntry(_ key: S.Key) async throws -> Cached<S.Value>? {
+        do {
+            return try await store.retrieve(key)
+        } catch {
+            try rethrowIfCancelled(error)
+            logger.warning(
+                "cache read failed; loading from the server without validators",
+                metadata: ["store": "\(describeStore(store))", "key": "\(key)", "error": "\(error)"])
+            return nil
+        }
+    }
+
+    /// Serves a 304: re-stamps the entry with the merged validators unless the answer says `no-store`.
+    private func confirm(_ cached: Cached<S.Value>, key: S.Key, response: HTTPResponse, at receivedAt: Date) async {
+        let tier = LoadRecorder.tierName(default: description)
+        // Confirmed by the server just now: reported like a fresh fetch (no stored-at, age zero).
+        LoadRecorder.record(.served(Provenance(origin: .remote, tier: tier, age: .zero)))
+        if honorsCacheControl && response.cacheControl.noStore { return }
+        // RFC 9111 §4.3.4: the 304's own headers update the stored ones; the rest are kept.
+        let validators = CacheValidators(
+            etag: response.header("ETag") ?? cached.validators.etag,
+            lastModified: response.header("Last-Modified") ?? cached.validators.lastModified,
+            maxAge: response.hasFreshnessHeaders ? response.freshnessLifetime(receivedAt: receivedAt) : cached.validators.maxAge)
+        do {
+            if try await store.refresh(key, storedAt: receivedAt, validators: validators) {
+                LoadRecorder.record(.revalidated(store: describeStore(store), key: "\(key)"))
+            } else {
+                logger.debug(
+                    "entry removed while it was revalidated; not stored again",
+                    metadata: ["store": "\(describeStore(store))", "key": "\(key)"])
+            }
+        } catch {
+            logger.warning(
+                "cache re-stamp failed; the load still succeeds and the previous entry is kept",
+                metadata: ["store": "\(describeStore(store))", "key": "\(key)", "error": "\(error)"])
+            LoadRecorder.record(.cacheWriteFailed(store: describeStore(store), key: "\(key)", error: error))
+        }
+    }
+
+    private func decodeBody(_ response: HTTPResponse) throws -> S.Value {
+        do {
+            return try decode(response)
+        } catch let error as HTTPError {
+            throw error
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            throw HTTPError.decoding(url: response.url, type: String(describing: S.Value.self), underlying: error)
+        }
+    }
+
+    /// Adds `If-None-Match` / `If-Modified-Since` for `validators`, replacing any the request had;
+    /// returns whether the request is now conditional.
+    static func addConditions(from validators: CacheValidators, to request: inout HTTPRequest) -> Bool {
+        func set(_ name: String, _ value: String) {
+            for existing in request.headers.keys where existing.lowercased() == name.lowercased() {
+                request.headers[existing] = nil
+            }
+            request.headers[name] = value
+        }
+        if let etag = validators.etag { set("If-None-Match", etag) }
+        if let lastModified = validators.lastModified { set("If-Modified-Since", lastModified) }
+        return validators.etag != nil || validators.lastModified != nil
+    }
+
+    /// What is stored with a 2xx response's value.
+    static func validators(of response: HTTPResponse, receivedAt: Date) -> CacheValidators {
+        CacheValidators(
+            etag: response.header("ETag"), lastModified: response.header("Last-Modified"),
+            maxAge: response.freshnessLifetime(receivedAt: receivedAt))
+    }
+}
+
+extension HTTPCachingLoader: CustomStringConvertible {
+    public var description: String {
+        "\(describeLoader(http)) + HTTP cache(\(describeStore(store)), \(policy)\(honorsCacheControl ? ", Cache-Control" : ""))"
+    }
+}
+
+extension HTTPLoader {
+    /// A revalidating HTTP cache for this request: fresh entries are served from `store`, stale ones
+    /// are revalidated with `If-None-Match` / `If-Modified-Since`, a 304 re-stamps the entry, and a
+    /// 200 is decoded with `decode` and stored with its validators. See ``HTTPCachingLoader``.
+    ///
+    /// ```swift
+    /// let feed = HTTPLoader(url: feedURL).cached(in: store, key: "feed", policy: .maxAge(.seconds(60))) { response in
+    ///     try JSONDecoder().decode([FeedItem].self, from: response.body)
+    /// }
+    /// ```
+    /// - Parameters:
+    ///   - store: where values and their validators are kept.
+    ///   - key: the key every value is stored under.
+    ///   - policy: the longest a stored value is served without asking the server; `.maxAge(.zero)`
+    ///     asks every time.
+    ///   - honorsCacheControl: let the server's `Cache-Control` / `Expires` shorten `policy`
+    ///     (`max-age`, `no-cache`) and forbid storing (`no-store`). On by default.
+    ///   - now: the wall clock that stamps and ages entries; inject one in tests.
+    ///   - logger: where failed cache reads and writes are reported.
+    ///   - decode: turns a 2xx response into the value; an error it throws becomes
+    ///     ``HTTPError/decoding(url:type:underlying:)`` (an `HTTPError` passes through).
+    public func cached<S: Store>(
+        in store: S, key: S.Key, policy: FreshnessPolicy, honorsCacheControl: Bool = true,
+        now: @escaping @Sendable () -> Date = { Date() }, logger: Logger = Logger(label: "strata.cache"),
+        decode: @escaping @Sendable (HTTPResponse) throws -> S.Value
+    ) -> HTTPCachingLoader<Input, S> {
+        HTTPCachingLoader(
+            http: self, store: store, policy: policy, honorsCacheControl: honorsCacheControl,
+            key: { _ in key }, decode: decode, now: now, logger: logger)
+    }
+
+    /// A revalidating HTTP cache whose bodies are JSON-decoded as `type`; see
+    /// ``cached(in:key:policy:honorsCacheControl:now:logger:decode:)``.
+    ///
+    /// ```swift
+    /// let feed = HTTPLoader(url: feedURL)
+    ///     .cached(in: store, key: "feed", policy: .maxAge(minutes: 5), decoding: [FeedItem].self)
+    /// ```
+    /// - Parameters:
+    ///   - store: where values and their validators are kept.
+    ///   - key: the key every value is stored under.
+    ///   - policy: the longest a stored value is served without asking the server.
+    ///   - honorsCacheControl: let the server's `Cache-Control` / `Expires` shorten `policy` and
+    ///     forbid storing. On by default.
+    ///   - type: the type the JSON body decodes to.
+    ///   - decoder: makes the decoder for each response (for example to set a date strategy).
+    ///   - now: the wall clock that stamps and ages entries; inject one in tests.
+    ///   - logger: where failed cache reads and writes are reported.
+    public func cached<S: Store>(
+        in store: S, key: S.Key, policy: FreshnessPolicy, honorsCacheControl: Bool = true,
+        decoding type: S.Value.Type = S.Value.self, decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() },
+        now: @escaping @Sendable () -> Date = { Date() }, logger: Logger = Logger(label: "strata.cache")
+    ) -> HTTPCachingLoader<Input, S> where S.Value: Decodable {
+        cached(in: store, key: key, policy: policy, honorsCacheControl: honorsCacheControl, now: now, logger: logger) { response in
+            try decoder().decode(S.Value.self, from: response.body)
+        }
+    }
+
+    /// The keyed form of ``cached(in:key:policy:honorsCacheControl:now:logger:decode:)``: the store
+    /// key comes from the input.
+    ///
+    /// ```swift
+    /// let posts = HTTPLoader.get { (id: Int) in baseURL.appending(path: "posts/\(id)") }
+    ///     .cached(in: postStore, policy: .maxAge(minutes: 1)) { id in "post-\(id)" } decode: { response in
+    ///         try JSONDecoder().decode(Post.self, from: response.body)
+    ///     }
+    /// ```
+    /// - Parameters:
+    ///   - store: where values and their validators are kept.
+    ///   - policy: the longest a stored value is served without asking the server.
+    ///   - honorsCacheControl: let the server's `Cache-Control` / `Expires` shorten `policy` and
+    ///     forbid storing. On by default.
+    ///   - now: the wall clock that stamps and ages entries; inject one in tests.
+    ///   - logger: where failed cache reads and writes are reported.
+    ///   - key: the store key for an input.
+    ///   - decode: turns a 2xx response into the value.
+    public func cached<S: Store>(
+        in store: S, policy: FreshnessPolicy, honorsCacheControl: Bool = true,
+        now: @escaping @Sendable () -> Date = { Date() }, logger: Logger = Logger(label: "strata.cache"),
+        key: @escaping @Sendable (Input) -> S.Key, decode: @escaping @Sendable (HTTPResponse) throws -> S.Value
+    ) -> HTTPCachingLoader<Input, S> {
+        HTTPCachingLoader(
+            http: self, store: store, policy: policy, honorsCacheControl: honorsCacheControl,
+            key: key, decode: decode, now: now, logger: logger)
+    }
+
+    /// The keyed form of ``cached(in:key:policy:honorsCacheControl:decoding:decoder:now:logger:)``.
+    ///
+    /// ```swift
+    /// let posts = HTTPLoader.get { (id: Int) in baseURL.appending(path: "posts/\(id)") }
+    ///     .cached(in: postStore, policy: .maxAge(minutes: 1), decoding: Post.self) { id in "post-\(id)" }
+    /// ```
+    /// - Parameters:
+    ///   - store: where values and their validators are kept.
+    ///   - policy: the longest a stored value is served without asking the server.
+    ///   - honorsCacheControl: let the server's `Cache-Control` / `Expires` shorten `policy` and
+    ///     forbid storing. On by default.
+    ///   - type: the type the JSON body decodes to.
+    ///   - decoder: makes the decoder for each response.
+    ///   - now: the wall clock that stamps and ages entries; inject one in tests.
+    ///   - logger: where failed cache reads and writes are reported.
+    ///   - key: the store key for an input.
+    public func cached<S: Store>(
+        in store: S, policy: FreshnessPolicy, honorsCacheControl: Bool = true,
+        decoding type: S.Value.Type = S.Value.self, decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() },
+        now: @escaping @Sendable () -> Date = { Date() }, logger: Logger = Logger(label: "strata.cache"),
+        key: @escaping @Sendable (Input) -> S.Key
+    ) -> HTTPCachingLoader<Input, S> where S.Value: Decodable {
+        cached(in: store, policy: policy, honorsCacheControl: honorsCacheControl, now: now, logger: logger, key: key) { response in
+            try decoder().decode(S.Value.self, from: response.body)
+        }
+    }
+}
