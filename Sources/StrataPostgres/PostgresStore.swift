@@ -801,7 +801,8 @@ struct PoolLogHandler: LogHandler {
 extension ConnectFailureLog {
     /// A connection error's debug text (PostgresNIO logs `String(reflecting: error)`) in a few words:
     /// the system error (`Connection refused (errno: 111)`), or the server's message and SQLSTATE
-    /// (`password authentication failed for user "app" (SQLSTATE 28P01)`), or the text itself, shortened.
+    /// (`password authentication failed for user "app" (SQLSTATE 28P01)`), or the underlying error
+    /// (`Connect timeout (1 s)`), or the text itself, shortened.
     static func summarize(_ text: String) -> String {
         if let errno = try? Regex(#"([A-Za-z][A-Za-z ]*[A-Za-z])\)? \((errno: \d+)\)"#),
            let match = text.firstMatch(of: errno),
@@ -810,6 +811,11 @@ extension ConnectFailureLog {
         }
         if let message = field("message", in: text) {
             return message + (field("sqlState", in: text).map { " (SQLSTATE \($0))" } ?? "")
+        }
+        // `PSQLError(code: connectionError, underlying: Connect timeout (1 s))`: the underlying error.
+        if text.hasPrefix("PSQLError("), text.hasSuffix(")"), let start = text.range(of: "underlying: ") {
+            let underlying = text[start.upperBound...].dropLast()
+            if !underlying.isEmpty, underlying.count <= 300 { return String(underlying) }
         }
         return text.count > 300 ? String(text.prefix(300)) + "…" : text
     }
