@@ -38,6 +38,11 @@ import PostgresNIO
 /// or the new one, and a failed write leaves the old row untouched. All values travel as bind
 /// parameters; the table name is checked to be a plain identifier and always quoted.
 ///
+/// ## Maintenance
+/// ``count``, ``removeAll()``, ``removeEntries(storedBefore:)`` (exact to the bit of `storedAt`),
+/// ``removeEntries(lastAccessedBefore:)`` and ``removeExpiredEntries()``. A store made with a
+/// ``maxAge`` stamps `expires_at` and sweeps expired rows itself after inserts, at most once a minute.
+///
 /// ## Failures
 /// - An operation that cannot get a connection throws a `StoreError` whose reason starts
 ///   `database unreachable at host:port:`, so a `fallback(to:)` can serve another tier: as soon as
@@ -50,6 +55,7 @@ import PostgresNIO
 ///   a miss: it is deleted (unless another writer replaced it meanwhile) and logged at `warning`.
 /// - Credentials never appear in ``description``, errors or logs.
 public final class PostgresStore<Value: Sendable>: Store, Sendable {
+    /// Keys are strings (the `key` column, `TEXT PRIMARY KEY`).
     public typealias Key = String
 
     /// The table holding the entries.
