@@ -38,10 +38,16 @@ import PostgresNIO
 /// or the new one, and a failed write leaves the old row untouched. All values travel as bind
 /// parameters; the table name is checked to be a plain identifier and always quoted.
 ///
+/// ## Maintenance
+/// ``count``, ``removeAll()``, ``removeEntries(storedBefore:)`` (exact to the bit of `storedAt`),
+/// ``removeEntries(lastAccessedBefore:)`` and ``removeExpiredEntries()``. A store made with a
+/// ``maxAge`` stamps `expires_at` and sweeps expired rows itself after inserts, at most once a minute.
+///
 /// ## Failures
-/// - An operation that gets no connection within ``connectTimeout`` throws a `StoreError` whose
-///   reason starts `database unreachable at host:port:` (with the last connection error, such as
-///   `Connection refused`), so a `fallback(to:)` can serve another tier. When the pool is merely
+/// - An operation that cannot get a connection throws a `StoreError` whose reason starts
+///   `database unreachable at host:port:`, so a `fallback(to:)` can serve another tier: as soon as
+///   the pool's attempt fails (`Connection refused (errno: 111)`, `password authentication failed
+///   … (SQLSTATE 28P01)`), or after ``connectTimeout`` when attempts hang. When the pool is merely
 ///   busy (other operations keep getting connections) it waits up to ``queryTimeout`` instead.
 ///   Once connected, an operation that gets no answer within ``queryTimeout`` closes its
 ///   connection and throws. No operation hangs.
@@ -49,6 +55,7 @@ import PostgresNIO
 ///   a miss: it is deleted (unless another writer replaced it meanwhile) and logged at `warning`.
 /// - Credentials never appear in ``description``, errors or logs.
 public final class PostgresStore<Value: Sendable>: Store, Sendable {
+    /// Keys are strings (the `key` column, `TEXT PRIMARY KEY`).
     public typealias Key = String
 
     /// The table holding the entries.
@@ -57,7 +64,8 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     public let endpoint: String
     /// The server alone, `host:port` (or the socket path), for "unreachable" reasons.
     private let address: String
-    /// How long an operation waits for a connection before it fails as unreachable.
+    /// How long an operation waits for a connection before it fails as unreachable (it fails sooner
+    /// when a connection attempt fails outright).
     public let connectTimeout: Duration
     /// How long an operation may take once it has a connection; past it the connection is closed and
     /// the operation throws. Also how long an operation waits for a connection while the pool is busy
@@ -519,7 +527,8 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     /// Sleeps until the operation's deadlines and gives up on it (throwing its ``Timeout``) when it is
     /// still waiting for a connection, or still running, when they pass. Returns when it finished.
     ///
-    /// - Waiting for a connection: until ``connectTimeout``, or, while other operations of this store
+    /// - Waiting for a connection: until the pool reports a failed connection attempt (refused,
+    ///   credentials rejected) or ``connectTimeout`` passes, or, while other operations of this store
     ///   keep getting connections (a busy pool, not a dead database), until ``queryTimeout`` or
     ///   ``connectTimeout``, whichever is later.
     /// - Connected: ``queryTimeout`` from the moment the connection was leased.
@@ -529,9 +538,10 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         while true {
             let now = ContinuousClock.now
             let poolIsAlive = progressed(since: started)
+            let refused = connectFailures.latest(since: started) != nil
             let (next, timeout, stuck): (ContinuousClock.Instant?, Timeout?, PostgresConnection?) = lease.withLock { lease in
                 switch lease {
-                case .waiting where now >= connectDeadline && !poolIsAlive:
+                case .waiting where (refused || now >= connectDeadline) && !poolIsAlive:
                     lease = .timedOut(.connect)
                     return (nil, .connect, nil)
                 case .waiting where now >= busyDeadline:
@@ -552,7 +562,18 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
             if let stuck { try? await stuck.close() }
             if let timeout { throw timeout }
             guard let next else { return }
-            try await Task.sleep(until: next)
+            if refused || poolIsAlive || lease.withLock({ if case .waiting = $0 { false } else { true } }) {
+                try await Task.sleep(until: next)
+            } else {
+                // Still waiting on a pool that has not connected yet: wake early if its next
+                // connection attempt fails.
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await Task.sleep(until: next) }
+                    group.addTask { await self.connectFailures.waitForFailure(since: started) }
+                    try await group.next()
+                    group.cancelAll()
+                }
+            }
         }
     }
 
@@ -606,12 +627,8 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         switch error {
         case Timeout.connect:
             underlying = nil
-            let waited = "no connection within \(formatSeconds(connectTimeout))"
-            if let failure = connectFailures.latest(since: started) {
-                reason = "database unreachable at \(address): \(failure) (\(waited))"
-            } else {
-                reason = "database unreachable at \(address): \(waited)"
-            }
+            let failure = connectFailures.latest(since: started) ?? "no connection within \(formatSeconds(connectTimeout))"
+            reason = "database unreachable at \(address): \(failure)"
         case Timeout.busy:
             underlying = nil
             reason = "no free connection to \(address) within \(formatSeconds(max(connectTimeout, queryTimeout))): "
@@ -692,20 +709,62 @@ extension Duration {
     }
 }
 
-/// The most recent connection failure the pool reported, so an "unreachable" error can say why.
+/// The most recent connection failure the pool reported, so an operation waiting for a connection
+/// can fail at once (the database refused, or rejected the credentials) and say why.
 final class ConnectFailureLog: Sendable {
-    private let latest = Locked<(message: String, at: ContinuousClock.Instant)?>(nil)
+    private struct State: Sendable {
+        var latest: (message: String, at: ContinuousClock.Instant)?
+        var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+        var cancelled: Set<UInt64> = []
+        var nextID: UInt64 = 0
+    }
+
+    private let state = Locked(State())
 
     func record(_ message: String) {
-        latest.withLock { $0 = (message, ContinuousClock.now) }
+        let waiters = state.withLock { state in
+            state.latest = (message, ContinuousClock.now)
+            defer { state.waiters = [:] }
+            return Array(state.waiters.values)
+        }
+        for waiter in waiters { waiter.resume() }
     }
 
     /// The last failure reported at or after `instant`.
     func latest(since instant: ContinuousClock.Instant) -> String? {
-        latest.withLock { entry in
-            guard let entry, entry.at >= instant else { return nil }
-            return entry.message
+        state.withLock { state in
+            guard let latest = state.latest, latest.at >= instant else { return nil }
+            return latest.message
         }
+    }
+
+    /// Returns once a failure has been reported at or after `instant` (at once if one was), or when the
+    /// calling task is cancelled.
+    func waitForFailure(since instant: ContinuousClock.Instant) async {
+        let id = state.withLock { state in
+            state.nextID += 1
+            return state.nextID
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { state in
+                    if let latest = state.latest, latest.at >= instant { return true }
+                    if state.cancelled.remove(id) != nil { return true }
+                    state.waiters[id] = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state in
+                let waiter = state.waiters.removeValue(forKey: id)
+                // Cancelled before it started waiting: it must not start.
+                if waiter == nil { state.cancelled.insert(id) }
+                return waiter
+            }
+            waiter?.resume()
+        }
+        state.withLock { _ = $0.cancelled.remove(id) }
     }
 }
 
@@ -748,7 +807,8 @@ struct PoolLogHandler: LogHandler {
 extension ConnectFailureLog {
     /// A connection error's debug text (PostgresNIO logs `String(reflecting: error)`) in a few words:
     /// the system error (`Connection refused (errno: 111)`), or the server's message and SQLSTATE
-    /// (`password authentication failed for user "app" (SQLSTATE 28P01)`), or the text itself, shortened.
+    /// (`password authentication failed for user "app" (SQLSTATE 28P01)`), or the underlying error
+    /// (`Connect timeout (1 s)`), or the text itself, shortened.
     static func summarize(_ text: String) -> String {
         if let errno = try? Regex(#"([A-Za-z][A-Za-z ]*[A-Za-z])\)? \((errno: \d+)\)"#),
            let match = text.firstMatch(of: errno),
@@ -757,6 +817,11 @@ extension ConnectFailureLog {
         }
         if let message = field("message", in: text) {
             return message + (field("sqlState", in: text).map { " (SQLSTATE \($0))" } ?? "")
+        }
+        // `PSQLError(code: connectionError, underlying: Connect timeout (1 s))`: the underlying error.
+        if text.hasPrefix("PSQLError("), text.hasSuffix(")"), let start = text.range(of: "underlying: ") {
+            let underlying = text[start.upperBound...].dropLast()
+            if !underlying.isEmpty, underlying.count <= 300 { return String(underlying) }
         }
         return text.count > 300 ? String(text.prefix(300)) + "…" : text
     }

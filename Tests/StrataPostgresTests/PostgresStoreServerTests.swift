@@ -199,11 +199,16 @@ struct PostgresStoreServerTests {
             configuration.password = "wrong-pw-91c2"
             let logs = LogCapture()
             let store = try PostgresStore<Item>(
-                configuration: configuration, table: TestScope.table(), connectTimeout: .seconds(3),
+                configuration: configuration, table: TestScope.table(), connectTimeout: .seconds(30),
                 logger: logs.logger)
             TestScope.onExit { await store.shutdown() }
+            let clock = ContinuousClock()
+            let started = clock.now
             let error = await #expect(throws: StoreError.self) { try await store.retrieve("feed") }
+            // At once, on the rejected attempt, not after the 30 s connect timeout.
+            #expect(started.duration(to: clock.now) < .seconds(10))
             #expect(error?.reason.contains("password authentication failed") == true, "\(String(describing: error))")
+            #expect(error?.reason.contains("SQLSTATE 28P01") == true, "\(String(describing: error))")
             #expect(error?.description.contains("wrong-pw-91c2") == false)
             #expect(!logs.entries.isEmpty)
             for entry in logs.entries {
