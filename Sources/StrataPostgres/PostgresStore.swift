@@ -33,6 +33,7 @@ import PostgresNIO
 /// | `last_access` | `TIMESTAMPTZ` | last insert or read (reads update it at most once a minute) |
 /// | `size` | `INTEGER` | byte count of `value`; a row whose value has another length is corrupt |
 /// | `expires_at` | `TIMESTAMPTZ NULL` | `stored_at + maxAge` when the writing store has a ``maxAge`` |
+/// | `max_age_seconds`, `max_age_attoseconds` | `BIGINT NULL` | the server's freshness lifetime (``CacheValidators/maxAge``), exact; added in place to older tables |
 ///
 /// Writes are one `INSERT … ON CONFLICT (key) DO UPDATE`: a reader in any process sees the old row
 /// or the new one, and a failed write leaves the old row untouched. All values travel as bind
@@ -234,16 +235,18 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
                     UPDATE "\(unescaped: table)" SET last_access = \(now)
                     WHERE key = \(key) AND last_access < \(staleAccess)
                 )
-                SELECT value, stored_at_seconds, etag, last_modified, size FROM "\(unescaped: table)" WHERE key = \(key)
+                SELECT value, stored_at_seconds, etag, last_modified, size, max_age_seconds, max_age_attoseconds
+                FROM "\(unescaped: table)" WHERE key = \(key)
                 """, logger: logger)
             // At most one row (the key is the primary key); read to the end either way, so the
             // statement completes before the connection goes back to the pool.
             var read: RowRead?
             for try await row in rows where read == nil {
                 do {
-                    let (value, seconds, etag, lastModified, size) = try row.decode(
-                        (Data, Double, String?, String?, Int32).self)
-                    read = .row(value: value, seconds: seconds, etag: etag, lastModified: lastModified, size: size)
+                    let (value, seconds, etag, lastModified, size, maxAgeSeconds, maxAgeAttoseconds) = try row.decode(
+                        (Data, Double, String?, String?, Int32, Int64?, Int64?).self)
+                    let maxAge = maxAgeSeconds.map { Duration(secondsComponent: $0, attosecondsComponent: maxAgeAttoseconds ?? 0) }
+                    read = .row(value: value, seconds: seconds, etag: etag, lastModified: lastModified, size: size, maxAge: maxAge)
                 } catch {
                     read = .malformed("\(error)")
                 }
@@ -256,7 +259,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         case .malformed(let reason)?:
             await discard(key: key, value: nil, reason: "row does not have the expected columns: \(reason)")
             return nil
-        case .row(let bytes, let seconds, let etag, let lastModified, let size)?:
+        case .row(let bytes, let seconds, let etag, let lastModified, let size, let maxAge)?:
             guard Int(size) == bytes.count else {
                 await discard(key: key, value: bytes, reason: "value is \(bytes.count) bytes, the row says \(size)")
                 return nil
@@ -269,7 +272,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
                 let value = try codec.decode(bytes)
                 return Cached(
                     value: value, storedAt: Date(timeIntervalSinceReferenceDate: seconds),
-                    validators: CacheValidators(etag: etag, lastModified: lastModified))
+                    validators: CacheValidators(etag: etag, lastModified: lastModified, maxAge: maxAge))
             } catch {
                 await discard(key: key, value: bytes, reason: "value does not decode: \(error)")
                 return nil
@@ -293,20 +296,47 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         let now = now()
         let seconds = entry.storedAt.timeIntervalSinceReferenceDate
         let expiresAt = maxAge.map { entry.storedAt.addingTimeInterval($0.timeInterval) }
+        let maxAgeSeconds = entry.validators.maxAge?.components.seconds
+        let maxAgeAttoseconds = entry.validators.maxAge?.components.attoseconds
         try await perform(.insert, key: key) { [table] connection, logger in
             try await Self.drain(connection.query("""
                 INSERT INTO "\(unescaped: table)"
-                    (key, value, stored_at, stored_at_seconds, etag, last_modified, last_access, size, expires_at)
+                    (key, value, stored_at, stored_at_seconds, etag, last_modified, last_access, size, expires_at,
+                     max_age_seconds, max_age_attoseconds)
                 VALUES (\(key), \(bytes), \(entry.storedAt), \(seconds), \(entry.validators.etag),
-                        \(entry.validators.lastModified), \(now), \(size), \(expiresAt))
+                        \(entry.validators.lastModified), \(now), \(size), \(expiresAt), \(maxAgeSeconds), \(maxAgeAttoseconds))
                 ON CONFLICT (key) DO UPDATE SET
                     value = EXCLUDED.value, stored_at = EXCLUDED.stored_at,
                     stored_at_seconds = EXCLUDED.stored_at_seconds, etag = EXCLUDED.etag,
                     last_modified = EXCLUDED.last_modified, last_access = EXCLUDED.last_access,
-                    size = EXCLUDED.size, expires_at = EXCLUDED.expires_at
+                    size = EXCLUDED.size, expires_at = EXCLUDED.expires_at,
+                    max_age_seconds = EXCLUDED.max_age_seconds, max_age_attoseconds = EXCLUDED.max_age_attoseconds
                 """, logger: logger))
         }
         if sweepIsDue(now: now) { await sweepExpiredRows() }
+    }
+
+    /// Re-stamps the row for `key` with one `UPDATE` of its time and validator columns: the value is
+    /// neither read nor rewritten. `false` when there is no row.
+    /// - Throws: `StoreError` (operation `refresh`) when the database is unreachable or the statement fails.
+    public func refresh(_ key: String, storedAt: Date, validators: CacheValidators) async throws -> Bool {
+        let now = now()
+        let seconds = storedAt.timeIntervalSinceReferenceDate
+        let expiresAt = maxAge.map { storedAt.addingTimeInterval($0.timeInterval) }
+        let maxAgeSeconds = validators.maxAge?.components.seconds
+        let maxAgeAttoseconds = validators.maxAge?.components.attoseconds
+        return try await perform(.refresh, key: key) { [table] connection, logger in
+            let rows = try await connection.query("""
+                WITH refreshed AS (
+                    UPDATE "\(unescaped: table)" SET stored_at = \(storedAt), stored_at_seconds = \(seconds),
+                        etag = \(validators.etag), last_modified = \(validators.lastModified), last_access = \(now),
+                        expires_at = \(expiresAt), max_age_seconds = \(maxAgeSeconds), max_age_attoseconds = \(maxAgeAttoseconds)
+                    WHERE key = \(key) RETURNING 1
+                )
+                SELECT count(*) FROM refreshed
+                """, logger: logger)
+            return try await Self.singleInteger(rows) > 0
+        }
     }
 
     /// Removes the row for `key`; succeeds when there is none.
@@ -385,7 +415,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     // MARK: Internals
 
     private enum RowRead: Sendable {
-        case row(value: Data, seconds: Double, etag: String?, lastModified: String?, size: Int32)
+        case row(value: Data, seconds: Double, etag: String?, lastModified: String?, size: Int32, maxAge: Duration?)
         case malformed(String)
     }
 
@@ -605,9 +635,17 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
                     last_modified TEXT,
                     last_access TIMESTAMPTZ NOT NULL,
                     size INTEGER NOT NULL,
-                    expires_at TIMESTAMPTZ
+                    expires_at TIMESTAMPTZ,
+                    max_age_seconds BIGINT,
+                    max_age_attoseconds BIGINT
                 )
                 """, logger: logger)
+            // Tables made before the server's max-age was kept gain its columns in place.
+            try await connection.query(#"""
+                ALTER TABLE "\#(unescaped: table)"
+                    ADD COLUMN IF NOT EXISTS max_age_seconds BIGINT,
+                    ADD COLUMN IF NOT EXISTS max_age_attoseconds BIGINT
+                """#, logger: logger)
             try await connection.query(
                 #"CREATE INDEX IF NOT EXISTS "\#(unescaped: table)_stored_at" ON "\#(unescaped: table)" (stored_at)"#,
                 logger: logger)

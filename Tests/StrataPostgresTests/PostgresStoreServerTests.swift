@@ -21,6 +21,7 @@ struct PostgresStoreServerTests {
                 "key": "text", "value": "bytea", "stored_at": "timestamp with time zone",
                 "stored_at_seconds": "double precision", "etag": "text", "last_modified": "text",
                 "last_access": "timestamp with time zone", "size": "integer", "expires_at": "timestamp with time zone",
+                "max_age_seconds": "bigint", "max_age_attoseconds": "bigint",
             ])
             let configuration = try TestServer.configuration()
             #expect(store.description
@@ -253,5 +254,36 @@ struct PostgresStoreServerTests {
         var columns: [String: String] = [:]
         for try await (name, type) in rows.decode((String, String).self) { columns[name] = type }
         return columns
+    }
+}
+
+@Suite("PostgresStore refresh and server max-age", .enabled(if: TestServer.isAvailable, TestServer.skipReason))
+struct PostgresRefreshTests {
+    @Test func refreshRestampsOnlyTheTimeAndValidatorColumns() async throws {
+        try await TestScope.run {
+            let store = try TestScope.store(Item.self, table: TestScope.table())
+            let first = Date(timeIntervalSinceReferenceDate: 800_000_000.25)
+            try await store.insert(itemA, for: "feed", storedAt: first, validators: CacheValidators(etag: "\"1\""))
+            let later = first.addingTimeInterval(60)
+            let validators = CacheValidators(etag: "\"2\"", lastModified: "Sun, 06 Nov 1994 08:49:37 GMT", maxAge: .milliseconds(1500))
+            #expect(try await store.refresh("feed", storedAt: later, validators: validators))
+            let entry = try #require(try await store.retrieve("feed"))
+            #expect(entry == Cached(value: itemA, storedAt: later, validators: validators))
+            #expect(try await store.refresh("missing", storedAt: later, validators: validators) == false)
+            #expect(try await store.retrieve("missing") == nil)
+        }
+    }
+
+    @Test func aTableFromBeforeMaxAgeGainsItsColumnsInPlace() async throws {
+        try await TestScope.run {
+            let table = TestScope.table()
+            let store = try TestScope.store(Item.self, table: table)
+            try await store.insert(itemA, for: "feed", storedAt: Date())
+            try await Admin.require().execute(
+                #"ALTER TABLE "\#(unescaped: table)" DROP COLUMN max_age_seconds, DROP COLUMN max_age_attoseconds"#)
+            let reopened = try TestScope.store(Item.self, table: table)
+            #expect(try await reopened.retrieve("feed")?.value == itemA)
+            #expect(try await reopened.retrieve("feed")?.validators.maxAge == nil)
+        }
     }
 }
