@@ -11,6 +11,8 @@ import GRDB
 ///                                           (Foundation's reference date: the Date round-trips bit-exactly)
 ///   etag           TEXT NULL                CacheValidators.etag
 ///   last_modified  TEXT NULL                CacheValidators.lastModified
+///   max_age        REAL NULL                CacheValidators.maxAge in seconds (added by strata.cache.v2;
+///                                           rows written before it read as NULL: no max-age)
 ///   last_access    INTEGER                  recency for LRU eviction: milliseconds since 1970 of the
 ///                                           last write or recorded read, bumped so it strictly increases
 ///   size           INTEGER                  byte count of `value`
@@ -23,12 +25,14 @@ import GRDB
 enum SQLiteSchema {
     static let entries = "strata_cache_entries"
     static let totals = "strata_cache_totals"
-    static let entryColumns = ["key", "value", "stored_at", "etag", "last_modified", "last_access", "size"]
+    static let entryColumns = ["key", "value", "stored_at", "etag", "last_modified", "max_age", "last_access", "size"]
+    /// The entry columns migration v1 created.
+    static let version1EntryColumns = ["key", "value", "stored_at", "etag", "last_modified", "last_access", "size"]
     static let totalsColumns = ["id", "entry_count", "total_bytes"]
 
     /// The identifiers of the migrations, in order. Namespaced so they cannot collide with the
     /// migrations of another GRDB application sharing the file.
-    static let migrationIdentifiers = ["strata.cache.v1"]
+    static let migrationIdentifiers = ["strata.cache.v1", "strata.cache.v2"]
 
     /// Why a database file cannot hold this store's tables.
     struct Conflict: Error, CustomStringConvertible {
@@ -71,6 +75,16 @@ enum SQLiteSchema {
                     UPDATE \(totals) SET total_bytes = total_bytes - OLD.size + NEW.size WHERE id = 0;
                 END;
                 """)
+        }
+        // v2: the server's freshness lifetime (`CacheValidators.maxAge`). Existing rows get NULL.
+        migrator.registerMigration(migrationIdentifiers[1]) { db in
+            // A table that only claims our v1 migration is not ours to alter.
+            let present = Set(try db.columns(in: entries).map(\.name))
+            let missing = version1EntryColumns.filter { !present.contains($0) }
+            if !missing.isEmpty {
+                throw Conflict(description: "the table '\(entries)' was not created by this store: it lacks the columns \(missing.joined(separator: ", "))")
+            }
+            try db.execute(sql: "ALTER TABLE \(entries) ADD COLUMN max_age REAL")
         }
         return migrator
     }

@@ -190,7 +190,8 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
                     return .tooLarge
                 }
                 try db.cachedStatement(sql: Self.upsertSQL).execute(arguments: [
-                    key, payload, storedAt, validators.etag, validators.lastModified, clock.tick(), payload.count,
+                    key, payload, storedAt, validators.etag, validators.lastModified, validators.maxAge?.seconds,
+                    clock.tick(), payload.count,
                 ])
                 return .stored(evicted: try Self.evict(beyond: limits, keeping: key, in: db))
             }
@@ -223,6 +224,31 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
             }
         } catch {
             throw failure(.delete, key: key, error)
+        }
+    }
+
+    /// Re-stamps the entry for `key` in place with one `UPDATE` of its metadata columns: the value
+    /// is neither read nor decoded nor written. The entry also becomes the most recently used.
+    /// - Returns: `false` when there is no row for `key` (nothing is then stored).
+    /// - Throws: ``StoreError`` (`.refresh`) when `storedAt` is not a finite date or the write fails;
+    ///   the entry is then as it was.
+    public func refresh(_ key: String, storedAt: Date, validators: CacheValidators) async throws -> Bool {
+        let storedAt = storedAt.timeIntervalSinceReferenceDate
+        guard storedAt.isFinite else {
+            throw StoreError(store: description, operation: .refresh, key: key, reason: "storedAt is not a finite date")
+        }
+        let accesses = drainAccesses()
+        do {
+            return try await pool.write { db in
+                var clock = try AccessClock(db)
+                try Self.applyAccesses(accesses, clock: &clock, in: db)
+                try db.cachedStatement(sql: Self.refreshSQL).execute(arguments: [
+                    storedAt, validators.etag, validators.lastModified, validators.maxAge?.seconds, clock.tick(), key,
+                ])
+                return db.changesCount > 0
+            }
+        } catch {
+            throw failure(.refresh, key: key, error)
         }
     }
 
@@ -331,11 +357,20 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
 
     private static var upsertSQL: String {
         """
-        INSERT INTO \(SQLiteSchema.entries) (key, value, stored_at, etag, last_modified, last_access, size)
-        VALUES (?, ?, ?, ?, ?, ?, ?)
+        INSERT INTO \(SQLiteSchema.entries) (key, value, stored_at, etag, last_modified, max_age, last_access, size)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?)
         ON CONFLICT(key) DO UPDATE SET
             value = excluded.value, stored_at = excluded.stored_at, etag = excluded.etag,
-            last_modified = excluded.last_modified, last_access = excluded.last_access, size = excluded.size
+            last_modified = excluded.last_modified, max_age = excluded.max_age,
+            last_access = excluded.last_access, size = excluded.size
+        """
+    }
+
+    private static var refreshSQL: String {
+        """
+        UPDATE \(SQLiteSchema.entries)
+        SET stored_at = ?, etag = ?, last_modified = ?, max_age = ?, last_access = ?
+        WHERE key = ?
         """
     }
 
@@ -525,6 +560,7 @@ private struct StoredRow: Sendable {
     var storedAt: DatabaseValue
     var etag: DatabaseValue
     var lastModified: DatabaseValue
+    var maxAge: DatabaseValue
 
     struct Corruption: Error {
         var description: String
@@ -532,9 +568,9 @@ private struct StoredRow: Sendable {
 
     static func fetch(_ key: String, in db: Database) throws -> StoredRow? {
         let statement = try db.cachedStatement(
-            sql: "SELECT value, stored_at, etag, last_modified FROM \(SQLiteSchema.entries) WHERE key = ?")
+            sql: "SELECT value, stored_at, etag, last_modified, max_age FROM \(SQLiteSchema.entries) WHERE key = ?")
         guard let row = try Row.fetchOne(statement, arguments: [key]) else { return nil }
-        return StoredRow(value: row[0], storedAt: row[1], etag: row[2], lastModified: row[3])
+        return StoredRow(value: row[0], storedAt: row[1], etag: row[2], lastModified: row[3], maxAge: row[4])
     }
 
     func decode<Value: Sendable>(with codec: any Codec<Value>) -> Result<Cached<Value>, Corruption> {
@@ -551,6 +587,9 @@ private struct StoredRow: Sendable {
         guard let etag = Self.optionalText(etag), let lastModified = Self.optionalText(lastModified) else {
             return .failure(Corruption(description: "a validator is not text"))
         }
+        guard let maxAge = Self.optionalDuration(maxAge) else {
+            return .failure(Corruption(description: "max_age is not a non-negative number of seconds"))
+        }
         let decoded: Value
         do {
             decoded = try codec.decode(payload)
@@ -559,7 +598,18 @@ private struct StoredRow: Sendable {
         }
         return .success(Cached(
             value: decoded, storedAt: Date(timeIntervalSinceReferenceDate: seconds),
-            validators: CacheValidators(etag: etag, lastModified: lastModified)))
+            validators: CacheValidators(etag: etag, lastModified: lastModified, maxAge: maxAge)))
+    }
+
+    /// `.some(nil)` for NULL, `.some(duration)` for a finite, non-negative number of seconds, `nil` for
+    /// anything else.
+    private static func optionalDuration(_ value: DatabaseValue) -> Duration?? {
+        switch value.storage {
+        case .null: .some(nil)
+        case .int64(let seconds) where seconds >= 0: .some(.seconds(seconds))
+        case .double(let seconds): Duration(exactSeconds: seconds).map { .some($0) }
+        default: nil
+        }
     }
 
     /// `.some(nil)` for NULL, `.some(text)` for text, `nil` for anything else.
@@ -576,5 +626,23 @@ extension Duration {
     fileprivate var timeInterval: TimeInterval {
         let (seconds, attoseconds) = components
         return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
+    }
+
+    /// The duration as the REAL stored in `max_age`: whole seconds plus the fraction.
+    fileprivate var seconds: Double { timeInterval }
+
+    /// The duration of `seconds` (as read from `max_age`), split into whole seconds and attoseconds so
+    /// that whole and binary-fraction values (3600, 2.5, 0.25) come back exactly; `nil` when `seconds`
+    /// is negative, not finite or beyond `Int64` seconds.
+    fileprivate init?(exactSeconds seconds: Double) {
+        guard seconds.isFinite, seconds >= 0, seconds < 9.2e18 else { return nil }
+        let whole = seconds.rounded(.down)
+        var wholeSeconds = Int64(whole)
+        var attoseconds = Int64(((seconds - whole) * 1e18).rounded())
+        if attoseconds >= 1_000_000_000_000_000_000 {
+            wholeSeconds += 1
+            attoseconds -= 1_000_000_000_000_000_000
+        }
+        self.init(secondsComponent: wholeSeconds, attosecondsComponent: attoseconds)
     }
 }

@@ -4,7 +4,7 @@ import Foundation
 /// One behaviour every `Store` must have. Run them with ``StoreContract/verify(_:)``.
 ///
 /// The first eleven are the classic store specs (Essential Feed's `FeedStoreSpecs`); the rest cover
-/// key isolation, metadata, concurrency, corrupt entries, cross-instance visibility, failures that
+/// key isolation, metadata, refresh (re-stamping after a 304), concurrency, corrupt entries, cross-instance visibility, failures that
 /// must leave the stored data alone (``Requirement/faults``) and least-recently-used eviction
 /// (``Requirement/countLimit``).
 public enum StoreContractCase: String, CaseIterable, Sendable, CustomStringConvertible {
@@ -21,6 +21,11 @@ public enum StoreContractCase: String, CaseIterable, Sendable, CustomStringConve
     case deleteEmptiesPreviouslyInsertedValue
     case keysAreIsolated
     case storedAtAndValidatorsRoundTrip
+    /// `refresh` of a key with no entry (never stored, or deleted) returns `false` and stores nothing.
+    case refreshOfAMissingKeyReturnsFalseAndStoresNothing
+    /// `refresh` replaces an entry's `storedAt` and every validator (`etag`, `lastModified`, `maxAge`),
+    /// keeps its value, and leaves other keys alone.
+    case refreshRestampsAndKeepsTheValue
     case sideEffectsRunInCallOrder
     case concurrentInsertsLeaveOneCompleteValue
     case corruptEntryIsAMissAndIsRemoved
@@ -296,11 +301,55 @@ public struct StoreContract<S: Store>: Sendable where S.Value: Equatable {
         case .storedAtAndValidatorsRoundTrip:
             let annotated = Cached(
                 value: value, storedAt: Date(timeIntervalSinceReferenceDate: 812_345_678.987_654_321),
-                validators: CacheValidators(etag: "\"v1-ü\"", lastModified: "Wed, 21 Oct 2015 07:28:00 GMT"))
+                validators: CacheValidators(
+                    etag: "\"v1-ü\"", lastModified: "Wed, 21 Oct 2015 07:28:00 GMT", maxAge: .milliseconds(86_400_250)))
             try await store.insert(annotated, for: key)
             let read = try await store.retrieve(key)
             try check.same(read?.storedAt, annotated.storedAt, "storedAt must round-trip exactly")
-            try check.same(read?.validators, annotated.validators, "validators must round-trip")
+            try check.same(read?.validators, annotated.validators, "validators (etag, lastModified, maxAge) must round-trip")
+            let zero = Cached(value: value, storedAt: annotated.storedAt, validators: CacheValidators(maxAge: .zero))
+            try await store.insert(zero, for: key)
+            try check.same(try await store.retrieve(key)?.validators, zero.validators, "a zero maxAge (no-cache) must round-trip as zero, not as nil")
+
+        case .refreshOfAMissingKeyReturnsFalseAndStoresNothing:
+            let stamp = Date(timeIntervalSinceReferenceDate: 800_007_200.5)
+            let validators = CacheValidators(etag: "\"missing\"", lastModified: nil, maxAge: .seconds(60))
+            try check.same(
+                try await store.refresh(key, storedAt: stamp, validators: validators), false,
+                "refresh of a key never stored")
+            try check.same(try await store.retrieve(key), nil, "retrieve after refreshing a key never stored")
+            try await store.insert(second, for: otherKey)
+            try await store.insert(first, for: key)
+            try await store.delete(key)
+            try check.same(
+                try await store.refresh(key, storedAt: stamp, validators: validators), false,
+                "refresh of a deleted key")
+            try check.same(try await store.retrieve(key), nil, "retrieve after refreshing a deleted key (it must stay deleted)")
+            try check.same(try await store.retrieve(otherKey), second, "retrieve of another key after refreshes of a missing key")
+
+        case .refreshRestampsAndKeepsTheValue:
+            let stored = Cached(
+                value: value, storedAt: Date(timeIntervalSinceReferenceDate: 800_000_000.25),
+                validators: CacheValidators(etag: "\"v1\"", lastModified: "Wed, 21 Oct 2015 07:28:00 GMT", maxAge: .seconds(60)))
+            try await store.insert(stored, for: key)
+            try await store.insert(second, for: otherKey)
+            let revalidated = Cached(
+                value: value, storedAt: Date(timeIntervalSinceReferenceDate: 800_086_400.75),
+                validators: CacheValidators(etag: "\"v2-ü\"", lastModified: "Thu, 22 Oct 2015 08:00:00 GMT", maxAge: .milliseconds(2_500)))
+            try check.same(
+                try await store.refresh(key, storedAt: revalidated.storedAt, validators: revalidated.validators), true,
+                "refresh of a stored key")
+            try check.same(
+                try await store.retrieve(key), revalidated,
+                "retrieve after refresh (new storedAt and validators, the same value)")
+            try check.same(try await store.retrieve(otherKey), second, "retrieve of another key after a refresh")
+            let cleared = Cached(value: value, storedAt: Date(timeIntervalSinceReferenceDate: 800_172_800.5), validators: .none)
+            try check.same(
+                try await store.refresh(key, storedAt: cleared.storedAt, validators: .none), true,
+                "a second refresh of a stored key")
+            try check.same(
+                try await store.retrieve(key), cleared,
+                "retrieve after a refresh without validators (the old etag, lastModified and maxAge must be gone)")
 
         case .sideEffectsRunInCallOrder:
             try await store.insert(first, for: key)

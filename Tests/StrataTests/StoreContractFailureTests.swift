@@ -67,6 +67,41 @@ struct StoreContractFailureTests {
         #expect(violation.description.contains("none of the entries inserted for that key"), "\(violation)")
     }
 
+    // MARK: metadata and refresh
+
+    static func refreshContract(_ flaw: RefreshFlawedStore.Flaw) -> StoreContract<RefreshFlawedStore> {
+        StoreContract(keys: ("a", "b"), values: (itemA, itemB)) { RefreshFlawedStore(flaw: flaw) }
+    }
+
+    @Test("a store without refresh flaws passes the metadata and refresh cases", arguments: [
+        StoreContractCase.storedAtAndValidatorsRoundTrip, .refreshOfAMissingKeyReturnsFalseAndStoresNothing,
+        .refreshRestampsAndKeepsTheValue,
+    ])
+    func unflawedRefreshPasses(_ contractCase: StoreContractCase) async throws {
+        try await Self.refreshContract(.none).verify(contractCase)
+    }
+
+    @Test("a flawed refresh or lost metadata is reported as a violation of its case", arguments: [
+        (RefreshFlawedStore.Flaw.dropsMaxAge, StoreContractCase.storedAtAndValidatorsRoundTrip, "maxAge) must round-trip"),
+        (.zeroMaxAgeReadsAsNil, .storedAtAndValidatorsRoundTrip, "a zero maxAge (no-cache) must round-trip as zero"),
+        (.dropsMaxAge, .refreshRestampsAndKeepsTheValue, "retrieve after refresh"),
+        (.claimsMissingKeys, .refreshOfAMissingKeyReturnsFalseAndStoresNothing, "refresh of a key never stored: expected false, got true"),
+        (.revivesDeleted, .refreshOfAMissingKeyReturnsFalseAndStoresNothing, "refresh of a deleted key: expected false, got true"),
+        (.keepsOldStamp, .refreshRestampsAndKeepsTheValue, "retrieve after refresh (new storedAt"),
+        (.keepsOldValidators, .refreshRestampsAndKeepsTheValue, "retrieve after refresh (new storedAt"),
+        (.mergesValidators, .refreshRestampsAndKeepsTheValue, "the old etag, lastModified and maxAge must be gone"),
+        (.restampsEveryKey, .refreshRestampsAndKeepsTheValue, "retrieve of another key after a refresh"),
+        (.replacesValue, .refreshRestampsAndKeepsTheValue, "the same value"),
+        (.reportsFalse, .refreshRestampsAndKeepsTheValue, "refresh of a stored key: expected true, got false"),
+    ])
+    func flawedRefreshIsAViolation(_ flaw: RefreshFlawedStore.Flaw, _ contractCase: StoreContractCase, _ expected: String) async throws {
+        let violation = try await #require(throws: StoreContractViolation.self) {
+            try await Self.refreshContract(flaw).verify(contractCase)
+        }
+        #expect(violation.contractCase == contractCase)
+        #expect(violation.description.contains(expected), "\(violation)")
+    }
+
     // MARK: count limit
 
     @Test("a store that ignores its limit fails the eviction case")
@@ -268,4 +303,91 @@ final class FIFOStore: Store, Sendable {
     }
 
     func delete(_ key: String) async throws { entries.withLock { $0.removeAll { $0.key == key } } }
+}
+
+/// A memory store with one chosen flaw in how it keeps metadata or refreshes entries.
+final class RefreshFlawedStore: Store, Sendable {
+    enum Flaw: String, Sendable, CustomTestStringConvertible {
+        case none
+        /// Forgets `maxAge` on every write (a store whose schema has no column for it).
+        case dropsMaxAge
+        /// Reads a zero `maxAge` back as `nil` (zero stored as "no value").
+        case zeroMaxAgeReadsAsNil
+        /// Reports `true` for a key it has no entry for.
+        case claimsMissingKeys
+        /// Deletes softly, and a refresh brings a deleted entry back.
+        case revivesDeleted
+        /// Updates the validators but not `storedAt`.
+        case keepsOldStamp
+        /// Updates `storedAt` but not the validators.
+        case keepsOldValidators
+        /// Keeps old validators where the new ones are `nil`.
+        case mergesValidators
+        /// Re-stamps every entry, not just the key's.
+        case restampsEveryKey
+        /// Replaces the value with another one.
+        case replacesValue
+        /// Re-stamps but reports `false`.
+        case reportsFalse
+        var testDescription: String { rawValue }
+    }
+
+    private struct Entry: Sendable {
+        var cached: Cached<Item>
+        var deleted = false
+    }
+
+    let flaw: Flaw
+    private let entries = Locked<[String: Entry]>([:])
+
+    init(flaw: Flaw) { self.flaw = flaw }
+
+    func retrieve(_ key: String) async throws -> Cached<Item>? {
+        entries.withLock { entries in
+            guard let entry = entries[key], !entry.deleted else { return nil }
+            var cached = entry.cached
+            if flaw == .zeroMaxAgeReadsAsNil, cached.validators.maxAge == .zero { cached.validators.maxAge = nil }
+            return cached
+        }
+    }
+
+    func insert(_ entry: Cached<Item>, for key: String) async throws {
+        var entry = entry
+        if flaw == .dropsMaxAge { entry.validators.maxAge = nil }
+        entries.withLock { $0[key] = Entry(cached: entry) }
+    }
+
+    func delete(_ key: String) async throws {
+        entries.withLock { entries in
+            if flaw == .revivesDeleted { entries[key]?.deleted = true } else { entries[key] = nil }
+        }
+    }
+
+    func refresh(_ key: String, storedAt: Date, validators: CacheValidators) async throws -> Bool {
+        var validators = validators
+        if flaw == .dropsMaxAge { validators.maxAge = nil }
+        return entries.withLock { entries in
+            guard var entry = entries[key] else { return flaw == .claimsMissingKeys }
+            if entry.deleted, flaw != .revivesDeleted { return false }
+            entry.deleted = false
+            if flaw != .keepsOldStamp { entry.cached.storedAt = storedAt }
+            switch flaw {
+            case .keepsOldValidators:
+                break
+            case .mergesValidators:
+                let old = entry.cached.validators
+                entry.cached.validators = CacheValidators(
+                    etag: validators.etag ?? old.etag, lastModified: validators.lastModified ?? old.lastModified,
+                    maxAge: validators.maxAge ?? old.maxAge)
+            default:
+                entry.cached.validators = validators
+            }
+            if flaw == .replacesValue { entry.cached.value = entry.cached.value == itemA ? itemB : itemA }
+            entries[key] = entry
+            if flaw == .restampsEveryKey {
+                for other in entries.keys where other != key { entries[other]?.cached.storedAt = storedAt }
+            }
+            return flaw != .reportsFalse
+        }
+    }
 }

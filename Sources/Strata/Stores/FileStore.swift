@@ -152,25 +152,62 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
 
     public func insert(_ entry: Cached<Value>, for key: String) async throws {
         let bytes = try EntryEnvelope.encode(entry, key: key, codec: codec, store: description)
-        let name = EntryName(key: key)
-        let path = directoryPath + "/" + name.fileName
-        let temporaryPath = directoryPath + "/.tmp-" + UUID().uuidString
         do {
             try POSIXFile.createDirectory(directoryPath, mode: 0o700)
-            guard let index else {
-                return try POSIXFile.writeAtomically(bytes, to: path, via: temporaryPath, mode: 0o600, sync: synchronizesWrites)
-            }
-            // The slow part (writing and flushing) runs unlocked; only the rename into place and the
-            // bookkeeping run under the index lock, so the journal records changes in the order they happen.
-            try POSIXFile.writeNew(bytes, at: temporaryPath, mode: 0o600, sync: synchronizesWrites)
-            do {
-                try index.commit(name, size: bytes.count, from: temporaryPath, to: path)
-            } catch {
-                unlink(temporaryPath)
-                throw error
-            }
+            try write(bytes, as: EntryName(key: key))
         } catch {
             throw StoreError(store: description, operation: .insert, key: key, reason: "\(error)", underlying: error)
+        }
+    }
+
+    /// Re-stamps the entry for `key` by rewriting only its header: the payload bytes are copied as
+    /// they are, never decoded or encoded again. The new file replaces the old one the way an insert
+    /// does (temporary file, flush, rename), so a failed refresh leaves the entry as it was.
+    ///
+    /// Returns `false` when there is no entry, when the file holds another key's entry, or when the
+    /// entry is corrupt (it is then removed, as ``retrieve(_:)`` does). With limits, a refresh counts
+    /// as a use of the entry. An insert of the same key by another process between this method's
+    /// read and its rename is overwritten by the refreshed entry, as with any read-modify-write.
+    /// - Throws: ``StoreError`` (`.refresh`) when the entry cannot be read or the new file written.
+    public func refresh(_ key: String, storedAt: Date, validators: CacheValidators) async throws -> Bool {
+        let name = EntryName(key: key)
+        let path = directoryPath + "/" + name.fileName
+        do {
+            ioCounts.withLock { $0.entryReads += 1 }
+            guard let contents = try POSIXFile.read(path) else {
+                index?.recordRemoval(name, onlyIfIndexed: true)
+                return false
+            }
+            guard let (header, payload) = EntryEnvelope.decode(contents.data) else {
+                discardCorrupt(name, path: path, inode: contents.inode, key: key, reason: "not a valid Strata entry (\(contents.data.count) bytes)")
+                return false
+            }
+            // Another key's entry under our file name (see `retrieve`): not ours to touch.
+            guard header.key == key else { return false }
+            let bytes = EntryEnvelope.encode(key: key, storedAt: storedAt, validators: validators, payload: payload)
+            try write(bytes, as: name)
+            return true
+        } catch {
+            throw StoreError(store: description, operation: .refresh, key: key, reason: "\(error)", underlying: error)
+        }
+    }
+
+    /// Puts `bytes` in place as the entry `name`: written to a temporary file, flushed, renamed over
+    /// the entry; with limits, recorded as a use and followed by eviction.
+    private func write(_ bytes: Data, as name: EntryName) throws {
+        let path = directoryPath + "/" + name.fileName
+        let temporaryPath = directoryPath + "/.tmp-" + UUID().uuidString
+        guard let index else {
+            return try POSIXFile.writeAtomically(bytes, to: path, via: temporaryPath, mode: 0o600, sync: synchronizesWrites)
+        }
+        // The slow part (writing and flushing) runs unlocked; only the rename into place and the
+        // bookkeeping run under the index lock, so the journal records changes in the order they happen.
+        try POSIXFile.writeNew(bytes, at: temporaryPath, mode: 0o600, sync: synchronizesWrites)
+        do {
+            try index.commit(name, size: bytes.count, from: temporaryPath, to: path)
+        } catch {
+            unlink(temporaryPath)
+            throw error
         }
     }
 

@@ -61,6 +61,22 @@ public final class UserDefaultsStore<Value: Sendable>: Store, Sendable {
         try defaults().set(data, forKey: keyPrefix + key)
     }
 
+    /// Re-stamps the entry for `key` by rewriting its envelope's header around the same payload
+    /// bytes (the value is not decoded or encoded again); `false` when there is no readable entry
+    /// (an unreadable one is removed, as ``retrieve(_:)`` does).
+    public func refresh(_ key: String, storedAt: Date, validators: CacheValidators) async throws -> Bool {
+        let defaults = try defaults()
+        let defaultsKey = keyPrefix + key
+        guard let object = defaults.object(forKey: defaultsKey) else { return false }
+        guard let data = object as? Data, let (header, payload) = EntryEnvelope.decode(data) else {
+            defaults.removeObject(forKey: defaultsKey)
+            return false
+        }
+        guard header.key == key else { return false }
+        defaults.set(EntryEnvelope.encode(key: key, storedAt: storedAt, validators: validators, payload: payload), forKey: defaultsKey)
+        return true
+    }
+
     public func delete(_ key: String) async throws {
         try defaults().removeObject(forKey: keyPrefix + key)
     }
