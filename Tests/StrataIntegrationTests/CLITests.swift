@@ -351,10 +351,14 @@ struct TwoProcessTests {
     /// ``finish(_:)`` on a thread of its own: waiting for the child never blocks the cooperative pool,
     /// which the in-process demo server needs to answer that child.
     static func run(_ arguments: [String]) async throws -> (status: Int32, stdout: Data, stderr: String) {
+        try await offPool { try finish(arguments) }
+    }
+
+    /// Runs blocking work (waiting for a child, reading its pipe) on a thread of its own, so it never
+    /// holds one of the few threads every other test's async work runs on.
+    static func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            Thread.detachNewThread {
-                continuation.resume(with: Result { try finish(arguments) })
-            }
+            Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
         }
     }
 
@@ -367,24 +371,24 @@ struct TwoProcessTests {
         defer { if serveStatus == nil { kill(serve.pid, SIGKILL); _ = serve.wait() } }
 
         // The first line names the URL the server listens on.
-        let firstLine = serve.readLine()
+        let firstLine = try await Self.offPool { serve.readLine() }
         #expect(firstLine.hasPrefix("strata serve: listening on http://127.0.0.1:"))
         let base = try #require(firstLine.split(separator: " ").last.map(String.init))
 
-        let online = try Self.finish(["fetch", base + "/feed", "--cache-dir", cache.url.path, "--max-age", "0s"])
+        let online = try await Self.run(["fetch", base + "/feed", "--cache-dir", cache.url.path, "--max-age", "0s"])
         #expect(online.status == 0)
         #expect(try JSONDecoder().decode([FeedItem].self, from: online.stdout) == DemoData.feed)
         #expect(online.stderr.contains("served from remote"))
         serve.write("quit\n")
-        serveStatus = serve.wait()
+        serveStatus = try await Self.offPool { serve.wait() }
         #expect(serveStatus == 0)
 
-        let offline = try Self.finish(["fetch", base + "/feed", "--cache-dir", cache.url.path, "--max-age", "0s", "--retries", "0"])
+        let offline = try await Self.run(["fetch", base + "/feed", "--cache-dir", cache.url.path, "--max-age", "0s", "--retries", "0"])
         #expect(offline.status == 0)
         #expect(offline.stdout == online.stdout)
         #expect(offline.stderr.contains("served from stale cache"))
 
-        let nothing = try Self.finish(["fetch", base + "/other", "--cache-dir", cache.url.path, "--retries", "0"])
+        let nothing = try await Self.run(["fetch", base + "/other", "--cache-dir", cache.url.path, "--retries", "0"])
         #expect(nothing.status == 1)
         #expect(nothing.stderr.split(separator: "\n").count == 1)
         #expect(nothing.stdout.isEmpty)

@@ -98,7 +98,7 @@ struct PostgresStoreOfflineTests {
             // PostgresNIO's pool alone keeps a lease waiting 60 s (until its circuit breaker trips); the
             // store fails on the pool's first refused attempt. It takes milliseconds; the margin is for a
             // loaded two-core machine.
-            #expect(elapsed < .seconds(10), "took \(elapsed)")
+            #expect(elapsed < .seconds(30), "took \(elapsed)")  // bounded: PostgresNIO alone would hold it 60 s
         }
     }
 
@@ -111,7 +111,7 @@ struct PostgresStoreOfflineTests {
         let started = clock.now
         let value = try await feed.load()
         #expect(value == itemB)
-        #expect(started.duration(to: clock.now) < .seconds(10))  // milliseconds; 60 s without the store's bound
+        #expect(started.duration(to: clock.now) < .seconds(30))  // milliseconds when idle; 60 s without the store's bound
 
         // The failure the fallback absorbed was the store's, unreadable rather than empty.
         await #expect {
@@ -154,7 +154,7 @@ struct PostgresStoreOfflineTests {
         #expect(
             [prefix + "no connection within 1 s", prefix + "Connect timeout (1 s)"].contains(error?.reason),
             "\(String(describing: error))")
-        #expect(elapsed >= .seconds(1) && elapsed < .seconds(10), "took \(elapsed)")
+        #expect(elapsed >= .seconds(1) && elapsed < .seconds(30), "took \(elapsed)")
         await store.shutdown()
     }
 
