@@ -186,7 +186,8 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
             guard header.key == key else { return false }
             let bytes = EntryEnvelope.encode(key: key, storedAt: storedAt, validators: validators, payload: payload)
             try write(bytes, as: name)
-            return true
+            // A re-stamped entry that no longer fits the byte limit is evicted by the write: not kept.
+            return byteLimit.map { bytes.count <= $0 } ?? true
         } catch {
             throw StoreError(store: description, operation: .refresh, key: key, reason: "\(error)", underlying: error)
         }
