@@ -75,6 +75,9 @@ public final class DemoServer: Sendable {
         var requests: [RecordedRequest] = []
         var notModified: [String: Int] = [:]
         var held: [CheckedContinuation<Void, Never>] = []
+        /// Counts ``releaseHeldRequests()`` calls, so a request recorded before a release but not yet
+        /// parked when it happened is released too, instead of waiting forever.
+        var releases = 0
         var requestWaiters = CountWaiters()
         var running: Task<Void, any Error>?
         var port: Int
@@ -164,6 +167,7 @@ public final class DemoServer: Sendable {
     public func releaseHeldRequests() {
         let held = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             defer { state.held = [] }
+            state.releases += 1
             return state.held
         }
         held.forEach { $0.resume() }
@@ -259,7 +263,7 @@ public final class DemoServer: Sendable {
         var headers: [String: String] = [:]
         for field in request.headers { headers[field.name.rawName] = field.value }
         let draw = random()
-        let (faults, failThisRequest) = state.withLock { state -> (Faults, Bool) in
+        let (faults, failThisRequest, releasesSeen) = state.withLock { state -> (Faults, Bool, Int) in
             state.requests.append(RecordedRequest(method: request.method.rawValue, path: request.uri.path, headers: headers))
             state.requestWaiters.resumeReached(state.requests.count)
             var fail = state.faults.status != nil && draw < state.faults.errorRate
@@ -267,11 +271,16 @@ public final class DemoServer: Sendable {
                 fail = remaining > 0
                 state.faults.remainingFaults = max(0, remaining - 1)
             }
-            return (state.faults, fail)
+            return (state.faults, fail, state.releases)
         }
         if faults.holdRequests {
             await withCheckedContinuation { continuation in
-                state.withLock { $0.held.append(continuation) }
+                let releasedMeanwhile = state.withLock { state -> Bool in
+                    guard state.releases == releasesSeen else { return true }
+                    state.held.append(continuation)
+                    return false
+                }
+                if releasedMeanwhile { continuation.resume() }
             }
         }
         if let latency = faults.latency { try await Task.sleep(for: latency) }
