@@ -98,12 +98,25 @@ enum SQLiteSchema {
     static func migrate(_ pool: DatabasePool) throws -> MigrationOutcome {
         let migrator = migrator
         var outcome = MigrationOutcome.here
-        do {
-            try migrator.migrate(pool)
-        } catch {
-            let migratedElsewhere = (try? pool.read { db in try migrator.hasCompletedMigrations(db) }) ?? false
-            if !migratedElsewhere { throw error }
-            outcome = .byAnotherConnection
+        // Each migration is its own transaction, so a racing opener can find some applied by another
+        // connection and the rest still pending: it tries again, and then either applies them or
+        // finds them applied. A real conflict fails the same way every time and is thrown.
+        var attempt = 1
+        while true {
+            do {
+                try migrator.migrate(pool)
+                break
+            } catch {
+                let migratedElsewhere = (try? pool.read { db in try migrator.hasCompletedMigrations(db) }) ?? false
+                if migratedElsewhere {
+                    outcome = .byAnotherConnection
+                    break
+                }
+                let progressedElsewhere = (try? pool.read { db in try !migrator.appliedIdentifiers(db).isEmpty }) ?? false
+                guard progressedElsewhere, attempt < migrationIdentifiers.count + 2 else { throw error }
+                attempt += 1
+                outcome = .byAnotherConnection
+            }
         }
         try pool.read { db in try verify(db) }
         return outcome
