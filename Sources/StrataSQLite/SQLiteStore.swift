@@ -319,12 +319,23 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
         var configuration = Configuration()
         configuration.label = "strata.sqlite"
         configuration.busyMode = busyMode
-        let pool: DatabasePool
-        do {
-            pool = try DatabasePool(path: path, configuration: configuration)
-        } catch {
-            throw openError("not a usable SQLite database: \(reason(for: error))", error)
+        var pool: DatabasePool?
+        // Switching a new file to WAL takes an exclusive lock, and SQLite does not run the busy
+        // handler for it: a process opening the same new file at that moment gets SQLITE_BUSY at
+        // once. That is contention, not a bad file, so the open is retried (like SQLite's own busy
+        // handler, with short waits) for up to ~2 s before it is reported.
+        var attempt = 0
+        while pool == nil {
+            do {
+                pool = try DatabasePool(path: path, configuration: configuration)
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY && attempt < 40 {
+                attempt += 1
+                usleep(UInt32(min(attempt, 10)) * 5_000)
+            } catch {
+                throw openError("not a usable SQLite database: \(reason(for: error))", error)
+            }
         }
+        guard let pool else { throw openError("not a usable SQLite database") }
         do {
             if try SQLiteSchema.migrate(pool) == .byAnotherConnection {
                 logger.debug("another connection set up the cache tables while this one was opening", metadata: ["store": "\(description)"])
