@@ -149,10 +149,16 @@ let package = Package(
             name: "StrataPostgresTests",
             dependencies: ["StrataPostgres", "Strata", "StrataTesting"]
         ),
+        // A helper process the crash-safety tests start and kill with SIGKILL while it writes.
+        .executableTarget(
+            name: "strata-crash-writer",
+            dependencies: ["Strata", "StrataSQLite"],
+            path: "Tests/CrashWriter"
+        ),
         .testTarget(
             name: "StrataIntegrationTests",
             dependencies: [
-                "Strata", "StrataTesting", "StrataDemo", "StrataCLI", "strata",
+                "Strata", "StrataSQLite", "StrataTesting", "StrataDemo", "StrataCLI", "strata", "strata-crash-writer",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],
             resources: [.copy("Resources/default_feed.json")]
