@@ -75,8 +75,43 @@ struct BinaryCodecTests {
         #expect(try BinaryCodec<New>().decode(bytes) == New(a: 3, added: nil))
     }
 
+    /// Links that repeat: each distinct URL is written once, later copies are references to it.
+    struct Link: Codable, Equatable, Sendable {
+        var title: String
+        var url: URL
+        var mirror: URL?
+    }
+
+    static let links: [Link] = (0..<40).map { index in
+        Link(title: "link \(index)", url: URL(string: "https://example.com/\(index % 3)")!,
+             mirror: index % 2 == 0 ? nil : URL(string: "https://mirror.example.com/\(index % 3)")!)
+    }
+
+    @Test func repeatedURLsAreWrittenOnceAndReadBackAsTheSameURLs() throws {
+        let codec = BinaryCodec<[Link]>()
+        let bytes = try codec.encode(Self.links)
+        #expect(try codec.decode(bytes) == Self.links)
+        let occurrences = bytes.ranges(of: Data("https://example.com/1".utf8)).count
+        #expect(occurrences == 1)
+    }
+
+    @Test func aReferenceToAURLWhoseFirstCopyWasSkippedStillReads() throws {
+        struct Both: Codable { var first: URL; var second: URL }
+        struct SecondOnly: Codable, Equatable { var second: URL }
+        let url = URL(string: "https://example.com/shared")!
+        let bytes = try BinaryCodec<Both>().encode(Both(first: url, second: url))
+        #expect(try BinaryCodec<SecondOnly>().decode(bytes) == SecondOnly(second: url))
+    }
+
+    @Test func keysAreWrittenOnceNotPerEntry() throws {
+        let feed = (0..<100).map { Item(id: $0, name: "item \($0)") }
+        let binary = try BinaryCodec<[Item]>().encode(feed)
+        #expect(binary.ranges(of: Data("name".utf8)).count == 1)
+        #expect(binary.count < (try JSONEncoder().encode(feed)).count)
+    }
+
     enum Damage: String, CaseIterable, Sendable {
-        case json, otherVersion, flippedByte, truncated, extended, empty, otherType
+        case json, previousVersion, nextVersion, flippedByte, truncated, extended, empty, otherType, badTrailer
     }
 
     @Test(arguments: Damage.allCases)
@@ -85,7 +120,9 @@ struct BinaryCodecTests {
         var bytes = good
         switch damage {
         case .json: bytes = try JSONEncoder().encode([itemA, itemB])
-        case .otherVersion: bytes[4] = 2
+        case .previousVersion: bytes[4] = 1
+        case .nextVersion: bytes[4] = BinaryFormat.version + 1
+        case .badTrailer: bytes[bytes.count - 1] ^= 0x80
         case .flippedByte: bytes[bytes.count - 3] ^= 0x10
         case .truncated: bytes = bytes.prefix(bytes.count - 1)
         case .extended: bytes.append(0)
@@ -119,12 +156,14 @@ struct BinaryCodecTests {
     func fuzz_arbitraryBytesNeverCrashTheParser(seed: UInt64) throws {
         var random = SplitMix(state: seed)
         let valid = try BinaryCodec<Everything>().encode(everything).dropFirst(BinaryFormat.headerSize)
-        for round in 0..<2_500 {
+        let validLinks = try BinaryCodec<[Link]>().encode(Self.links).dropFirst(BinaryFormat.headerSize)
+        for round in 0..<3_000 {
             var bytes: [UInt8]
-            if round % 2 == 0 {
+            if round % 3 == 0 {
                 bytes = (0..<Int.random(in: 0...64, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
             } else {
-                bytes = Array(valid)
+                // A valid body (values, key table, trailer, URL references) with a few bytes changed.
+                bytes = Array(round % 3 == 1 ? valid : validLinks)
                 for _ in 0..<Int.random(in: 1...4, using: &random) {
                     bytes[Int.random(in: 0..<bytes.count, using: &random)] = UInt8.random(in: 0...255, using: &random)
                 }
@@ -133,6 +172,7 @@ struct BinaryCodecTests {
             // The parser, without the checksum in front of it: it may throw, it must not crash or hang.
             _ = try? bytes.withUnsafeBytes { try BinaryCodec<Everything>.decodeBody($0) }
             _ = try? bytes.withUnsafeBytes { try BinaryCodec<[Item]>.decodeBody($0) }
+            _ = try? bytes.withUnsafeBytes { try BinaryCodec<[Link]>.decodeBody($0) }
             // With the header, any damage is caught.
             let framed = Data(BinaryFormat.magic + [BinaryFormat.version] + [UInt8](repeating: 0, count: 8) + bytes)
             #expect(throws: DecodingError.self) { try BinaryCodec<Everything>().decode(framed) }

@@ -5,6 +5,15 @@ import Foundation
 /// closes — when its value finishes encoding, or when a write to an outer container proves it is done.
 final class BinaryValueWriter: Encoder {
     var bytes: [UInt8] = []
+    /// Where the value's body starts in `bytes` (after the header): positions in the format count from here.
+    let bodyStart: Int
+    /// The key table: each key's index, and the keys in index order.
+    private var keyIndices: [String: Int] = [:]
+    private var keyList: [String] = []
+    /// Each URL written so far, by its text: the position of its bytes, for references.
+    private var urlPositions: [String: Int] = [:]
+    /// Set when a container grows past what its u32 length can say.
+    private(set) var tooLarge = false
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
@@ -19,6 +28,10 @@ final class BinaryValueWriter: Encoder {
     /// The container the value being encoded asked for, so asking twice returns the same one.
     private var valueContainer: Int?
 
+    init(bodyStart: Int) {
+        self.bodyStart = bodyStart
+    }
+
     // MARK: Values
 
     func encodeValue<T: Encodable>(_ value: T) throws {
@@ -26,7 +39,7 @@ final class BinaryValueWriter: Encoder {
             bytes.append(BinaryFormat.Tag.date.rawValue)
             appendFixed(date.timeIntervalSinceReferenceDate.bitPattern)
         } else if T.self == URL.self, let url = value as? URL {
-            appendString(url.absoluteString, tag: .url)
+            appendURL(url)
         } else if T.self == UUID.self, let uuid = value as? UUID {
             bytes.append(BinaryFormat.Tag.uuid.rawValue)
             withUnsafeBytes(of: uuid.uuid) { bytes.append(contentsOf: $0) }
@@ -58,6 +71,50 @@ final class BinaryValueWriter: Encoder {
             appendVarint(UInt64(utf8.count))
             bytes.append(contentsOf: utf8)
         }
+    }
+
+    /// A URL's text the first time it is written, a reference to that copy after (the decoder parses
+    /// each distinct URL once).
+    func appendURL(_ url: URL) {
+        let text = url.absoluteString
+        if let target = urlPositions[text] {
+            bytes.append(BinaryFormat.Tag.urlReference.rawValue)
+            appendVarint(UInt64(target))
+            return
+        }
+        urlPositions[text] = bytes.count + 1 - bodyStart
+        appendString(text, tag: .url)
+    }
+
+    /// Writes `key` as its index in the key table, adding it to the table the first time.
+    func appendKey(_ key: String) {
+        let keyIndex: Int
+        if let known = keyIndices[key] {
+            keyIndex = known
+        } else {
+            keyIndex = keyList.count
+            keyIndices[key] = keyIndex
+            keyList.append(key)
+        }
+        appendVarint(UInt64(keyIndex))
+    }
+
+    /// Closes every open container and appends the key table and the trailer that locates it.
+    func finish() throws {
+        close(downTo: 0)
+        let tableOffset = bytes.count - bodyStart
+        appendVarint(UInt64(keyList.count))
+        for var key in keyList {
+            key.withUTF8 { utf8 in
+                appendVarint(UInt64(utf8.count))
+                bytes.append(contentsOf: utf8)
+            }
+        }
+        guard !tooLarge, let offset = UInt32(exactly: tableOffset), bytes.count - bodyStart <= Int(UInt32.max) else {
+            throw EncodingError.invalidValue(bytes.count, EncodingError.Context(
+                codingPath: [], debugDescription: "BinaryCodec encodes values of less than 4 GiB; this one is \(bytes.count) bytes"))
+        }
+        appendFixed(offset)
     }
 
     func appendSigned(_ value: Int64) {
@@ -105,6 +162,7 @@ final class BinaryValueWriter: Encoder {
         while open.count > depth {
             let container = open.removeLast()
             let bodyLength = bytes.count - (container.lengthOffset + 8)
+            if bodyLength > Int(UInt32.max) { tooLarge = true }
             withUnsafeBytes(of: UInt32(truncatingIfNeeded: bodyLength).littleEndian) { raw in
                 for (offset, byte) in raw.enumerated() { bytes[container.lengthOffset + offset] = byte }
             }
@@ -146,11 +204,7 @@ private struct KeyedWriter<Key: CodingKey>: KeyedEncodingContainerProtocol {
 
     private func key(_ key: Key) {
         writer.beginEntry(in: index)
-        var name = key.stringValue
-        name.withUTF8 { utf8 in
-            writer.appendVarint(UInt64(utf8.count))
-            writer.bytes.append(contentsOf: utf8)
-        }
+        writer.appendKey(key.stringValue)
     }
 
     mutating func encodeNil(forKey key: Key) throws { self.key(key); writer.bytes.append(BinaryFormat.Tag.null.rawValue) }
