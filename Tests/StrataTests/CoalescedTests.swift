@@ -117,6 +117,38 @@ struct CoalescedTests {
         #expect(b.events.map(\.kind) == ["coalesced", "served"])
     }
 
+    @Test(arguments: [false, true])
+    func aLoadThatNeverSuspendsIsAnsweredAtOnceAndLeavesNothingBehind(observed: Bool) async throws {
+        let base = LoaderSpy<Void, Int>(.success(1), .success(2), name: "memory")
+        let sut = base.origin(.memory).coalesced()
+        if observed {
+            let served = try await sut.loadServed()
+            #expect(served.value == 1)
+            #expect(served.events.map(\.kind) == ["served"])
+        } else {
+            #expect(try await sut.load() == 1)
+        }
+        #expect(try await sut.load() == 2)
+        #expect(base.loadCount == 2)
+        #expect(sut.inFlightCount == 0)
+        #expect(sut.flights.state.withLock { $0.finishedEarly.isEmpty && $0.unregistered.isEmpty })
+    }
+
+    @Test func anObservingCallerJoiningAnUnobservedLoadGetsTheValueAndIsMarkedAsJoined() async throws {
+        let base = LoaderSpy<Void, Int>(.success(1), holdsLoads: true, name: "remote")
+        let sut = base.origin(.remote).coalesced()
+        let plain = Task { try await sut.load() }
+        await sut.waitForWaiters(count: 1)
+        let observing = Task { try await sut.loadServed() }
+        await sut.waitForWaiters(count: 2)
+        base.complete(with: .success(5))
+        #expect(try await plain.value == 5)
+        let served = try await observing.value
+        #expect(served.value == 5)
+        #expect(served.events.map(\.kind) == ["coalesced"])
+        #expect(base.loadCount == 1)
+    }
+
     @Test func describesItselfInTheChain() {
         let sut = StubLoader<Void, Int>(.success(1), name: "remote").coalesced()
         #expect("\(sut)" == "coalesced\n└── remote")

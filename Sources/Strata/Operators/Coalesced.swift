@@ -10,7 +10,13 @@
 /// - Nothing is remembered after a load ends: the next call starts a new load (put a cache in front
 ///   to keep values).
 /// - The shared load runs in a task of its own, which inherits the first caller's priority and
-///   task-local values.
+///   task-local values. Where the system has `Task.immediate` (Linux, and Apple systems of the 26
+///   releases) that task starts on the first caller's thread and runs there until it first suspends:
+///   a load that never suspends (a memory hit) costs no thread hop and no continuation.
+/// - The shared load's events are collected when its first caller observes them (``Loader/loadServed()``,
+///   an observing operator outside this one). A caller that observes and joins a load started by one
+///   that does not gets the value and a ``LoadEvent/coalesced(tier:)`` event, without the shared
+///   load's own events.
 public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
     public typealias Input = Base.Input
     public typealias Output = Base.Output
@@ -40,18 +46,39 @@ public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
     public func load(_ input: Input) async throws -> Output {
         try Task.checkCancellation()
         let key = key(input)
-        let waiter = flights.state.withLock { state in
-            defer { state.nextWaiter += 1 }
-            state.unregistered.insert(state.nextWaiter)
-            return state.nextWaiter
-        }
-        let (outcome, joined) = await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                join(key: key, waiter: waiter, input: input, continuation: continuation)
+        while true {
+            let role = flights.state.withLock { state -> Role in
+                let waiter = state.nextWaiter
+                state.nextWaiter += 1
+                if state.entries[key] != nil {
+                    state.unregistered.insert(waiter)
+                    return .joiner(waiter: waiter)
+                }
+                let flight = state.nextFlight
+                state.nextFlight += 1
+                state.entries[key] = Entry(flight: flight, task: nil, pendingLeader: waiter, waiters: [:])
+                return .leader(waiter: waiter, flight: flight)
             }
-        } onCancel: {
-            flights.cancel(waiter: waiter, key: key)
+            switch role {
+            case .joiner(let waiter):
+                let answer = await withTaskCancellationHandler {
+                    await withCheckedContinuation { continuation in
+                        join(key: key, waiter: waiter, continuation: continuation)
+                    }
+                } onCancel: {
+                    flights.cancel(waiter: waiter, key: key)
+                }
+                // `nil`: the load ended between taking a number and joining it; start over.
+                guard let (outcome, joined) = answer else { continue }
+                return try deliver(outcome, joined: joined)
+            case .leader(let waiter, let flight):
+                return try deliver(await lead(key: key, input: input, waiter: waiter, flight: flight), joined: false)
+            }
         }
+    }
+
+    /// Hands the shared load's events to this caller's recorder, then its value or error.
+    private func deliver(_ outcome: Outcome, joined: Bool) throws -> Output {
         if let recorder = LoadRecorder.current {
             if joined { recorder.deliver(.coalesced(tier: describeLoader(base))) }
             for event in outcome.events { recorder.deliver(event) }
@@ -59,35 +86,93 @@ public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
         return try outcome.result.get()
     }
 
-    /// Registers `continuation` with the load in flight for `key`, starting one when there is none.
-    private func join(key: Key, waiter: Int, input: Input, continuation: CheckedContinuation<(Outcome, Bool), Never>) {
-        let cancelledAlready = flights.state.withLock { state -> Bool in
-            if state.unregistered.remove(waiter) == nil { return true }  // cancelled before it got here
-            state.registrations += 1
-            defer { state.registrationWaiters.resumeReached(state.registrations) }
-            if state.entries[key] != nil {
-                state.entries[key]!.waiters[waiter] = (continuation, true)
-                return false
-            }
-            let flight = state.nextFlight
-            state.nextFlight += 1
-            let task = Task { [base, flights] in
-                let recorder = LoadRecorder()
-                let result: Result<Output, any Error>
-                do {
+    private enum Role {
+        /// Another caller's load is in flight: wait for it.
+        case joiner(waiter: Int)
+        /// No load is in flight: start one, registered as `flight`.
+        case leader(waiter: Int, flight: UInt64)
+    }
+
+    /// Starts the shared load for `flight` and waits for it. The load runs in a task of its own (the
+    /// last waiter to leave cancels it, not the leader), started *immediately*: it runs on this thread
+    /// until it first suspends, so a load that never suspends (a memory hit) is finished when the task
+    /// is created, and the leader takes its outcome without a continuation or a thread hop.
+    private func lead(key: Key, input: Input, waiter: Int, flight: UInt64) async -> Outcome {
+        // Events are collected only for a leader that observes them (`loadServed`, `logged`, …): a
+        // load nobody observes builds no events at all.
+        let recorder = LoadRecorder.current == nil ? nil : LoadRecorder()
+        let operation: @Sendable () async -> Void = { [base, flights] in
+            let result: Result<Output, any Error>
+            do {
+                if let recorder {
                     result = .success(try await LoadRecorder.$current.withValue(recorder) { try await base.load(input) })
-                } catch {
-                    result = .failure(error)
+                } else {
+                    result = .success(try await base.load(input))
                 }
-                flights.finish(key: key, flight: flight, with: Outcome(result: result, events: recorder.events))
+            } catch {
+                result = .failure(error)
             }
-            state.entries[key] = Entry(flight: flight, task: task, waiters: [waiter: (continuation, false)])
-            return false
+            flights.finish(key: key, flight: flight, with: Outcome(result: result, events: recorder?.events ?? []))
         }
-        if cancelledAlready {
-            continuation.resume(returning: (Outcome(result: .failure(CancellationError()), events: []), false))
+        let task: Task<Void, Never>
+        if #available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *) {
+            task = Task.immediate(operation: operation)
+        } else {
+            task = Task(operation: operation)
+        }
+        let finished = flights.state.withLock { state -> Outcome? in
+            state.registrations += 1
+            state.registrationWaiters.resumeReached(state.registrations)
+            if let outcome = state.finishedEarly.removeValue(forKey: flight) { return outcome }
+            if state.entries[key]?.flight == flight { state.entries[key]!.task = task }
+            return nil
+        }
+        if let finished { return finished }
+        let answer = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let ready = flights.state.withLock { state -> Outcome? in
+                    if let outcome = state.finishedEarly.removeValue(forKey: flight) { return outcome }
+                    guard state.entries[key]?.flight == flight, state.entries[key]!.pendingLeader == waiter else {
+                        // Cancelled before it could wait: the cancellation took it off the flight.
+                        return Outcome(result: .failure(CancellationError()), events: [])
+                    }
+                    state.entries[key]!.pendingLeader = nil
+                    state.entries[key]!.waiters[waiter] = (continuation, false)
+                    return nil
+                }
+                if let ready { continuation.resume(returning: (ready, false)) }
+            }
+        } onCancel: {
+            flights.cancel(waiter: waiter, key: key)
+        }
+        // The leader is answered by `finish` or `cancel`, never told to start over.
+        return answer?.0 ?? Outcome(result: .failure(CancellationError()), events: [])
+    }
+
+    /// Registers `continuation` with the load in flight for `key`. When that load has ended in the
+    /// meantime the continuation is resumed with `nil` (the caller starts over); when the caller was
+    /// cancelled before it got here, with `CancellationError`.
+    private func join(key: Key, waiter: Int, continuation: Waiting) {
+        let registration = flights.state.withLock { state -> Registration in
+            if state.unregistered.remove(waiter) == nil { return .cancelled }  // cancelled before it got here
+            guard state.entries[key] != nil else { return .missed }
+            state.registrations += 1
+            state.registrationWaiters.resumeReached(state.registrations)
+            state.entries[key]!.waiters[waiter] = (continuation, true)
+            return .registered
+        }
+        switch registration {
+        case .registered: break
+        case .cancelled: continuation.resume(returning: (Outcome(result: .failure(CancellationError()), events: []), false))
+        case .missed: continuation.resume(returning: nil)
         }
     }
+
+    private enum Registration { case registered, cancelled, missed }
+
+    /// How a waiter is answered: the outcome and whether it joined another caller's load, or `nil`
+    /// when it must start over.
+    typealias Waiting = CheckedContinuation<(Outcome, Bool)?, Never>
 
     struct Outcome: Sendable {
         var result: Result<Output, any Error>
@@ -96,18 +181,27 @@ public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
 
     struct Entry: Sendable {
         var flight: UInt64
-        var task: Task<Void, Never>
+        /// The shared load, once its leader has handed it over (`nil` while it runs inline).
+        var task: Task<Void, Never>?
+        /// The leader, until it waits with a continuation (a load that finishes before then keeps its
+        /// outcome in ``State/finishedEarly`` for the leader to take).
+        var pendingLeader: Int?
         /// Each waiter's continuation, and whether it joined a load another caller started.
-        var waiters: [Int: (CheckedContinuation<(Outcome, Bool), Never>, Bool)]
+        var waiters: [Int: (Waiting, Bool)]
+
+        var isAbandoned: Bool { pendingLeader == nil && waiters.isEmpty }
     }
 
     struct State: Sendable {
         var entries: [Key: Entry] = [:]
         var nextWaiter = 0
         var nextFlight: UInt64 = 0
-        /// Waiters between taking a number and registering; a cancellation in that window removes
+        /// Joiners between taking a number and registering; a cancellation in that window removes
         /// the number, so registration resumes the waiter with `CancellationError` at once.
         var unregistered: Set<Int> = []
+        /// Outcomes of loads that ended before their leader started waiting, by flight; the leader
+        /// takes its own out at once, so this is empty between loads.
+        var finishedEarly: [UInt64: Outcome] = [:]
         /// How many callers have registered with a load, ever (for ``waitForWaiters(count:)``).
         var registrations = 0
         var registrationWaiters = CountWaiters()
@@ -119,24 +213,35 @@ public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
 
         /// Hands `outcome` to every waiter of `flight`, unless every waiter has already left.
         func finish(key: Key, flight: UInt64, with outcome: Outcome) {
-            let waiters = state.withLock { state -> [(CheckedContinuation<(Outcome, Bool), Never>, Bool)] in
+            let waiters = state.withLock { state -> [(Waiting, Bool)] in
                 guard let entry = state.entries[key], entry.flight == flight else { return [] }
                 state.entries[key] = nil
-                return Array(entry.waiters.values)
+                if entry.pendingLeader != nil { state.finishedEarly[flight] = outcome }
+                return entry.waiters.isEmpty ? [] : Array(entry.waiters.values)
             }
             for (continuation, joined) in waiters { continuation.resume(returning: (outcome, joined)) }
         }
 
         /// Releases `waiter` with `CancellationError`; cancels the shared load when it was the last.
         func cancel(waiter: Int, key: Key) {
-            let released = state.withLock { state -> (CheckedContinuation<(Outcome, Bool), Never>, Bool)? in
-                guard var entry = state.entries[key], let released = entry.waiters.removeValue(forKey: waiter) else {
+            let released = state.withLock { state -> (Waiting, Bool)? in
+                guard var entry = state.entries[key] else {
+                    state.unregistered.remove(waiter)
+                    return nil
+                }
+                var released: (Waiting, Bool)?
+                if entry.pendingLeader == waiter {
+                    // The leader, before it waits: it sees it was taken off when it comes to wait.
+                    entry.pendingLeader = nil
+                } else if let waiting = entry.waiters.removeValue(forKey: waiter) {
+                    released = waiting
+                } else {
                     // Not registered yet (registration will see it), or already answered (nothing to do).
                     state.unregistered.remove(waiter)
                     return nil
                 }
-                if entry.waiters.isEmpty {
-                    entry.task.cancel()
+                if entry.isAbandoned {
+                    entry.task?.cancel()
                     state.entries[key] = nil
                 } else {
                     state.entries[key] = entry
