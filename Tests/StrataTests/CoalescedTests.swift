@@ -134,7 +134,7 @@ struct CoalescedTests {
         #expect(sut.flights.state.withLock { $0.finishedEarly.isEmpty && $0.unregistered.isEmpty })
     }
 
-    @Test func anObservingCallerJoiningAnUnobservedLoadGetsTheValueAndIsMarkedAsJoined() async throws {
+    @Test func anObservingCallerJoiningAnUnobservedLoadGetsTheValueAndTheSharedLoadsEvents() async throws {
         let base = LoaderSpy<Void, Int>(.success(1), holdsLoads: true, name: "remote")
         let sut = base.origin(.remote).coalesced()
         let plain = Task { try await sut.load() }
@@ -145,7 +145,7 @@ struct CoalescedTests {
         #expect(try await plain.value == 5)
         let served = try await observing.value
         #expect(served.value == 5)
-        #expect(served.events.map(\.kind) == ["coalesced"])
+        #expect(served.events.map(\.kind) == ["coalesced", "served"])
         #expect(base.loadCount == 1)
     }
 

@@ -13,10 +13,6 @@
 ///   task-local values. Where the system has `Task.immediate` (Linux, and Apple systems of the 26
 ///   releases) that task starts on the first caller's thread and runs there until it first suspends:
 ///   a load that never suspends (a memory hit) costs no thread hop and no continuation.
-/// - The shared load's events are collected when its first caller observes them (``Loader/loadServed()``,
-///   an observing operator outside this one). A caller that observes and joins a load started by one
-///   that does not gets the value and a ``LoadEvent/coalesced(tier:)`` event, without the shared
-///   load's own events.
 public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
     public typealias Input = Base.Input
     public typealias Output = Base.Output
@@ -98,21 +94,17 @@ public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
     /// until it first suspends, so a load that never suspends (a memory hit) is finished when the task
     /// is created, and the leader takes its outcome without a continuation or a thread hop.
     private func lead(key: Key, input: Input, waiter: Int, flight: UInt64) async -> Outcome {
-        // Events are collected only for a leader that observes them (`loadServed`, `logged`, …): a
-        // load nobody observes builds no events at all.
-        let recorder = LoadRecorder.current == nil ? nil : LoadRecorder()
+        // The flight's events are always collected (one recorder per flight, not per waiter): any
+        // waiter may observe them, whether or not the caller that started the flight does.
+        let recorder = LoadRecorder()
         let operation: @Sendable () async -> Void = { [base, flights] in
             let result: Result<Output, any Error>
             do {
-                if let recorder {
-                    result = .success(try await LoadRecorder.$current.withValue(recorder) { try await base.load(input) })
-                } else {
-                    result = .success(try await base.load(input))
-                }
+                result = .success(try await LoadRecorder.$current.withValue(recorder) { try await base.load(input) })
             } catch {
                 result = .failure(error)
             }
-            flights.finish(key: key, flight: flight, with: Outcome(result: result, events: recorder?.events ?? []))
+            flights.finish(key: key, flight: flight, with: Outcome(result: result, events: recorder.events))
         }
         let task: Task<Void, Never>
         if #available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *) {
