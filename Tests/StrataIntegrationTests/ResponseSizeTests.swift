@@ -83,7 +83,6 @@ struct ResponseSizeTests {
             #expect(refused.status == 1)
             #expect(refused.stdout.isEmpty)
             #expect(refused.stderr.contains("remote: response larger than 1 MB (--max-body)"), "\(refused.stderr)")
-            #expect(server.streamedBodyBytes < 3 << 20, "the client stopped reading before the end")
 
             let served = try await TwoProcessTests.run(["fetch", url, "--cache-dir", directory.url.path, "--retries", "0", "--max-body", "4MB"])
             #expect(served.status == 0, "\(served.stderr)")

@@ -38,7 +38,7 @@ public final class URLSessionHTTPClient: HTTPClient, Sendable {
     /// The body limit of clients created without one: 64 MiB.
     public static let defaultMaxBodyBytes = 64 * 1024 * 1024
 
-    /// A client on an ephemeral session: no shared cookies or credentials, no URL cache of its own
+    /// A client on an ephemeral session: no cookies or shared credentials, no URL cache of its own
     /// (Strata's stores are the cache), bodies up to ``defaultMaxBodyBytes``.
     public static let shared = URLSessionHTTPClient()
 
@@ -66,11 +66,16 @@ public final class URLSessionHTTPClient: HTTPClient, Sendable {
         self.maxBodyBytes = maxBodyBytes
     }
 
-    /// Creates a client on a new ephemeral session without URL cache.
+    /// Creates a client on a new ephemeral session without URL cache and without cookie storage: a
+    /// `Set-Cookie` from one answer is never sent with a later request (send a `Cookie` header
+    /// yourself when you need one).
     public convenience init(maxBodyBytes: Int? = URLSessionHTTPClient.defaultMaxBodyBytes) {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.urlCache = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        configuration.httpCookieStorage = nil
+        configuration.httpShouldSetCookies = false
+        configuration.httpCookieAcceptPolicy = .never
         self.init(configuration: configuration, maxBodyBytes: maxBodyBytes)
     }
 
@@ -207,19 +212,19 @@ private final class BodyReceiver: NSObject, URLSessionDataDelegate, Sendable {
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         let overLimit = transfers.withLock { transfers -> Bool in
-            guard var transfer = transfers[dataTask.taskIdentifier], transfer.tooLarge == nil else { return false }
+            let id = dataTask.taskIdentifier
+            guard let transfer = transfers[id], transfer.tooLarge == nil else { return false }
             let received = transfer.body.count + data.count
             if let limit = transfer.limit, received > limit {
                 // Stop here: drop what was collected and refuse the rest.
-                transfer.tooLarge = BodyTooLarge(
-                    limit: limit, received: received,
-                    contentLength: transfer.response.flatMap { $0.expectedContentLength >= 0 ? Int($0.expectedContentLength) : nil })
-                transfer.body = Data()
-            } else {
-                transfer.body.append(data)
+                let declared = transfer.response.flatMap { $0.expectedContentLength >= 0 ? Int($0.expectedContentLength) : nil }
+                transfers[id]?.tooLarge = BodyTooLarge(limit: limit, received: received, contentLength: declared)
+                transfers[id]?.body = Data()
+                return true
             }
-            transfers[dataTask.taskIdentifier] = transfer
-            return transfer.tooLarge != nil
+            // Appended in place: the body is never copied as it grows.
+            transfers[id]?.body.append(data)
+            return false
         }
         if overLimit { dataTask.cancel() }
     }
@@ -276,7 +281,14 @@ func describeTransportError(_ error: any Error) -> String {
              .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot:
             return "TLS failed: \(urlError.localizedDescription)"
         case .badServerResponse: return "bad server response"
-        default: return "URLError \(urlError.code.rawValue): \(urlError.localizedDescription)"
+        default:
+            // FoundationNetworking reports some TLS failures (an untrusted certificate among them) with
+            // libcurl's message under an unknown code.
+            let message = urlError.localizedDescription
+            if ["SSL", "TLS", "certificate"].contains(where: { message.localizedCaseInsensitiveContains($0) }) {
+                return "TLS failed: \(message)"
+            }
+            return "URLError \(urlError.code.rawValue): \(message)"
         }
     }
     return "\(error)"
