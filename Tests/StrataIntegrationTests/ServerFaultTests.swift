@@ -26,8 +26,9 @@ enum ServerFault: String, CaseIterable, CustomTestStringConvertible, Sendable {
 
     /// The body limit the chains under test use: far above the demo feed, far below the oversized answers.
     static let bodyLimit = 1024 * 1024
-    /// The size of the oversized answers: 256 MiB, generated lazily by the server.
-    static let oversized = 256 * 1024 * 1024
+    /// The size of the oversized answers: 16 MiB, generated lazily by the server (the dedicated tests
+    /// below use 1 GiB to show reading stops early).
+    static let oversized = 16 * 1024 * 1024
     /// The remote tier's deadline (on a manual clock: the test decides when it passes).
     static let timeout = Duration.seconds(5)
 
@@ -230,7 +231,7 @@ struct ServerFaultTests {
             // on until the cancellation lands, so on loopback the server gets some 100-250 MB out.)
             let sent = server.streamedBodyBytes
             #expect(sent < 1 << 30, "the server sent \(sent) bytes")
-            #expect(elapsed < .seconds(20), "took \(elapsed)")
+            #expect(elapsed < .seconds(120), "took \(elapsed)")
         }
     }
 
