@@ -110,7 +110,8 @@ struct LogSecrecyTests {
                            .init(oversizedBody: 1 << 20, declaresOversizedLength: true), .init(resetMidBody: true)] {
                 server.faults = faults
                 do {
-                    _ = try await HTTPLoader(url: url, headers: Secrets.headers, maxBodyBytes: 1024).decoding([FeedItem].self).load()
+                    _ = try await HTTPLoader(url: url, headers: Secrets.headers, maxBodyBytes: 1024, client: URLSessionHTTPClient())
+                        .decoding([FeedItem].self).load()
                     Issue.record("expected \(faults) to fail")
                 } catch {
                     descriptions.append("\(error)")
