@@ -34,6 +34,9 @@ public struct Fetcher: Sendable {
         public var defaultFile: URL?
         public var json: Bool
         public var verbose: Bool
+        /// The largest response body accepted (``Fetcher/defaultMaxBodyBytes`` unless set); `nil`: no
+        /// limit. A larger body fails the remote tier with `HTTPError.bodyTooLarge` and is not cached.
+        public var maxBodyBytes: Int? = Fetcher.defaultMaxBodyBytes
 
         public init(url: URL, cacheDirectory: URL, maxAge: Duration = .seconds(300), maxStale: Duration? = nil,
                     retries: Int = 2, timeout: Duration? = .seconds(30), defaultFile: URL? = nil,
@@ -49,6 +52,9 @@ public struct Fetcher: Sendable {
             self.verbose = verbose
         }
     }
+
+    /// The default `--max-body`: 8 MB (8 × 1024 × 1024 bytes).
+    public static let defaultMaxBodyBytes = 8 * 1024 * 1024
 
     /// The documented exit codes.
     public enum ExitCode: Int32, Sendable {
@@ -113,7 +119,7 @@ public struct Fetcher: Sendable {
     ) async -> ExitCode where S.Key == String, S.Value == Data {
         let quiet = Logger(label: "strata.fetch", factory: { _ in SwiftLogNoOpLogHandler() })
         let key = options.url.absoluteString
-        let remote = HTTPLoader(url: options.url, timeout: options.timeout, client: client)
+        let remote = HTTPLoader(url: options.url, timeout: options.timeout, maxBodyBytes: options.maxBodyBytes, client: client)
             .retry(.exponential(attempts: options.retries + 1, initialDelay: .milliseconds(250), maxDelay: .seconds(5)))
             .map(\.body)
         let chain = store.loader(key: key, policy: .maxAge(options.maxAge), now: now).named("fresh cache")
@@ -144,7 +150,7 @@ public struct Fetcher: Sendable {
 
     private func report(_ served: Served<Data>, stderr: (String) -> Void) {
         if options.verbose {
-            for event in served.events { stderr("strata fetch: \(event)") }
+            for event in served.events { stderr("strata fetch: " + redactSecrets(in: "\(event)")) }
         }
         let provenance = served.provenance
         if options.json {
@@ -172,7 +178,7 @@ public struct Fetcher: Sendable {
         }
         object["failedTiers"] = served.events.compactMap { event -> [String: String]? in
             guard case .tierFailed(let tier, let error) = event else { return nil }
-            return ["tier": tier, "error": "\(error)"]
+            return ["tier": tier, "error": redactSecrets(in: "\(error)")]
         }
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
         return String(decoding: data, as: UTF8.self)
@@ -180,14 +186,14 @@ public struct Fetcher: Sendable {
 
     private func reportFailure(_ error: any Error, stderr: (String) -> Void) {
         guard let fallback = error as? FallbackError else {
-            stderr("strata fetch: nothing served: \(error)")
+            stderr("strata fetch: nothing served: " + redactSecrets(in: "\(error)"))
             return
         }
         let reasons = fallback.failures.map { "\($0.tier): \(shortReason($0.error))" }
         if options.json {
             let object: [String: Any] = [
                 "url": redactedURLString(options.url), "servedFrom": NSNull(),
-                "failedTiers": fallback.failures.map { ["tier": $0.tier, "error": "\($0.error)"] },
+                "failedTiers": fallback.failures.map { ["tier": $0.tier, "error": redactSecrets(in: "\($0.error)")] },
             ]
             let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
             stderr(String(decoding: data, as: UTF8.self))
@@ -195,7 +201,7 @@ public struct Fetcher: Sendable {
             stderr("strata fetch: nothing to serve for \(redactedURLString(options.url)): " + reasons.joined(separator: "; "))
         }
         if options.verbose {
-            for failure in fallback.failures { stderr("strata fetch:   \(failure.tier): \(failure.error)") }
+            for failure in fallback.failures { stderr("strata fetch:   \(failure.tier): " + redactSecrets(in: "\(failure.error)")) }
         }
     }
 
@@ -205,7 +211,20 @@ public struct Fetcher: Sendable {
         case CacheLoadError.expired(_, _, _, let age, _): return "cached copy too old (\(formatAge(age)))"
         case HTTPError.transport(_, let reason, _): return reason
         case HTTPError.status(let code, _, _, _): return "HTTP \(code)"
-        default: return "\(error)"
+        case HTTPError.bodyTooLarge(_, let limit, _, _): return "response larger than \(formatByteCount(limit)) (--max-body)"
+        default: return redactSecrets(in: "\(error)")
         }
     }
+}
+
+/// `bytes` for people: `8 MB`, `512 KB`, `1.5 GB` (powers of 1024, as `--max-body` reads them), or
+/// `N bytes` below 1 KB.
+func formatByteCount(_ bytes: Int) -> String {
+    let units: [(String, Double)] = [("GB", 1_073_741_824), ("MB", 1_048_576), ("KB", 1024)]
+    for (name, size) in units where Double(bytes) >= size {
+        let value = Double(bytes) / size
+        let text = value == value.rounded() ? String(Int(value)) : String(format: "%.1f", value)
+        return "\(text) \(name)"
+    }
+    return "\(bytes) bytes"
 }

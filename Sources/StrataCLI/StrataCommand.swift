@@ -28,6 +28,7 @@ public struct FetchCommand: AsyncParsableCommand {
               64  bad flags or a bad URL
 
             Durations: 500ms, 30s, 10m, 2h, 7d, or a number of seconds.
+            Sizes: 512KB, 8MB, 1GB (powers of 1024), or a number of bytes; none for no limit.
             """
     )
 
@@ -58,6 +59,9 @@ public struct FetchCommand: AsyncParsableCommand {
     @Option(name: .customLong("default"), help: "A file to serve when there is neither network nor cache.")
     var defaultFile: String?
 
+    @Option(help: "The largest response body to accept; a larger one is refused while it is read, not cached, and the next tier serves.")
+    var maxBody: ByteCountArgument = ByteCountArgument(bytes: Fetcher.defaultMaxBodyBytes, description: "8MB")
+
     @Flag(help: "Report provenance on standard error as one JSON object.")
     var json = false
 
@@ -86,6 +90,7 @@ public struct FetchCommand: AsyncParsableCommand {
             maxAge: maxAge.duration, maxStale: maxStale?.duration, retries: retries, timeout: timeout.duration,
             defaultFile: defaultFile.map { URL(fileURLWithPath: $0) }, json: json, verbose: verbose)
         options.store = store
+        options.maxBodyBytes = maxBody.bytes
         options.postgresURL = postgresURL ?? ProcessInfo.processInfo.environment["STRATA_POSTGRES_URL"]
         let code = await Fetcher(options: options).run(
             stdout: { FileHandle.standardOutput.write($0) },

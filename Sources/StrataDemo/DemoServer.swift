@@ -40,10 +40,30 @@ public final class DemoServer: Sendable {
         /// Sent as the `Cache-Control` header of every successful `GET` answer (200 and 304), for
         /// example `"max-age=60"`, `"no-cache"` or `"no-store"`; `nil` sends none.
         public var cacheControl: String?
+        /// Answer `200` with valid JSON of the wrong shape (an object where the resource is an array,
+        /// strings where numbers belong) instead of the resource.
+        public var wrongShape: Bool
+        /// Send the headers (with the full `Content-Length`) and the first half of the body, then close
+        /// the connection: a connection reset mid-body.
+        public var resetMidBody: Bool
+        /// Answer with a `200` body of this many bytes instead of the resource, generated chunk by chunk
+        /// as the client reads it (never held in memory); ``DemoServer/streamedBodyBytes`` counts what
+        /// was sent. See ``declaresOversizedLength``.
+        public var oversizedBody: Int?
+        /// Whether an ``oversizedBody`` carries its `Content-Length` (otherwise it is sent chunked, of
+        /// unknown length).
+        public var declaresOversizedLength: Bool
+        /// Sent as a `Set-Cookie` header with every answer.
+        public var setCookie: String?
+        /// Fault-status bodies repeat what the request carried — its path and query, its
+        /// `Authorization` and `Cookie` headers — the way careless servers echo tokens in error pages.
+        public var echoRequestInErrors: Bool
 
         public init(status: Int? = nil, errorRate: Double = 1, remainingFaults: Int? = nil,
                     retryAfterSeconds: Int? = nil, latency: Duration? = nil,
-                    holdRequests: Bool = false, truncateBodies: Bool = false, cacheControl: String? = nil) {
+                    holdRequests: Bool = false, truncateBodies: Bool = false, cacheControl: String? = nil,
+                    wrongShape: Bool = false, resetMidBody: Bool = false, oversizedBody: Int? = nil,
+                    declaresOversizedLength: Bool = false, setCookie: String? = nil, echoRequestInErrors: Bool = false) {
             self.status = status
             self.errorRate = errorRate
             self.remainingFaults = remainingFaults
@@ -52,6 +72,12 @@ public final class DemoServer: Sendable {
             self.holdRequests = holdRequests
             self.truncateBodies = truncateBodies
             self.cacheControl = cacheControl
+            self.wrongShape = wrongShape
+            self.resetMidBody = resetMidBody
+            self.oversizedBody = oversizedBody
+            self.declaresOversizedLength = declaresOversizedLength
+            self.setCookie = setCookie
+            self.echoRequestInErrors = echoRequestInErrors
         }
 
         /// No faults.
@@ -79,6 +105,7 @@ public final class DemoServer: Sendable {
         /// parked when it happened is released too, instead of waiting forever.
         var releases = 0
         var requestWaiters = CountWaiters()
+        var streamedBodyBytes = 0
         var running: Task<Void, any Error>?
         var port: Int
     }
@@ -142,6 +169,10 @@ public final class DemoServer: Sendable {
         let body = (try? Self.encodeJSON(items)) ?? Data()
         return CacheValidators(etag: Self.strongETag(of: body), lastModified: Self.httpDate(modifiedAt))
     }
+
+    /// How many body bytes the server has handed to its connections for ``Faults/oversizedBody`` and
+    /// ``Faults/resetMidBody`` answers (bytes the client stopped reading are never produced).
+    public var streamedBodyBytes: Int { state.withLock { $0.streamedBodyBytes } }
 
     /// Every request received so far.
     public var requests: [RecordedRequest] { state.withLock { $0.requests } }
@@ -288,12 +319,26 @@ public final class DemoServer: Sendable {
             var responseHeaders = HTTPFields()
             responseHeaders[.contentType] = "text/plain; charset=utf-8"
             if let retryAfter = faults.retryAfterSeconds { responseHeaders[.retryAfter] = "\(retryAfter)" }
-            return Response(
-                status: .init(code: status), headers: responseHeaders,
-                body: .init(byteBuffer: ByteBuffer(string: "injected fault: \(status)\n")))
+            if let cookie = faults.setCookie { responseHeaders[.setCookie] = cookie }
+            var text = "injected fault: \(status)\n"
+            if faults.echoRequestInErrors {
+                text += "you asked for \(request.uri.description)\n"
+                text += "with authorization \(request.headers[.authorization] ?? "none") and cookie \(request.headers[.cookie] ?? "none")\n"
+            }
+            return Response(status: .init(code: status), headers: responseHeaders, body: .init(byteBuffer: ByteBuffer(string: text)))
+        }
+        if let size = faults.oversizedBody {
+            return oversizedResponse(size: size, declaresLength: faults.declaresOversizedLength, setCookie: faults.setCookie)
+        }
+        if faults.wrongShape {
+            var responseHeaders: HTTPFields = [.contentType: "application/json"]
+            if let cookie = faults.setCookie { responseHeaders[.setCookie] = cookie }
+            let wrong = #"{"id":"not-a-uuid","title":42,"items":"this is not a list"}"#
+            return Response(status: status, headers: responseHeaders, body: .init(byteBuffer: ByteBuffer(string: wrong)))
         }
         var (data, lastModified) = try body()
         var responseHeaders: HTTPFields = [.contentType: "application/json"]
+        if let cookie = faults.setCookie { responseHeaders[.setCookie] = cookie }
         if request.method == .get, let cacheControl = faults.cacheControl { responseHeaders[.cacheControl] = cacheControl }
         if validated {
             let etag = Self.strongETag(of: data)
@@ -306,7 +351,37 @@ public final class DemoServer: Sendable {
             }
         }
         if faults.truncateBodies { data = data.prefix(data.count / 2) }
+        if faults.resetMidBody {
+            let firstHalf = ByteBuffer(bytes: data.prefix(data.count / 2))
+            let body = ResponseBody(contentLength: data.count) { [state] writer in
+                try await writer.write(firstHalf)
+                state.withLock { $0.streamedBodyBytes += firstHalf.readableBytes }
+                // Throwing from the body writer makes Hummingbird close the connection mid-body.
+                throw ConnectionResetFault()
+            }
+            return Response(status: status, headers: responseHeaders, body: body)
+        }
         return Response(status: status, headers: responseHeaders, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    /// A `200` whose body is `size` bytes of JSON-looking filler, produced 64 KiB at a time as the
+    /// connection accepts it: an answer far larger than memory costs the server nothing.
+    private func oversizedResponse(size: Int, declaresLength: Bool, setCookie: String?) -> Response {
+        var headers: HTTPFields = [.contentType: "application/json"]
+        if let setCookie { headers[.setCookie] = setCookie }
+        let chunkSize = 64 * 1024
+        let chunk = ByteBuffer(repeating: UInt8(ascii: " "), count: chunkSize)
+        let body = ResponseBody(contentLength: declaresLength ? size : nil) { [state] writer in
+            var sent = 0
+            while sent < size {
+                let count = min(chunkSize, size - sent)
+                try await writer.write(chunk.getSlice(at: 0, length: count)!)
+                sent += count
+                state.withLock { $0.streamedBodyBytes += count }
+            }
+            try await writer.finish(nil)
+        }
+        return Response(status: .ok, headers: headers, body: body)
     }
 
     /// JSON with sorted keys: the same value always gives the same bytes, so the same `ETag`.
@@ -378,6 +453,9 @@ public func withDemoServer<Result>(
         throw error
     }
 }
+
+/// Thrown by a ``DemoServer/Faults/resetMidBody`` body after its first half, to drop the connection.
+struct ConnectionResetFault: Error {}
 
 /// The demo server could not start.
 public enum DemoServerError: Error, CustomStringConvertible {

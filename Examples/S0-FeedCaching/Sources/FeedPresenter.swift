@@ -37,6 +37,8 @@ public enum FeedPresenter {
                 return "The server sent a feed this app can't read. Please try again later."
             case .invalidRequest:
                 return "The feed couldn't be requested. Please update the app."
+            case .bodyTooLarge:
+                return "The server sent a feed too large to load. Please try again later."
             }
         case let error as FallbackError where !error.failures.isEmpty:
             return errorMessage(for: error.failures[0].error)

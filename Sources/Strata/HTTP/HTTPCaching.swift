@@ -78,9 +78,7 @@ public struct HTTPCachingLoader<Input: Sendable, S: Store>: Loader {
             await confirm(cached, key: key, response: response, at: receivedAt)
             return cached.value
         }
-        guard (200..<300).contains(response.statusCode) else {
-            throw HTTPError.status(code: response.statusCode, url: response.url, headers: response.headers, body: response.body.prefix(65_536))
-        }
+        try checkResponse(response, to: request)
         let value = try decodeBody(response)
         LoadRecorder.record(.served(Provenance(origin: .remote, tier: LoadRecorder.tierName(default: description), age: .zero)))
         if response.statusCode != 206, !(honorsCacheControl && response.cacheControl.noStore) {

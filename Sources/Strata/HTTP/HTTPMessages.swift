@@ -13,13 +13,25 @@ public struct HTTPRequest: Sendable, Hashable {
     /// How long the client may wait for the response before failing with ``HTTPError/transport(url:reason:underlying:)``;
     /// `nil` leaves the client's default.
     public var timeout: Duration?
+    /// The largest response body, in bytes, the client accepts for this request; `nil` leaves the
+    /// client's own limit (``URLSessionHTTPClient/defaultMaxBodyBytes`` for the shared client).
+    ///
+    /// A larger body fails with ``HTTPError/bodyTooLarge(url:limit:received:contentLength:)``: a
+    /// `Content-Length` above the limit fails before any of the body is read, and a body of unknown
+    /// length is counted as it arrives and the request is stopped once it passes the limit. Only the
+    /// final response's body counts (not the bodies of redirects).
+    public var maxBodyBytes: Int?
 
-    public init(method: String = "GET", url: URL, headers: [String: String] = [:], body: Data? = nil, timeout: Duration? = nil) {
+    public init(
+        method: String = "GET", url: URL, headers: [String: String] = [:], body: Data? = nil, timeout: Duration? = nil,
+        maxBodyBytes: Int? = nil
+    ) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
         self.timeout = timeout
+        self.maxBodyBytes = maxBodyBytes
     }
 }
 
@@ -53,17 +65,24 @@ public struct HTTPResponse: Sendable, Hashable {
 public enum HTTPError: Error, Sendable, CustomStringConvertible {
     /// No response: connection refused or reset, DNS failure, TLS failure, the client's timeout.
     case transport(url: URL, reason: String, underlying: (any Error)?)
-    /// The server answered with a status outside 200–299. `body` holds at most the first 64 KiB.
+    /// The server answered with a status outside 200–299. `body` holds at most the first 64 KiB; when
+    /// ``HTTPLoader`` throws it, the secrets its request carried are masked there with `***`.
     case status(code: Int, url: URL, headers: [String: String], body: Data)
     /// The body could not be decoded as `type`.
     case decoding(url: URL, type: String, underlying: any Error)
     /// The request could not be built (for example the body did not encode).
     case invalidRequest(url: URL, reason: String)
+    /// The response body is larger than the request's limit (``HTTPRequest/maxBodyBytes`` or the
+    /// client's), so the client stopped reading it. `received` is how many body bytes had arrived when
+    /// it stopped (0 when the `Content-Length` alone decided); `contentLength` is the length the server
+    /// declared, if it declared one. Never retried: the same request gets the same body.
+    case bodyTooLarge(url: URL, limit: Int, received: Int, contentLength: Int?)
 
     /// The URL the request was for.
     public var url: URL {
         switch self {
-        case .transport(let url, _, _), .status(_, let url, _, _), .decoding(let url, _, _), .invalidRequest(let url, _):
+        case .transport(let url, _, _), .status(_, let url, _, _), .decoding(let url, _, _), .invalidRequest(let url, _),
+             .bodyTooLarge(let url, _, _, _):
             url
         }
     }
@@ -80,15 +99,63 @@ public enum HTTPError: Error, Sendable, CustomStringConvertible {
         case .transport(_, let reason, _):
             return "HTTP request to \(where_) failed: \(reason)"
         case .status(let code, _, _, let body):
-            let snippet = String(decoding: body.prefix(200), as: UTF8.self)
-                .replacingOccurrences(of: "\n", with: " ")
+            let snippet = redactSecrets(in: String(decoding: body.prefix(200), as: UTF8.self)
+                .replacingOccurrences(of: "\n", with: " "))
             return "HTTP \(code) from \(where_)" + (snippet.isEmpty ? "" : ": \(snippet)")
         case .decoding(_, let type, let underlying):
             return "HTTP body from \(where_) is not a valid \(type): \(describeDecodingError(underlying))"
         case .invalidRequest(_, let reason):
             return "HTTP request to \(where_) could not be built: \(reason)"
+        case .bodyTooLarge(_, let limit, let received, let contentLength):
+            let how = if received == 0, let contentLength {
+                "its Content-Length is \(contentLength) bytes, so none of it was read"
+            } else {
+                "reading stopped after \(received) bytes"
+            }
+            return "HTTP response from \(where_) is larger than the limit of \(limit) bytes: \(how)"
         }
     }
+}
+
+/// `body` with the secrets `request` carries replaced by `***`: the URL's password (and the `Basic`
+/// encoding of user and password), its query
+/// values (8 characters or longer, so short values such as `page=2` do not mangle the body), and the
+/// values of `Authorization`, `Proxy-Authorization`, `Cookie`, `X-API-Key` and `API-Key` headers (each
+/// piece of 8 characters or longer). Used for the body an ``HTTPError/status(code:url:headers:body:)``
+/// keeps, so a server that echoes a token in its error page cannot put it in a log.
+func maskingSecrets(of request: HTTPRequest, in body: Data) -> Data {
+    var secrets: Set<String> = []
+    if let components = URLComponents(url: request.url, resolvingAgainstBaseURL: false) {
+        for password in [components.password, components.percentEncodedPassword].compactMap({ $0 }) where !password.isEmpty {
+            secrets.insert(password)
+        }
+        if let user = components.user, let password = components.password {
+            // The `Authorization: Basic` value the transport derives from them.
+            secrets.insert(Data("\(user):\(password)".utf8).base64EncodedString())
+        }
+        for item in components.queryItems ?? [] {
+            if let value = item.value, value.count >= 8 { secrets.insert(value) }
+        }
+    }
+    let sensitive: Set<String> = ["authorization", "proxy-authorization", "cookie", "x-api-key", "api-key"]
+    for (name, value) in request.headers where sensitive.contains(name.lowercased()) {
+        if value.count >= 8 { secrets.insert(value) }
+        for piece in value.split(whereSeparator: { " ;,=".contains($0) }) where piece.count >= 8 {
+            secrets.insert(String(piece))
+        }
+    }
+    guard !secrets.isEmpty, !body.isEmpty else { return body }
+    var masked = body
+    // Longest first, so a whole header value is masked before the pieces it contains.
+    for secret in secrets.sorted(by: { $0.count > $1.count }) {
+        let needle = Data(secret.utf8)
+        var searchFrom = masked.startIndex
+        while let found = masked.range(of: needle, in: searchFrom..<masked.endIndex) {
+            masked.replaceSubrange(found, with: Data("***".utf8))
+            searchFrom = found.lowerBound + 3
+        }
+    }
+    return masked
 }
 
 /// `url` for messages and logs: user and password removed, each query value replaced by `***`, so

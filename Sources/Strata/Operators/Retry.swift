@@ -71,7 +71,7 @@ public struct RetryPolicy: Sendable, CustomStringConvertible {
     public static let never = RetryPolicy(maxAttempts: 1, initialDelay: .zero, jitter: 0)
 
     /// The default predicate: transport failures (no response) and HTTP 408, 429 and 5xx are
-    /// transient, and so is a ``TimeoutError``; other 4xx, decoding failures, cache misses, an open
+    /// transient, and so is a ``TimeoutError``; other 4xx, decoding failures, a body over the size limit, cache misses, an open
     /// circuit (``CircuitOpenError``) and cancellation are not.
     public static func isTransient(_ error: any Error) -> Bool {
         switch error {
@@ -83,7 +83,7 @@ public struct RetryPolicy: Sendable, CustomStringConvertible {
             switch error {
             case .transport: return true
             case .status(let code, _, _, _): return code == 408 || code == 429 || (500...599).contains(code)
-            case .decoding, .invalidRequest: return false
+            case .decoding, .invalidRequest, .bodyTooLarge: return false
             }
         default:
             return false

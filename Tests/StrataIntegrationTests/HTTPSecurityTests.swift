@@ -1,0 +1,113 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Testing
+@_spi(StrataInternals) import Strata
+import StrataTesting
+
+/// HTTPS certificate validation is never disabled: a server with a self-signed certificate is refused
+/// with a typed transport error, and no source file handles authentication challenges.
+@Suite("HTTPS security")
+struct HTTPSecurityTests {
+    /// A port on 127.0.0.1 that was free a moment ago (the kernel's pick for port 0).
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw TestError("socket failed: \(errno)") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address -> Bool in
+                bind(fd, address, length) == 0 && getsockname(fd, address, &length) == 0
+            }
+        }
+        guard bound else { throw TestError("bind failed: \(errno)") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    static func openssl() throws -> URL {
+        let candidates = ["/usr/bin/openssl", "/usr/local/bin/openssl", "/opt/homebrew/bin/openssl"]
+        guard let path = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            throw TestError("openssl is not installed; it serves the self-signed TLS endpoint")
+        }
+        return URL(fileURLWithPath: path)
+    }
+
+    /// Runs a tool to completion off the cooperative pool; returns its exit status.
+    static func run(_ executable: URL, _ arguments: [String], in directory: TemporaryDirectory) async throws -> Int32 {
+        try await TwoProcessTests.offPool {
+            try Child.spawn(executable, arguments, pipeStdin: false, pipeStdout: false,
+                            stdoutFile: directory.appending("tool-stdout"), stderrFile: directory.appending("tool-stderr")).wait()
+        }
+    }
+
+    @Test func aSelfSignedCertificate_isRefusedWithATLSTransportError() async throws {
+        let openssl = try Self.openssl()
+        let directory = try TemporaryDirectory(prefix: "strata-tls")
+        let key = directory.appending("key.pem").path
+        let cert = directory.appending("cert.pem").path
+        let made = try await Self.run(openssl, [
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1",
+            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+        ], in: directory)
+        try #require(made == 0, "openssl could not make a certificate")
+
+        let port = try Self.freePort()
+        // `-www` answers any GET with a 200 status page, so a client that skipped validation would succeed.
+        let server = try Child.spawn(
+            openssl, ["s_server", "-accept", "127.0.0.1:\(port)", "-cert", cert, "-key", key, "-www"],
+            pipeStdin: true, pipeStdout: true, stdoutFile: nil, stderrFile: directory.appending("s_server-stderr"))
+        defer { kill(server.pid, SIGKILL); _ = server.wait() }
+        // s_server prints ACCEPT once it listens.
+        let ready = try await TwoProcessTests.offPool { () -> Bool in
+            for _ in 0..<20 where server.readLine().hasPrefix("ACCEPT") { return true }
+            return false
+        }
+        try #require(ready, "openssl s_server did not start")
+        let url = URL(string: "https://127.0.0.1:\(port)/feed")!
+
+        // Control: a client that trusts this certificate gets the page, so the server works.
+        let curl = URL(fileURLWithPath: "/usr/bin/curl")
+        if FileManager.default.isExecutableFile(atPath: curl.path) {
+            let trusted = try await Self.run(curl, ["--silent", "--fail", "--max-time", "20", "--cacert", cert, url.absoluteString], in: directory)
+            #expect(trusted == 0, "curl trusting the certificate should reach the server")
+        }
+
+        await #expect {
+            _ = try await HTTPLoader(url: url, timeout: .seconds(20)).load()
+        } throws: { error in
+            guard case HTTPError.transport(let failedURL, let reason, _) = error else { return false }
+            return failedURL == url && reason.hasPrefix("TLS failed")
+        }
+        // The same with a client on a session of its own.
+        let own = URLSessionHTTPClient(session: URLSession(configuration: .ephemeral))
+        await #expect {
+            _ = try await HTTPLoader(url: url, timeout: .seconds(20), client: own).load()
+        } throws: { error in
+            if case HTTPError.transport(_, let reason, _) = error { return reason.hasPrefix("TLS failed") }
+            return false
+        }
+    }
+
+    /// No source file takes over certificate checks: handling a challenge (with a delegate method
+    /// receiving `URLAuthenticationChallenge`, or `serverTrust`) is the only way to accept an
+    /// untrusted certificate with URLSession.
+    @Test func noSourceHandlesAuthenticationChallenges() throws {
+        let sources = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Sources")
+        let files = try #require(FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil))
+            .compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" }
+        #expect(files.count > 50, "found the sources at \(sources.path)")
+        for file in files {
+            let text = try String(contentsOf: file, encoding: .utf8)
+            for forbidden in ["URLAuthenticationChallenge", "serverTrust", "didReceive challenge", "allowsExpiredCertificates", "CURLOPT_SSL_VERIFY"] {
+                #expect(!text.contains(forbidden), "\(file.lastPathComponent) mentions \(forbidden)")
+            }
+        }
+    }
+}
