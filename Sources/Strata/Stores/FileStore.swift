@@ -123,12 +123,6 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
         do {
             ioCounts.withLock { $0.entryReads += 1 }
             contents = try POSIXFile.read(path)
-        } catch let failure as POSIXFile.Failure where failure.code == EISDIR {
-            // A directory where the entry belongs: not an entry, and not ours to remove.
-            logger.warning(
-                "ignoring a directory where a cache entry belongs",
-                metadata: ["store": "\(description)", "key": "\(key)", "file": "\(path)", "reason": "\(failure)"])
-            return nil
         } catch {
             throw StoreError(store: description, operation: .retrieve, key: key, reason: "\(error)", underlying: error)
         }
