@@ -10,7 +10,7 @@ import Glibc
 
 /// The kill loop: `strata-crash-writer` writes self-validating values to a store while this test kills
 /// it with SIGKILL at random moments, each time after it has acknowledged 1–3 rounds and begun the
-/// next, plus a random spin of 0–4 ms (drawn from a seeded generator; nothing sleeps). After every
+/// next, plus a random spin of 0–10 ms (drawn from a seeded generator; nothing sleeps). After every
 /// kill the store is opened afresh, as after a crash, and must hold the last acknowledged value or
 /// the one in flight, complete and valid, and take a new write.
 ///
@@ -74,7 +74,7 @@ struct CrashSafetyTests {
                 break
             }
             let acks = Int.random(in: 1...3, using: &random)
-            let spin = Duration.microseconds(Int.random(in: 0...4_000, using: &random))
+            let spin = Duration.microseconds(Int.random(in: 0...10_000, using: &random))
             let arguments = [
                 "--store", target.rawValue, "--path", storePath, "--key", Self.key, "--start", "\(next)", "--umask", "000",
             ]
@@ -171,7 +171,7 @@ struct CrashSafetyTests {
         var torn = 0
         var kills = 0
         while torn == 0, kills < 100 {
-            let spin = Duration.microseconds(Int.random(in: 0...4_000, using: &random))
+            let spin = Duration.microseconds(Int.random(in: 0...10_000, using: &random))
             let arguments = ["--store", "naive", "--path", path, "--start", "\(next)"]
             let point = try await TwoProcessTests.offPool {
                 try KillLoop.killDuringWrite(arguments, afterAcks: 1, spin: spin, stderrFile: stderrFile)

@@ -87,29 +87,30 @@ struct CorruptionTests {
         #expect(try await store.retrieve("b")?.value == itemB)
     }
 
-    /// A directory where an entry file should be is not the store's to remove: a miss, reported at
-    /// warning; writing that key fails with a typed error; other keys are unaffected.
+    /// A directory where an entry file should be is not the store's to remove and cannot be read:
+    /// retrieve fails with a typed error (as `FileStoreTests.unreadableEntry_throwsAStoreErrorNamingTheStoreAndKey`
+    /// specifies), which a chain turns into its next tier; writing that key fails typed too; the
+    /// directory is left alone and other keys are unaffected.
     @Test(arguments: [false, true])
-    func fileStore_aDirectoryWhereAnEntryShouldBeIsAMissAndWritesToItFailTyped(nonEmpty: Bool) async throws {
-        let logs = LogCapture()
-        let store = FileStore<Item>(directory: directory.appending("cache"), logger: logs.logger)
+    func fileStore_aDirectoryWhereAnEntryShouldBeFailsTypedAndTheChainFallsBack(nonEmpty: Bool) async throws {
+        let store = FileStore<Item>(directory: directory.appending("cache"), logger: quietLogger)
         try await store.insert(itemB, for: "other", storedAt: referenceDate)
         let file = store.fileURL(for: "feed")
         try FileManager.default.createDirectory(at: file, withIntermediateDirectories: true)
         if nonEmpty { try Data("theirs".utf8).write(to: file.appendingPathComponent("theirs.txt")) }
 
-        #expect(try await store.retrieve("feed") == nil)
-        let warning = try #require(logs.entries.first { $0.level == .warning })
-        #expect(warning.metadata["key"] == "feed")
-        #expect(warning.metadata["store"] == "\(store.description)")
+        let readError = try await #require(throws: StoreError.self) { try await store.retrieve("feed") }
+        #expect(readError.operation == .retrieve && readError.key == "feed" && readError.store == store.description)
+        let served = try await store.loader(key: "feed").fallback(to: ClosureLoader<Void, Item> { itemA }).load()
+        #expect(served == itemA)
 
-        let error = try await #require(throws: StoreError.self) {
+        let writeError = try await #require(throws: StoreError.self) {
             try await store.insert(itemA, for: "feed", storedAt: referenceDate)
         }
-        #expect(error.operation == .insert)
-        #expect(error.key == "feed")
-        #expect(error.store == store.description)
+        #expect(writeError.operation == .insert && writeError.key == "feed" && writeError.store == store.description)
         #expect(try await store.retrieve("other")?.value == itemB)
+        var isDirectory: ObjCBool = false
+        #expect(FileManager.default.fileExists(atPath: file.path, isDirectory: &isDirectory) && isDirectory.boolValue)
         if nonEmpty { #expect(FileManager.default.fileExists(atPath: file.appendingPathComponent("theirs.txt").path)) }
     }
 
