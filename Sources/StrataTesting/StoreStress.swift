@@ -20,10 +20,15 @@ import Foundation
 public struct StoreStress: Sendable {
     /// A self-checking value: its checksum covers its key, writer, step and body.
     public struct Value: Codable, Hashable, Sendable {
+        /// The key the value was written for.
         public var key: String
+        /// The task that wrote it (`-1` for the final writes after the run).
         public var writer: Int
+        /// The writer's step that wrote it.
         public var step: Int
+        /// Filler derived from the writer and step: short, or ``StoreStress/largeValueSize`` long.
         public var body: String
+        /// FNV-1a over the other fields.
         public var checksum: UInt64
 
         /// The value `writer` writes for `key` at `step`, with a body of `size` characters.
@@ -55,10 +60,15 @@ public struct StoreStress: Sendable {
 
     /// What a run did.
     public struct Report: Sendable, CustomStringConvertible {
+        /// Retrieves that found a value.
         public var hits = 0
+        /// Retrieves that found nothing.
         public var misses = 0
+        /// Inserts made.
         public var inserts = 0
+        /// Deletes made.
         public var deletes = 0
+        /// Refreshes made (whether or not an entry was there).
         public var refreshes = 0
 
         public var description: String {
@@ -68,6 +78,7 @@ public struct StoreStress: Sendable {
 
     /// Everything a run found wrong.
     public struct Violation: Error, CustomStringConvertible {
+        /// One line per problem: the task, step and key, and what was wrong.
         public var problems: [String]
         public var description: String {
             "\(problems.count) problem(s) under concurrency:\n" + problems.prefix(20).joined(separator: "\n")
