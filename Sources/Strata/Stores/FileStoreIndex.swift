@@ -94,9 +94,21 @@ final class FileStoreIndex: Sendable {
                 bestEffort("record a removal") { try append(.remove(name), to: &state) }
                 return
             }
-            try POSIXFile.commit(temporaryPath, to: path, sync: synchronizesWrites)
+            // Recorded before the rename (write-ahead): a crash between the two leaves a record whose
+            // file is missing or older, which the next read or compaction corrects, never an entry
+            // file the index does not count against the limits.
+            bestEffort("record an insert") { try append(.access(name, size: size), to: &state) }
+            do {
+                try POSIXFile.commit(temporaryPath, to: path, sync: synchronizesWrites)
+            } catch {
+                // Nothing was put in place: record what is really there (the previous entry, or none).
+                var info = stat()
+                let previous: IndexJournal.Record = lstat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
+                    ? .access(name, size: Int(info.st_size)) : .remove(name)
+                bestEffort("record a failed insert") { try append(previous, to: &state) }
+                throw error
+            }
             bestEffort("record an insert") {
-                try append(.access(name, size: size), to: &state)
                 try evict(keeping: name, in: &state)
                 try compactIfNeeded(&state)
             }

@@ -1,10 +1,12 @@
 import Foundation
+import Logging
 
 /// A store in `UserDefaults`, one defaults key per entry: for the small-data case of the source
 /// articles (a short feed, a few posts). Use ``FileStore`` for anything large.
 ///
 /// Entries are stored as `Data` in the same versioned envelope ``FileStore`` uses, under
-/// `keyPrefix + key`; an unreadable entry is a miss and is removed.
+/// `keyPrefix + key`; an unreadable entry (not data, not an entry, or a value that no longer decodes)
+/// is a miss: it is removed and logged at `warning`.
 public final class UserDefaultsStore<Value: Sendable>: Store, Sendable {
     public typealias Key = String
 
@@ -13,17 +15,25 @@ public final class UserDefaultsStore<Value: Sendable>: Store, Sendable {
     /// Prepended to every key so the store's entries never collide with the app's own defaults.
     public let keyPrefix: String
     private let codec: any Codec<Value>
+    private let logger: Logger
 
     /// Creates a store in the defaults suite `suiteName` (`nil` for the standard defaults).
-    public init(suiteName: String? = nil, keyPrefix: String = "strata.", codec: some Codec<Value>) {
+    /// - Parameter logger: where unreadable entries are reported (at `warning`) as they are removed.
+    public init(
+        suiteName: String? = nil, keyPrefix: String = "strata.", codec: some Codec<Value>,
+        logger: Logger = Logger(label: "strata.userdefaultsstore")
+    ) {
         self.suiteName = suiteName
         self.keyPrefix = keyPrefix
         self.codec = codec
+        self.logger = logger
     }
 
     /// Creates a store that encodes values as JSON.
-    public convenience init(suiteName: String? = nil, keyPrefix: String = "strata.") where Value: Codable {
-        self.init(suiteName: suiteName, keyPrefix: keyPrefix, codec: JSONCodec<Value>())
+    public convenience init(
+        suiteName: String? = nil, keyPrefix: String = "strata.", logger: Logger = Logger(label: "strata.userdefaultsstore")
+    ) where Value: Codable {
+        self.init(suiteName: suiteName, keyPrefix: keyPrefix, codec: JSONCodec<Value>(), logger: logger)
     }
 
     public var origin: Origin { .disk }
@@ -42,15 +52,21 @@ public final class UserDefaultsStore<Value: Sendable>: Store, Sendable {
         let defaults = try defaults()
         let defaultsKey = keyPrefix + key
         guard let object = defaults.object(forKey: defaultsKey) else { return nil }
-        guard let data = object as? Data, let (header, payload) = EntryEnvelope.decode(data) else {
-            // Not a Strata entry at all: a miss, and removed.
-            defaults.removeObject(forKey: defaultsKey)
+        guard let data = object as? Data else {
+            discardCorrupt(defaultsKey, key: key, reason: "not data but \(type(of: object))", in: defaults)
+            return nil
+        }
+        guard let (header, payload) = EntryEnvelope.decode(data) else {
+            discardCorrupt(defaultsKey, key: key, reason: "not a valid Strata entry (\(data.count) bytes)", in: defaults)
             return nil
         }
         // Another key's entry under ours (copied defaults): not ours to delete, a miss for us.
         guard header.key == key else { return nil }
-        guard let value = try? codec.decode(payload) else {
-            defaults.removeObject(forKey: defaultsKey)
+        let value: Value
+        do {
+            value = try codec.decode(payload)
+        } catch {
+            discardCorrupt(defaultsKey, key: key, reason: "payload does not decode: \(error)", in: defaults)
             return nil
         }
         return Cached(value: value, storedAt: header.storedAt, validators: header.validators)
@@ -69,7 +85,7 @@ public final class UserDefaultsStore<Value: Sendable>: Store, Sendable {
         let defaultsKey = keyPrefix + key
         guard let object = defaults.object(forKey: defaultsKey) else { return false }
         guard let data = object as? Data, let (header, payload) = EntryEnvelope.decode(data) else {
-            defaults.removeObject(forKey: defaultsKey)
+            discardCorrupt(defaultsKey, key: key, reason: "not a valid Strata entry", in: defaults)
             return false
         }
         guard header.key == key else { return false }
@@ -79,6 +95,13 @@ public final class UserDefaultsStore<Value: Sendable>: Store, Sendable {
 
     public func delete(_ key: String) async throws {
         try defaults().removeObject(forKey: keyPrefix + key)
+    }
+
+    private func discardCorrupt(_ defaultsKey: String, key: String, reason: String, in defaults: UserDefaults) {
+        logger.warning(
+            "removing corrupt cache entry",
+            metadata: ["store": "\(description)", "key": "\(key)", "defaultsKey": "\(defaultsKey)", "reason": "\(reason)"])
+        defaults.removeObject(forKey: defaultsKey)
     }
 }
 

@@ -1,0 +1,182 @@
+import Foundation
+import Testing
+@testable @_spi(StrataInternals) import Strata
+import StrataTesting
+
+/// Many tasks interleaving loads, writes, deletes and refreshes on every store of this module, and
+/// on a shared chain. Run under ThreadSanitizer too:
+/// `swift test --sanitize=thread --scratch-path .build-tsan --filter "Concurrency"`.
+@Suite("Concurrency: stores")
+struct ConcurrencyStoreTests {
+    let directory: TemporaryDirectory
+
+    init() throws {
+        directory = try TemporaryDirectory(prefix: "strata-concurrency")
+    }
+
+    typealias Value = StoreStress.Value
+
+    /// Entry files in `directory` (the index journal and its lock are dot files).
+    static func entryFiles(in directory: URL) -> Int {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).filter { !$0.hasPrefix(".") }.count
+    }
+
+    @Test func memoryStore() async throws {
+        let report = try await StoreStress().run(on: [MemoryStore<String, Value>()])
+        #expect(report.hits > 0 && report.misses > 0)
+    }
+
+    @Test func memoryStoreWithACountLimit() async throws {
+        let store = MemoryStore<String, Value>(countLimit: 3)
+        try await StoreStress().run(on: [store], countLimit: 3, count: { store.count })
+    }
+
+    @Test func fileStore_twoInstancesOnOneDirectory() async throws {
+        let url = directory.appending("cache")
+        let stores = (0..<2).map { _ in FileStore<Value>(directory: url, synchronizesWrites: false, logger: quietLogger) }
+        let report = try await StoreStress().run(on: stores)
+        #expect(report.hits > 0 && report.misses > 0)
+        #expect(!((try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []).contains { $0.hasPrefix(".tmp-") })
+    }
+
+    @Test func fileStoreWithLimits_twoInstancesOnOneDirectory() async throws {
+        let url = directory.appending("cache")
+        let stores = (0..<2).map { _ in FileStore<Value>(directory: url, countLimit: 3, synchronizesWrites: false, logger: quietLogger) }
+        try await StoreStress().run(on: stores, countLimit: 3, count: { Self.entryFiles(in: url) })
+    }
+
+    @Test func userDefaultsStore_twoInstancesOnOneSuite() async throws {
+        try await UserDefaultsSuite.withScope {
+            let suite = UserDefaultsSuite.scoped()
+            let stores = (0..<2).map { _ in UserDefaultsStore<Value>(suiteName: suite, logger: quietLogger) }
+            try await StoreStress(largeValueSize: 4 * 1024).run(on: stores)
+        }
+    }
+
+    /// The harness catches a store that mixes two writes: a store whose inserts keep the previous
+    /// entry's metadata fails it.
+    @Test func theStressCatchesAStoreThatMixesWrites() async throws {
+        await #expect(throws: StoreStress.Violation.self) {
+            try await StoreStress(tasks: 4, steps: 40).run(on: [MixingStore()])
+        }
+    }
+}
+
+/// Keeps the first `storedAt` and validators ever written for a key: every later value is served
+/// with another write's metadata.
+private final class MixingStore: Store, Sendable {
+    private let entries = Locked<[String: Cached<StoreStress.Value>]>([:])
+    func retrieve(_ key: String) async throws -> Cached<StoreStress.Value>? { entries.withLock { $0[key] } }
+    func insert(_ entry: Cached<StoreStress.Value>, for key: String) async throws {
+        entries.withLock { entries in
+            if let old = entries[key] {
+                entries[key] = Cached(value: entry.value, storedAt: old.storedAt, validators: old.validators)
+            } else {
+                entries[key] = entry
+            }
+        }
+    }
+    func delete(_ key: String) async throws {}
+}
+
+/// One chain — fresh local, else remote written through, else stale local, coalesced — shared by 100
+/// tasks while another task deletes and rewrites the entry behind it.
+@Suite("Concurrency: shared chain")
+struct ConcurrencyChainTests {
+    enum Backing: String, CaseIterable, Sendable {
+        case memory, file
+    }
+
+    /// Values are `Item(id: n, name: "<source>-<n>")`: a value whose name does not match its id is a mix.
+    static func isWhole(_ item: Item) -> Bool {
+        item.name == "remote-\(item.id)" || item.name == "mutator-\(item.id)"
+    }
+
+    @Test(arguments: Backing.allCases)
+    func aChainSharedByAHundredTasksServesOnlyWholeWrittenValues(_ backing: Backing) async throws {
+        let directory = try TemporaryDirectory(prefix: "strata-chain")
+        let store: any Store<String, Item> = switch backing {
+        case .memory: MemoryStore<String, Item>()
+        case .file: FileStore<Item>(directory: directory.url, synchronizesWrites: false, logger: quietLogger)
+        }
+        try await run(on: store)
+    }
+
+    private func run<S: Store>(on store: S) async throws where S.Key == String, S.Value == Item {
+        let produced = Locked(Set<Item>())
+        let calls = Locked(0)
+        let remoteFails = Locked(true)
+        let now = Date(timeIntervalSinceReferenceDate: 800_000_000)
+        let remote = ClosureLoader<Void, Item> {
+            let call = calls.withLock { count -> Int in
+                count += 1
+                return count
+            }
+            // Every third call fails while the run lasts, so the stale tier is used too.
+            if remoteFails.withLock({ $0 }), call % 3 == 0 { throw TestError("remote down (call \(call))") }
+            let item = Item(id: call, name: "remote-\(call)")
+            produced.withLock { _ = $0.insert(item) }
+            return item
+        }
+        let chain = store.loader(key: "feed", policy: .maxAge(.seconds(60)), now: { now })
+            .fallback(to: remote.cache(in: store, key: "feed", now: { now }, logger: quietLogger))
+            .fallback(to: store.loader(key: "feed", policy: .any, now: { now }))
+            .coalesced()
+
+        let served = Locked<[Item]>([])
+        let failures = Locked(0)
+        let problems = Locked<[String]>([])
+        await withTaskGroup(of: Void.self) { group in
+            // The mutator: deletes the entry, or writes a value of its own, fresh or stale.
+            group.addTask {
+                for step in 0..<300 {
+                    do {
+                        if step % 3 == 0 {
+                            try await store.delete("feed")
+                        } else {
+                            let item = Item(id: 1_000_000 + step, name: "mutator-\(1_000_000 + step)")
+                            produced.withLock { _ = $0.insert(item) }
+                            let age: TimeInterval = step % 3 == 1 ? 0 : 3_600
+                            try await store.insert(item, for: "feed", storedAt: now.addingTimeInterval(-age))
+                        }
+                    } catch {
+                        problems.withLock { $0.append("mutator step \(step): \(error)") }
+                    }
+                    await Task.yield()
+                }
+            }
+            for _ in 0..<100 {
+                group.addTask {
+                    for _ in 0..<20 {
+                        do {
+                            let item = try await chain.load()
+                            served.withLock { $0.append(item) }
+                        } catch is FallbackError {
+                            // Remote down while the mutator had just deleted the entry: nothing to serve.
+                            failures.withLock { $0 += 1 }
+                        } catch {
+                            problems.withLock { $0.append("load: \(error)") }
+                        }
+                    }
+                }
+            }
+        }
+
+        #expect(problems.withLock { $0 }.isEmpty, "\(problems.withLock { $0.prefix(10) })")
+        let all = served.withLock { $0 }
+        let known = produced.withLock { $0 }
+        #expect(all.count + failures.withLock { $0 } == 2_000)
+        #expect(all.allSatisfy { Self.isWhole($0) && known.contains($0) }, "\(all.filter { !known.contains($0) }.prefix(5))")
+        #expect(all.contains { $0.name.hasPrefix("remote-") })
+        #expect(all.contains { $0.name.hasPrefix("mutator-") })
+
+        // Settled: with the remote up and the entry gone, a load fetches, writes through, and the store
+        // holds exactly what was served.
+        remoteFails.withLock { $0 = false }
+        try await store.delete("feed")
+        let final = try await chain.load()
+        #expect(final.name.hasPrefix("remote-"))
+        #expect(try await store.retrieve("feed")?.value == final)
+        #expect(try await chain.load() == final, "a fresh entry is served from the store")
+    }
+}
