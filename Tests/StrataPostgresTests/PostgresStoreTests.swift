@@ -166,7 +166,9 @@ struct PostgresStoreOfflineTests {
         let read = Task { try await store.retrieve("feed") }
         read.cancel()
         await #expect(throws: CancellationError.self) { try await read.value }
-        #expect(started.duration(to: clock.now) < .seconds(15), "a cancelled read waited for the 60 s connect timeout")
+        // Milliseconds when the machine is idle; the bound only has to tell it from the 60 s connect
+        // timeout, with room for a loaded two-core machine running the whole suite at once.
+        #expect(started.duration(to: clock.now) < .seconds(30), "a cancelled read waited for the 60 s connect timeout")
     }
 
     @Test("operations after shutdown throw instead of hanging")

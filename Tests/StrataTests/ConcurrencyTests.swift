@@ -126,10 +126,14 @@ struct ConcurrencyChainTests {
         let served = Locked<[Item]>([])
         let failures = Locked(0)
         let problems = Locked<[String]>([])
+        let readersDone = Locked(false)
         await withTaskGroup(of: Void.self) { group in
-            // The mutator: deletes the entry, or writes a value of its own, fresh or stale.
+            // The mutator: deletes the entry, or writes a value of its own, fresh or stale, for as long
+            // as the readers run (and at least 300 steps), so every read races a mutation.
             group.addTask {
-                for step in 0..<300 {
+                var step = 0
+                while step < 300 || !readersDone.withLock({ $0 }) {
+                    defer { step += 1 }
                     do {
                         if step % 3 == 0 {
                             try await store.delete("feed")
@@ -145,20 +149,25 @@ struct ConcurrencyChainTests {
                     await Task.yield()
                 }
             }
-            for _ in 0..<100 {
-                group.addTask {
-                    for _ in 0..<20 {
-                        do {
-                            let item = try await chain.load()
-                            served.withLock { $0.append(item) }
-                        } catch is FallbackError {
-                            // Remote down while the mutator had just deleted the entry: nothing to serve.
-                            failures.withLock { $0 += 1 }
-                        } catch {
-                            problems.withLock { $0.append("load: \(error)") }
+            group.addTask {
+                await withTaskGroup(of: Void.self) { readers in
+                    for _ in 0..<100 {
+                        readers.addTask {
+                            for _ in 0..<20 {
+                                do {
+                                    let item = try await chain.load()
+                                    served.withLock { $0.append(item) }
+                                } catch is FallbackError {
+                                    // Remote down while the mutator had just deleted the entry: nothing to serve.
+                                    failures.withLock { $0 += 1 }
+                                } catch {
+                                    problems.withLock { $0.append("load: \(error)") }
+                                }
+                            }
                         }
                     }
                 }
+                readersDone.withLock { $0 = true }
             }
         }
 
