@@ -1,0 +1,91 @@
+import Benchmark
+import BenchmarkFixtures
+import Foundation
+@_spi(StrataInternals) import Strata
+
+/// The upstream calls a coalescing benchmark made in one iteration (must be exactly 1 for `.strata`).
+let upstreamCalls = BenchmarkMetric.custom("upstreamCalls", polarity: .prefersSmaller, useScalingFactor: false)
+
+/// 10,000 concurrent identical loads through `coalesced()` against one load.
+///
+/// Each iteration builds a fresh coalesced loader over an upstream that counts its calls and then
+/// waits on a gate; 10,000 child tasks call `load()`, and the gate opens once all 10,000 have joined
+/// the flight (`waitForWaiters`), so a correct single-flight makes exactly one upstream call. Every
+/// caller must receive the 1,000 articles (checked on every iteration).
+///
+/// Baseline: one `await` of the same upstream with its gate open. compare reports
+/// `(p50 strata − p50 baseline) / 10,000` as the time added per waiter. The `.tasks` row (10,000 tasks
+/// each awaiting the upstream directly, no coalescing) shows how much of that is the cost of a task.
+func registerCoalescingBenchmarks() {
+    let waiters = 10_000
+    let feed = BenchmarkFeed.make()
+    let configuration = Benchmark.Configuration(
+        metrics: [.wallClock, .mallocCountTotal, .throughput, upstreamCalls],
+        maxDuration: .seconds(3),
+        maxIterations: 300
+    )
+
+    Benchmark("Coalesced10k.strata (10000 loads)", configuration: configuration) { benchmark in
+        let calls = CallCounter()
+        let gate = Gate()
+        let loader = ClosureLoader<Void, [Article]>("upstream") {
+            calls.increment()
+            await gate.wait()
+            return feed
+        }.coalesced()
+        benchmark.startMeasurement()
+        let served = try await withThrowingTaskGroup(of: Int.self) { group in
+            group.addTask {
+                await loader.waitForWaiters(count: waiters)
+                gate.open()
+                return 0
+            }
+            for _ in 0..<waiters {
+                group.addTask { try await loader.load().count }
+            }
+            var total = 0
+            for try await count in group { total += count }
+            return total
+        }
+        benchmark.stopMeasurement()
+        precondition(served == waiters * feed.count, "a waiter did not receive the feed")
+        benchmark.measurement(upstreamCalls, calls.value)
+    }
+
+    Benchmark("Coalesced10k.baseline", configuration: configuration) { benchmark in
+        let calls = CallCounter()
+        let gate = Gate(open: true)
+        let upstream = ClosureLoader<Void, [Article]>("upstream") {
+            calls.increment()
+            await gate.wait()
+            return feed
+        }
+        benchmark.startMeasurement()
+        let served = try await upstream.load().count
+        benchmark.stopMeasurement()
+        precondition(served == feed.count, "the load did not return the feed")
+        benchmark.measurement(upstreamCalls, calls.value)
+    }
+
+    Benchmark("Coalesced10k.tasks (10000 loads)", configuration: configuration) { benchmark in
+        let calls = CallCounter()
+        let gate = Gate(open: true)
+        let upstream = ClosureLoader<Void, [Article]>("upstream") {
+            calls.increment()
+            await gate.wait()
+            return feed
+        }
+        benchmark.startMeasurement()
+        let served = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<waiters {
+                group.addTask { try await upstream.load().count }
+            }
+            var total = 0
+            for try await count in group { total += count }
+            return total
+        }
+        benchmark.stopMeasurement()
+        precondition(served == waiters * feed.count, "a task did not receive the feed")
+        benchmark.measurement(upstreamCalls, calls.value)
+    }
+}

@@ -1,0 +1,100 @@
+import Benchmark
+import BenchmarkFixtures
+import Foundation
+import GRDB
+import Strata
+import StrataSQLite
+import StrataTesting
+
+/// SQLiteStore reads and writes of 10,000 small entries (64-byte values, stored as they are with
+/// `DataCodec`, so the codec costs nothing on either side) against raw GRDB on an equivalent table.
+///
+/// Baseline: a `DatabasePool` (WAL, GRDB's default configuration, as SQLiteStore uses) on a table with
+/// the entry's data — `key TEXT PRIMARY KEY, value BLOB, stored_at REAL, etag, last_modified, max_age` —
+/// one `pool.read` with a cached `SELECT` per read, one `pool.write` with a cached upsert per write.
+/// What SQLiteStore keeps on top (an LRU `last_access` column with its index, a `stored_at` index, a
+/// `size` column and the triggers that keep the totals row exact) is its cost, so it is not in the
+/// baseline.
+func registerSQLiteStoreBenchmarks() {
+    let count = 10_000
+    let keys = (0..<count).map { "entry-\($0)" }
+    let payload = Data((0..<64).map { UInt8($0) })
+    let directory = Prepared<TemporaryDirectory>()
+    let store = Prepared<SQLiteStore<Data>>()
+    let pool = Prepared<DatabasePool>()
+    let setup: Benchmark.BenchmarkSetupHook = {
+        let temporary = try TemporaryDirectory(prefix: "strata-bench-sqlite")
+        directory.set(temporary)
+        let sqliteStore = try SQLiteStore<Data>(path: temporary.appending("store.sqlite"), codec: DataCodec())
+        for key in keys { try await sqliteStore.insert(payload, for: key, storedAt: Date()) }
+        store.set(sqliteStore)
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(5)
+        let rawPool = try DatabasePool(path: temporary.appending("raw.sqlite").path, configuration: configuration)
+        try await rawPool.write { db in
+            try db.execute(sql: RawTable.create)
+            for key in keys { try RawTable.upsert(db, key: key, value: payload, storedAt: Date()) }
+        }
+        pool.set(rawPool)
+    }
+    let teardown: Benchmark.BenchmarkTeardownHook = { directory.value.remove() }
+    let configuration = Benchmark.Configuration(maxDuration: .seconds(4), maxIterations: 30, setup: setup, teardown: teardown)
+
+    Benchmark("SQLiteRead.strata (10000 ops)", configuration: configuration) { _ in
+        let store = store.value
+        for key in keys {
+            blackHole(try await store.retrieve(key)!)
+        }
+    }
+    Benchmark("SQLiteRead.baseline (10000 ops)", configuration: configuration) { _ in
+        let pool = pool.value
+        for key in keys {
+            blackHole(try await pool.read { db in try RawTable.fetch(db, key: key)! })
+        }
+    }
+    Benchmark("SQLiteWrite.strata (10000 ops)", configuration: configuration) { _ in
+        let store = store.value
+        for key in keys {
+            try await store.insert(payload, for: key, storedAt: Date())
+        }
+    }
+    Benchmark("SQLiteWrite.baseline (10000 ops)", configuration: configuration) { _ in
+        let pool = pool.value
+        for key in keys {
+            let storedAt = Date()
+            try await pool.write { db in try RawTable.upsert(db, key: key, value: payload, storedAt: storedAt) }
+        }
+    }
+}
+
+/// The raw GRDB baseline's table and statements.
+enum RawTable {
+    static let create = """
+        CREATE TABLE entries (
+            key TEXT NOT NULL PRIMARY KEY,
+            value BLOB NOT NULL,
+            stored_at REAL NOT NULL,
+            etag TEXT,
+            last_modified TEXT,
+            max_age REAL
+        )
+        """
+
+    static func upsert(_ db: Database, key: String, value: Data, storedAt: Date) throws {
+        try db.cachedStatement(sql: """
+            INSERT INTO entries (key, value, stored_at, etag, last_modified, max_age) VALUES (?, ?, ?, ?, ?, ?)
+            ON CONFLICT(key) DO UPDATE SET
+                value = excluded.value, stored_at = excluded.stored_at, etag = excluded.etag,
+                last_modified = excluded.last_modified, max_age = excluded.max_age
+            """).execute(arguments: [key, value, storedAt.timeIntervalSinceReferenceDate, nil, nil, nil])
+    }
+
+    /// The value and its timestamp: what a cache read needs back.
+    static func fetch(_ db: Database, key: String) throws -> (value: Data, storedAt: Date)? {
+        let statement = try db.cachedStatement(
+            sql: "SELECT value, stored_at, etag, last_modified, max_age FROM entries WHERE key = ?")
+        guard let row = try Row.fetchOne(statement, arguments: [key]) else { return nil }
+        let storedAt: Double = row[1]
+        return (row[0], Date(timeIntervalSinceReferenceDate: storedAt))
+    }
+}
