@@ -21,7 +21,7 @@ func registerCoalescingBenchmarks() {
     let feed = BenchmarkFeed.make()
     let configuration = Benchmark.Configuration(
         metrics: [.wallClock, .mallocCountTotal, .throughput, upstreamCalls],
-        maxDuration: .seconds(3),
+        maxDuration: .seconds(5),
         maxIterations: 300
     )
 

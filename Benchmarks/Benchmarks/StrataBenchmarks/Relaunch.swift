@@ -27,8 +27,9 @@ func registerRelaunchBenchmarks() {
         try JSONCodec<[Article]>().encode(feed).write(to: temporary.appending("feed.json"), options: .atomic)
     }
     let teardown: Benchmark.BenchmarkTeardownHook = { directory.value.remove() }
+    // Mallocs are counted in this process only (the spawn), not in the children: compare does not show them.
     let configuration = Benchmark.Configuration(
-        metrics: [.wallClock, .throughput], maxDuration: .seconds(3), maxIterations: 200, setup: setup, teardown: teardown)
+        metrics: [.wallClock, .mallocCountTotal, .throughput], maxDuration: .seconds(3), maxIterations: 200, setup: setup, teardown: teardown)
 
     Benchmark("Relaunch.strata", configuration: configuration) { _ in
         runToCompletion(helper("RelaunchStrata"), directory.value.appending("cache").path)
