@@ -31,87 +31,105 @@ guard arguments.count == 3, scenarios.contains(arguments[1]), let iterations = I
 let scenario = arguments[1]
 let feed = BenchmarkFeed.make()
 let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("strata-probe-\(getpid())")
-defer { try? FileManager.default.removeItem(at: directory) }
 
-switch scenario {
-case "chain5", "chain5-baseline":
-    let memory = try await Scenarios.memoryHoldingFeed(feed)
-    let chain = Scenarios.chain5(memory: memory)
-    if scenario == "chain5" {
-        for _ in 0..<iterations { consume(try await chain.load()) }
-    } else {
-        for _ in 0..<iterations { consume(try await memory.retrieve(Scenarios.feedKey)!.value) }
-    }
-case "memory-hit", "mutex-hit":
-    let keys = feed.map { "article-\($0.id)" }
-    if scenario == "memory-hit" {
-        let memory = MemoryStore<String, Article>()
-        for (key, article) in zip(keys, feed) { try await memory.insert(article, for: key, storedAt: Date()) }
-        for index in 0..<iterations { consume(try await memory.retrieve(keys[index % keys.count])) }
-    } else {
-        guard #available(macOS 15, *) else { fatalError("Synchronization.Mutex needs macOS 15") }
-        let mutex = MutexDictionary(Dictionary(uniqueKeysWithValues: zip(keys, feed)))
-        for index in 0..<iterations { consume(mutex.value(for: keys[index % keys.count])) }
-    }
-case "file-read-json", "file-read-binary", "file-write-json":
-    let store = scenario == "file-read-binary"
-        ? FileStore<[Article]>(directory: directory, codec: BinaryCodec<[Article]>())
-        : FileStore<[Article]>(directory: directory)
-    try await store.insert(feed, for: Scenarios.feedKey, storedAt: Date())
-    if scenario == "file-write-json" {
-        for _ in 0..<iterations { try await store.insert(feed, for: Scenarios.feedKey, storedAt: Date()) }
-    } else {
-        for _ in 0..<iterations { consume(try await store.retrieve(Scenarios.feedKey)!) }
-    }
-case "file-read-baseline", "file-write-baseline":
-    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-    let url = directory.appendingPathComponent("feed.json")
-    try JSONCodec<[Article]>().encode(feed).write(to: url, options: .atomic)
-    if scenario == "file-write-baseline" {
+/// Runs `scenario` `iterations` times.
+func run() async throws {
+    switch scenario {
+    case "chain5", "chain5-baseline":
+        let memory = try await Scenarios.memoryHoldingFeed(feed)
+        let chain = Scenarios.chain5(memory: memory)
+        if scenario == "chain5" {
+            for _ in 0..<iterations { consume(try await chain.load()) }
+        } else {
+            for _ in 0..<iterations { consume(try await memory.retrieve(Scenarios.feedKey)!.value) }
+        }
+    case "memory-hit", "mutex-hit":
+        let keys = feed.map { "article-\($0.id)" }
+        if scenario == "memory-hit" {
+            let memory = MemoryStore<String, Article>()
+            for (key, article) in zip(keys, feed) { try await memory.insert(article, for: key, storedAt: Date()) }
+            for index in 0..<iterations { consume(try await memory.retrieve(keys[index % keys.count])) }
+        } else {
+            guard #available(macOS 15, *) else { fatalError("Synchronization.Mutex needs macOS 15") }
+            let mutex = MutexDictionary(Dictionary(uniqueKeysWithValues: zip(keys, feed)))
+            for index in 0..<iterations { consume(mutex.value(for: keys[index % keys.count])) }
+        }
+    case "file-read-json", "file-read-binary", "file-write-json":
+        let store = scenario == "file-read-binary"
+            ? FileStore<[Article]>(directory: directory, codec: BinaryCodec<[Article]>())
+            : FileStore<[Article]>(directory: directory)
+        try await store.insert(feed, for: Scenarios.feedKey, storedAt: Date())
+        if scenario == "file-write-json" {
+            for _ in 0..<iterations { try await store.insert(feed, for: Scenarios.feedKey, storedAt: Date()) }
+        } else {
+            for _ in 0..<iterations { consume(try await store.retrieve(Scenarios.feedKey)!) }
+        }
+    case "file-read-baseline", "file-write-baseline":
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let url = directory.appendingPathComponent("feed.json")
+        try JSONCodec<[Article]>().encode(feed).write(to: url, options: .atomic)
+        if scenario == "file-write-baseline" {
+            for _ in 0..<iterations {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.sortedKeys]
+                try encoder.encode(feed).write(to: url, options: .atomic)
+            }
+        } else {
+            for _ in 0..<iterations { consume(try JSONDecoder().decode([Article].self, from: Data(contentsOf: url))) }
+        }
+    case "json-decode":
+        let bytes = try JSONCodec<[Article]>().encode(feed)
+        for _ in 0..<iterations { consume(try JSONDecoder().decode([Article].self, from: bytes)) }
+    case "binary-decode":
+        let codec = BinaryCodec<[Article]>()
+        let bytes = try codec.encode(feed)
+        for _ in 0..<iterations { consume(try codec.decode(bytes)) }
+    case "coalesced-10k", "tasks-10k":
         for _ in 0..<iterations {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            try encoder.encode(feed).write(to: url, options: .atomic)
-        }
-    } else {
-        for _ in 0..<iterations { consume(try JSONDecoder().decode([Article].self, from: Data(contentsOf: url))) }
-    }
-case "json-decode":
-    let bytes = try JSONCodec<[Article]>().encode(feed)
-    for _ in 0..<iterations { consume(try JSONDecoder().decode([Article].self, from: bytes)) }
-case "binary-decode":
-    let codec = BinaryCodec<[Article]>()
-    let bytes = try codec.encode(feed)
-    for _ in 0..<iterations { consume(try codec.decode(bytes)) }
-case "coalesced-10k", "tasks-10k":
-    for _ in 0..<iterations {
-        let gate = Gate(open: scenario == "tasks-10k")
-        let upstream = ClosureLoader<Void, [Article]>("upstream") {
-            await gate.wait()
-            return feed
-        }
-        let loader = upstream.coalesced()
-        let served = try await withThrowingTaskGroup(of: Int.self) { group in
-            if scenario == "coalesced-10k" {
-                group.addTask {
-                    await loader.waitForWaiters(count: 10_000)
-                    gate.open()
-                    return 0
-                }
+            let gate = Gate(open: scenario == "tasks-10k")
+            let upstream = ClosureLoader<Void, [Article]>("upstream") {
+                await gate.wait()
+                return feed
             }
-            for _ in 0..<10_000 {
+            let loader = upstream.coalesced()
+            let served = try await withThrowingTaskGroup(of: Int.self) { group in
                 if scenario == "coalesced-10k" {
-                    group.addTask { try await loader.load().count }
-                } else {
-                    group.addTask { try await upstream.load().count }
+                    group.addTask {
+                        await loader.waitForWaiters(count: 10_000)
+                        gate.open()
+                        return 0
+                    }
                 }
+                for _ in 0..<10_000 {
+                    if scenario == "coalesced-10k" {
+                        group.addTask { try await loader.load().count }
+                    } else {
+                        group.addTask { try await upstream.load().count }
+                    }
+                }
+                var total = 0
+                for try await count in group { total += count }
+                return total
             }
-            var total = 0
-            for try await count in group { total += count }
-            return total
+            precondition(served == 10_000 * feed.count)
         }
-        precondition(served == 10_000 * feed.count)
+    default:
+        fatalError("unknown scenario \(scenario)")
     }
-default:
-    fatalError("unknown scenario \(scenario)")
 }
+
+// The main thread only waits: with async top-level code it would park in libdispatch's `sigsuspend`,
+// where valgrind 3.19 crashes before it writes its profile.
+let finished = DispatchSemaphore(value: 0)
+Task.detached {
+    do {
+        try await run()
+    } catch {
+        FileHandle.standardError.write(Data("BenchProbe \(scenario): \(error)\n".utf8))
+        exit(1)
+    }
+    finished.signal()
+}
+finished.wait()
+try? FileManager.default.removeItem(at: directory)
+exit(0)
