@@ -20,6 +20,7 @@ let package = Package(
             dependencies: [
                 .product(name: "Strata", package: "Strata"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         // The two programs the relaunch scenario spawns: a new process serving the cached feed through a
@@ -38,6 +39,8 @@ let package = Package(
             dependencies: [
                 "BenchmarkFixtures",
                 .product(name: "Strata", package: "Strata"),
+                .product(name: "StrataSQLite", package: "Strata"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         .executableTarget(

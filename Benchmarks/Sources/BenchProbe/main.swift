@@ -7,6 +7,8 @@
 import BenchmarkFixtures
 import Foundation
 @_spi(StrataInternals) import Strata
+import GRDB
+import StrataSQLite
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -21,7 +23,7 @@ func consume<T>(_ value: T) { withExtendedLifetime(value) {} }
 let scenarios = [
     "chain5", "chain5-baseline", "memory-hit", "mutex-hit", "file-read-json", "file-read-binary",
     "file-read-baseline", "file-write-json", "file-write-baseline", "json-decode", "binary-decode",
-    "coalesced-10k", "tasks-10k",
+    "coalesced-10k", "tasks-10k", "sqlite-read", "sqlite-read-baseline", "sqlite-write", "sqlite-write-baseline",
 ]
 let arguments = CommandLine.arguments
 guard arguments.count == 3, scenarios.contains(arguments[1]), let iterations = Int(arguments[2]), iterations > 0 else {
@@ -112,6 +114,39 @@ func run() async throws {
                 return total
             }
             precondition(served == 10_000 * feed.count)
+        }
+    case "sqlite-read", "sqlite-write":
+        // The benchmark's SQLite scenario: 64-byte values under 10,000 keys, one operation at a time.
+        let keys = (0..<10_000).map { "entry-\($0)" }
+        let payload = Data((0..<64).map { UInt8($0) })
+        let store = try SQLiteStore<Data>(path: directory.appendingPathComponent("store.sqlite"), codec: DataCodec())
+        for key in keys { try await store.insert(payload, for: key, storedAt: Date()) }
+        for index in 0..<iterations {
+            if scenario == "sqlite-read" {
+                consume(try await store.retrieve(keys[index % keys.count]))
+            } else {
+                try await store.insert(payload, for: keys[index % keys.count], storedAt: Date())
+            }
+        }
+    case "sqlite-read-baseline", "sqlite-write-baseline":
+        let keys = (0..<10_000).map { "entry-\($0)" }
+        let payload = Data((0..<64).map { UInt8($0) })
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(5)
+        let pool = try DatabasePool(path: directory.appendingPathComponent("raw.sqlite").path, configuration: configuration)
+        try await pool.write { db in
+            try db.execute(sql: RawTable.create)
+            for key in keys { try RawTable.upsert(db, key: key, value: payload, storedAt: Date()) }
+        }
+        for index in 0..<iterations {
+            let key = keys[index % keys.count]
+            if scenario == "sqlite-read-baseline" {
+                consume(try await pool.read { db in try RawTable.fetch(db, key: key) })
+            } else {
+                let storedAt = Date()
+                try await pool.write { db in try RawTable.upsert(db, key: key, value: payload, storedAt: storedAt) }
+            }
         }
     default:
         fatalError("unknown scenario \(scenario)")
