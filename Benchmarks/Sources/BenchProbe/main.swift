@@ -4,6 +4,7 @@
 //
 // Usage: BenchProbe <scenario> <iterations>
 // Instructions per operation = (Ir(2N) − Ir(N)) / N, which cancels start-up and setup.
+// With STRATA_PROBE_KEEP set, the files the scenario wrote are kept and their directory printed.
 import BenchmarkFixtures
 import Foundation
 @_spi(StrataInternals) import Strata
@@ -94,25 +95,18 @@ func run() async throws {
                 return feed
             }
             let loader = upstream.coalesced()
-            let served = try await withThrowingTaskGroup(of: Int.self) { group in
-                if scenario == "coalesced-10k" {
-                    group.addTask {
-                        await loader.waitForWaiters(count: 10_000)
-                        gate.open()
-                        return 0
-                    }
-                }
-                for _ in 0..<10_000 {
-                    if scenario == "coalesced-10k" {
-                        group.addTask { try await loader.load().count }
-                    } else {
-                        group.addTask { try await upstream.load().count }
-                    }
-                }
-                var total = 0
-                for try await count in group { total += count }
-                return total
+            // Unstructured tasks, as in the benchmark: a task group's child bookkeeping is quadratic
+            // when 10,000 children finish at once.
+            let opener = Task {
+                if scenario == "coalesced-10k" { await loader.waitForWaiters(count: 10_000) }
+                gate.open()
             }
+            let callers = (0..<10_000).map { _ in
+                Task { scenario == "coalesced-10k" ? try await loader.load().count : try await upstream.load().count }
+            }
+            var served = 0
+            for caller in callers { served += try await caller.value }
+            await opener.value
             precondition(served == 10_000 * feed.count)
         }
     case "sqlite-read", "sqlite-write":
@@ -166,5 +160,10 @@ Task.detached {
     finished.signal()
 }
 finished.wait()
-try? FileManager.default.removeItem(at: directory)
+if ProcessInfo.processInfo.environment["STRATA_PROBE_KEEP"] == nil {
+    try? FileManager.default.removeItem(at: directory)
+} else {
+    // What the scenario wrote stays, for profiling the relaunch helpers against real files.
+    print(directory.path)
+}
 exit(0)
