@@ -8,13 +8,40 @@ let package = Package(
     platforms: [.macOS(.v13)],
     dependencies: [
         .package(name: "Strata", path: ".."),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
+        // The raw GRDB baseline of the SQLiteStore scenario (the same GRDB StrataSQLite resolves).
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
     ],
     targets: [
         // The data every scenario shares: the 1,000-item feed and its baselines' helpers.
         .target(
             name: "BenchmarkFixtures",
-            dependencies: [.product(name: "Strata", package: "Strata")]
+            dependencies: [
+                .product(name: "Strata", package: "Strata"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+        // The two programs the relaunch scenario spawns: a new process serving the cached feed through a
+        // FileStore chain, and its baseline, a program that only reads and decodes the JSON file.
+        .executableTarget(
+            name: "RelaunchStrata",
+            dependencies: [
+                .product(name: "Strata", package: "Strata"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(name: "RelaunchBaseline"),
+        // One scenario in a loop, for `valgrind --tool=callgrind` (docs/BENCHMARKS.md, "How to profile").
+        .executableTarget(
+            name: "BenchProbe",
+            dependencies: [
+                "BenchmarkFixtures",
+                .product(name: "Strata", package: "Strata"),
+                .product(name: "StrataSQLite", package: "Strata"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
         ),
         .executableTarget(
             name: "StrataBenchmarks",
@@ -22,6 +49,8 @@ let package = Package(
                 "BenchmarkFixtures",
                 .product(name: "Strata", package: "Strata"),
                 .product(name: "StrataSQLite", package: "Strata"),
+                .product(name: "StrataTesting", package: "Strata"),
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Benchmark", package: "benchmark"),
             ],
             path: "Benchmarks/StrataBenchmarks",

@@ -1,0 +1,76 @@
+import Benchmark
+import BenchmarkFixtures
+import Foundation
+import Strata
+
+/// The 5-operator chain against a direct `await` of the same MemoryStore hit.
+///
+/// Baseline ("a direct call"): `try await memory.retrieve("feed")!.value` — the store the chain ends
+/// in, awaited directly. The ratio is what the four operators in front of the hit add.
+func registerChainBenchmarks() {
+    let feed = BenchmarkFeed.make()
+    let memory = MemoryStore<String, [Article]>()
+    let chain = Scenarios.chain5(memory: memory)
+    let setup: Benchmark.BenchmarkSetupHook = { try await memory.insert(feed, for: Scenarios.feedKey, storedAt: Date()) }
+    let configuration = Benchmark.Configuration(scalingFactor: .kilo, setup: setup)
+
+    Benchmark("Chain5.strata (1000 loads)", configuration: configuration) { benchmark in
+        for _ in benchmark.scaledIterations {
+            blackHole(try await chain.load())
+        }
+    }
+    Benchmark("Chain5.baseline (1000 loads)", configuration: configuration) { benchmark in
+        for _ in benchmark.scaledIterations {
+            blackHole(try await memory.retrieve(Scenarios.feedKey)!.value)
+        }
+    }
+}
+
+/// MemoryStore hits against a bare `Synchronization.Mutex<[String: Article]>` lookup, from one task and
+/// from two tasks at once. Both hold the same 1,000 articles under the same keys and look them up in
+/// the same order (so the LRU moves an entry to the front on almost every hit).
+func registerMemoryStoreBenchmarks() {
+    guard #available(macOS 15, *) else { return }
+    let articles = BenchmarkFeed.make()
+    let keys = articles.map { "article-\($0.id)" }
+    let memory = MemoryStore<String, Article>()
+    let mutex = MutexDictionary(Dictionary(uniqueKeysWithValues: zip(keys, articles)))
+    let setup: Benchmark.BenchmarkSetupHook = {
+        for (key, article) in zip(keys, articles) { try await memory.insert(article, for: key, storedAt: Date()) }
+    }
+    let configuration = Benchmark.Configuration(scalingFactor: .kilo, setup: setup)
+
+    Benchmark("MemoryHit.1task.strata (1000 loads)", configuration: configuration) { benchmark in
+        for index in benchmark.scaledIterations {
+            blackHole(try await memory.retrieve(keys[index % keys.count]))
+        }
+    }
+    Benchmark("MemoryHit.1task.baseline (1000 loads)", configuration: configuration) { benchmark in
+        for index in benchmark.scaledIterations {
+            blackHole(mutex.value(for: keys[index % keys.count]))
+        }
+    }
+    // Two tasks, 1,000 hits each, running at once on the two cores: per-load time is wall / 2,000.
+    Benchmark("MemoryHit.2tasks.strata (2000 loads)", configuration: configuration) { _ in
+        await withTaskGroup(of: Void.self) { group in
+            for task in 0..<2 {
+                group.addTask {
+                    for index in 0..<1_000 {
+                        blackHole(try? await memory.retrieve(keys[(index + task * 500) % keys.count]))
+                    }
+                }
+            }
+        }
+    }
+    Benchmark("MemoryHit.2tasks.baseline (2000 loads)", configuration: configuration) { _ in
+        await withTaskGroup(of: Void.self) { group in
+            for task in 0..<2 {
+                group.addTask {
+                    for index in 0..<1_000 {
+                        blackHole(mutex.value(for: keys[(index + task * 500) % keys.count]))
+                    }
+                }
+            }
+        }
+    }
+}

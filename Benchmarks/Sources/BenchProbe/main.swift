@@ -1,0 +1,169 @@
+// Runs one benchmark scenario in a loop, with nothing else in the process worth counting: the driver
+// for `valgrind --tool=callgrind` (instruction counts are repeatable on a noisy machine; wall time is
+// not). See docs/BENCHMARKS.md, "How to profile".
+//
+// Usage: BenchProbe <scenario> <iterations>
+// Instructions per operation = (Ir(2N) − Ir(N)) / N, which cancels start-up and setup.
+// With STRATA_PROBE_KEEP set, the files the scenario wrote are kept and their directory printed.
+import BenchmarkFixtures
+import Foundation
+@_spi(StrataInternals) import Strata
+import GRDB
+import StrataSQLite
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Keeps a value alive and opaque to the optimiser (the benchmark package's `blackHole`, inlined here
+/// so this program links nothing but Strata).
+@inline(never)
+func consume<T>(_ value: T) { withExtendedLifetime(value) {} }
+
+let scenarios = [
+    "chain5", "chain5-baseline", "memory-hit", "mutex-hit", "file-read-json", "file-read-binary",
+    "file-read-baseline", "file-write-json", "file-write-baseline", "json-decode", "binary-decode",
+    "coalesced-10k", "tasks-10k", "sqlite-read", "sqlite-read-baseline", "sqlite-write", "sqlite-write-baseline",
+]
+let arguments = CommandLine.arguments
+guard arguments.count == 3, scenarios.contains(arguments[1]), let iterations = Int(arguments[2]), iterations > 0 else {
+    FileHandle.standardError.write(Data("usage: BenchProbe <\(scenarios.joined(separator: "|"))> <iterations>\n".utf8))
+    exit(2)
+}
+let scenario = arguments[1]
+let feed = BenchmarkFeed.make()
+let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("strata-probe-\(getpid())")
+
+/// Runs `scenario` `iterations` times.
+func run() async throws {
+    switch scenario {
+    case "chain5", "chain5-baseline":
+        let memory = try await Scenarios.memoryHoldingFeed(feed)
+        let chain = Scenarios.chain5(memory: memory)
+        if scenario == "chain5" {
+            for _ in 0..<iterations { consume(try await chain.load()) }
+        } else {
+            for _ in 0..<iterations { consume(try await memory.retrieve(Scenarios.feedKey)!.value) }
+        }
+    case "memory-hit", "mutex-hit":
+        let keys = feed.map { "article-\($0.id)" }
+        if scenario == "memory-hit" {
+            let memory = MemoryStore<String, Article>()
+            for (key, article) in zip(keys, feed) { try await memory.insert(article, for: key, storedAt: Date()) }
+            for index in 0..<iterations { consume(try await memory.retrieve(keys[index % keys.count])) }
+        } else {
+            guard #available(macOS 15, *) else { fatalError("Synchronization.Mutex needs macOS 15") }
+            let mutex = MutexDictionary(Dictionary(uniqueKeysWithValues: zip(keys, feed)))
+            for index in 0..<iterations { consume(mutex.value(for: keys[index % keys.count])) }
+        }
+    case "file-read-json", "file-read-binary", "file-write-json":
+        let store = scenario == "file-read-binary"
+            ? FileStore<[Article]>(directory: directory, codec: BinaryCodec<[Article]>())
+            : FileStore<[Article]>(directory: directory)
+        try await store.insert(feed, for: Scenarios.feedKey, storedAt: Date())
+        if scenario == "file-write-json" {
+            for _ in 0..<iterations { try await store.insert(feed, for: Scenarios.feedKey, storedAt: Date()) }
+        } else {
+            for _ in 0..<iterations { consume(try await store.retrieve(Scenarios.feedKey)!) }
+        }
+    case "file-read-baseline", "file-write-baseline":
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let url = directory.appendingPathComponent("feed.json")
+        try JSONCodec<[Article]>().encode(feed).write(to: url, options: .atomic)
+        if scenario == "file-write-baseline" {
+            for _ in 0..<iterations {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.sortedKeys]
+                try encoder.encode(feed).write(to: url, options: .atomic)
+            }
+        } else {
+            for _ in 0..<iterations { consume(try JSONDecoder().decode([Article].self, from: Data(contentsOf: url))) }
+        }
+    case "json-decode":
+        let bytes = try JSONCodec<[Article]>().encode(feed)
+        for _ in 0..<iterations { consume(try JSONDecoder().decode([Article].self, from: bytes)) }
+    case "binary-decode":
+        let codec = BinaryCodec<[Article]>()
+        let bytes = try codec.encode(feed)
+        for _ in 0..<iterations { consume(try codec.decode(bytes)) }
+    case "coalesced-10k", "tasks-10k":
+        for _ in 0..<iterations {
+            let gate = Gate(open: scenario == "tasks-10k")
+            let upstream = ClosureLoader<Void, [Article]>("upstream") {
+                await gate.wait()
+                return feed
+            }
+            let loader = upstream.coalesced()
+            // Unstructured tasks, as in the benchmark: a task group's child bookkeeping is quadratic
+            // when 10,000 children finish at once.
+            let opener = Task {
+                if scenario == "coalesced-10k" { await loader.waitForWaiters(count: 10_000) }
+                gate.open()
+            }
+            let callers = (0..<10_000).map { _ in
+                Task { scenario == "coalesced-10k" ? try await loader.load().count : try await upstream.load().count }
+            }
+            var served = 0
+            for caller in callers { served += try await caller.value }
+            await opener.value
+            precondition(served == 10_000 * feed.count)
+        }
+    case "sqlite-read", "sqlite-write":
+        // The benchmark's SQLite scenario: 64-byte values under 10,000 keys, one operation at a time.
+        let keys = (0..<10_000).map { "entry-\($0)" }
+        let payload = Data((0..<64).map { UInt8($0) })
+        let store = try SQLiteStore<Data>(path: directory.appendingPathComponent("store.sqlite"), codec: DataCodec())
+        for key in keys { try await store.insert(payload, for: key, storedAt: Date()) }
+        for index in 0..<iterations {
+            if scenario == "sqlite-read" {
+                consume(try await store.retrieve(keys[index % keys.count]))
+            } else {
+                try await store.insert(payload, for: keys[index % keys.count], storedAt: Date())
+            }
+        }
+    case "sqlite-read-baseline", "sqlite-write-baseline":
+        let keys = (0..<10_000).map { "entry-\($0)" }
+        let payload = Data((0..<64).map { UInt8($0) })
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(5)
+        let pool = try DatabasePool(path: directory.appendingPathComponent("raw.sqlite").path, configuration: configuration)
+        try await pool.write { db in
+            try db.execute(sql: RawTable.create)
+            for key in keys { try RawTable.upsert(db, key: key, value: payload, storedAt: Date()) }
+        }
+        for index in 0..<iterations {
+            let key = keys[index % keys.count]
+            if scenario == "sqlite-read-baseline" {
+                consume(try await pool.read { db in try RawTable.fetch(db, key: key) })
+            } else {
+                let storedAt = Date()
+                try await pool.write { db in try RawTable.upsert(db, key: key, value: payload, storedAt: storedAt) }
+            }
+        }
+    default:
+        fatalError("unknown scenario \(scenario)")
+    }
+}
+
+// The main thread only waits: with async top-level code it would park in libdispatch's `sigsuspend`,
+// where valgrind 3.19 crashes before it writes its profile.
+let finished = DispatchSemaphore(value: 0)
+Task.detached {
+    do {
+        try await run()
+    } catch {
+        FileHandle.standardError.write(Data("BenchProbe \(scenario): \(error)\n".utf8))
+        exit(1)
+    }
+    finished.signal()
+}
+finished.wait()
+if ProcessInfo.processInfo.environment["STRATA_PROBE_KEEP"] == nil {
+    try? FileManager.default.removeItem(at: directory)
+} else {
+    // What the scenario wrote stays, for profiling the relaunch helpers against real files.
+    print(directory.path)
+}
+exit(0)

@@ -1,0 +1,107 @@
+import Foundation
+import Logging
+import Synchronization
+@_spi(StrataInternals) import Strata
+
+/// The pieces of the scenarios that both the benchmarks and `BenchProbe` (the callgrind driver) build,
+/// so the profile and the timing measure the same code.
+public enum Scenarios {
+    /// The key every single-entry scenario stores its value under.
+    public static let feedKey = "feed"
+
+    /// A logger whose level (`critical`) drops every line the chain could log: `logged` is then at a
+    /// disabled level, the configuration the chain target is stated for.
+    public static var silentLogger: Logger {
+        var logger = Logger(label: "strata.benchmarks")
+        logger.logLevel = .critical
+        return logger
+    }
+
+    /// The 5-operator chain: `coalesced → logged (disabled level) → fallback → cache → MemoryStore hit`.
+    ///
+    /// ```
+    /// memory.loader(key: "feed")                      ← the hit: MemoryStore through a StoreLoader
+    ///     .fallback(to: remote.cache(in: memory))     ← the tier a miss would reach (never on a hit)
+    ///     .logged(to: silentLogger)                   ← level disabled: a plain call
+    ///     .coalesced()                                ← single-flight
+    /// ```
+    /// `memory` must hold a value under ``feedKey``; `remote` throws if it is ever reached.
+    public static func chain5(memory: MemoryStore<String, [Article]>) -> some Loader<Void, [Article]> {
+        let remote = ClosureLoader<Void, [Article]>("remote") { throw NotReached() }
+        return memory.loader(key: feedKey, policy: .any)
+            .fallback(to: remote.cache(in: memory, key: feedKey))
+            .logged(to: silentLogger)
+            .coalesced()
+    }
+
+    /// A `MemoryStore` holding `value` under ``feedKey``.
+    public static func memoryHoldingFeed(_ value: [Article]) async throws -> MemoryStore<String, [Article]> {
+        let memory = MemoryStore<String, [Article]>()
+        try await memory.insert(value, for: feedKey, storedAt: Date())
+        return memory
+    }
+
+    /// The error of a tier a scenario must never reach.
+    public struct NotReached: Error, CustomStringConvertible {
+        public init() {}
+        public var description: String { "a benchmark reached a tier its scenario never uses" }
+    }
+}
+
+/// A one-shot gate: ``wait()`` suspends until ``open()`` (at once once open).
+///
+/// The coalescing scenario's upstream load waits on it, so every one of the concurrent callers has
+/// joined the single flight before it completes.
+public final class Gate: Sendable {
+    private let state = Locked<(isOpen: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
+
+    public init(open: Bool = false) {
+        if open { state.withLock { $0.isOpen = true } }
+    }
+
+    /// Suspends until the gate is open.
+    public func wait() async {
+        await withCheckedContinuation { continuation in
+            let resumeNow = state.withLock { state -> Bool in
+                if state.isOpen { return true }
+                state.waiting.append(continuation)
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
+    }
+
+    /// Opens the gate, releasing every waiter.
+    public func open() {
+        let waiting = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.isOpen = true
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for continuation in waiting { continuation.resume() }
+    }
+}
+
+/// Counts calls from any thread.
+public final class CallCounter: Sendable {
+    private let count = Locked(0)
+
+    public init() {}
+
+    /// Adds one call.
+    public func increment() { count.withLock { $0 += 1 } }
+
+    /// The calls counted so far.
+    public var value: Int { count.withLock { $0 } }
+}
+
+/// The MemoryStore baseline: a dictionary behind one `Synchronization.Mutex`, nothing else.
+@available(macOS 15, *)
+public final class MutexDictionary: Sendable {
+    private let storage: Mutex<[String: Article]>
+
+    public init(_ contents: [String: Article]) { storage = Mutex(contents) }
+
+    /// The article stored under `key`.
+    public func value(for key: String) -> Article? { storage.withLock { $0[key] } }
+}
