@@ -386,7 +386,7 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
     }
 
     private static func readTotals(_ db: Database) throws -> (count: Int, bytes: Int) {
-        let row = try Row.fetchOne(db, sql: "SELECT entry_count, total_bytes FROM \(SQLiteSchema.totals) WHERE id = 0")
+        let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT entry_count, total_bytes FROM \(SQLiteSchema.totals) WHERE id = 0"))
         guard let row,
               let count = Int.fromDatabaseValue(row[0] as DatabaseValue),
               let bytes = Int.fromDatabaseValue(row[1] as DatabaseValue)
@@ -535,7 +535,8 @@ private struct AccessClock {
     private var next: Int64
 
     init(_ db: Database) throws {
-        let newest = try Int64.fetchOne(db, sql: "SELECT MAX(last_access) FROM \(SQLiteSchema.entries)") ?? 0
+        // A cached statement: parsed once per connection, not on every write.
+        let newest = try Int64.fetchOne(db.cachedStatement(sql: "SELECT MAX(last_access) FROM \(SQLiteSchema.entries)")) ?? 0
         let now = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
         next = max(now, newest &+ 1)
     }
