@@ -36,22 +36,29 @@ public struct LoggedLoader<Base: Loader>: Loader {
         let (result, report) = await observeLoad(base, input, loader: name, clock: ContinuousClock()) { event in
             Self.log(event, loader: name, logger: logger, level: level)
         }
-        var metadata: Logger.Metadata = [
-            "loader": "\(redactSecrets(in: name))",
-            "duration": "\(formatAge(report.duration))",
-        ]
+        // The line's metadata (redacted names, formatted ages) is built only when its level is
+        // enabled: redaction is not free, and a line below the logger's level would drop it anyway.
+        func metadata() -> Logger.Metadata {
+            ["loader": "\(redactSecrets(in: name))", "duration": "\(formatAge(report.duration))"]
+        }
         switch report.outcome {
-        case .served(let provenance):
+        case .served(let provenance) where logger.logLevel <= level:
+            var metadata = metadata()
             metadata["origin"] = "\(provenance.origin)"
             metadata["tier"] = "\(redactSecrets(in: provenance.tier))"
             if let age = provenance.age { metadata["age"] = "\(formatAge(age))" }
             if report.retryCount > 0 { metadata["retries"] = "\(report.retryCount)" }
             logger.log(level: level, "served from \(provenance.origin)", metadata: metadata)
-        case .failed(let error):
+        case .served:
+            break
+        case .failed(let error) where logger.logLevel <= failureLevel:
+            var metadata = metadata()
             metadata["error"] = "\(redactSecrets(in: "\(error)"))"
             logger.log(level: failureLevel, "load failed", metadata: metadata)
+        case .failed:
+            break
         case .cancelled:
-            logger.debug("load cancelled", metadata: metadata)
+            logger.debug("load cancelled", metadata: metadata())
         }
         return try result.get()
     }
