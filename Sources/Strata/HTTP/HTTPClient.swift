@@ -23,7 +23,7 @@ public protocol HTTPClient: Sendable {
 /// ## Maximum body size
 /// Every response body is bounded: by the request's ``HTTPRequest/maxBodyBytes`` when set, otherwise by
 /// the client's ``maxBodyBytes`` (``defaultMaxBodyBytes``, 64 MiB, unless you pass another or `nil`).
-/// With a session the client creates (``init(configuration:maxBodyBytes:)``, ``init()``, ``shared``), a
+/// With a session the client creates (``init(configuration:maxBodyBytes:)``, ``init(maxBodyBytes:)``, ``shared``), a
 /// `Content-Length` above the limit fails before the body is read, and a body of unknown length is
 /// counted chunk by chunk as it arrives; the request is cancelled as soon as it passes the limit, so at
 /// most the limit plus one network chunk is held in memory. With a session of your own

@@ -18,7 +18,12 @@ public final class UserDefaultsStore<Value: Sendable>: Store, Sendable {
     private let logger: Logger
 
     /// Creates a store in the defaults suite `suiteName` (`nil` for the standard defaults).
-    /// - Parameter logger: where unreadable entries are reported (at `warning`) as they are removed.
+    /// - Parameters:
+    ///   - suiteName: the defaults suite (`nil`: the standard defaults). On Linux it becomes a file
+    ///     name, so it must come from trusted code; keys never do.
+    ///   - keyPrefix: prepended to every key, so entries never collide with the app's own defaults.
+    ///   - codec: turns values into the entry's payload bytes and back.
+    ///   - logger: where unreadable entries are reported (at `warning`) as they are removed.
     public init(
         suiteName: String? = nil, keyPrefix: String = "strata.", codec: some Codec<Value>,
         logger: Logger = Logger(label: "strata.userdefaultsstore")
