@@ -136,7 +136,7 @@ public struct StoreStress: Sendable {
             for writer in 0..<tasks {
                 let store = stores[writer % stores.count]
                 group.addTask {
-                    var generator = StressGenerator(seed: seed &+ UInt64(writer) &* 0x9E37_79B9)
+                    var generator = SplitMix64(seed: seed &+ UInt64(writer) &* 0x9E37_79B9)
                     for step in 0..<steps {
                         let key = keys[Int(generator.next() % UInt64(keys.count))]
                         let roll = generator.next() % 100
@@ -231,15 +231,3 @@ public struct StoreStress: Sendable {
     }
 }
 
-/// SplitMix64, so a failing interleaving's choices can be replayed from the seed.
-private struct StressGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

@@ -25,7 +25,7 @@ struct CrashRecord: Codable, Equatable, Sendable {
     /// SplitMix64 seeded with `seq`: the size class (one in four 100–200 KB, the rest up to 40 KB),
     /// the size, then the bytes. The same algorithm as the writer's, written again here on purpose.
     static func payload(for seq: Int) -> Data {
-        var generator = SplitMix(seed: UInt64(bitPattern: Int64(seq)) &* 0x9E37_79B9_7F4A_7C15)
+        var generator = SplitMix64(seed: UInt64(bitPattern: Int64(seq)) &* 0x9E37_79B9_7F4A_7C15)
         let size: Int
         switch generator.next() % 4 {
         case 0: size = 100_000 + Int(generator.next() % 100_001)
@@ -47,18 +47,6 @@ struct CrashRecord: Codable, Equatable, Sendable {
     }
 }
 
-/// A small deterministic generator, so every kill timing can be replayed from its seed.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// One run of `strata-crash-writer`: a child process whose standard output is a pipe read line by line.
 final class WriterProcess: Sendable {

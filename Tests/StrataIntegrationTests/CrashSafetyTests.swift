@@ -62,7 +62,7 @@ struct CrashSafetyTests {
         let directory = try TemporaryDirectory(prefix: "strata-crash")
         let storePath = target == .sqlite ? directory.appending("db/cache.sqlite").path : directory.appending("cache").path
         let stderrFile = directory.appending("writer-stderr")
-        var random = SplitMix(seed: seed)
+        var random = SplitMix64(seed: seed)
         var figures = Figures()
         var next = 1
         let clock = ContinuousClock()
@@ -166,7 +166,7 @@ struct CrashSafetyTests {
         let directory = try TemporaryDirectory(prefix: "strata-crash-naive")
         let path = directory.appending("value.json").path
         let stderrFile = directory.appending("writer-stderr")
-        var random = SplitMix(seed: Self.seed)
+        var random = SplitMix64(seed: Self.seed)
         var next = 1
         var torn = 0
         var kills = 0

@@ -140,21 +140,10 @@ struct BinaryCodecTests {
         #expect(throws: DecodingError.self) { try BinaryCodec<UInt64>().decode(bytes) }
     }
 
-    /// A small deterministic generator, so a fuzz failure can be replayed from its seed.
-    struct SplitMix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
 
     @Test(arguments: [1, 2, 3, 4])
     func fuzz_arbitraryBytesNeverCrashTheParser(seed: UInt64) throws {
-        var random = SplitMix(state: seed)
+        var random = SplitMix64(seed: seed)
         let valid = try BinaryCodec<Everything>().encode(everything).dropFirst(BinaryFormat.headerSize)
         let validLinks = try BinaryCodec<[Link]>().encode(Self.links).dropFirst(BinaryFormat.headerSize)
         for round in 0..<3_000 {
