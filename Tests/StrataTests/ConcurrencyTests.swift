@@ -176,8 +176,9 @@ struct ConcurrencyChainTests {
         let known = produced.withLock { $0 }
         #expect(all.count + failures.withLock { $0 } == 2_000)
         #expect(all.allSatisfy { Self.isWhole($0) && known.contains($0) }, "\(all.filter { !known.contains($0) }.prefix(5))")
-        #expect(all.contains { $0.name.hasPrefix("remote-") })
-        #expect(all.contains { $0.name.hasPrefix("mutator-") })
+        // Which writer's values the readers happened to see (the remote's, the mutator's) depends on
+        // scheduling, so it is not asserted: the promise is that every served value is whole and was
+        // written, whatever the interleaving.
 
         // Settled: with the remote up and the entry gone, a load fetches, writes through, and the store
         // holds exactly what was served.
