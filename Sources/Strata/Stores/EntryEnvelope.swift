@@ -34,7 +34,7 @@ enum EntryEnvelope {
 
     /// The bytes of `entry` under `key`, its value encoded by `codec`; a value that does not encode
     /// throws the ``StoreError`` of an insert into `store`.
-    static func encode<Value>(_ entry: Cached<Value>, key: String, codec: any Codec<Value>, store: String) throws -> Data {
+    static func encode<Value>(_ entry: Cached<Value>, key: String, codec: any Codec<Value>, store: String) throws(StoreError) -> Data {
         let payload: Data
         do {
             payload = try codec.encode(entry.value)

@@ -18,6 +18,9 @@ import Musl
 /// - Files are created with mode `0600`, the directory (created on first write) with `0700`.
 /// - An entry that does not parse or decode is a miss: it is removed and logged at `warning`.
 /// - Two `FileStore`s on the same directory, in one process or several, see each other's writes.
+/// - The file I/O (and, with limits, waiting for another process's index lock) runs on threads of
+///   its own, never on Swift's cooperative pool: a slow disk delays the store's callers, not every
+///   task of the process. A write whose caller is cancelled still completes.
 ///
 /// ## Limits
 /// With a `countLimit` or `byteLimit` the store evicts least recently used entries when an insert
@@ -117,6 +120,35 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
     }
 
     public func retrieve(_ key: String) async throws -> Cached<Value>? {
+        try await BlockingIOPool.shared.run { try self.retrieveNow(key) }
+    }
+
+    public func insert(_ entry: Cached<Value>, for key: String) async throws {
+        try await BlockingIOPool.shared.run { try self.insertNow(entry, for: key) }
+    }
+
+    /// Re-stamps the entry for `key` by rewriting only its header: the payload bytes are copied as
+    /// they are, never decoded or encoded again. The new file replaces the old one the way an insert
+    /// does (temporary file, flush, rename), so a failed refresh leaves the entry as it was.
+    ///
+    /// Returns `false` when there is no entry, when the file holds another key's entry, or when the
+    /// entry is corrupt (it is then removed, as ``retrieve(_:)`` does). With limits, a refresh counts
+    /// as a use of the entry. An insert of the same key by another process between this method's
+    /// read and its rename is overwritten by the refreshed entry, as with any read-modify-write.
+    /// - Throws: ``StoreError`` (`.refresh`) when the entry cannot be read or the new file written.
+    public func refresh(_ key: String, storedAt: Date, validators: CacheValidators) async throws -> Bool {
+        try await BlockingIOPool.shared.run { try self.refreshNow(key, storedAt: storedAt, validators: validators) }
+    }
+
+    public func delete(_ key: String) async throws {
+        try await BlockingIOPool.shared.run { try self.deleteNow(key) }
+    }
+
+    // The operations themselves. They block in system calls (and, with limits, in `flock` while
+    // another process holds the index), so the methods above run them on the blocking-I/O pool,
+    // never on a thread of the cooperative pool.
+
+    private func retrieveNow(_ key: String) throws(StoreError) -> Cached<Value>? {
         let name = EntryName(key: key)
         let path = directoryPath + "/" + name.fileName
         let contents: (data: Data, inode: UInt64)?
@@ -150,7 +182,7 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
         }
     }
 
-    public func insert(_ entry: Cached<Value>, for key: String) async throws {
+    private func insertNow(_ entry: Cached<Value>, for key: String) throws(StoreError) {
         let bytes = try EntryEnvelope.encode(entry, key: key, codec: codec, store: description)
         do {
             try POSIXFile.createDirectory(directoryPath, mode: 0o700)
@@ -160,16 +192,7 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
         }
     }
 
-    /// Re-stamps the entry for `key` by rewriting only its header: the payload bytes are copied as
-    /// they are, never decoded or encoded again. The new file replaces the old one the way an insert
-    /// does (temporary file, flush, rename), so a failed refresh leaves the entry as it was.
-    ///
-    /// Returns `false` when there is no entry, when the file holds another key's entry, or when the
-    /// entry is corrupt (it is then removed, as ``retrieve(_:)`` does). With limits, a refresh counts
-    /// as a use of the entry. An insert of the same key by another process between this method's
-    /// read and its rename is overwritten by the refreshed entry, as with any read-modify-write.
-    /// - Throws: ``StoreError`` (`.refresh`) when the entry cannot be read or the new file written.
-    public func refresh(_ key: String, storedAt: Date, validators: CacheValidators) async throws -> Bool {
+    private func refreshNow(_ key: String, storedAt: Date, validators: CacheValidators) throws(StoreError) -> Bool {
         let name = EntryName(key: key)
         let path = directoryPath + "/" + name.fileName
         do {
@@ -212,7 +235,7 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
         }
     }
 
-    public func delete(_ key: String) async throws {
+    private func deleteNow(_ key: String) throws(StoreError) {
         let name = EntryName(key: key)
         let path = directoryPath + "/" + name.fileName
         do {
