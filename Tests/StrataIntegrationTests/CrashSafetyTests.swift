@@ -52,7 +52,7 @@ struct CrashSafetyTests {
         var description: String {
             "\(kills) kills in \(String(format: "%.1f", seconds)) s; in-flight round committed \(committedInFlight)×, "
                 + "old value kept \(kills - committedInFlight)×; torn or invalid values \(torn); "
-                + "temporary files left by kills mid-file \(temporaryFilesLeft)"
+                + "temporary files left by kills mid-file \(temporaryFilesLeft), swept after the loop"
         }
     }
 
@@ -100,6 +100,13 @@ struct CrashSafetyTests {
         figures.seconds = Double((clock.now - started).components.seconds) + Double((clock.now - started).components.attoseconds) / 1e18
         if target != .sqlite {
             figures.temporaryFilesLeft = tree(URL(fileURLWithPath: storePath)).filter { $0.hasPrefix(".tmp-") }.count
+            // With no writer left, every leftover may go: the explicit sweep removes exactly those,
+            // and the value stays readable.
+            let sweeper = FileStore<CrashRecord>(
+                directory: URL(fileURLWithPath: storePath), countLimit: target == .fileLimited ? 4 : nil, logger: quietLogger)
+            #expect(try await sweeper.removeTemporaryFiles(olderThan: .zero) == figures.temporaryFilesLeft, "seed \(seed)")
+            #expect(tree(URL(fileURLWithPath: storePath)).filter { $0.hasPrefix(".tmp-") }.isEmpty, "seed \(seed)")
+            #expect(try await sweeper.retrieve(Self.key)?.value.defect == nil, "seed \(seed)")
         }
         #expect(figures.torn == 0, "seed \(seed)")
         #expect(figures.kills >= Self.kills)

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Strata
+@testable @_spi(StrataInternals) import Strata
 import StrataTesting
 
 @Suite("FileStore")
@@ -65,6 +65,75 @@ struct FileStoreTests {
             try await sut.insert(Item(id: round, name: "v\(round)"), for: "feed", storedAt: referenceDate)
         }
         #expect(filesInStore(sut) == [sut.fileURL(for: "feed").lastPathComponent])
+    }
+
+    /// Temporary files a crash left behind, as a killed writer leaves them: one old, one young (a
+    /// write that may still be in progress elsewhere), a symbolic link, and a file that is not ours.
+    func plantLeftovers(in directory: URL) throws {
+        let old = Date(timeIntervalSinceNow: -2 * 3600)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        for name in [".tmp-old", ".tmp-young", "notes.txt"] {
+            try Data(repeating: 7, count: 64).write(to: directory.appendingPathComponent(name))
+        }
+        let outside = self.directory.appending("outside")
+        try Data("keep".utf8).write(to: outside)
+        let link = directory.appendingPathComponent(".tmp-link")
+        try? FileManager.default.removeItem(at: link)
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: outside)
+        for name in [".tmp-old", "notes.txt", "outside"] {
+            let path = name == "outside" ? outside.path : directory.appendingPathComponent(name).path
+            try FileManager.default.setAttributes([.modificationDate: old], ofItemAtPath: path)
+        }
+    }
+
+    @Test func firstWrite_sweepsTemporaryFilesOlderThanAnHour_once() async throws {
+        let logs = LogCapture(level: .notice)
+        let sut = makeSUT(logger: logs.logger)
+        try plantLeftovers(in: sut.directory)
+
+        _ = try await sut.retrieve("feed")
+        #expect(filesInStore(sut).contains(".tmp-old"), "a read sweeps nothing")
+        try await sut.insert(itemA, for: "feed", storedAt: referenceDate)
+        #expect(filesInStore(sut) == [".tmp-link", ".tmp-young", sut.fileURL(for: "feed").lastPathComponent, "notes.txt"].sorted())
+        #expect(FileManager.default.fileExists(atPath: directory.appending("outside").path))
+        #expect(logs.entries.map(\.message) == ["removed temporary files left by interrupted writes"])
+        #expect(logs.entries.first?.metadata["count"] == "1")
+
+        // Once per store: later writes do not list the directory again.
+        try plantLeftovers(in: sut.directory)
+        try await sut.insert(itemB, for: "feed", storedAt: referenceDate)
+        try await sut.delete("feed")
+        #expect(filesInStore(sut).contains(".tmp-old"))
+        #expect(sut.ioCounts.withLock { ($0.directoryScans, $0.temporaryFilesSwept) } == (1, 1))
+
+        // The next store on the directory (the next launch) sweeps on its first write.
+        let next = makeSUT()
+        try await next.insert(itemA, for: "other", storedAt: referenceDate)
+        #expect(!filesInStore(next).contains(".tmp-old"))
+    }
+
+    @Test func removeTemporaryFiles_removesThoseOlderThanTheAgeGiven() async throws {
+        let sut = makeSUT()
+        #expect(try await sut.removeTemporaryFiles() == 0, "no directory yet: nothing to sweep")
+        try plantLeftovers(in: sut.directory)
+        try await sut.insert(itemA, for: "feed", storedAt: referenceDate)  // sweeps .tmp-old
+
+        try plantLeftovers(in: sut.directory)
+        #expect(try await sut.removeTemporaryFiles(olderThan: .seconds(3 * 3600)) == 0)
+        #expect(try await sut.removeTemporaryFiles() == 1)
+        #expect(try await sut.removeTemporaryFiles(olderThan: .zero) == 1)
+        #expect(filesInStore(sut) == [".tmp-link", sut.fileURL(for: "feed").lastPathComponent, "notes.txt"].sorted())
+        #expect(try await sut.retrieve("feed")?.value == itemA)
+    }
+
+    @Test func removeTemporaryFiles_onAnUnlistableDirectory_throwsAStoreError() async throws {
+        let sut = makeSUT()
+        // A self-looping symbolic link where the directory should be fails even for root.
+        try FileManager.default.createSymbolicLink(atPath: sut.directory.path, withDestinationPath: sut.directory.lastPathComponent)
+        let error = await #expect(throws: StoreError.self) { try await sut.removeTemporaryFiles() }
+        #expect(error?.operation == .delete)
+        #expect(error?.key == nil)
+        #expect(error?.reason.hasPrefix("cannot sweep temporary files") == true)
     }
 
     @Test func failedInsert_keepsThePreviousEntryAndThrowsAStoreError() async throws {

@@ -18,6 +18,9 @@ import Musl
 /// - Files are created with mode `0600`, the directory (created on first write) with `0700`.
 /// - An entry that does not parse or decode is a miss: it is removed and logged at `warning`.
 /// - Two `FileStore`s on the same directory, in one process or several, see each other's writes.
+/// - A process killed mid-write leaves its temporary file behind. The store removes those over an
+///   hour old (younger ones may be another process's write in progress) on its first write, or with
+///   limits at compaction; ``removeTemporaryFiles(olderThan:)`` does it on demand.
 /// - The file I/O (and, with limits, waiting for another process's index lock) runs on threads of
 ///   its own, never on Swift's cooperative pool: a slow disk delays the store's callers, not every
 ///   task of the process. A write whose caller is cancelled still completes.
@@ -56,6 +59,9 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
     let index: FileStoreIndex?
     /// What this store has read and scanned (for tests).
     let ioCounts = Locked(FileStoreIOCounts())
+    /// Whether this instance has swept its directory's leftover temporary files (stores without
+    /// limits do it once, on their first write).
+    private let sweptOnce = Locked(false)
 
     /// Creates a store in `directory` that encodes values with `codec`.
     /// - Parameters:
@@ -220,9 +226,11 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
     /// the entry; with limits, recorded as a use and followed by eviction.
     private func write(_ bytes: Data, as name: EntryName) throws {
         let path = directoryPath + "/" + name.fileName
-        let temporaryPath = directoryPath + "/.tmp-" + UUID().uuidString
+        let temporaryPath = directoryPath + "/" + FileStoreIndex.temporaryPrefix + UUID().uuidString
         guard let index else {
-            return try POSIXFile.writeAtomically(bytes, to: path, via: temporaryPath, mode: 0o600, sync: synchronizesWrites)
+            try POSIXFile.writeAtomically(bytes, to: path, via: temporaryPath, mode: 0o600, sync: synchronizesWrites)
+            sweepOnFirstWrite()
+            return
         }
         // The slow part (writing and flushing) runs unlocked; only the rename into place and the
         // bookkeeping run under the index lock, so the journal records changes in the order they happen.
@@ -247,6 +255,66 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
         } catch {
             throw StoreError(store: description, operation: .delete, key: key, reason: "\(error)", underlying: error)
         }
+    }
+
+    /// Removes the temporary files that writes interrupted by a crash or a kill left in the
+    /// directory, and returns how many it removed.
+    ///
+    /// A write goes to a temporary file that is renamed over the entry; a process killed between the
+    /// two leaves that file behind, as large as the entry. Stores sweep them on their own: one without
+    /// limits on its first write after it is created, one with limits whenever it compacts its index,
+    /// each removing those older than an hour. Call this to sweep on a schedule of your own.
+    ///
+    /// - Parameter age: only files last modified longer ago than this are removed; a younger one may
+    ///   be a write in progress in another process. Pass `.zero` only when no other process writes to
+    ///   the directory.
+    /// - Throws: ``StoreError`` (`.delete`, no key) when the directory cannot be listed. A missing
+    ///   directory holds nothing to sweep.
+    @discardableResult
+    public func removeTemporaryFiles(olderThan age: Duration = .seconds(3600)) async throws -> Int {
+        try await BlockingIOPool.shared.run { () throws(StoreError) -> Int in
+            do {
+                return try self.sweepTemporaryFiles(olderThan: Double(age.components.seconds) + Double(age.components.attoseconds) / 1e18)
+            } catch {
+                throw StoreError(store: self.description, operation: .delete, key: nil, reason: "cannot sweep temporary files: \(error)", underlying: error)
+            }
+        }
+    }
+
+    /// One sweep of the leftover temporary files older than an hour, by a store without limits, on
+    /// its first write. It never fails the write: a directory that cannot be listed is only logged.
+    private func sweepOnFirstWrite() {
+        guard !sweptOnce.withLock({ swept in defer { swept = true }; return swept }) else { return }
+        do {
+            try sweepTemporaryFiles(olderThan: FileStoreIndex.staleTemporaryAge)
+        } catch {
+            logger.warning(
+                "cannot sweep temporary files left by interrupted writes",
+                metadata: ["store": "\(description)", "reason": "\(error)"])
+        }
+    }
+
+    @discardableResult
+    private func sweepTemporaryFiles(olderThan age: TimeInterval) throws -> Int {
+        ioCounts.withLock { $0.directoryScans += 1 }
+        let names: [String]
+        do {
+            names = try POSIXFile.fileNames(in: directoryPath)
+        } catch let failure as POSIXFile.Failure where failure.code == ENOENT {
+            return 0
+        }
+        let now = Date().timeIntervalSince1970
+        var swept = 0
+        for name in names where name.hasPrefix(FileStoreIndex.temporaryPrefix) {
+            if POSIXFile.removeIfOlder(directoryPath + "/" + name, than: age, now: now) { swept += 1 }
+        }
+        if swept > 0 {
+            ioCounts.withLock { $0.temporaryFilesSwept += swept }
+            logger.notice(
+                "removed temporary files left by interrupted writes",
+                metadata: ["store": "\(description)", "count": "\(swept)"])
+        }
+        return swept
     }
 
     private func discardCorrupt(_ name: EntryName, path: String, inode: UInt64, key: String, reason: String) {

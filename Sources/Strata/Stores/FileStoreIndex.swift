@@ -15,7 +15,7 @@ struct FileStoreIOCounts: Sendable, Equatable {
     var entryReads = 0
     /// Whole reads of the index journal (a store loads it at most once, unless another process compacts it).
     var journalLoads = 0
-    /// Directory listings (index rebuilds and compactions only).
+    /// Directory listings (index rebuilds, compactions and temporary-file sweeps only).
     var directoryScans = 0
     /// Index rebuilds from the directory (the index was missing or damaged).
     var rebuilds = 0
@@ -40,6 +40,8 @@ final class FileStoreIndex: Sendable {
     /// How long a temporary file may exist before a sweep treats it as left by a crash. Writes take
     /// milliseconds; an hour leaves any live writer, even on a slow disk, alone.
     static let staleTemporaryAge: TimeInterval = 3600
+    /// How the names of temporary files (writes in progress, or left by a crash) begin.
+    static let temporaryPrefix = ".tmp-"
     /// A journal is compacted once it holds more than twice as many records as live entries, and at
     /// least this many.
     static let minimumCompactionRecords = 256
@@ -427,11 +429,8 @@ final class FileStoreIndex: Sendable {
         var swept = 0
         for fileName in names {
             let path = directoryPath + "/" + fileName
-            if fileName.hasPrefix(".tmp-") {
-                var info = stat()
-                if lstat(path, &info) == 0, now - Self.modificationTime(info) > Self.staleTemporaryAge, unlink(path) == 0 {
-                    swept += 1
-                }
+            if fileName.hasPrefix(Self.temporaryPrefix) {
+                if POSIXFile.removeIfOlder(path, than: Self.staleTemporaryAge, now: now) { swept += 1 }
                 continue
             }
             guard let name = EntryName(fileName: fileName) else { continue }
@@ -441,7 +440,7 @@ final class FileStoreIndex: Sendable {
             }
             var info = stat()
             guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { continue }
-            unknown.append((name, Int(info.st_size), Self.modificationTime(info)))
+            unknown.append((name, Int(info.st_size), POSIXFile.modificationTime(info)))
         }
         if swept > 0 {
             counts.withLock { $0.temporaryFilesSwept += swept }
@@ -463,7 +462,7 @@ final class FileStoreIndex: Sendable {
         for entry in rebuilt.entriesFromLeastRecent() {
             IndexJournal.append(.access(entry.key, size: entry.element), to: &bytes)
         }
-        let temporaryPath = directoryPath + "/.tmp-index-" + UUID().uuidString
+        let temporaryPath = directoryPath + "/" + Self.temporaryPrefix + "index-" + UUID().uuidString
         try POSIXFile.writeNew(Data(bytes), at: temporaryPath, mode: 0o600, sync: synchronizesWrites)
         try POSIXFile.commit(temporaryPath, to: journalPath, sync: synchronizesWrites)
 
@@ -477,14 +476,6 @@ final class FileStoreIndex: Sendable {
         state.journal = journal
         state.entries = rebuilt
         return unknown.count
-    }
-
-    private static func modificationTime(_ info: stat) -> Double {
-        #if canImport(Darwin)
-        Double(info.st_mtimespec.tv_sec) + Double(info.st_mtimespec.tv_nsec) / 1e9
-        #else
-        Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
-        #endif
     }
 
     private func bestEffort(_ what: String, _ body: () throws -> Void) {

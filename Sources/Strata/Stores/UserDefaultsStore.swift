@@ -44,7 +44,14 @@ public final class UserDefaultsStore<Value: Sendable>: Store, Sendable {
     public var origin: Origin { .disk }
 
     // UserDefaults is documented thread-safe but is not `Sendable` on every platform; a store holds
-    // only the suite name and opens the (process-wide, cached) suite object on each call.
+    // only the suite name and opens the suite object on each call. On Linux, concurrent calls lost
+    // writes (a value set, then read back by the same task as missing: the store contract's
+    // concurrency case, about one run in six on a loaded machine), so every call, from opening the
+    // suite to the last access, runs under one process-wide lock. The data is small by design.
+    private func withDefaults<Result>(_ body: (UserDefaults) throws -> Result) throws -> Result {
+        try userDefaultsLock.withLock { _ in try body(defaults()) }
+    }
+
     private func defaults() throws -> UserDefaults {
         guard let suiteName else { return .standard }
         guard let defaults = UserDefaults(suiteName: suiteName) else {
@@ -54,52 +61,54 @@ public final class UserDefaultsStore<Value: Sendable>: Store, Sendable {
     }
 
     public func retrieve(_ key: String) async throws -> Cached<Value>? {
-        let defaults = try defaults()
-        let defaultsKey = keyPrefix + key
-        guard let object = defaults.object(forKey: defaultsKey) else { return nil }
-        guard let data = object as? Data else {
-            discardCorrupt(defaultsKey, key: key, reason: "not data but \(type(of: object))", in: defaults)
-            return nil
+        try withDefaults { defaults in
+            let defaultsKey = keyPrefix + key
+            guard let object = defaults.object(forKey: defaultsKey) else { return nil }
+            guard let data = object as? Data else {
+                discardCorrupt(defaultsKey, key: key, reason: "not data but \(type(of: object))", in: defaults)
+                return nil
+            }
+            guard let (header, payload) = EntryEnvelope.decode(data) else {
+                discardCorrupt(defaultsKey, key: key, reason: "not a valid Strata entry (\(data.count) bytes)", in: defaults)
+                return nil
+            }
+            // Another key's entry under ours (copied defaults): not ours to delete, a miss for us.
+            guard header.key == key else { return nil }
+            let value: Value
+            do {
+                value = try codec.decode(payload)
+            } catch {
+                discardCorrupt(defaultsKey, key: key, reason: "payload does not decode: \(error)", in: defaults)
+                return nil
+            }
+            return Cached(value: value, storedAt: header.storedAt, validators: header.validators)
         }
-        guard let (header, payload) = EntryEnvelope.decode(data) else {
-            discardCorrupt(defaultsKey, key: key, reason: "not a valid Strata entry (\(data.count) bytes)", in: defaults)
-            return nil
-        }
-        // Another key's entry under ours (copied defaults): not ours to delete, a miss for us.
-        guard header.key == key else { return nil }
-        let value: Value
-        do {
-            value = try codec.decode(payload)
-        } catch {
-            discardCorrupt(defaultsKey, key: key, reason: "payload does not decode: \(error)", in: defaults)
-            return nil
-        }
-        return Cached(value: value, storedAt: header.storedAt, validators: header.validators)
     }
 
     public func insert(_ entry: Cached<Value>, for key: String) async throws {
         let data = try EntryEnvelope.encode(entry, key: key, codec: codec, store: description)
-        try defaults().set(data, forKey: keyPrefix + key)
+        try withDefaults { $0.set(data, forKey: keyPrefix + key) }
     }
 
     /// Re-stamps the entry for `key` by rewriting its envelope's header around the same payload
     /// bytes (the value is not decoded or encoded again); `false` when there is no readable entry
     /// (an unreadable one is removed, as ``retrieve(_:)`` does).
     public func refresh(_ key: String, storedAt: Date, validators: CacheValidators) async throws -> Bool {
-        let defaults = try defaults()
-        let defaultsKey = keyPrefix + key
-        guard let object = defaults.object(forKey: defaultsKey) else { return false }
-        guard let data = object as? Data, let (header, payload) = EntryEnvelope.decode(data) else {
-            discardCorrupt(defaultsKey, key: key, reason: "not a valid Strata entry", in: defaults)
-            return false
+        try withDefaults { defaults in
+            let defaultsKey = keyPrefix + key
+            guard let object = defaults.object(forKey: defaultsKey) else { return false }
+            guard let data = object as? Data, let (header, payload) = EntryEnvelope.decode(data) else {
+                discardCorrupt(defaultsKey, key: key, reason: "not a valid Strata entry", in: defaults)
+                return false
+            }
+            guard header.key == key else { return false }
+            defaults.set(EntryEnvelope.encode(key: key, storedAt: storedAt, validators: validators, payload: payload), forKey: defaultsKey)
+            return true
         }
-        guard header.key == key else { return false }
-        defaults.set(EntryEnvelope.encode(key: key, storedAt: storedAt, validators: validators, payload: payload), forKey: defaultsKey)
-        return true
     }
 
     public func delete(_ key: String) async throws {
-        try defaults().removeObject(forKey: keyPrefix + key)
+        try withDefaults { $0.removeObject(forKey: keyPrefix + key) }
     }
 
     private func discardCorrupt(_ defaultsKey: String, key: String, reason: String, in defaults: UserDefaults) {
@@ -109,6 +118,9 @@ public final class UserDefaultsStore<Value: Sendable>: Store, Sendable {
         defaults.removeObject(forKey: defaultsKey)
     }
 }
+
+/// Serialises every ``UserDefaultsStore`` call in the process (see `withDefaults`).
+private let userDefaultsLock = Locked(())
 
 extension UserDefaultsStore: CustomStringConvertible {
     public var description: String { "UserDefaultsStore(\(suiteName ?? "standard"))" }

@@ -120,6 +120,23 @@ enum POSIXFile {
         unlink(path)
     }
 
+    /// Removes `path` when it is a regular file last modified more than `age` seconds before `now`
+    /// (a symbolic link is not followed, and not removed). Returns whether it removed it.
+    static func removeIfOlder(_ path: String, than age: TimeInterval, now: TimeInterval) -> Bool {
+        var info = stat()
+        guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return false }
+        return now - modificationTime(info) > age && unlink(path) == 0
+    }
+
+    /// When the file `info` describes was last modified, in seconds since 1970.
+    static func modificationTime(_ info: stat) -> TimeInterval {
+        #if canImport(Darwin)
+        Double(info.st_mtimespec.tv_sec) + Double(info.st_mtimespec.tv_nsec) / 1e9
+        #else
+        Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
+        #endif
+    }
+
     /// The names in directory `path` (without `.` and `..`).
     static func fileNames(in path: String) throws -> [String] {
         guard let directory = opendir(path) else { throw Failure(call: "opendir", path: path, code: errno) }
