@@ -49,7 +49,10 @@ public final class UserDefaultsStore<Value: Sendable>: Store, Sendable {
     // concurrency case, about one run in six on a loaded machine), so every call, from opening the
     // suite to the last access, runs under one process-wide lock. The data is small by design.
     private func withDefaults<Result>(_ body: (UserDefaults) throws -> Result) throws -> Result {
-        try userDefaultsLock.withLock { _ in try body(defaults()) }
+        try userDefaultsLock.withLock { calls in
+            calls &+= 1
+            return try body(defaults())
+        }
     }
 
     private func defaults() throws -> UserDefaults {
@@ -119,8 +122,10 @@ public final class UserDefaultsStore<Value: Sendable>: Store, Sendable {
     }
 }
 
-/// Serialises every ``UserDefaultsStore`` call in the process (see `withDefaults`).
-private let userDefaultsLock = Locked(())
+/// Serialises every ``UserDefaultsStore`` call in the process (see `withDefaults`), and counts them.
+/// (It guards a count rather than nothing: ThreadSanitizer reported an access race on a lock whose
+/// state was the empty tuple, a zero-sized value with no storage of its own.)
+private let userDefaultsLock = Locked<UInt64>(0)
 
 extension UserDefaultsStore: CustomStringConvertible {
     public var description: String { "UserDefaultsStore(\(suiteName ?? "standard"))" }
