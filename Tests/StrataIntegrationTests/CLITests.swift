@@ -30,7 +30,9 @@ final class FetchTests {
         let output = CapturedOutput()
         let options = Fetcher.Options(
             url: url, cacheDirectory: directory.url, maxAge: maxAge, maxStale: maxStale, retries: retries,
-            timeout: .seconds(10), defaultFile: defaultFile, json: json)
+            // Generous: a real request to the in-process server. The whole test process has been seen
+            // to stall for ~30 s early in a loaded CI run; no test here is about the timeout.
+            timeout: .seconds(90), defaultFile: defaultFile, json: json)
         let code = await Fetcher(options: options, now: clock.wallClock).run(stdout: output.stdout, stderr: output.stderr)
         return (code, output)
     }

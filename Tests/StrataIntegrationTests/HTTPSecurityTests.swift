@@ -78,7 +78,7 @@ struct HTTPSecurityTests {
         }
 
         await #expect {
-            _ = try await HTTPLoader(url: url, timeout: .seconds(20)).load()
+            _ = try await HTTPLoader(url: url, timeout: .seconds(60)).load()
         } throws: { error in
             guard case HTTPError.transport(let failedURL, let reason, _) = error else { return false }
             return failedURL == url && reason.hasPrefix("TLS failed")
@@ -86,7 +86,7 @@ struct HTTPSecurityTests {
         // The same with a client on a session of its own.
         let own = URLSessionHTTPClient(session: URLSession(configuration: .ephemeral))
         await #expect {
-            _ = try await HTTPLoader(url: url, timeout: .seconds(20), client: own).load()
+            _ = try await HTTPLoader(url: url, timeout: .seconds(60), client: own).load()
         } throws: { error in
             if case HTTPError.transport(_, let reason, _) = error { return reason.hasPrefix("TLS failed") }
             return false
