@@ -1,5 +1,5 @@
 import Foundation
-@_spi(StrataInternals) import Strata
+@testable @_spi(StrataInternals) import Strata
 import StrataTesting
 import Testing
 #if canImport(Glibc)
@@ -8,45 +8,33 @@ import Glibc
 import Darwin
 #endif
 
-/// `n` parties wait for one another: each `arrive` returns `true` once all `n` have arrived, or
-/// `false` when `deadline` passes first. A failure bound, not a timing: on success nobody waits for
-/// the deadline.
-private final class Rendezvous: Sendable {
-    private let arrived = Locked(0)
-    private let everyone = DispatchSemaphore(value: 0)
-    private let parties: Int
-
-    init(parties: Int) { self.parties = parties }
-
-    func arrive(deadline: DispatchTime) -> Bool {
-        let count = arrived.withLock { count in
-            count += 1
-            return count
-        }
-        if count == parties {
-            for _ in 0..<parties { everyone.signal() }
-        }
-        return everyone.wait(timeout: deadline) == .success
-    }
-}
-
 @Suite("BlockingIOPool: blocking work off the cooperative pool")
 struct BlockingIOPoolTests {
-    /// Far more jobs than cores, each blocked until all of them run: only a pool that gives every job
-    /// a thread of its own (as blocking system calls need) gets them all through.
-    @Test func jobsThatBlockEachGetAThreadOfTheirOwn() async throws {
-        let pool = BlockingIOPool(maximumThreads: 16, idleTimeout: .seconds(10))
+    /// Far more jobs than cores, each blocked until the test lets them go: a pool fit for blocking
+    /// system calls starts a thread for every one of them (a fixed-size pool, or one that queues a job
+    /// behind a busy thread, does not). No job can finish before the gate opens, so no thread is
+    /// idle and the count is exact.
+    @Test func jobsThatBlockEachGetAThreadOfTheirOwn() async {
+        let pool = BlockingIOPool(maximumThreads: 16, idleTimeout: .seconds(60))
+        let gate = DispatchSemaphore(value: 0)
+        let (finished, finish) = AsyncStream.makeStream(of: Void.self)
         let jobs = 12
-        let rendezvous = Rendezvous(parties: jobs)
-        let deadline = DispatchTime.now() + .seconds(30)
-        let met = await withTaskGroup(of: Bool.self) { group in
-            for _ in 0..<jobs {
-                group.addTask { await pool.run { rendezvous.arrive(deadline: deadline) } }
+        for _ in 0..<jobs {
+            pool.submit {
+                gate.wait()
+                finish.yield()
             }
-            return await group.reduce(into: [Bool]()) { $0.append($1) }
         }
-        #expect(met == Array(repeating: true, count: jobs))
-        #expect(pool.statistics.peakThreads == jobs)
+        let whileBlocked = pool.statistics
+        for _ in 0..<jobs { gate.signal() }
+        var done = 0
+        for await _ in finished {
+            done += 1
+            if done == jobs { break }
+        }
+        #expect(whileBlocked.threads == jobs)
+        #expect(whileBlocked.threadsStarted == jobs)
+        #expect(done == jobs)
     }
 
     @Test func beyondItsMaximumJobsQueueAndEveryOneRuns() async throws {

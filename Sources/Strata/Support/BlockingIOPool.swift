@@ -1,11 +1,5 @@
+import Dispatch
 import Foundation
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 
 /// Threads for work that blocks in the kernel: `open`, `read`, `write`, `fsync`, `rename`, and
 /// `flock` waiting for another process.
@@ -20,11 +14,7 @@ import Musl
 /// A job never waits behind another job while the pool is below its maximum, so a `flock` held by
 /// another process delays only the operations that need that lock.
 @_spi(StrataInternals)
-public final class BlockingIOPool: @unchecked Sendable {
-    // @unchecked: every stored property below is either immutable (`maximumThreads`, `idleTimeout`,
-    // `mutex`, `condition`) or is `state`, which is only read or written while `mutex` is held (in
-    // `submit` and `work`). Jobs are `@Sendable` closures, so handing them to another thread is safe.
-
+public final class BlockingIOPool: Sendable {
     /// The pool the stores use.
     public static let shared = BlockingIOPool(maximumThreads: 64, idleTimeout: .seconds(10))
 
@@ -42,12 +32,12 @@ public final class BlockingIOPool: @unchecked Sendable {
         public var peakThreads: Int
     }
 
-    private struct State {
+    private struct State: Sendable {
         var jobs: [@Sendable () -> Void] = []
         var head = 0
         var threads = 0
-        /// Threads waiting on `condition` (counted until they hold the lock again after waking).
-        var idle = 0
+        /// One semaphore per idle thread, which waits on it; a submit takes one and signals it.
+        var idle: [DispatchSemaphore] = []
         var threadsStarted = 0
         var peakThreads = 0
 
@@ -72,9 +62,7 @@ public final class BlockingIOPool: @unchecked Sendable {
     public let maximumThreads: Int
     /// How long a thread with nothing to do waits before it ends.
     public let idleTimeout: Duration
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private let condition: UnsafeMutablePointer<pthread_cond_t>
-    private var state = State()
+    private let state = Locked(State())
 
     /// Creates a pool that starts threads as jobs need them.
     /// - Parameters:
@@ -85,32 +73,6 @@ public final class BlockingIOPool: @unchecked Sendable {
         precondition(idleTimeout > .zero, "idleTimeout must be positive")
         self.maximumThreads = maximumThreads
         self.idleTimeout = idleTimeout
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
-        condition = .allocate(capacity: 1)
-        condition.initialize(to: pthread_cond_t())
-        #if canImport(Darwin)
-        pthread_cond_init(condition, nil)
-        #else
-        // Timed waits measure the monotonic clock, so a change of wall-clock time cannot end or
-        // extend them.
-        var attributes = pthread_condattr_t()
-        pthread_condattr_init(&attributes)
-        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
-        pthread_cond_init(condition, &attributes)
-        pthread_condattr_destroy(&attributes)
-        #endif
-    }
-
-    deinit {
-        // Threads hold a strong reference to the pool while they run, so none is left here.
-        pthread_cond_destroy(condition)
-        condition.deinitialize(count: 1)
-        condition.deallocate()
-        pthread_mutex_destroy(mutex)
-        mutex.deinitialize(count: 1)
-        mutex.deallocate()
     }
 
     /// Runs `body` on one of the pool's threads; the calling task suspends until it returns.
@@ -134,27 +96,26 @@ public final class BlockingIOPool: @unchecked Sendable {
 
     /// What the pool is doing now.
     public var statistics: Statistics {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return Statistics(
-            threads: state.threads, idle: state.idle, queued: state.queued,
-            threadsStarted: state.threadsStarted, peakThreads: state.peakThreads)
+        state.withLock { state in
+            Statistics(
+                threads: state.threads, idle: state.idle.count, queued: state.queued,
+                threadsStarted: state.threadsStarted, peakThreads: state.peakThreads)
+        }
     }
 
-    private func submit(_ job: @escaping @Sendable () -> Void) {
-        pthread_mutex_lock(mutex)
-        state.jobs.append(job)
-        // Every thread looks at the queue before it waits, and idle threads look again when woken, so
-        // a signal that finds no waiter loses nothing. More queued jobs than idle threads to take
-        // them: start a thread rather than let this job wait behind a running one.
-        if state.idle > 0 { pthread_cond_signal(condition) }
-        let startThread = state.queued > state.idle && state.threads < maximumThreads
-        if startThread {
+    /// Queues `job` and wakes an idle thread for it, or starts one when none is idle and the pool
+    /// is below its maximum; at the maximum, a busy thread takes it when it finishes.
+    func submit(_ job: @escaping @Sendable () -> Void) {
+        let (wake, startThread) = state.withLock { state -> (DispatchSemaphore?, Bool) in
+            state.jobs.append(job)
+            if let idle = state.idle.popLast() { return (idle, false) }
+            guard state.threads < maximumThreads else { return (nil, false) }
             state.threads += 1
             state.threadsStarted += 1
             state.peakThreads = max(state.peakThreads, state.threads)
+            return (nil, true)
         }
-        pthread_mutex_unlock(mutex)
+        wake?.signal()
         if startThread {
             let thread = Thread { [self] in work() }
             thread.name = "strata.blocking-io"
@@ -162,42 +123,45 @@ public final class BlockingIOPool: @unchecked Sendable {
         }
     }
 
+    private enum Next {
+        case run(@Sendable () -> Void)
+        case wait
+    }
+
+    /// A thread's life: run queued jobs; with none, wait on a semaphore of its own for a submit to
+    /// signal it, and end after `idleTimeout` without one.
     private func work() {
-        pthread_mutex_lock(mutex)
+        let wakeUp = DispatchSemaphore(value: 0)
         while true {
-            if let job = state.dequeue() {
-                pthread_mutex_unlock(mutex)
+            let next = state.withLock { state -> Next in
+                if let job = state.dequeue() { return .run(job) }
+                state.idle.append(wakeUp)
+                return .wait
+            }
+            if case .run(let job) = next {
                 job()
-                pthread_mutex_lock(mutex)
                 continue
             }
-            state.idle += 1
-            let timedOut = waitForSignal()
-            state.idle -= 1
-            // A job queued meanwhile is taken even after a timeout: no job is left without a thread.
-            if timedOut, state.queued == 0 {
+            if wakeUp.wait(timeout: .now() + .nanoseconds(Self.nanoseconds(idleTimeout))) == .success { continue }
+            let ends = state.withLock { state -> Bool? in
+                // Still listed as idle: nobody chose this thread, so it may end (unless a job came in
+                // meanwhile). Not listed: a submit took its semaphore and is about to signal it.
+                guard let index = state.idle.firstIndex(where: { $0 === wakeUp }) else { return nil }
+                state.idle.remove(at: index)
+                guard state.queued == 0 else { return false }
                 state.threads -= 1
-                pthread_mutex_unlock(mutex)
-                return
+                return true
+            }
+            switch ends {
+            case true?: return
+            case false?: continue
+            case nil: wakeUp.wait()  // the signal is on its way; take it so the semaphore starts at 0 again
             }
         }
     }
 
-    /// Waits (with `mutex` held) for a signal or `idleTimeout`; `true` when the time ran out.
-    private func waitForSignal() -> Bool {
-        let (seconds, attoseconds) = idleTimeout.components
-        var deadline = timespec()
-        #if canImport(Darwin)
-        deadline.tv_sec = Int(seconds)
-        deadline.tv_nsec = Int(attoseconds / 1_000_000_000)
-        return pthread_cond_timedwait_relative_np(condition, mutex, &deadline) == ETIMEDOUT
-        #else
-        clock_gettime(CLOCK_MONOTONIC, &deadline)
-        var nanoseconds = Int(deadline.tv_nsec) + Int(attoseconds / 1_000_000_000)
-        deadline.tv_sec += Int(seconds) + nanoseconds / 1_000_000_000
-        nanoseconds %= 1_000_000_000
-        deadline.tv_nsec = nanoseconds
-        return pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT
-        #endif
+    private static func nanoseconds(_ duration: Duration) -> Int {
+        let (seconds, attoseconds) = duration.components
+        return Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
     }
 }
