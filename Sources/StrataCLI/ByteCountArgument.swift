@@ -15,8 +15,7 @@ public struct ByteCountArgument: ExpressibleByArgument, Sendable, Equatable, Cus
     }
 
     public init?(argument: String) {
-        let text = argument.trimmingCharacters(in: .whitespaces).lowercased()
-        if text == "none" {
+        if argument.trimmingCharacters(in: .whitespaces).lowercased() == "none" {
             self.init(bytes: nil, description: argument)
             return
         }
@@ -26,16 +25,8 @@ public struct ByteCountArgument: ExpressibleByArgument, Sendable, Equatable, Cus
             ("kb", 1024), ("mb", 1_048_576), ("gb", 1_073_741_824),
             ("k", 1024), ("m", 1_048_576), ("g", 1_073_741_824), ("b", 1),
         ]
-        var number = Substring(text)
-        var scale = 1.0
-        for unit in units where text.hasSuffix(unit.suffix) {
-            number = text.dropLast(unit.suffix.count)
-            scale = unit.scale
-            break
-        }
-        let trimmed = number.trimmingCharacters(in: .whitespaces)
-        guard let value = Double(trimmed), value.isFinite, value > 0 else { return nil }
-        let bytes = (value * scale).rounded()
+        guard let value = NumberWithUnit.parse(argument, units: units), value > 0 else { return nil }
+        let bytes = value.rounded()
         guard bytes >= 1, bytes < Double(Int.max) else { return nil }
         self.init(bytes: Int(bytes), description: argument)
     }

@@ -11,22 +11,12 @@ public struct DurationArgument: ExpressibleByArgument, Sendable, Equatable, Cust
     }
 
     public init?(argument: String) {
-        let text = argument.trimmingCharacters(in: .whitespaces).lowercased()
-        let units: [(suffix: String, seconds: Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86_400)]
-        var number = Substring(text)
-        var scale = 1.0
-        for unit in units where text.hasSuffix(unit.suffix) {
-            // "ms" is checked before "s", so "500ms" is never read as 500 m + "s".
-            number = text.dropLast(unit.suffix.count)
-            scale = unit.seconds
-            break
-        }
-        guard let value = Double(number), value.isFinite, value >= 0 else { return nil }
-        self.duration = .milliseconds(Int64((value * scale * 1000).rounded()))
+        // "ms" is checked before "s", so "500ms" is never read as 500 m + "s".
+        let units: [(suffix: String, scale: Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86_400)]
+        guard let seconds = NumberWithUnit.parse(argument, units: units), seconds >= 0 else { return nil }
+        self.duration = .milliseconds(Int64((seconds * 1000).rounded()))
         self.description = argument
     }
 
     public static var defaultCompletionKind: CompletionKind { .default }
 }
-
-import Foundation
