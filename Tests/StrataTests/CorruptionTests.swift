@@ -9,6 +9,15 @@ import StrataTesting
 /// keeps working.
 @Suite("Corruption")
 struct CorruptionTests {
+    /// The store reported the entry of "feed" as corrupt, at warning, naming itself and a reason.
+    static func expectCorruptEntryWarning(in logs: LogCapture, store: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let warning = try #require(logs.entries.first { $0.level == .warning }, sourceLocation: sourceLocation)
+        #expect(warning.message == "removing corrupt cache entry", sourceLocation: sourceLocation)
+        #expect(warning.metadata["store"] == "\(store)", sourceLocation: sourceLocation)
+        #expect(warning.metadata["key"] == "feed", sourceLocation: sourceLocation)
+        #expect(!"\(warning.metadata["reason"] ?? "")".isEmpty, sourceLocation: sourceLocation)
+    }
+
     let directory: TemporaryDirectory
 
     init() throws {
@@ -59,11 +68,7 @@ struct CorruptionTests {
         #expect(try await store.retrieve("feed") == nil)
 
         #expect(!FileManager.default.fileExists(atPath: file.path), "the foreign file is removed")
-        let warning = try #require(logs.entries.first { $0.level == .warning })
-        #expect(warning.message == "removing corrupt cache entry")
-        #expect(warning.metadata["store"] == "\(store.description)")
-        #expect(warning.metadata["key"] == "feed")
-        #expect(!"\(warning.metadata["reason"] ?? "")".isEmpty)
+        try Self.expectCorruptEntryWarning(in: logs, store: store.description)
         // The store keeps working, for this key and the others.
         #expect(try await store.retrieve("other")?.value == itemB)
         try await store.insert(itemB, for: "feed", storedAt: referenceDate)
@@ -163,11 +168,7 @@ struct CorruptionTests {
             #expect(try await store.retrieve("feed") == nil)
 
             #expect(defaults.object(forKey: "strata.feed") == nil, "the foreign value is removed")
-            let warning = try #require(logs.entries.first { $0.level == .warning })
-            #expect(warning.message == "removing corrupt cache entry")
-            #expect(warning.metadata["store"] == "\(store.description)")
-            #expect(warning.metadata["key"] == "feed")
-            #expect(!"\(warning.metadata["reason"] ?? "")".isEmpty)
+            try Self.expectCorruptEntryWarning(in: logs, store: store.description)
             #expect(try await store.retrieve("other")?.value == itemB)
             try await store.insert(itemB, for: "feed", storedAt: referenceDate)
             #expect(try await store.retrieve("feed")?.value == itemB)
