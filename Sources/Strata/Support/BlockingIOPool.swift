@@ -142,7 +142,7 @@ public final class BlockingIOPool: Sendable {
                 job()
                 continue
             }
-            if wakeUp.wait(timeout: .now() + .nanoseconds(Self.nanoseconds(idleTimeout))) == .success { continue }
+            if wakeUp.wait(timeout: .now() + idleTimeout.seconds) == .success { continue }
             let ends = state.withLock { state -> Bool? in
                 // Still listed as idle: nobody chose this thread, so it may end (unless a job came in
                 // meanwhile). Not listed: a submit took its semaphore and is about to signal it.
@@ -158,10 +158,5 @@ public final class BlockingIOPool: Sendable {
             case nil: wakeUp.wait()  // the signal is on its way; take it so the semaphore starts at 0 again
             }
         }
-    }
-
-    private static func nanoseconds(_ duration: Duration) -> Int {
-        let (seconds, attoseconds) = duration.components
-        return Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
     }
 }
