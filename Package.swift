@@ -1,6 +1,16 @@
-// swift-tools-version: 6.0
+// swift-tools-version: 6.2
+// 6.2: `Task.immediate` (SE-0472) and package traits (SE-0450, 6.1).
 import PackageDescription
 
+// What an app gets when it depends on Strata and uses the `Strata` product: Strata and the four API
+// packages it speaks (swift-log, swift-metrics, swift-distributed-tracing, swift-http-types), nothing
+// else. The SQLite and PostgreSQL stores are traits the app enables on its `.package` line, and a
+// dependency only a disabled trait uses is not even fetched:
+//
+//     .package(url: "https://github.com/strata-swift/strata", from: "1.0.0", traits: ["SQLite"]),
+//
+// The `strata` command, the demo server, the five example systems and the integration tests live in
+// the sibling package `Tools/`, which never reaches an app's graph.
 let package = Package(
     name: "Strata",
     platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9)],
@@ -9,16 +19,25 @@ let package = Package(
         .library(name: "StrataSQLite", targets: ["StrataSQLite"]),
         .library(name: "StrataPostgres", targets: ["StrataPostgres"]),
         .library(name: "StrataTesting", targets: ["StrataTesting"]),
-        .executable(name: "strata", targets: ["strata"]),
+    ],
+    traits: [
+        .trait(
+            name: "SQLite",
+            description: "SQLiteStore, in the StrataSQLite product, on GRDB (many keys in one SQLite file)."
+        ),
+        .trait(
+            name: "Postgres",
+            description: "PostgresStore, in the StrataPostgres product, on PostgresNIO (a cache shared by servers)."
+        ),
+        .default(enabledTraits: []),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.1.0"),
+        // Only the traits use these; an app that enables neither never fetches them.
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.21.0"),
-        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
-        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
     ],
     targets: [
         .target(
@@ -29,107 +48,27 @@ let package = Package(
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
+        // Empty unless the `SQLite` trait is enabled.
         .target(
             name: "StrataSQLite",
             dependencies: [
                 "Strata",
-                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDB", package: "GRDB.swift", condition: .when(traits: ["SQLite"])),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Empty unless the `Postgres` trait is enabled.
         .target(
             name: "StrataPostgres",
             dependencies: [
                 "Strata",
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Postgres"])),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .target(
             name: "StrataTesting",
             dependencies: ["Strata", .product(name: "Logging", package: "swift-log")]
-        ),
-        .target(
-            name: "StrataDemo",
-            dependencies: [
-                "Strata",
-                "StrataTesting",
-                "FeedCachingExample",
-                "FileFeedStoreExample",
-                "PostsRepositoryExample",
-                "CrossCuttingExample",
-                "DataLoaderChainExample",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            resources: [.copy("Resources/default_feed.json")]
-        ),
-        .target(
-            name: "StrataCLI",
-            dependencies: [
-                "Strata",
-                "StrataSQLite",
-                "StrataPostgres",
-                "StrataDemo",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
-        ),
-        .executableTarget(
-            name: "strata",
-            dependencies: ["StrataCLI", .product(name: "ArgumentParser", package: "swift-argument-parser")]
-        ),
-
-        // The five source systems (SEEDS.md), each in its own article's vocabulary.
-        .target(
-            name: "FeedCachingExample",
-            dependencies: ["Strata", .product(name: "Logging", package: "swift-log")],
-            path: "Examples/S0-FeedCaching/Sources"
-        ),
-        .testTarget(
-            name: "FeedCachingExampleTests",
-            dependencies: ["FeedCachingExample", "Strata", "StrataTesting", "StrataDemo"],
-            path: "Examples/S0-FeedCaching/Tests"
-        ),
-        .target(
-            name: "FileFeedStoreExample",
-            dependencies: ["Strata", "FeedCachingExample"],
-            path: "Examples/S1-FileFeedStore/Sources"
-        ),
-        .testTarget(
-            name: "FileFeedStoreExampleTests",
-            dependencies: ["FileFeedStoreExample", "FeedCachingExample", "Strata", "StrataTesting"],
-            path: "Examples/S1-FileFeedStore/Tests"
-        ),
-        .target(
-            name: "PostsRepositoryExample",
-            dependencies: ["Strata"],
-            path: "Examples/S2-PostsRepository/Sources"
-        ),
-        .testTarget(
-            name: "PostsRepositoryExampleTests",
-            dependencies: ["PostsRepositoryExample", "Strata", "StrataTesting", "StrataDemo"],
-            path: "Examples/S2-PostsRepository/Tests"
-        ),
-        .target(
-            name: "CrossCuttingExample",
-            dependencies: ["Strata", .product(name: "Logging", package: "swift-log")],
-            path: "Examples/S3-CrossCutting/Sources"
-        ),
-        .testTarget(
-            name: "CrossCuttingExampleTests",
-            dependencies: ["CrossCuttingExample", "Strata", "StrataTesting"],
-            path: "Examples/S3-CrossCutting/Tests"
-        ),
-        .target(
-            name: "DataLoaderChainExample",
-            dependencies: ["Strata"],
-            path: "Examples/S4-DataLoaderChain/Sources",
-            resources: [.copy("Resources/default_data.json")]
-        ),
-        .testTarget(
-            name: "DataLoaderChainExampleTests",
-            dependencies: ["DataLoaderChainExample", "Strata", "StrataTesting", "StrataDemo"],
-            path: "Examples/S4-DataLoaderChain/Tests"
         ),
 
         .testTarget(
@@ -141,27 +80,15 @@ let package = Package(
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ]
         ),
+        // Run with `swift test --traits SQLite` (or `--enable-all-traits`); empty otherwise.
         .testTarget(
             name: "StrataSQLiteTests",
             dependencies: ["StrataSQLite", "Strata", "StrataTesting"]
         ),
+        // Run with `swift test --traits Postgres` and STRATA_POSTGRES_URL set; empty otherwise.
         .testTarget(
             name: "StrataPostgresTests",
             dependencies: ["StrataPostgres", "Strata", "StrataTesting"]
-        ),
-        // A helper process the crash-safety tests start and kill with SIGKILL while it writes.
-        .executableTarget(
-            name: "strata-crash-writer",
-            dependencies: ["Strata", "StrataSQLite"],
-            path: "Tests/CrashWriter"
-        ),
-        .testTarget(
-            name: "StrataIntegrationTests",
-            dependencies: [
-                "Strata", "StrataSQLite", "StrataTesting", "StrataDemo", "StrataCLI", "strata", "strata-crash-writer",
-                .product(name: "MetricsTestKit", package: "swift-metrics"),
-            ],
-            resources: [.copy("Resources/default_feed.json")]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -1,3 +1,4 @@
+#if Postgres
 import Foundation
 import Logging
 import PostgresNIO
@@ -948,3 +949,4 @@ extension ConnectFailureLog {
         return String(rest[..<end])
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Postgres
 import Foundation
 import PostgresNIO
 import Strata
@@ -50,3 +51,4 @@ enum PostgresURL {
             database: database.isEmpty ? nil : database, tls: tls)
     }
 }
+#endif

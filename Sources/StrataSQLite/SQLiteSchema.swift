@@ -1,3 +1,4 @@
+#if SQLite
 import Foundation
 import GRDB
 
@@ -147,3 +148,4 @@ enum SQLiteSchema {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if SQLite
 import Foundation
 import GRDB
 import Logging
@@ -658,3 +659,4 @@ extension Duration {
         self.init(secondsComponent: wholeSeconds, attosecondsComponent: attoseconds)
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Postgres
 import Foundation
 @_spi(StrataInternals) import Strata
 @testable import StrataPostgres
@@ -17,3 +18,4 @@ struct ConcurrencyPostgresTests {
         }
     }
 }
+#endif

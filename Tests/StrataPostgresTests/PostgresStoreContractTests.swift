@@ -1,3 +1,4 @@
+#if Postgres
 import Foundation
 import PostgresNIO
 import Strata
@@ -57,3 +58,4 @@ struct PostgresStoreContractTests {
         }
     }
 }
+#endif

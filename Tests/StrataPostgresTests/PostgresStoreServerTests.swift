@@ -1,3 +1,4 @@
+#if Postgres
 import Foundation
 import Logging
 import PostgresNIO
@@ -291,3 +292,4 @@ struct PostgresRefreshTests {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Postgres
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -234,3 +235,4 @@ final class SilentServer: Sendable {
 
     deinit { close(descriptor) }
 }
+#endif

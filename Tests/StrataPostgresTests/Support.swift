@@ -1,3 +1,4 @@
+#if Postgres
 import Foundation
 import Logging
 import PostgresNIO
@@ -147,3 +148,4 @@ enum TestScope {
         return store
     }
 }
+#endif

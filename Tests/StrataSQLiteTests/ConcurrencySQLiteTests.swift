@@ -1,3 +1,4 @@
+#if SQLite
 import Foundation
 @_spi(StrataInternals) import Strata
 import StrataSQLite
@@ -30,3 +31,4 @@ struct ConcurrencySQLiteTests {
         try await StoreStress().run(on: stores, countLimit: 3, count: { try await stores[0].count })
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if SQLite
 import Foundation
 import Logging
 @_spi(StrataInternals) import Strata
@@ -67,3 +68,4 @@ struct CorruptionSQLiteTests {
         }
     }
 }
+#endif

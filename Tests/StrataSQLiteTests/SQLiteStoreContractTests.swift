@@ -1,3 +1,4 @@
+#if SQLite
 import Foundation
 import GRDB
 import StrataSQLite
@@ -45,3 +46,4 @@ struct SQLiteStoreContractTests {
         }
     }
 }
+#endif

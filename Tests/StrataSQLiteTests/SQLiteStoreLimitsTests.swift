@@ -1,3 +1,4 @@
+#if SQLite
 import Foundation
 import GRDB
 import Strata
@@ -157,3 +158,4 @@ struct SQLiteStoreLimitsTests {
         #expect(try await sut.totalBytes == 50)
     }
 }
+#endif

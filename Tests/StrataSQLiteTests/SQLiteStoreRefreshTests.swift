@@ -1,3 +1,4 @@
+#if SQLite
 import Foundation
 import GRDB
 import Logging
@@ -206,3 +207,4 @@ struct CountingCodec: Codec {
         return try JSONDecoder().decode(Item.self, from: data)
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if SQLite
 import Foundation
 import GRDB
 import Logging
@@ -444,3 +445,4 @@ struct ConcurrencyFailure: Error {
     var key: String
     var read: Item?
 }
+#endif

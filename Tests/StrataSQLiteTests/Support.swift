@@ -1,3 +1,4 @@
+#if SQLite
 import Foundation
 import GRDB
 import Logging
@@ -107,3 +108,4 @@ func pseudoRandomBytes(count: Int, seed: UInt64) -> Data {
     }
     return bytes
 }
+#endif

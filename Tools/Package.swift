@@ -1,0 +1,141 @@
+// swift-tools-version: 6.2
+// Strata's tools: the `strata` command, the demo server, the five example systems and the integration
+// tests (real server, real processes). A sibling package of the library, so none of this (nor
+// Hummingbird or ArgumentParser) reaches the graph of an app that depends on Strata.
+//
+//     swift run --package-path Tools strata demo
+//     swift test --package-path Tools
+import PackageDescription
+
+let package = Package(
+    name: "StrataTools",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "strata", targets: ["strata"]),
+    ],
+    dependencies: [
+        .package(name: "Strata", path: "..", traits: ["SQLite", "Postgres"]),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
+    ],
+    targets: [
+        .target(
+            name: "StrataDemo",
+            dependencies: [
+                .product(name: "Strata", package: "Strata"),
+                .product(name: "StrataTesting", package: "Strata"),
+                "FeedCachingExample",
+                "FileFeedStoreExample",
+                "PostsRepositoryExample",
+                "CrossCuttingExample",
+                "DataLoaderChainExample",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            resources: [.copy("Resources/default_feed.json")]
+        ),
+        .target(
+            name: "StrataCLI",
+            dependencies: [
+                .product(name: "Strata", package: "Strata"),
+                .product(name: "StrataSQLite", package: "Strata"),
+                .product(name: "StrataPostgres", package: "Strata"),
+                "StrataDemo",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "strata",
+            dependencies: ["StrataCLI", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+
+        // The five source systems (SEEDS.md), each in its own article's vocabulary.
+        .target(
+            name: "FeedCachingExample",
+            dependencies: [.product(name: "Strata", package: "Strata"), .product(name: "Logging", package: "swift-log")],
+            path: "Examples/S0-FeedCaching/Sources"
+        ),
+        .testTarget(
+            name: "FeedCachingExampleTests",
+            dependencies: [
+                "FeedCachingExample", "StrataDemo",
+                .product(name: "Strata", package: "Strata"), .product(name: "StrataTesting", package: "Strata"),
+            ],
+            path: "Examples/S0-FeedCaching/Tests"
+        ),
+        .target(
+            name: "FileFeedStoreExample",
+            dependencies: [.product(name: "Strata", package: "Strata"), "FeedCachingExample"],
+            path: "Examples/S1-FileFeedStore/Sources"
+        ),
+        .testTarget(
+            name: "FileFeedStoreExampleTests",
+            dependencies: [
+                "FileFeedStoreExample", "FeedCachingExample",
+                .product(name: "Strata", package: "Strata"), .product(name: "StrataTesting", package: "Strata"),
+            ],
+            path: "Examples/S1-FileFeedStore/Tests"
+        ),
+        .target(
+            name: "PostsRepositoryExample",
+            dependencies: [.product(name: "Strata", package: "Strata")],
+            path: "Examples/S2-PostsRepository/Sources"
+        ),
+        .testTarget(
+            name: "PostsRepositoryExampleTests",
+            dependencies: [
+                "PostsRepositoryExample", "StrataDemo",
+                .product(name: "Strata", package: "Strata"), .product(name: "StrataTesting", package: "Strata"),
+            ],
+            path: "Examples/S2-PostsRepository/Tests"
+        ),
+        .target(
+            name: "CrossCuttingExample",
+            dependencies: [.product(name: "Strata", package: "Strata"), .product(name: "Logging", package: "swift-log")],
+            path: "Examples/S3-CrossCutting/Sources"
+        ),
+        .testTarget(
+            name: "CrossCuttingExampleTests",
+            dependencies: [
+                "CrossCuttingExample",
+                .product(name: "Strata", package: "Strata"), .product(name: "StrataTesting", package: "Strata"),
+            ],
+            path: "Examples/S3-CrossCutting/Tests"
+        ),
+        .target(
+            name: "DataLoaderChainExample",
+            dependencies: [.product(name: "Strata", package: "Strata")],
+            path: "Examples/S4-DataLoaderChain/Sources",
+            resources: [.copy("Resources/default_data.json")]
+        ),
+        .testTarget(
+            name: "DataLoaderChainExampleTests",
+            dependencies: [
+                "DataLoaderChainExample", "StrataDemo",
+                .product(name: "Strata", package: "Strata"), .product(name: "StrataTesting", package: "Strata"),
+            ],
+            path: "Examples/S4-DataLoaderChain/Tests"
+        ),
+
+        // A helper process the crash-safety tests start and kill with SIGKILL while it writes.
+        .executableTarget(
+            name: "strata-crash-writer",
+            dependencies: [.product(name: "Strata", package: "Strata"), .product(name: "StrataSQLite", package: "Strata")],
+            path: "Tests/CrashWriter"
+        ),
+        .testTarget(
+            name: "StrataIntegrationTests",
+            dependencies: [
+                "StrataDemo", "StrataCLI", "strata", "strata-crash-writer",
+                .product(name: "Strata", package: "Strata"),
+                .product(name: "StrataSQLite", package: "Strata"),
+                .product(name: "StrataTesting", package: "Strata"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ],
+            resources: [.copy("Resources/default_feed.json")]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)
