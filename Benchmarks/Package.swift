@@ -1,4 +1,4 @@
-// swift-tools-version: 6.1
+// swift-tools-version: 6.2
 // Strata's benchmarks: a separate package, so `swift test` at the root never builds them.
 // Run every scenario and print the ratios against their baselines: `Benchmarks/compare` (docs/BENCHMARKS.md).
 import PackageDescription
@@ -7,7 +7,7 @@ let package = Package(
     name: "StrataBenchmarks",
     platforms: [.macOS(.v13)],
     dependencies: [
-        .package(name: "Strata", path: ".."),
+        .package(name: "Strata", path: "..", traits: ["SQLite"]),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         // The raw GRDB baseline of the SQLiteStore scenario (the same GRDB StrataSQLite resolves).
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),

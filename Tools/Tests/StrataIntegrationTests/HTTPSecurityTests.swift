@@ -97,12 +97,15 @@ struct HTTPSecurityTests {
     /// receiving `URLAuthenticationChallenge`, or `serverTrust`) is the only way to accept an
     /// untrusted certificate with URLSession.
     @Test func noSourceHandlesAuthenticationChallenges() throws {
-        let sources = URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Sources")
-        let files = try #require(FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil))
-            .compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" }
-        #expect(files.count > 50, "found the sources at \(sources.path)")
+        // Tools/Tests/StrataIntegrationTests/<this file> → the repository root: the library's sources
+        // and the tools' (the CLI and the demo server) are both checked.
+        let root = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let files = try [root.appendingPathComponent("Sources"), root.appendingPathComponent("Tools/Sources")].flatMap { sources in
+            try #require(FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil))
+                .compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" }
+        }
+        #expect(files.count > 50, "found the sources under \(root.path)")
         for file in files {
             let text = try String(contentsOf: file, encoding: .utf8)
             for forbidden in ["URLAuthenticationChallenge", "serverTrust", "didReceive challenge", "allowsExpiredCertificates", "CURLOPT_SSL_VERIFY"] {
