@@ -1,0 +1,2 @@
+#if AsyncHTTPClient
+#endif
