@@ -68,7 +68,7 @@ public struct HTTPCachingLoader<Input: Sendable, S: Store>: Loader {
             return cached.value
         }
 
-        var (request, body) = try http.makeRequest(input)
+        var (request, body, url) = try http.makeRequest(input)
         let isConditional = cached.map { Self.addConditions(from: $0.validators, to: &request.headerFields) } ?? false
         let reply = try await http.transport.send(request, body: body, options: http.options)
         try Task.checkCancellation()
@@ -78,7 +78,7 @@ public struct HTTPCachingLoader<Input: Sendable, S: Store>: Loader {
             await confirm(cached, key: key, fields: reply.headerFields, at: receivedAt)
             return cached.value
         }
-        try checkReply(reply, to: request, options: http.options)
+        try checkReply(reply, to: request, url: url, options: http.options)
         let value = try decodeBody(reply)
         LoadRecorder.record(.served(Provenance(origin: .remote, tier: LoadRecorder.tierName(default: description), age: .zero)))
         if reply.status != .partialContent, !(honorsCacheControl && reply.headerFields.cacheControl.noStore) {

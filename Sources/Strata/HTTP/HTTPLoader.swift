@@ -24,7 +24,9 @@ public struct HTTPLoader<Input: Sendable>: Loader {
     public let transport: any HTTPTransport
     /// The per-request timeout and body limit every request is sent with.
     public let options: HTTPRequestOptions
-    let makeRequest: @Sendable (Input) throws -> (request: HTTPRequest, body: Data?)
+    /// The request, its body, and the URL it was built from when the loader knows it (with the user
+    /// and password `HTTPRequest` does not keep, for masking them in error bodies).
+    let makeRequest: @Sendable (Input) throws -> (request: HTTPRequest, body: Data?, url: URL?)
     let summary: String
 
     /// A loader that sends `request(input)` (no body) for every load.
@@ -46,16 +48,26 @@ public struct HTTPLoader<Input: Sendable>: Loader {
         options: HTTPRequestOptions = HTTPRequestOptions(),
         requestWithBody: @escaping @Sendable (Input) throws -> (request: HTTPRequest, body: Data?)
     ) {
+        self.init(description: description, transport: transport, options: options, outgoing: { input in
+            let (request, body) = try requestWithBody(input)
+            return (request: request, body: body, url: nil)
+        })
+    }
+
+    init(
+        description: String, transport: any HTTPTransport, options: HTTPRequestOptions,
+        outgoing: @escaping @Sendable (Input) throws -> (request: HTTPRequest, body: Data?, url: URL?)
+    ) {
         self.transport = transport
         self.options = options
-        self.makeRequest = requestWithBody
+        self.makeRequest = outgoing
         self.summary = description
     }
 
     public func load(_ input: Input) async throws -> HTTPReply {
-        let (request, body) = try makeRequest(input)
+        let (request, body, url) = try makeRequest(input)
         let reply = try await transport.send(request, body: body, options: options)
-        try checkReply(reply, to: request, options: options)
+        try checkReply(reply, to: request, url: url, options: options)
         LoadRecorder.record(.served(Provenance(origin: .remote, tier: LoadRecorder.tierName(default: description), age: .zero)))
         return reply
     }
@@ -71,10 +83,11 @@ public struct HTTPLoader<Input: Sendable>: Loader {
         _ url: @escaping @Sendable (Input) -> URL
     ) -> HTTPLoader<Input> {
         HTTPLoader(
-            description: "HTTP GET", transport: transport, options: HTTPRequestOptions(timeout: timeout, maxBodyBytes: maxBodyBytes)
-        ) { input in
-            HTTPRequest.strata(method: .get, url: url(input), headerFields: headerFields)
-        }
+            description: "HTTP GET", transport: transport, options: HTTPRequestOptions(timeout: timeout, maxBodyBytes: maxBodyBytes),
+            outgoing: { input in
+                let url = url(input)
+                return (request: HTTPRequest.strata(method: .get, url: url, headerFields: headerFields), body: nil, url: url)
+            })
     }
 }
 
@@ -89,10 +102,8 @@ extension HTTPLoader where Input == Void {
     ) {
         self.init(
             description: "HTTP GET \(redactedURLString(url))", transport: transport,
-            options: HTTPRequestOptions(timeout: timeout, maxBodyBytes: maxBodyBytes)
-        ) { _ in
-            HTTPRequest.strata(method: .get, url: url, headerFields: headerFields)
-        }
+            options: HTTPRequestOptions(timeout: timeout, maxBodyBytes: maxBodyBytes),
+            outgoing: { _ in (request: HTTPRequest.strata(method: .get, url: url, headerFields: headerFields), body: nil, url: url) })
     }
 }
 
@@ -107,8 +118,8 @@ extension HTTPLoader where Input: Encodable {
     ) -> HTTPLoader<Input> {
         HTTPLoader(
             description: "HTTP \(method.rawValue) \(redactedURLString(url))", transport: transport,
-            options: HTTPRequestOptions(timeout: timeout, maxBodyBytes: maxBodyBytes)
-        ) { input in
+            options: HTTPRequestOptions(timeout: timeout, maxBodyBytes: maxBodyBytes),
+            outgoing: { input in
             let body: Data
             do {
                 body = try encoder().encode(input)
@@ -118,15 +129,17 @@ extension HTTPLoader where Input: Encodable {
             var fields = headerFields
             fields[.contentType] = "application/json"
             if fields[.accept] == nil { fields[.accept] = "application/json" }
-            return (request: HTTPRequest.strata(method: method, url: url, headerFields: fields), body: body)
-        }
+            return (request: HTTPRequest.strata(method: method, url: url, headerFields: fields), body: body, url: url)
+        })
     }
 }
 
 /// Throws the ``HTTPError`` a reply to `request` stands for: ``HTTPError/status(code:url:headerFields:body:)``
 /// for a status outside 200–299 (its body's first 64 KiB, with the request's secrets masked) and
 /// ``HTTPError/bodyTooLarge(url:limit:received:contentLength:)`` for a body over the request's limit.
-func checkReply(_ reply: HTTPReply, to request: HTTPRequest, options: HTTPRequestOptions, allowing allowed: Set<Int> = []) throws {
+func checkReply(
+    _ reply: HTTPReply, to request: HTTPRequest, url: URL?, options: HTTPRequestOptions, allowing allowed: Set<Int> = []
+) throws {
     if let limit = options.maxBodyBytes, reply.body.count > limit {
         throw HTTPError.bodyTooLarge(url: reply.url, limit: limit, received: reply.body.count, contentLength: nil)
     }
@@ -134,7 +147,7 @@ func checkReply(_ reply: HTTPReply, to request: HTTPRequest, options: HTTPReques
     guard (200..<300).contains(code) || allowed.contains(code) else {
         throw HTTPError.status(
             code: code, url: reply.url, headerFields: reply.headerFields,
-            body: maskingSecrets(of: request, url: request.url ?? reply.url, in: Data(reply.body.prefix(65_536))))
+            body: maskingSecrets(of: request, url: url ?? request.url ?? reply.url, in: Data(reply.body.prefix(65_536))))
     }
 }
 

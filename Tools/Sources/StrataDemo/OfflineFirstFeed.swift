@@ -39,7 +39,7 @@ public enum OfflineFirstFeed {
     }
 }
 
-/// An ``HTTPClient`` that counts the requests it sends (the demo shows whether the network was used).
+/// An ``HTTPTransport`` that counts the requests it sends (the demo shows whether the network was used).
 public final class CountingHTTPClient: HTTPTransport, Sendable {
     private let base: any HTTPTransport
     private let count = Locked(0)
