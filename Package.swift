@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "StrataSQLite", targets: ["StrataSQLite"]),
         .library(name: "StrataPostgres", targets: ["StrataPostgres"]),
         .library(name: "StrataTesting", targets: ["StrataTesting"]),
+        .library(name: "StrataAsyncHTTPClient", targets: ["StrataAsyncHTTPClient"]),
     ],
     traits: [
         .trait(
@@ -29,15 +30,21 @@ let package = Package(
             name: "Postgres",
             description: "PostgresStore, in the StrataPostgres product, on PostgresNIO (a cache shared by servers)."
         ),
+        .trait(
+            name: "AsyncHTTPClient",
+            description: "AsyncHTTPTransport, in the StrataAsyncHTTPClient product: an HTTPTransport on AsyncHTTPClient (SwiftNIO) for servers."
+        ),
         .default(enabledTraits: []),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.1.0"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         // Only the traits use these; an app that enables neither never fetches them.
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.21.0"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
     ],
     targets: [
         .target(
@@ -46,6 +53,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ]
         ),
         // Empty unless the `SQLite` trait is enabled.
@@ -64,6 +72,16 @@ let package = Package(
                 "Strata",
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Postgres"])),
                 .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // Empty unless the `AsyncHTTPClient` trait is enabled.
+        .target(
+            name: "StrataAsyncHTTPClient",
+            dependencies: [
+                "Strata",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(
+                    name: "AsyncHTTPClient", package: "async-http-client", condition: .when(traits: ["AsyncHTTPClient"])),
             ]
         ),
         .target(

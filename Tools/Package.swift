@@ -14,7 +14,7 @@ let package = Package(
         .executable(name: "strata", targets: ["strata"]),
     ],
     dependencies: [
-        .package(name: "Strata", path: "..", traits: ["SQLite", "Postgres"]),
+        .package(name: "Strata", path: "..", traits: ["SQLite", "Postgres", "AsyncHTTPClient"]),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -132,6 +132,7 @@ let package = Package(
                 .product(name: "Strata", package: "Strata"),
                 .product(name: "StrataSQLite", package: "Strata"),
                 .product(name: "StrataTesting", package: "Strata"),
+                .product(name: "StrataAsyncHTTPClient", package: "Strata"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],
             resources: [.copy("Resources/default_feed.json")]

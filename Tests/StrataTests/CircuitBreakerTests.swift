@@ -122,9 +122,9 @@ struct CircuitBreakerTests {
     }
 
     @Test(arguments: [
-        (HTTPError.status(code: 404, url: URL(string: "https://x")!, headers: [:], body: Data()) as any Error, false),
-        (HTTPError.status(code: 429, url: URL(string: "https://x")!, headers: [:], body: Data()) as any Error, true),
-        (HTTPError.status(code: 503, url: URL(string: "https://x")!, headers: [:], body: Data()) as any Error, true),
+        (HTTPError.status(code: 404, url: URL(string: "https://x")!, headerFields: [:], body: Data()) as any Error, false),
+        (HTTPError.status(code: 429, url: URL(string: "https://x")!, headerFields: [:], body: Data()) as any Error, true),
+        (HTTPError.status(code: 503, url: URL(string: "https://x")!, headerFields: [:], body: Data()) as any Error, true),
         (HTTPError.transport(url: URL(string: "https://x")!, reason: "refused", underlying: nil) as any Error, true),
         (CancellationError() as any Error, false),
         (TimeoutError(tier: "x", timeout: .seconds(1)) as any Error, true),
@@ -136,7 +136,7 @@ struct CircuitBreakerTests {
 
     @Test func clientErrorsAndCancellationNeverOpenIt() async throws {
         let breaker = breaker(minimum: 1)
-        let notFound = HTTPError.status(code: 404, url: url, headers: [:], body: Data())
+        let notFound = HTTPError.status(code: 404, url: url, headerFields: [:], body: Data())
         await attempt(StubLoader<Void, Int>(.failure(notFound)).circuitBreaker(breaker))
         let held = LoaderSpy<Void, Int>(.success(1), holdsLoads: true)
         let task = Task { try await held.circuitBreaker(breaker).load() }

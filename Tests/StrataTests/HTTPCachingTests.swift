@@ -14,22 +14,22 @@ struct HTTPCachingTests {
 
     func makeSUT(
         policy: FreshnessPolicy = .maxAge(.seconds(60)), honorsCacheControl: Bool = true,
-        responses: [Result<HTTPResponse, any Error>], headers: [String: String] = [:]
+        responses: [Result<HTTPReply, any Error>], headers: [String: String] = [:]
     ) -> (sut: HTTPCachingLoader<Void, StoreSpy<MemoryStore<String, Item>>>, client: ScriptedHTTPClient, store: StoreSpy<MemoryStore<String, Item>>) {
         let client = ScriptedHTTPClient(responses)
         let store = StoreSpy(MemoryStore<String, Item>())
-        let sut = HTTPLoader(url: url, headers: headers, client: client)
+        let sut = HTTPLoader(url: url, headerFields: fields(headers), transport: client)
             .cached(in: store, key: "item", policy: policy, honorsCacheControl: honorsCacheControl,
                     decoding: Item.self, now: clock.wallClock, logger: quietLogger)
         return (sut, client, store)
     }
 
-    func ok(_ item: Item, headers: [String: String] = [:], status: Int = 200) -> Result<HTTPResponse, any Error> {
-        .success(HTTPResponse(url: url, statusCode: status, headers: headers, body: try! JSONEncoder().encode(item)))
+    func ok(_ item: Item, headers: [String: String] = [:], status: Int = 200) -> Result<HTTPReply, any Error> {
+        .success(HTTPReply(url: url, statusCode: status, headers: headers, body: try! JSONEncoder().encode(item)))
     }
 
-    func notModified(headers: [String: String] = [:]) -> Result<HTTPResponse, any Error> {
-        .success(HTTPResponse(url: url, statusCode: 304, headers: headers))
+    func notModified(headers: [String: String] = [:]) -> Result<HTTPReply, any Error> {
+        .success(HTTPReply(url: url, statusCode: 304, headers: headers))
     }
 
     /// Stores `item` as if fetched `age` ago with `validators`, then clears the spy's record of it.
@@ -147,7 +147,7 @@ struct HTTPCachingTests {
         let costs = Locked(0)
         let memory = MemoryStore<String, Item>(cost: { _ in costs.withLock { $0 += 1 }; return 1 })
         let client = ScriptedHTTPClient([notModified()])
-        let sut = HTTPLoader(url: url, client: client)
+        let sut = HTTPLoader(url: url, transport: client)
             .cached(in: memory, key: "item", policy: .maxAge(.seconds(60)), now: clock.wallClock, logger: quietLogger) { response in
                 try JSONDecoder().decode(Item.self, from: response.body)
             }
@@ -194,7 +194,7 @@ struct HTTPCachingTests {
     @Test func notModified_whenTheEntryVanishedMeanwhile_servesTheValueAndStoresNothing() async throws {
         let client = ScriptedHTTPClient([notModified()])
         let store = DeletingOnRefreshStore()
-        let sut = HTTPLoader(url: url, client: client)
+        let sut = HTTPLoader(url: url, transport: client)
             .cached(in: store, key: "item", policy: .maxAge(.seconds(60)), decoding: Item.self, now: clock.wallClock, logger: quietLogger)
         try await store.insert(itemA, for: "item", storedAt: clock.date - 120, validators: .init(etag: etag))
 
@@ -282,7 +282,7 @@ struct HTTPCachingTests {
         ([:], nil),
     ])
     func freshnessLifetime_fromMaxAgeExpiresDateAndAge(headers: [String: String], expected: Duration?) {
-        let response = HTTPResponse(url: url, statusCode: 200, headers: headers)
+        let response = fields(headers)
         #expect(response.freshnessLifetime(receivedAt: referenceDate) == expected)
     }
 
@@ -290,7 +290,7 @@ struct HTTPCachingTests {
 
     @Test(arguments: [400, 404, 500, 503])
     func errorStatus_isTheTypedErrorAndTheEntryIsUntouched(status: Int) async throws {
-        let (sut, _, store) = makeSUT(responses: [.success(HTTPResponse(url: url, statusCode: status, body: Data("nope".utf8)))])
+        let (sut, _, store) = makeSUT(responses: [.success(HTTPReply(url: url, statusCode: status, body: Data("nope".utf8)))])
         try await seed(store, age: .seconds(120), validators: .init(etag: etag))
 
         await #expect {
@@ -317,7 +317,7 @@ struct HTTPCachingTests {
     }
 
     @Test func undecodableBody_isADecodingErrorWithTheURL_andNothingIsWritten() async throws {
-        let (sut, _, store) = makeSUT(responses: [.success(HTTPResponse(url: url, statusCode: 200, body: Data("{\"id\":1}".utf8)))])
+        let (sut, _, store) = makeSUT(responses: [.success(HTTPReply(url: url, statusCode: 200, body: Data("{\"id\":1}".utf8)))])
 
         let error = await #expect(throws: HTTPError.self) { try await sut.loadServed() }
 
@@ -329,7 +329,7 @@ struct HTTPCachingTests {
     }
 
     @Test func aStaleCopyIsServedByAFallbackAfterAnError() async throws {
-        let (sut, _, store) = makeSUT(responses: [.success(HTTPResponse(url: url, statusCode: 503))])
+        let (sut, _, store) = makeSUT(responses: [.success(HTTPReply(url: url, statusCode: 503))])
         try await seed(store, age: .seconds(120), validators: .init(etag: etag))
         let chain = sut.named("remote").fallback(to: store.loader(key: "item", policy: .any, now: clock.wallClock).named("stale"))
 
@@ -364,7 +364,7 @@ struct HTTPCachingTests {
     @Test func cancelledWhileTheRequestRuns_throwsCancellation_andWritesNothing() async throws {
         let client = ScriptedHTTPClient([ok(itemB)], cancelsCallerOnSend: true)
         let store = StoreSpy(MemoryStore<String, Item>())
-        let sut = HTTPLoader(url: url, client: client)
+        let sut = HTTPLoader(url: url, transport: client)
             .cached(in: store, key: "item", policy: .maxAge(.seconds(60)), decoding: Item.self, now: clock.wallClock, logger: quietLogger)
 
         let task = Task { try await sut.load() }
@@ -377,7 +377,7 @@ struct HTTPCachingTests {
     @Test func keyedForm_storesUnderTheKeyFromTheInput() async throws {
         let client = ScriptedHTTPClient([ok(itemA, headers: ["ETag": etag]), notModified()])
         let store = MemoryStore<String, Item>()
-        let sut = HTTPLoader.get(client: client) { (id: Int) in URL(string: "https://api.example.com/items/\(id)")! }
+        let sut = HTTPLoader.get(transport: client) { (id: Int) in URL(string: "https://api.example.com/items/\(id)")! }
             .cached(in: store, policy: .maxAge(.zero), decoding: Item.self, now: clock.wallClock, logger: quietLogger) { id in "item-\(id)" }
 
         #expect(try await sut.load(1) == itemA)
@@ -389,9 +389,9 @@ struct HTTPCachingTests {
     }
 
     @Test func keyedForm_withADecodeClosure() async throws {
-        let client = ScriptedHTTPClient([.success(HTTPResponse(url: url, statusCode: 200, body: Data("b".utf8)))])
+        let client = ScriptedHTTPClient([.success(HTTPReply(url: url, statusCode: 200, body: Data("b".utf8)))])
         let store = MemoryStore<Int, String>()
-        let sut = HTTPLoader.get(client: client) { (id: Int) in URL(string: "https://api.example.com/raw/\(id)")! }
+        let sut = HTTPLoader.get(transport: client) { (id: Int) in URL(string: "https://api.example.com/raw/\(id)")! }
             .cached(in: store, policy: .maxAge(.seconds(60)), now: clock.wallClock, logger: quietLogger) { id in id } decode: { response in
                 String(decoding: response.body, as: UTF8.self)
             }
@@ -450,7 +450,7 @@ struct CacheControlTests {
     }
 
     @Test func responseHeaderLookup_isCaseInsensitive() {
-        let response = HTTPResponse(url: URL(string: "https://example.com")!, statusCode: 200, headers: ["cache-control": "no-store"])
+        let response = fields(["cache-control": "no-store"])
         #expect(response.cacheControl == CacheControl(noStore: true))
     }
 }
@@ -500,19 +500,20 @@ struct StoreRefreshTests {
 /// An HTTP client that answers with scripted results in order (the last repeats) and records every
 /// request. With `cancelsCallerOnSend`, it cancels the calling task before answering, so a test sees
 /// a cancellation that lands while the request is in flight, without timing.
-final class ScriptedHTTPClient: HTTPClient, Sendable {
-    private let results: [Result<HTTPResponse, any Error>]
+final class ScriptedHTTPClient: HTTPTransport, Sendable {
+    private let results: [Result<HTTPReply, any Error>]
     private let cancelsCallerOnSend: Bool
-    private let recorded = Locked<[HTTPRequest]>([])
+    private let recorded = Locked<[SentRequest]>([])
 
-    init(_ results: [Result<HTTPResponse, any Error>], cancelsCallerOnSend: Bool = false) {
+    init(_ results: [Result<HTTPReply, any Error>], cancelsCallerOnSend: Bool = false) {
         self.results = results
         self.cancelsCallerOnSend = cancelsCallerOnSend
     }
 
-    var requests: [HTTPRequest] { recorded.withLock { $0 } }
+    var requests: [SentRequest] { recorded.withLock { $0 } }
 
-    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+    func send(_ request: HTTPRequest, body: Data?, options: HTTPRequestOptions) async throws -> HTTPReply {
+        let request = SentRequest(request: request, body: body, options: options)
         let index = recorded.withLock { recorded -> Int in
             recorded.append(request)
             return recorded.count - 1

@@ -11,18 +11,18 @@ struct HTTPLoaderTests {
 
     @Test(arguments: [200, 201, 204, 299])
     func success_returnsTheResponseAndReportsRemoteOrigin(status: Int) async throws {
-        let client = StubHTTPClient(.success(HTTPResponse(url: url, statusCode: status, body: Data("[]".utf8))))
-        let served = try await HTTPLoader(url: url, client: client).loadServed()
-        #expect(served.value.statusCode == status)
+        let client = StubHTTPClient(.success(HTTPReply(url: url, statusCode: status, body: Data("[]".utf8))))
+        let served = try await HTTPLoader(url: url, transport: client).loadServed()
+        #expect(served.value.status.code == status)
         #expect(served.provenance.origin == .remote)
         #expect(served.provenance.age == .zero)
     }
 
     @Test(arguments: [199, 304, 400, 404, 429, 500, 503])
     func non2xx_throwsStatusErrorWithCodeAndURL(status: Int) async throws {
-        let client = StubHTTPClient(.success(HTTPResponse(url: url, statusCode: status, body: Data("nope".utf8))))
+        let client = StubHTTPClient(.success(HTTPReply(url: url, statusCode: status, body: Data("nope".utf8))))
         await #expect {
-            try await HTTPLoader(url: url, client: client).load()
+            try await HTTPLoader(url: url, transport: client).load()
         } throws: { error in
             guard let error = error as? HTTPError else { return false }
             return error.statusCode == status && error.url == url && error.description.contains("HTTP \(status)")
@@ -31,16 +31,16 @@ struct HTTPLoaderTests {
 
     @Test func errorDescriptions_redactQueryValuesAndCredentials() {
         let secretURL = URL(string: "https://user:pass@api.example.com/feed?token=secret&page=2")!
-        let error = HTTPError.status(code: 500, url: secretURL, headers: [:], body: Data())
+        let error = HTTPError.status(code: 500, url: secretURL, headerFields: [:], body: Data())
         #expect(!error.description.contains("secret"))
         #expect(!error.description.contains("pass"))
         #expect(error.description.contains("api.example.com/feed?token=***&page=***"))
     }
 
     @Test func undecodableBody_throwsDecodingErrorWithTheURL() async throws {
-        let client = StubHTTPClient(.success(HTTPResponse(url: url, statusCode: 200, body: Data("[{\"id\":1}]".utf8))))
+        let client = StubHTTPClient(.success(HTTPReply(url: url, statusCode: 200, body: Data("[{\"id\":1}]".utf8))))
         await #expect {
-            try await HTTPLoader(url: url, client: client).decoding([Item].self).load()
+            try await HTTPLoader(url: url, transport: client).decoding([Item].self).load()
         } throws: { error in
             guard case HTTPError.decoding(let failedURL, let type, _) = error else { return false }
             return failedURL == url && type == "Array<Item>" && "\(error)".contains("missing key 'name'")
@@ -48,8 +48,8 @@ struct HTTPLoaderTests {
     }
 
     @Test func get_buildsTheRequestFromTheInput() async throws {
-        let client = StubHTTPClient(.success(HTTPResponse(url: url, statusCode: 200, body: Data())))
-        let sut = HTTPLoader.get(headers: ["Accept": "application/json"], timeout: .seconds(5), client: client) { (id: Int) in
+        let client = StubHTTPClient(.success(HTTPReply(url: url, statusCode: 200, body: Data())))
+        let sut = HTTPLoader.get(headerFields: [.accept: "application/json"], timeout: .seconds(5), transport: client) { (id: Int) in
             URL(string: "https://api.example.com/posts/\(id)")!
         }
         _ = try await sut.load(42)
@@ -61,8 +61,8 @@ struct HTTPLoaderTests {
     }
 
     @Test func postJSON_sendsTheInputAsAJSONBody() async throws {
-        let client = StubHTTPClient(.success(HTTPResponse(url: url, statusCode: 201, body: Data(#"{"id":5,"name":"new"}"#.utf8))))
-        let sut = HTTPLoader<Item>.postJSON(to: URL(string: "https://api.example.com/items")!, client: client).decoding(Item.self)
+        let client = StubHTTPClient(.success(HTTPReply(url: url, statusCode: 201, body: Data(#"{"id":5,"name":"new"}"#.utf8))))
+        let sut = HTTPLoader<Item>.postJSON(to: URL(string: "https://api.example.com/items")!, transport: client).decoding(Item.self)
 
         #expect(try await sut.load(Item(id: 0, name: "new")) == Item(id: 5, name: "new"))
         let request = try #require(client.requests.first)
@@ -74,31 +74,37 @@ struct HTTPLoaderTests {
     @Test func transportFailure_passesThroughTyped() async throws {
         let client = StubHTTPClient(.failure(HTTPError.transport(url: url, reason: "could not connect", underlying: nil)))
         await #expect {
-            try await HTTPLoader(url: url, client: client).load()
+            try await HTTPLoader(url: url, transport: client).load()
         } throws: { error in
             guard case HTTPError.transport(let failedURL, "could not connect", _) = error else { return false }
             return failedURL == url
         }
     }
 
-    @Test func responseHeaders_areMatchedCaseInsensitively() {
-        let response = HTTPResponse(url: url, statusCode: 200, headers: ["ETag": "\"v1\""])
-        #expect(response.header("etag") == "\"v1\"")
-        #expect(response.header("ETAG") == "\"v1\"")
-        #expect(response.header("Last-Modified") == nil)
+    @Test func responseFields_areMatchedCaseInsensitivelyAndRepeatedFieldsAreKept() {
+        let reply = HTTPReply(url: url, statusCode: 200, headers: ["etag": "\"v1\""])
+        #expect(reply.headerFields[.eTag] == "\"v1\"")
+        #expect(reply.headerFields[HTTPField.Name("ETAG")!] == "\"v1\"")
+        #expect(reply.headerFields[.lastModified] == nil)
+
+        var repeated = HTTPFields()
+        repeated.append(HTTPField(name: .setCookie, value: "a=1"))
+        repeated.append(HTTPField(name: HTTPField.Name("Set-Cookie")!, value: "b=2"))
+        #expect(repeated[values: .setCookie] == ["a=1", "b=2"])
     }
 }
 
 /// Answers every request with one result and records the requests.
-final class StubHTTPClient: HTTPClient, Sendable {
-    private let result: Result<HTTPResponse, any Error>
-    private let recorded = Locked<[HTTPRequest]>([])
+final class StubHTTPClient: HTTPTransport, Sendable {
+    private let result: Result<HTTPReply, any Error>
+    private let recorded = Locked<[SentRequest]>([])
 
-    init(_ result: Result<HTTPResponse, any Error>) { self.result = result }
+    init(_ result: Result<HTTPReply, any Error>) { self.result = result }
 
-    var requests: [HTTPRequest] { recorded.withLock { $0 } }
+    var requests: [SentRequest] { recorded.withLock { $0 } }
 
-    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+    func send(_ request: HTTPRequest, body: Data?, options: HTTPRequestOptions) async throws -> HTTPReply {
+        let request = SentRequest(request: request, body: body, options: options)
         recorded.withLock { $0.append(request) }
         return try result.get()
     }

@@ -23,12 +23,12 @@ struct ErrorBodySecrecyTests {
     }
 
     static func failingClient() -> StubHTTPClient {
-        StubHTTPClient(.success(HTTPResponse(
+        StubHTTPClient(.success(HTTPReply(
             url: url, statusCode: 401, headers: ["Set-Cookie": "sid=cookie-value-4242"], body: Data(echo.utf8))))
     }
 
     @Test func theStatusErrorsBody_hasTheRequestsSecretsMasked_andKeepsTheRest() async throws {
-        let loader = HTTPLoader(url: Self.url, headers: Self.headers, client: Self.failingClient())
+        let loader = HTTPLoader(url: Self.url, headerFields: fields(Self.headers), transport: Self.failingClient())
         do {
             _ = try await loader.load()
             Issue.record("expected a 401")
@@ -41,9 +41,9 @@ struct ErrorBodySecrecyTests {
 
     @Test func bodiesWithoutSecrets_areKeptByteForByte() async throws {
         let body = Data("{\"error\":\"rate limited\",\"page\":2}".utf8)
-        let client = StubHTTPClient(.success(HTTPResponse(url: Self.url, statusCode: 429, body: body)))
+        let client = StubHTTPClient(.success(HTTPReply(url: Self.url, statusCode: 429, body: body)))
         await #expect {
-            _ = try await HTTPLoader(url: Self.url, headers: Self.headers, client: client).load()
+            _ = try await HTTPLoader(url: Self.url, headerFields: fields(Self.headers), transport: client).load()
         } throws: { error in
             if case HTTPError.status(429, _, _, let kept) = error { return kept == body }
             return false
@@ -53,7 +53,7 @@ struct ErrorBodySecrecyTests {
     @Test func aTracedAndLoggedChain_recordsNoSecret() async throws {
         let tracer = InMemoryTracer()
         let capture = LogCapture()
-        let sut = HTTPLoader(url: Self.url, headers: Self.headers, client: Self.failingClient())
+        let sut = HTTPLoader(url: Self.url, headerFields: fields(Self.headers), transport: Self.failingClient())
             .retry(.never)
             .logged(to: capture.logger)
             .traced("load feed", tracer: tracer)
@@ -82,14 +82,14 @@ struct ErrorBodySecrecyTests {
     }
 
     @Test func theLoader_refusesABodyOverTheLimit_evenFromAClientThatDoesNotCheck() async throws {
-        let client = StubHTTPClient(.success(HTTPResponse(url: Self.url, statusCode: 200, body: Data(count: 2048))))
+        let client = StubHTTPClient(.success(HTTPReply(url: Self.url, statusCode: 200, body: Data(count: 2048))))
         await #expect {
-            _ = try await HTTPLoader(url: Self.url, maxBodyBytes: 2047, client: client).load()
+            _ = try await HTTPLoader(url: Self.url, maxBodyBytes: 2047, transport: client).load()
         } throws: { error in
             if case HTTPError.bodyTooLarge(_, 2047, 2048, nil) = error { return true }
             return false
         }
         #expect(client.requests.first?.maxBodyBytes == 2047, "the limit travels with the request")
-        #expect(try await HTTPLoader(url: Self.url, maxBodyBytes: 2048, client: client).load().body.count == 2048)
+        #expect(try await HTTPLoader(url: Self.url, maxBodyBytes: 2048, transport: client).load().body.count == 2048)
     }
 }

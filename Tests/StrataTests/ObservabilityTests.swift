@@ -11,7 +11,7 @@ import StrataTesting
 private func chain(clock: ManualClock, cacheAge: Duration? = nil) -> some Loader<Void, Int> {
     let store = MemoryStore<String, Int>()
     let remote = LoaderSpy<Void, Int>(
-        .failure(HTTPError.status(code: 503, url: URL(string: "https://user:secret@api.example.com/feed?token=abc")!, headers: [:], body: Data())),
+        .failure(HTTPError.status(code: 503, url: URL(string: "https://user:secret@api.example.com/feed?token=abc")!, headerFields: [:], body: Data())),
         .success(42), name: "remote")
     return store.loader(key: "k", policy: .maxAge(.seconds(60)), now: clock.wallClock).named("fresh local")
         .fallback(to: remote.origin(.remote).retry(.constant(attempts: 2, delay: .zero), clock: clock).named("remote"))

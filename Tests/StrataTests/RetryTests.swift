@@ -9,7 +9,7 @@ struct RetryTests {
     let url = URL(string: "https://api.example.com/feed")!
 
     func status(_ code: Int, retryAfter: String? = nil) -> HTTPError {
-        .status(code: code, url: url, headers: retryAfter.map { ["Retry-After": $0] } ?? [:], body: Data())
+        .status(code: code, url: url, headerFields: fields(retryAfter.map { ["Retry-After": $0] } ?? [:]), body: Data())
     }
 
     var transport: HTTPError { .transport(url: url, reason: "connection refused", underlying: nil) }

@@ -120,10 +120,11 @@ public struct CacheControl: Sendable, Hashable {
     }
 }
 
-extension HTTPResponse {
-    /// The response's `Cache-Control` directives (none when the header is absent).
+extension HTTPFields {
+    /// The `Cache-Control` directives of these fields (all `Cache-Control` fields combined; none when
+    /// there is no such field).
     public var cacheControl: CacheControl {
-        header("Cache-Control").map(CacheControl.init(parsing:)) ?? CacheControl()
+        self[.cacheControl].map(CacheControl.init(parsing:)) ?? CacheControl()
     }
 
     /// How long the response stays fresh from the moment it was received (RFC 9111 §4.2.1 for a
@@ -139,19 +140,19 @@ extension HTTPResponse {
         let lifetime: Duration
         if let maxAge = directives.maxAge {
             lifetime = maxAge
-        } else if let expires = header("Expires") {
+        } else if let expires = self[.expires] {
             guard let expiry = parseHTTPDate(expires.trimmingCharacters(in: .whitespaces)) else { return .zero }
-            let date = header("Date").flatMap { parseHTTPDate($0.trimmingCharacters(in: .whitespaces)) } ?? receivedAt
+            let date = self[.date].flatMap { parseHTTPDate($0.trimmingCharacters(in: .whitespaces)) } ?? receivedAt
             lifetime = .between(date, expiry)
         } else {
             return nil
         }
-        let age = header("Age").flatMap { CacheControl.deltaSeconds($0.trimmingCharacters(in: .whitespaces)) } ?? 0
-        return max(.zero, lifetime - .seconds(age))
+        let age = self[.age].flatMap { CacheControl.deltaSeconds($0.trimmingCharacters(in: .whitespaces)) } ?? 0
+        return Swift.max(.zero, lifetime - .seconds(age))
     }
 
-    /// Whether the response carries freshness information (`Cache-Control` or `Expires`).
-    var hasFreshnessHeaders: Bool {
-        header("Cache-Control") != nil || header("Expires") != nil
+    /// Whether the fields carry freshness information (`Cache-Control` or `Expires`).
+    var hasFreshnessFields: Bool {
+        self[.cacheControl] != nil || self[.expires] != nil
     }
 }

@@ -38,13 +38,13 @@ public struct HTTPCachingLoader<Input: Sendable, S: Store>: Loader {
     /// `policy` allows and decide what is stored.
     public let honorsCacheControl: Bool
     let key: @Sendable (Input) -> S.Key
-    let decode: @Sendable (HTTPResponse) throws -> S.Value
+    let decode: @Sendable (HTTPReply) throws -> S.Value
     let now: @Sendable () -> Date
     let logger: Logger
 
     init(
         http: HTTPLoader<Input>, store: S, policy: FreshnessPolicy, honorsCacheControl: Bool,
-        key: @escaping @Sendable (Input) -> S.Key, decode: @escaping @Sendable (HTTPResponse) throws -> S.Value,
+        key: @escaping @Sendable (Input) -> S.Key, decode: @escaping @Sendable (HTTPReply) throws -> S.Value,
         now: @escaping @Sendable () -> Date, logger: Logger
     ) {
         self.http = http
@@ -68,21 +68,23 @@ public struct HTTPCachingLoader<Input: Sendable, S: Store>: Loader {
             return cached.value
         }
 
-        var request = try http.makeRequest(input)
-        let isConditional = cached.map { Self.addConditions(from: $0.validators, to: &request) } ?? false
-        let response = try await http.client.send(request)
+        var (request, body, url) = try http.makeRequest(input)
+        let isConditional = cached.map { Self.addConditions(from: $0.validators, to: &request.headerFields) } ?? false
+        let reply = try await http.transport.send(request, body: body, options: http.options)
         try Task.checkCancellation()
         let receivedAt = now()
 
-        if response.statusCode == 304, isConditional, let cached {
-            await confirm(cached, key: key, response: response, at: receivedAt)
+        if reply.status == .notModified, isConditional, let cached {
+            await confirm(cached, key: key, fields: reply.headerFields, at: receivedAt)
             return cached.value
         }
-        try checkResponse(response, to: request)
-        let value = try decodeBody(response)
+        try checkReply(reply, to: request, url: url, options: http.options)
+        let value = try decodeBody(reply)
         LoadRecorder.record(.served(Provenance(origin: .remote, tier: LoadRecorder.tierName(default: description), age: .zero)))
-        if response.statusCode != 206, !(honorsCacheControl && response.cacheControl.noStore) {
-            await writeToCache(value, for: key, store: store, now: { receivedAt }, validators: Self.validators(of: response, receivedAt: receivedAt), logger: logger)
+        if reply.status != .partialContent, !(honorsCacheControl && reply.headerFields.cacheControl.noStore) {
+            await writeToCache(
+                value, for: key, store: store, now: { receivedAt },
+                validators: Self.validators(of: reply.headerFields, receivedAt: receivedAt), logger: logger)
         }
         return value
     }
@@ -110,16 +112,16 @@ public struct HTTPCachingLoader<Input: Sendable, S: Store>: Loader {
     }
 
     /// Serves a 304: re-stamps the entry with the merged validators unless the answer says `no-store`.
-    private func confirm(_ cached: Cached<S.Value>, key: S.Key, response: HTTPResponse, at receivedAt: Date) async {
+    private func confirm(_ cached: Cached<S.Value>, key: S.Key, fields: HTTPFields, at receivedAt: Date) async {
         let tier = LoadRecorder.tierName(default: description)
         // Confirmed by the server just now: reported like a fresh fetch (no stored-at, age zero).
         LoadRecorder.record(.served(Provenance(origin: .remote, tier: tier, age: .zero)))
-        if honorsCacheControl && response.cacheControl.noStore { return }
-        // RFC 9111 §4.3.4: the 304's own headers update the stored ones; the rest are kept.
+        if honorsCacheControl && fields.cacheControl.noStore { return }
+        // RFC 9111 §4.3.4: the 304's own header fields update the stored ones; the rest are kept.
         let validators = CacheValidators(
-            etag: response.header("ETag") ?? cached.validators.etag,
-            lastModified: response.header("Last-Modified") ?? cached.validators.lastModified,
-            maxAge: response.hasFreshnessHeaders ? response.freshnessLifetime(receivedAt: receivedAt) : cached.validators.maxAge)
+            etag: fields[.eTag] ?? cached.validators.etag,
+            lastModified: fields[.lastModified] ?? cached.validators.lastModified,
+            maxAge: fields.hasFreshnessFields ? fields.freshnessLifetime(receivedAt: receivedAt) : cached.validators.maxAge)
         do {
             if try await store.refresh(key, storedAt: receivedAt, validators: validators) {
                 LoadRecorder.record(.revalidated(store: describeStore(store), key: "\(key)"))
@@ -136,37 +138,31 @@ public struct HTTPCachingLoader<Input: Sendable, S: Store>: Loader {
         }
     }
 
-    private func decodeBody(_ response: HTTPResponse) throws -> S.Value {
+    private func decodeBody(_ reply: HTTPReply) throws -> S.Value {
         do {
-            return try decode(response)
+            return try decode(reply)
         } catch let error as HTTPError {
             throw error
         } catch is CancellationError {
             throw CancellationError()
         } catch {
-            throw HTTPError.decoding(url: response.url, type: String(describing: S.Value.self), underlying: error)
+            throw HTTPError.decoding(url: reply.url, type: String(describing: S.Value.self), underlying: error)
         }
     }
 
-    /// Adds `If-None-Match` / `If-Modified-Since` for `validators`, replacing any the request had;
-    /// returns whether the request is now conditional.
-    static func addConditions(from validators: CacheValidators, to request: inout HTTPRequest) -> Bool {
-        func set(_ name: String, _ value: String) {
-            for existing in request.headers.keys where existing.lowercased() == name.lowercased() {
-                request.headers[existing] = nil
-            }
-            request.headers[name] = value
-        }
-        if let etag = validators.etag { set("If-None-Match", etag) }
-        if let lastModified = validators.lastModified { set("If-Modified-Since", lastModified) }
+    /// Adds `If-None-Match` / `If-Modified-Since` for `validators`, replacing any the request had
+    /// (every field of that name, whatever its case); returns whether the request is now conditional.
+    static func addConditions(from validators: CacheValidators, to fields: inout HTTPFields) -> Bool {
+        if let etag = validators.etag { fields[.ifNoneMatch] = etag }
+        if let lastModified = validators.lastModified { fields[.ifModifiedSince] = lastModified }
         return validators.etag != nil || validators.lastModified != nil
     }
 
     /// What is stored with a 2xx response's value.
-    static func validators(of response: HTTPResponse, receivedAt: Date) -> CacheValidators {
+    static func validators(of fields: HTTPFields, receivedAt: Date) -> CacheValidators {
         CacheValidators(
-            etag: response.header("ETag"), lastModified: response.header("Last-Modified"),
-            maxAge: response.freshnessLifetime(receivedAt: receivedAt))
+            etag: fields[.eTag], lastModified: fields[.lastModified],
+            maxAge: fields.freshnessLifetime(receivedAt: receivedAt))
     }
 }
 
@@ -182,8 +178,8 @@ extension HTTPLoader {
     /// 200 is decoded with `decode` and stored with its validators. See ``HTTPCachingLoader``.
     ///
     /// ```swift
-    /// let feed = HTTPLoader(url: feedURL).cached(in: store, key: "feed", policy: .maxAge(.seconds(60))) { response in
-    ///     try JSONDecoder().decode([FeedItem].self, from: response.body)
+    /// let feed = HTTPLoader(url: feedURL).cached(in: store, key: "feed", policy: .maxAge(.seconds(60))) { reply in
+    ///     try JSONDecoder().decode([FeedItem].self, from: reply.body)
     /// }
     /// ```
     /// - Parameters:
@@ -195,12 +191,12 @@ extension HTTPLoader {
     ///     (`max-age`, `no-cache`) and forbid storing (`no-store`). On by default.
     ///   - now: the wall clock that stamps and ages entries; inject one in tests.
     ///   - logger: where failed cache reads and writes are reported.
-    ///   - decode: turns a 2xx response into the value; an error it throws becomes
+    ///   - decode: turns a 2xx reply into the value; an error it throws becomes
     ///     ``HTTPError/decoding(url:type:underlying:)`` (an `HTTPError` passes through).
     public func cached<S: Store>(
         in store: S, key: S.Key, policy: FreshnessPolicy, honorsCacheControl: Bool = true,
         now: @escaping @Sendable () -> Date = { Date() }, logger: Logger = Logger(label: "strata.cache"),
-        decode: @escaping @Sendable (HTTPResponse) throws -> S.Value
+        decode: @escaping @Sendable (HTTPReply) throws -> S.Value
     ) -> HTTPCachingLoader<Input, S> {
         HTTPCachingLoader(
             http: self, store: store, policy: policy, honorsCacheControl: honorsCacheControl,
@@ -229,8 +225,8 @@ extension HTTPLoader {
         decoding type: S.Value.Type = S.Value.self, decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() },
         now: @escaping @Sendable () -> Date = { Date() }, logger: Logger = Logger(label: "strata.cache")
     ) -> HTTPCachingLoader<Input, S> where S.Value: Decodable {
-        cached(in: store, key: key, policy: policy, honorsCacheControl: honorsCacheControl, now: now, logger: logger) { response in
-            try decoder().decode(S.Value.self, from: response.body)
+        cached(in: store, key: key, policy: policy, honorsCacheControl: honorsCacheControl, now: now, logger: logger) { reply in
+            try decoder().decode(S.Value.self, from: reply.body)
         }
     }
 
@@ -239,8 +235,8 @@ extension HTTPLoader {
     ///
     /// ```swift
     /// let posts = HTTPLoader.get { (id: Int) in baseURL.appending(path: "posts/\(id)") }
-    ///     .cached(in: postStore, policy: .maxAge(minutes: 1)) { id in "post-\(id)" } decode: { response in
-    ///         try JSONDecoder().decode(Post.self, from: response.body)
+    ///     .cached(in: postStore, policy: .maxAge(minutes: 1)) { id in "post-\(id)" } decode: { reply in
+    ///         try JSONDecoder().decode(Post.self, from: reply.body)
     ///     }
     /// ```
     /// - Parameters:
@@ -251,11 +247,11 @@ extension HTTPLoader {
     ///   - now: the wall clock that stamps and ages entries; inject one in tests.
     ///   - logger: where failed cache reads and writes are reported.
     ///   - key: the store key for an input.
-    ///   - decode: turns a 2xx response into the value.
+    ///   - decode: turns a 2xx reply into the value.
     public func cached<S: Store>(
         in store: S, policy: FreshnessPolicy, honorsCacheControl: Bool = true,
         now: @escaping @Sendable () -> Date = { Date() }, logger: Logger = Logger(label: "strata.cache"),
-        key: @escaping @Sendable (Input) -> S.Key, decode: @escaping @Sendable (HTTPResponse) throws -> S.Value
+        key: @escaping @Sendable (Input) -> S.Key, decode: @escaping @Sendable (HTTPReply) throws -> S.Value
     ) -> HTTPCachingLoader<Input, S> {
         HTTPCachingLoader(
             http: self, store: store, policy: policy, honorsCacheControl: honorsCacheControl,
@@ -284,8 +280,8 @@ extension HTTPLoader {
         now: @escaping @Sendable () -> Date = { Date() }, logger: Logger = Logger(label: "strata.cache"),
         key: @escaping @Sendable (Input) -> S.Key
     ) -> HTTPCachingLoader<Input, S> where S.Value: Decodable {
-        cached(in: store, policy: policy, honorsCacheControl: honorsCacheControl, now: now, logger: logger, key: key) { response in
-            try decoder().decode(S.Value.self, from: response.body)
+        cached(in: store, policy: policy, honorsCacheControl: honorsCacheControl, now: now, logger: logger, key: key) { reply in
+            try decoder().decode(S.Value.self, from: reply.body)
         }
     }
 }

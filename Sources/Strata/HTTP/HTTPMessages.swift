@@ -1,20 +1,15 @@
 import Foundation
+// Strata speaks swift-http-types: `HTTPRequest`, `HTTPResponse` and `HTTPFields` come with `import Strata`,
+// the same types Hummingbird re-exports and AsyncHTTPClient speaks.
+@_exported import HTTPTypes
 
-/// An HTTP request as Strata sends it.
-public struct HTTPRequest: Sendable, Hashable {
-    /// The method (`GET`, `POST`, …).
-    public var method: String
-    /// The absolute URL.
-    public var url: URL
-    /// Header fields; names are matched case-insensitively by ``HTTPResponse/header(_:)``.
-    public var headers: [String: String]
-    /// The body, for methods that send one.
-    public var body: Data?
-    /// How long the client may wait for the response before failing with ``HTTPError/transport(url:reason:underlying:)``;
-    /// `nil` leaves the client's default.
+/// How one request is sent, beyond what its `HTTPRequest` says: Strata's per-request limits.
+public struct HTTPRequestOptions: Sendable, Hashable {
+    /// How long the transport may wait for the response before failing with
+    /// ``HTTPError/transport(url:reason:underlying:)``; `nil` leaves the transport's default.
     public var timeout: Duration?
-    /// The largest response body, in bytes, the client accepts for this request; `nil` leaves the
-    /// client's own limit (``URLSessionHTTPClient/defaultMaxBodyBytes`` for the shared client).
+    /// The largest response body, in bytes, the transport accepts for this request; `nil` leaves the
+    /// transport's own limit (``URLSessionHTTPClient/defaultMaxBodyBytes`` for the shared client).
     ///
     /// A larger body fails with ``HTTPError/bodyTooLarge(url:limit:received:contentLength:)``: a
     /// `Content-Length` above the limit fails before any of the body is read, and a body of unknown
@@ -22,42 +17,56 @@ public struct HTTPRequest: Sendable, Hashable {
     /// final response's body counts (not the bodies of redirects).
     public var maxBodyBytes: Int?
 
-    public init(
-        method: String = "GET", url: URL, headers: [String: String] = [:], body: Data? = nil, timeout: Duration? = nil,
-        maxBodyBytes: Int? = nil
-    ) {
-        self.method = method
-        self.url = url
-        self.headers = headers
-        self.body = body
+    /// Options with the given limits; `HTTPRequestOptions()` leaves both to the transport.
+    public init(timeout: Duration? = nil, maxBodyBytes: Int? = nil) {
         self.timeout = timeout
         self.maxBodyBytes = maxBodyBytes
     }
 }
 
-/// An HTTP response as Strata receives it.
-public struct HTTPResponse: Sendable, Hashable {
-    /// The URL the response came from (after redirects).
-    public var url: URL
-    /// The status code.
-    public var statusCode: Int
-    /// Header fields as received.
-    public var headers: [String: String]
+/// What an ``HTTPTransport`` received: swift-http-types' `HTTPResponse` (status and header fields),
+/// the body, and the URL it came from. The output of ``HTTPLoader``.
+public struct HTTPReply: Sendable, Hashable {
+    /// The status and header fields. Repeated fields are kept (a transport on URLSession receives them
+    /// folded into one comma-separated field, as Foundation delivers them); lookups by
+    /// `HTTPField.Name` are case-insensitive.
+    public var response: HTTPResponse
     /// The body.
     public var body: Data
+    /// The URL the response came from (after redirects).
+    public var url: URL
 
-    public init(url: URL, statusCode: Int, headers: [String: String] = [:], body: Data = Data()) {
-        self.url = url
-        self.statusCode = statusCode
-        self.headers = headers
+    /// A reply with the given parts.
+    public init(response: HTTPResponse, body: Data = Data(), url: URL) {
+        self.response = response
         self.body = body
+        self.url = url
     }
 
-    /// The value of the header `name`, compared case-insensitively.
-    public func header(_ name: String) -> String? {
-        if let exact = headers[name] { return exact }
-        let lowered = name.lowercased()
-        return headers.first { $0.key.lowercased() == lowered }?.value
+    /// The status (`reply.status.code` for the number).
+    public var status: HTTPResponse.Status { response.status }
+
+    /// The response's header fields.
+    public var headerFields: HTTPFields { response.headerFields }
+}
+
+extension HTTPRequest {
+    /// A request for `url` whose credentials, if the URL has any (`https://user:password@host/`), are
+    /// sent as `Authorization: Basic …` (unless `headerFields` already has an `Authorization`):
+    /// swift-http-types' request keeps scheme, host and path, not the URL's user and password.
+    static func strata(method: Method, url: URL, headerFields: HTTPFields) -> HTTPRequest {
+        var fields = headerFields
+        if fields[.authorization] == nil, let components = URLComponents(url: url, resolvingAgainstBaseURL: false),
+           let user = components.user, let password = components.password {
+            fields[.authorization] = "Basic " + Data("\(user):\(password)".utf8).base64EncodedString()
+        }
+        return HTTPRequest(method: method, url: url, headerFields: fields)
+    }
+
+    /// The URL Strata reports for this request (in errors and logs): its `url`, or a URL made of its
+    /// path alone when it has no scheme or authority.
+    var reportedURL: URL {
+        url ?? URL(string: path ?? "/") ?? URL(fileURLWithPath: "/")
     }
 }
 
@@ -65,14 +74,15 @@ public struct HTTPResponse: Sendable, Hashable {
 public enum HTTPError: Error, Sendable, CustomStringConvertible {
     /// No response: connection refused or reset, DNS failure, TLS failure, the client's timeout.
     case transport(url: URL, reason: String, underlying: (any Error)?)
-    /// The server answered with a status outside 200–299. `body` holds at most the first 64 KiB; when
-    /// ``HTTPLoader`` throws it, the secrets its request carried are masked there with `***`.
-    case status(code: Int, url: URL, headers: [String: String], body: Data)
+    /// The server answered with a status outside 200–299, with these header fields. `body` holds at
+    /// most the first 64 KiB; when ``HTTPLoader`` throws it, the secrets its request carried are masked
+    /// there with `***`.
+    case status(code: Int, url: URL, headerFields: HTTPFields, body: Data)
     /// The body could not be decoded as `type`.
     case decoding(url: URL, type: String, underlying: any Error)
     /// The request could not be built (for example the body did not encode).
     case invalidRequest(url: URL, reason: String)
-    /// The response body is larger than the request's limit (``HTTPRequest/maxBodyBytes`` or the
+    /// The response body is larger than the request's limit (``HTTPRequestOptions/maxBodyBytes`` or the
     /// client's), so the client stopped reading it. `received` is how many body bytes had arrived when
     /// it stopped (0 when the `Content-Length` alone decided); `contentLength` is the length the server
     /// declared, if it declared one. Never retried: the same request gets the same body.
@@ -87,7 +97,7 @@ public enum HTTPError: Error, Sendable, CustomStringConvertible {
         }
     }
 
-    /// The status code, for ``status(code:url:headers:body:)``.
+    /// The status code, for ``status(code:url:headerFields:body:)``.
     public var statusCode: Int? {
         if case .status(let code, _, _, _) = self { return code }
         return nil
@@ -121,11 +131,11 @@ public enum HTTPError: Error, Sendable, CustomStringConvertible {
 /// encoding of user and password), its query
 /// values (8 characters or longer, so short values such as `page=2` do not mangle the body), and the
 /// values of `Authorization`, `Proxy-Authorization`, `Cookie`, `X-API-Key` and `API-Key` headers (each
-/// piece of 8 characters or longer). Used for the body an ``HTTPError/status(code:url:headers:body:)``
+/// piece of 8 characters or longer). Used for the body an ``HTTPError/status(code:url:headerFields:body:)``
 /// keeps, so a server that echoes a token in its error page cannot put it in a log.
-func maskingSecrets(of request: HTTPRequest, in body: Data) -> Data {
+func maskingSecrets(of request: HTTPRequest, url: URL, in body: Data) -> Data {
     var secrets: Set<String> = []
-    if let components = URLComponents(url: request.url, resolvingAgainstBaseURL: false) {
+    if let components = URLComponents(url: url, resolvingAgainstBaseURL: false) {
         for password in [components.password, components.percentEncodedPassword].compactMap({ $0 }) where !password.isEmpty {
             secrets.insert(password)
         }
@@ -138,8 +148,16 @@ func maskingSecrets(of request: HTTPRequest, in body: Data) -> Data {
         }
     }
     let sensitive: Set<String> = ["authorization", "proxy-authorization", "cookie", "x-api-key", "api-key"]
-    for (name, value) in request.headers where sensitive.contains(name.lowercased()) {
+    for field in request.headerFields where sensitive.contains(field.name.canonicalName) {
+        let value = field.value
         if value.count >= 8 { secrets.insert(value) }
+        // `Basic` credentials: the password they encode, as a server may echo it in clear.
+        if field.name == .authorization, value.lowercased().hasPrefix("basic "),
+           let decoded = Data(base64Encoded: String(value.dropFirst(6)).trimmingCharacters(in: .whitespaces)),
+           let credentials = String(data: decoded, encoding: .utf8), let colon = credentials.firstIndex(of: ":") {
+            let password = String(credentials[credentials.index(after: colon)...])
+            if !password.isEmpty { secrets.insert(password) }
+        }
         for piece in value.split(whereSeparator: { " ;,=".contains($0) }) where piece.count >= 8 {
             secrets.insert(String(piece))
         }

@@ -15,7 +15,7 @@ extension Data: DecodableBody {
     }
 }
 
-extension HTTPResponse: DecodableBody {
+extension HTTPReply: DecodableBody {
     public var bodyData: Data { body }
     public func decodingFailure(type: Any.Type, error: any Error) -> any Error {
         HTTPError.decoding(url: url, type: String(describing: type), underlying: error)

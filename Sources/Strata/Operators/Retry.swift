@@ -147,9 +147,8 @@ public struct RetryLoader<Base: Loader, C: Clock>: Loader where C.Duration == Du
 
     /// The `Retry-After` of a 429 or 503 response: delay-seconds or an HTTP-date (RFC 9110 §10.2.3).
     private func retryAfter(of error: any Error) -> Duration? {
-        guard case HTTPError.status(let code, _, let headers, _) = error, code == 429 || code == 503,
-              let value = HTTPResponse(url: URL(fileURLWithPath: "/"), statusCode: code, headers: headers)
-                .header("Retry-After")?.trimmingCharacters(in: .whitespaces)
+        guard case HTTPError.status(let code, _, let fields, _) = error, code == 429 || code == 503,
+              let value = fields[.retryAfter]?.trimmingCharacters(in: .whitespaces)
         else { return nil }
         if let seconds = Int(value), seconds >= 0 { return .seconds(seconds) }
         guard let date = parseHTTPDate(value) else { return nil }

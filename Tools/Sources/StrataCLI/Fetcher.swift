@@ -67,10 +67,10 @@ public struct Fetcher: Sendable {
     }
 
     let options: Options
-    let client: any HTTPClient
+    let client: any HTTPTransport
     let now: @Sendable () -> Date
 
-    public init(options: Options, client: any HTTPClient = URLSessionHTTPClient.shared, now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(options: Options, client: any HTTPTransport = URLSessionHTTPClient.shared, now: @escaping @Sendable () -> Date = { Date() }) {
         self.options = options
         self.client = client
         self.now = now
@@ -119,7 +119,7 @@ public struct Fetcher: Sendable {
     ) async -> ExitCode where S.Key == String, S.Value == Data {
         let quiet = Logger(label: "strata.fetch", factory: { _ in SwiftLogNoOpLogHandler() })
         let key = options.url.absoluteString
-        let remote = HTTPLoader(url: options.url, timeout: options.timeout, maxBodyBytes: options.maxBodyBytes, client: client)
+        let remote = HTTPLoader(url: options.url, timeout: options.timeout, maxBodyBytes: options.maxBodyBytes, transport: client)
             .retry(.exponential(attempts: options.retries + 1, initialDelay: .milliseconds(250), maxDelay: .seconds(5)))
             .map(\.body)
         let chain = store.loader(key: key, policy: .maxAge(options.maxAge), now: now).named("fresh cache")

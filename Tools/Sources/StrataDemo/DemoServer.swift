@@ -55,6 +55,9 @@ public final class DemoServer: Sendable {
         public var declaresOversizedLength: Bool
         /// Sent as a `Set-Cookie` header with every answer.
         public var setCookie: String?
+        /// Header fields added to every answer, as they are: a name may repeat (for tests that
+        /// repeated fields reach the client).
+        public var extraFields: HTTPFields
         /// Fault-status bodies repeat what the request carried — its path and query, its
         /// `Authorization` and `Cookie` headers — the way careless servers echo tokens in error pages.
         public var echoRequestInErrors: Bool
@@ -63,7 +66,9 @@ public final class DemoServer: Sendable {
                     retryAfterSeconds: Int? = nil, latency: Duration? = nil,
                     holdRequests: Bool = false, truncateBodies: Bool = false, cacheControl: String? = nil,
                     wrongShape: Bool = false, resetMidBody: Bool = false, oversizedBody: Int? = nil,
-                    declaresOversizedLength: Bool = false, setCookie: String? = nil, echoRequestInErrors: Bool = false) {
+                    declaresOversizedLength: Bool = false, setCookie: String? = nil, echoRequestInErrors: Bool = false,
+                    extraFields: HTTPFields = [:]) {
+            self.extraFields = extraFields
             self.status = status
             self.errorRate = errorRate
             self.remainingFaults = remainingFaults
@@ -320,6 +325,7 @@ public final class DemoServer: Sendable {
             responseHeaders[.contentType] = "text/plain; charset=utf-8"
             if let retryAfter = faults.retryAfterSeconds { responseHeaders[.retryAfter] = "\(retryAfter)" }
             if let cookie = faults.setCookie { responseHeaders[.setCookie] = cookie }
+            responseHeaders.append(contentsOf: faults.extraFields)
             var text = "injected fault: \(status)\n"
             if faults.echoRequestInErrors {
                 text += "you asked for \(request.uri.description)\n"
@@ -340,6 +346,7 @@ public final class DemoServer: Sendable {
         var responseHeaders: HTTPFields = [.contentType: "application/json"]
         if let cookie = faults.setCookie { responseHeaders[.setCookie] = cookie }
         if request.method == .get, let cacheControl = faults.cacheControl { responseHeaders[.cacheControl] = cacheControl }
+        responseHeaders.append(contentsOf: faults.extraFields)
         if validated {
             let etag = Self.strongETag(of: data)
             responseHeaders[.eTag] = etag

@@ -27,11 +27,11 @@ public enum OfflineFirstFeed {
         feedURL: URL,
         defaults: BundledLoader = OfflineFirstFeed.bundledDefaults,
         maxAge: FreshnessPolicy = .maxAge(hours: 24),
-        client: any HTTPClient = URLSessionHTTPClient.shared,
+        client: any HTTPTransport = URLSessionHTTPClient.shared,
         now: @escaping @Sendable () -> Date = { Date() },
         logger: Logger = Logger(label: "strata.demo")
     ) -> some Loader<Void, [FeedItem]> {
-        let remote = HTTPLoader(url: feedURL, client: client).decoding([FeedItem].self)
+        let remote = HTTPLoader(url: feedURL, transport: client).decoding([FeedItem].self)
         return store.loader(key: cacheKey, policy: maxAge, now: now).named("fresh local")
             .fallback(to: remote.cache(in: store, key: cacheKey, now: now, logger: logger).named("remote"))
             .fallback(to: store.loader(key: cacheKey, policy: .any, now: now).named("stale local"))
@@ -39,20 +39,20 @@ public enum OfflineFirstFeed {
     }
 }
 
-/// An ``HTTPClient`` that counts the requests it sends (the demo shows whether the network was used).
-public final class CountingHTTPClient: HTTPClient, Sendable {
-    private let base: any HTTPClient
+/// An ``HTTPTransport`` that counts the requests it sends (the demo shows whether the network was used).
+public final class CountingHTTPClient: HTTPTransport, Sendable {
+    private let base: any HTTPTransport
     private let count = Locked(0)
 
-    public init(_ base: any HTTPClient = URLSessionHTTPClient.shared) {
+    public init(_ base: any HTTPTransport = URLSessionHTTPClient.shared) {
         self.base = base
     }
 
     /// Requests sent so far, answered or not.
     public var requestCount: Int { count.withLock { $0 } }
 
-    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+    public func send(_ request: HTTPRequest, body: Data?, options: HTTPRequestOptions) async throws -> HTTPReply {
         count.withLock { $0 += 1 }
-        return try await base.send(request)
+        return try await base.send(request, body: body, options: options)
     }
 }

@@ -212,7 +212,7 @@ struct ServeControlTests {
             #expect(!server.isOnline)
             await #expect(throws: HTTPError.self) { try await HTTPLoader(url: server.feedURL).load() }
             #expect(await control.apply("online").hasPrefix("online: listening on"))
-            let status = try await HTTPLoader(url: server.feedURL).load().statusCode
+            let status = try await HTTPLoader(url: server.feedURL).load().status.code
             #expect(status == 200)
 
             #expect(await control.apply("status 42").hasPrefix("usage:"))

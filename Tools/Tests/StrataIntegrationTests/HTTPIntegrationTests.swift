@@ -25,7 +25,7 @@ struct HTTPIntegrationTests {
                 #expect(error.statusCode == 503)
                 #expect(error.url == server.feedURL)
                 guard case .status(_, _, let headers, let body) = error else { return }
-                #expect(HTTPResponse(url: server.feedURL, statusCode: 503, headers: headers).header("retry-after") == "7")
+                #expect(headers[HTTPField.Name("retry-after")!] == "7")
                 #expect(String(decoding: body, as: UTF8.self).contains("injected fault"))
             }
         }
@@ -64,7 +64,7 @@ struct HTTPIntegrationTests {
                 return url == server.feedURL
             }
             try await server.goOnline()
-            #expect(try await HTTPLoader(url: server.feedURL).load().statusCode == 200, "back on the same port")
+            #expect(try await HTTPLoader(url: server.feedURL).load().status.code == 200, "back on the same port")
         }
     }
 
@@ -160,7 +160,7 @@ struct RetryIntegrationTests {
         var statuses: [Int] = []
         for _ in 0..<4 {
             do {
-                statuses.append(try await HTTPLoader(url: server.feedURL).load().statusCode)
+                statuses.append(try await HTTPLoader(url: server.feedURL).load().status.code)
             } catch let error as HTTPError {
                 statuses.append(error.statusCode ?? -1)
             }

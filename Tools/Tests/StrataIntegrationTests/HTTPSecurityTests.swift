@@ -86,7 +86,7 @@ struct HTTPSecurityTests {
         // The same with a client on a session of its own.
         let own = URLSessionHTTPClient(session: URLSession(configuration: .ephemeral))
         await #expect {
-            _ = try await HTTPLoader(url: url, timeout: .seconds(60), client: own).load()
+            _ = try await HTTPLoader(url: url, timeout: .seconds(60), transport: own).load()
         } throws: { error in
             if case HTTPError.transport(_, let reason, _) = error { return reason.hasPrefix("TLS failed") }
             return false

@@ -62,7 +62,7 @@ struct ResilienceIntegrationTests {
                 let breaker = CircuitBreaker(
                     name: "demo", policy: CircuitBreakerPolicy(minimumThroughput: 3, breakDuration: .seconds(30)), clock: clock)
                 let client = CountingHTTPClient()
-                let chain = HTTPLoader(url: server.feedURL, client: client).decoding([FeedItem].self)
+                let chain = HTTPLoader(url: server.feedURL, transport: client).decoding([FeedItem].self)
                     .circuitBreaker(breaker)
                     .fallback(to: store.loader(key: "feed").named("cache"))
                 await server.goOffline()

@@ -56,9 +56,9 @@ enum ServerFault: String, CaseIterable, CustomTestStringConvertible, Sendable {
              (.notFound, HTTPError.status(404, let url, _, _)):
             return url == server.feedURL
         case (.unavailableWithRetryAfter, HTTPError.status(503, _, let headers, _)):
-            return HTTPResponse(url: server.feedURL, statusCode: 503, headers: headers).header("Retry-After") == "7"
+            return headers[.retryAfter] == "7"
         case (.unavailable, HTTPError.status(503, _, let headers, _)):
-            return HTTPResponse(url: server.feedURL, statusCode: 503, headers: headers).header("Retry-After") == nil
+            return headers[.retryAfter] == nil
         case (.truncatedJSON, HTTPError.decoding(let url, _, _)), (.wrongShape, HTTPError.decoding(let url, _, _)):
             return url == server.feedURL
         case (.tooLargeDeclared, HTTPError.bodyTooLarge(_, let limit, let received, let contentLength)):
@@ -108,7 +108,7 @@ struct ServerFaultTests {
         _ server: DemoServer, store: some Store<String, [FeedItem]>, clock: ManualClock
     ) -> some Loader<Void, [FeedItem]> {
         // A client of its own, so the oversized answers never share a session with other tests.
-        HTTPLoader(url: server.feedURL, maxBodyBytes: ServerFault.bodyLimit, client: URLSessionHTTPClient())
+        HTTPLoader(url: server.feedURL, maxBodyBytes: ServerFault.bodyLimit, transport: URLSessionHTTPClient())
             .decoding([FeedItem].self)
             .timeout(ServerFault.timeout, clock: clock)
             .cache(in: store, key: "feed", now: clock.wallClock, logger: quietLogger)
@@ -218,7 +218,7 @@ struct ServerFaultTests {
             server.faults = .init(oversizedBody: 1 << 30, declaresOversizedLength: false)
             let started = ContinuousClock.now
             do {
-                _ = try await HTTPLoader(url: server.feedURL, maxBodyBytes: ServerFault.bodyLimit, client: URLSessionHTTPClient()).load()
+                _ = try await HTTPLoader(url: server.feedURL, maxBodyBytes: ServerFault.bodyLimit, transport: URLSessionHTTPClient()).load()
                 Issue.record("expected bodyTooLarge")
             } catch HTTPError.bodyTooLarge(let url, let limit, let received, let contentLength) {
                 #expect(url == server.feedURL)
@@ -240,7 +240,7 @@ struct ServerFaultTests {
         try await withDemoServer { server in
             server.faults = .init(oversizedBody: ServerFault.oversized, declaresOversizedLength: true)
             await #expect {
-                try await HTTPLoader(url: server.feedURL, maxBodyBytes: ServerFault.bodyLimit, client: URLSessionHTTPClient()).load()
+                try await HTTPLoader(url: server.feedURL, maxBodyBytes: ServerFault.bodyLimit, transport: URLSessionHTTPClient()).load()
             } throws: { error in
                 guard case HTTPError.bodyTooLarge(_, _, 0, ServerFault.oversized?) = error else { return false }
                 return "\(error)".contains("larger than the limit of \(ServerFault.bodyLimit) bytes")
@@ -267,13 +267,13 @@ struct ServerFaultTests {
             server.faults = .init(oversizedBody: 8 * 1024 * 1024, declaresOversizedLength: false)
             let client = URLSessionHTTPClient(maxBodyBytes: 256 * 1024)
             await #expect {
-                try await HTTPLoader(url: server.feedURL, client: client).load()
+                try await HTTPLoader(url: server.feedURL, transport: client).load()
             } throws: { error in
                 if case HTTPError.bodyTooLarge(_, 262_144, _, _) = error { return true }
                 return false
             }
             // A request's own limit wins over the client's.
-            let large = try await HTTPLoader(url: server.feedURL, maxBodyBytes: 16 * 1024 * 1024, client: client).load()
+            let large = try await HTTPLoader(url: server.feedURL, maxBodyBytes: 16 * 1024 * 1024, transport: client).load()
             #expect(large.body.count == 8 * 1024 * 1024)
         }
     }
@@ -283,7 +283,7 @@ struct ServerFaultTests {
             server.faults = .init(oversizedBody: 4 * 1024 * 1024, declaresOversizedLength: true)
             let client = URLSessionHTTPClient(session: URLSession(configuration: .ephemeral), maxBodyBytes: 64 * 1024)
             await #expect {
-                try await HTTPLoader(url: server.feedURL, client: client).load()
+                try await HTTPLoader(url: server.feedURL, transport: client).load()
             } throws: { error in
                 if case HTTPError.bodyTooLarge(_, 65_536, _, _) = error { return true }
                 return false
@@ -294,7 +294,7 @@ struct ServerFaultTests {
     @Test func bodyTooLarge_isNotRetried() async throws {
         try await withDemoServer { server in
             server.faults = .init(oversizedBody: 2 * 1024 * 1024, declaresOversizedLength: true)
-            let loader = HTTPLoader(url: server.feedURL, maxBodyBytes: 1024, client: URLSessionHTTPClient()).retry(.constant(attempts: 3, delay: .seconds(1)), clock: ManualClock())
+            let loader = HTTPLoader(url: server.feedURL, maxBodyBytes: 1024, transport: URLSessionHTTPClient()).retry(.constant(attempts: 3, delay: .seconds(1)), clock: ManualClock())
             await #expect(throws: HTTPError.self) { try await loader.load() }
             #expect(server.requestCount() == 1)
         }

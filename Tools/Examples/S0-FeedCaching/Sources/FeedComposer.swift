@@ -23,7 +23,7 @@ public enum FeedComposer {
     public static func makeFeedRepository(
         feedURL: URL,
         cache: some FeedCacheStore,
-        client: any HTTPClient = URLSessionHTTPClient.shared,
+        client: any HTTPTransport = URLSessionHTTPClient.shared,
         logger: Logger = Logger(label: "feed")
     ) -> some FeedRepository {
         LoggingFeedRepository(
@@ -48,7 +48,7 @@ public enum FeedComposer {
         feedURL: URL,
         store: some Store<String, [FeedItem]>,
         key: String = "feed",
-        client: any HTTPClient = URLSessionHTTPClient.shared,
+        client: any HTTPTransport = URLSessionHTTPClient.shared,
         now: @escaping @Sendable () -> Date = { Date() },
         logger: Logger = Logger(label: "feed")
     ) -> some FeedRepository {
@@ -69,7 +69,7 @@ public enum FeedComposer {
     public static func makeFeedViewModel(
         feedURL: URL,
         cacheSuiteName: String? = nil,
-        client: any HTTPClient = URLSessionHTTPClient.shared,
+        client: any HTTPTransport = URLSessionHTTPClient.shared,
         logger: Logger = Logger(label: "feed")
     ) -> FeedViewModel {
         let repository = makeFeedRepository(

@@ -6,7 +6,7 @@ import Strata
 /// It is a Strata loader with a `FeedRepository` face:
 ///
 /// ```swift
-/// HTTPLoader(url: url, client: client).decoding([FeedItem].self)
+/// HTTPLoader(url: url, transport: client).decoding([FeedItem].self)
 /// ```
 ///
 /// It throws Strata's `HTTPError`: `.transport` when the server cannot be reached, `.status` for a
@@ -17,8 +17,8 @@ public struct RemoteFeedRepository: FeedRepository {
     public let loader: DecodingLoader<HTTPLoader<Void>, [FeedItem]>
 
     /// A repository that loads the feed at `url` through `client`.
-    public init(url: URL, client: any HTTPClient = URLSessionHTTPClient.shared) {
-        self.loader = HTTPLoader(url: url, client: client).decoding([FeedItem].self)
+    public init(url: URL, client: any HTTPTransport = URLSessionHTTPClient.shared) {
+        self.loader = HTTPLoader(url: url, transport: client).decoding([FeedItem].self)
     }
 
     public func fetchFeed() async throws -> [FeedItem] {

@@ -81,9 +81,9 @@ struct FeedViewModelTests {
 
     @available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
     @Test(arguments: [
-        (HTTPError.status(code: 503, url: URL(string: "https://example.com/feed")!, headers: [:], body: Data()),
+        (HTTPError.status(code: 503, url: URL(string: "https://example.com/feed")!, headerFields: [:], body: Data()),
          "The server is having trouble (error 503). Please try again later."),
-        (HTTPError.status(code: 404, url: URL(string: "https://example.com/feed")!, headers: [:], body: Data()),
+        (HTTPError.status(code: 404, url: URL(string: "https://example.com/feed")!, headerFields: [:], body: Data()),
          "The feed isn't available right now (error 404)."),
         (HTTPError.decoding(url: URL(string: "https://example.com/feed")!, type: "Array<FeedItem>", underlying: TestError()),
          "The server sent a feed this app can't read. Please try again later."),

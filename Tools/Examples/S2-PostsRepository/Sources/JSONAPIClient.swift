@@ -3,7 +3,7 @@ import Strata
 
 /// The article's `HTTPClient`: a JSON API addressed by path, with generic Codable `get` and `post`.
 ///
-/// It is named `JSONAPIClient` because Strata already has an `HTTPClient`: the lower seam that sends
+/// It is named `JSONAPIClient` because `HTTPClient` is AsyncHTTPClient's type and Strata has an `HTTPTransport`: the lower seam that sends
 /// one raw request. This one sits above it and speaks in types, not bytes.
 ///
 /// ## Contract
@@ -29,7 +29,7 @@ extension JSONAPIClient {
     }
 }
 
-/// A ``JSONAPIClient`` built from Strata's `HTTPLoader`, sending through any Strata `HTTPClient`
+/// A ``JSONAPIClient`` built from Strata's `HTTPLoader`, sending through any Strata `HTTPTransport`
 /// (`URLSessionHTTPClient` by default).
 ///
 /// ```swift
@@ -40,10 +40,10 @@ public struct HTTPJSONAPIClient: JSONAPIClient {
     /// Paths are resolved against this URL (its own path is kept: `…/v1` + `posts/1` → `…/v1/posts/1`).
     public let baseURL: URL
     /// The transport that sends each request.
-    public let transport: any HTTPClient
+    public let transport: any HTTPTransport
 
     /// A client for the API at `baseURL`, sending through `transport`.
-    public init(baseURL: URL, transport: any HTTPClient = URLSessionHTTPClient.shared) {
+    public init(baseURL: URL, transport: any HTTPTransport = URLSessionHTTPClient.shared) {
         self.baseURL = baseURL
         self.transport = transport
     }
@@ -55,7 +55,7 @@ public struct HTTPJSONAPIClient: JSONAPIClient {
     }
 
     public func get<T: Decodable & Sendable>(_ path: String, as type: T.Type) async throws -> T {
-        try await HTTPLoader.get(client: transport) { (url: URL) in url }
+        try await HTTPLoader.get(transport: transport) { (url: URL) in url }
             .decoding(T.self)
             .load(url(for: path))
     }
@@ -63,7 +63,7 @@ public struct HTTPJSONAPIClient: JSONAPIClient {
     public func post<Body: Encodable & Sendable, T: Decodable & Sendable>(
         _ path: String, body: Body, as type: T.Type
     ) async throws -> T {
-        try await HTTPLoader<Body>.postJSON(to: url(for: path), client: transport)
+        try await HTTPLoader<Body>.postJSON(to: url(for: path), transport: transport)
             .decoding(T.self)
             .load(body)
     }

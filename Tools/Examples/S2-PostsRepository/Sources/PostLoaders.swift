@@ -20,17 +20,17 @@ import Strata
 public enum PostLoaders {
     /// `GET {baseURL}/posts/{id}`, decoded as a ``Post``.
     public static func remote(
-        baseURL: URL, transport: any HTTPClient = URLSessionHTTPClient.shared
+        baseURL: URL, transport: any HTTPTransport = URLSessionHTTPClient.shared
     ) -> some Loader<Int, Post> {
-        HTTPLoader.get(client: transport) { (id: Int) in baseURL.appendingPathComponent("posts/\(id)") }
+        HTTPLoader.get(transport: transport) { (id: Int) in baseURL.appendingPathComponent("posts/\(id)") }
             .decoding(Post.self)
     }
 
     /// `POST {baseURL}/posts` with a ``PostDraft`` as JSON, decoding the created ``Post``.
     public static func create(
-        baseURL: URL, transport: any HTTPClient = URLSessionHTTPClient.shared
+        baseURL: URL, transport: any HTTPTransport = URLSessionHTTPClient.shared
     ) -> some Loader<PostDraft, Post> {
-        HTTPLoader<PostDraft>.postJSON(to: baseURL.appendingPathComponent("posts"), client: transport)
+        HTTPLoader<PostDraft>.postJSON(to: baseURL.appendingPathComponent("posts"), transport: transport)
             .decoding(Post.self)
     }
 

@@ -21,7 +21,7 @@ public enum PostsEnvironment: Sendable {
     ///
     /// - Parameter transport: how production sends HTTP requests (the default is URLSession; the
     ///   demo passes a counting client). The mock ignores it.
-    public func makePostRepo(transport: any HTTPClient = URLSessionHTTPClient.shared) -> any PostRepo {
+    public func makePostRepo(transport: any HTTPTransport = URLSessionHTTPClient.shared) -> any PostRepo {
         switch self {
         case .mock:
             return PostRepoCacheDecorator(inner: InMemoryPostRepo(), cache: InMemoryPostCache())

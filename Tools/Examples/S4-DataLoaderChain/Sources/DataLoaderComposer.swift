@@ -14,7 +14,7 @@ public enum DataLoaderComposer {
     public static func makeDataLoader(
         serverURL: URL, store: LocalDataStore,
         defaultLoader: DefaultLoader = DefaultLoader(),
-        client: any HTTPClient = URLSessionHTTPClient.shared
+        client: any HTTPTransport = URLSessionHTTPClient.shared
     ) -> some DataLoader {
         let local24h = LocalLoader(store: store, cachePolicy: TwentyFourHoursPolicy()).named("local (24 h)")
         let remote = RemoteLoader(url: serverURL, client: client)

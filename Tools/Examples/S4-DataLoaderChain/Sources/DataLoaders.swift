@@ -83,8 +83,8 @@ public struct LocalLoader: DataLoader {
 public struct RemoteLoader: DataLoader {
     let http: HTTPLoader<Void>
 
-    public init(url: URL, client: any HTTPClient = URLSessionHTTPClient.shared) {
-        self.http = HTTPLoader(url: url, client: client)
+    public init(url: URL, client: any HTTPTransport = URLSessionHTTPClient.shared) {
+        self.http = HTTPLoader(url: url, transport: client)
     }
 
     public func load(_ input: Void) async throws -> Data {

@@ -179,8 +179,8 @@ public struct AnalyticsScenario: Sendable {
 private struct FeedTitlesService: ItemService {
     let loader: MapLoader<DecodingLoader<HTTPLoader<Void>, [FeedItem]>, [String]>
 
-    init(feedURL: URL, client: any HTTPClient) {
-        loader = HTTPLoader(url: feedURL, client: client).decoding([FeedItem].self).map { $0.map(\.title) }
+    init(feedURL: URL, client: any HTTPTransport) {
+        loader = HTTPLoader(url: feedURL, transport: client).decoding([FeedItem].self).map { $0.map(\.title) }
     }
 
     /// The article's service cannot fail: a failed load shows nothing.

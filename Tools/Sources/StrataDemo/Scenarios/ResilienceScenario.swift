@@ -43,7 +43,7 @@ public struct ResilienceScenario: Sendable {
             name: "demo api",
             policy: CircuitBreakerPolicy(failureRatio: 0.5, minimumThroughput: 3, breakDuration: .seconds(30)),
             clock: clock)
-        let feed = HTTPLoader(url: server.feedURL, client: client).decoding([FeedItem].self)
+        let feed = HTTPLoader(url: server.feedURL, transport: client).decoding([FeedItem].self)
             .timeout(.seconds(2), clock: clock)
             .circuitBreaker(breaker)
             .cache(in: store, key: "feed", now: clock.wallClock, logger: quiet)

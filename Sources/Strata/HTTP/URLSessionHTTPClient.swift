@@ -3,25 +3,10 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// Sends HTTP requests. Strata's HTTP loaders depend on this seam, not on a concrete client.
-///
-/// ## Contract
-/// - Returns every response the server sends, whatever its status; status checks belong to loaders.
-/// - Throws ``HTTPError/transport(url:reason:underlying:)`` when there is no response.
-/// - Throws ``HTTPError/bodyTooLarge(url:limit:received:contentLength:)`` when the body is larger than
-///   ``HTTPRequest/maxBodyBytes`` (or the client's own limit), and stops reading it: it does not buffer
-///   the whole body first. (``HTTPLoader`` checks the size again, for clients that do not.)
-/// - Stops the request and throws `CancellationError` when the calling task is cancelled.
-/// - May be called concurrently.
-/// - Never weakens TLS: certificate validation is the platform's, always on.
-public protocol HTTPClient: Sendable {
-    func send(_ request: HTTPRequest) async throws -> HTTPResponse
-}
-
-/// An ``HTTPClient`` on `URLSession` (FoundationNetworking on Linux).
+/// An ``HTTPTransport`` on `URLSession` (FoundationNetworking on Linux).
 ///
 /// ## Maximum body size
-/// Every response body is bounded: by the request's ``HTTPRequest/maxBodyBytes`` when set, otherwise by
+/// Every response body is bounded: by the request's ``HTTPRequestOptions/maxBodyBytes`` when set, otherwise by
 /// the client's ``maxBodyBytes`` (``defaultMaxBodyBytes``, 64 MiB, unless you pass another or `nil`).
 /// With a session the client creates (``init(configuration:maxBodyBytes:)``, ``init(maxBodyBytes:)``, ``shared``), a
 /// `Content-Length` above the limit fails before the body is read, and a body of unknown length is
@@ -34,7 +19,7 @@ public protocol HTTPClient: Sendable {
 /// The client never handles authentication challenges itself: certificate validation is the
 /// platform's default (system trust store), and an untrusted certificate fails with
 /// ``HTTPError/transport(url:reason:underlying:)`` ("TLS failed: …").
-public final class URLSessionHTTPClient: HTTPClient, Sendable {
+public final class URLSessionHTTPClient: HTTPTransport, Sendable {
     /// The body limit of clients created without one: 64 MiB.
     public static let defaultMaxBodyBytes = 64 * 1024 * 1024
 
@@ -42,7 +27,7 @@ public final class URLSessionHTTPClient: HTTPClient, Sendable {
     /// (Strata's stores are the cache), bodies up to ``defaultMaxBodyBytes``.
     public static let shared = URLSessionHTTPClient()
 
-    /// The largest body accepted when a request does not set ``HTTPRequest/maxBodyBytes``; `nil`: no limit.
+    /// The largest body accepted when a request does not set ``HTTPRequestOptions/maxBodyBytes``; `nil`: no limit.
     public let maxBodyBytes: Int?
 
     private let session: URLSession
@@ -84,16 +69,21 @@ public final class URLSessionHTTPClient: HTTPClient, Sendable {
         if receiver != nil { session.finishTasksAndInvalidate() }
     }
 
-    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
-        var urlRequest = URLRequest(url: request.url)
-        urlRequest.httpMethod = request.method
-        urlRequest.httpBody = request.body
-        for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
-        if let timeout = request.timeout {
-            let components = timeout.components
-            urlRequest.timeoutInterval = Double(components.seconds) + Double(components.attoseconds) / 1e18
+    public func send(_ request: HTTPRequest, body: Data?, options: HTTPRequestOptions) async throws -> HTTPReply {
+        guard let url = request.url else {
+            throw HTTPError.invalidRequest(url: request.reportedURL, reason: "the request has no absolute URL")
         }
-        let limit = request.maxBodyBytes ?? maxBodyBytes
+        var urlRequest = URLRequest(url: url)
+        urlRequest.httpMethod = request.method.rawValue
+        urlRequest.httpBody = body
+        for field in request.headerFields {
+            // Repeated fields are sent as one comma-separated field, as URLRequest keeps them.
+            urlRequest.addValue(field.value, forHTTPHeaderField: field.name.rawName)
+        }
+        if let timeout = options.timeout {
+            urlRequest.timeoutInterval = timeout / .seconds(1)
+        }
+        let limit = options.maxBodyBytes ?? maxBodyBytes
         try Task.checkCancellation()
 
         let state = Locked(RequestState())
@@ -112,23 +102,25 @@ public final class URLSessionHTTPClient: HTTPClient, Sendable {
                 }
             }
         } catch let tooLarge as BodyTooLarge {
-            throw HTTPError.bodyTooLarge(url: request.url, limit: tooLarge.limit, received: tooLarge.received, contentLength: tooLarge.contentLength)
+            throw HTTPError.bodyTooLarge(url: url, limit: tooLarge.limit, received: tooLarge.received, contentLength: tooLarge.contentLength)
         } catch {
             if Task.isCancelled || (error as? URLError)?.code == .cancelled { throw CancellationError() }
-            throw HTTPError.transport(url: request.url, reason: describeTransportError(error), underlying: error)
+            throw HTTPError.transport(url: url, reason: describeTransportError(error), underlying: error)
         }
 
         guard let http = response as? HTTPURLResponse else {
-            throw HTTPError.transport(url: request.url, reason: "the response is not HTTP", underlying: nil)
+            throw HTTPError.transport(url: url, reason: "the response is not HTTP", underlying: nil)
         }
         if let limit, data.count > limit {
-            throw HTTPError.bodyTooLarge(url: request.url, limit: limit, received: data.count, contentLength: nil)
+            throw HTTPError.bodyTooLarge(url: url, limit: limit, received: data.count, contentLength: nil)
         }
-        var headers: [String: String] = [:]
+        var fields = HTTPFields()
         for (name, value) in http.allHeaderFields {
-            headers[String(describing: name)] = String(describing: value)
+            guard let name = HTTPField.Name(String(describing: name)) else { continue }
+            fields.append(HTTPField(name: name, value: String(describing: value)))
         }
-        return HTTPResponse(url: http.url ?? request.url, statusCode: http.statusCode, headers: headers, body: data)
+        let status = HTTPResponse.Status(code: http.statusCode)
+        return HTTPReply(response: HTTPResponse(status: status, headerFields: fields), body: data, url: http.url ?? url)
     }
 
     /// Runs a data task on the client's own session, whose delegate collects the body (stopping at

@@ -1,0 +1,185 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Testing
+import Strata
+import StrataAsyncHTTPClient
+import StrataDemo
+
+/// The transports under contract: Strata's default on URLSession and the opt-in on AsyncHTTPClient.
+enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
+    case urlSession = "URLSessionHTTPClient"
+    case asyncHTTPClient = "AsyncHTTPTransport"
+
+    var testDescription: String { rawValue }
+
+    /// A transport of this kind of its own (a new session each time, the shared AsyncHTTPClient).
+    func make(maxBodyBytes: Int? = URLSessionHTTPClient.defaultMaxBodyBytes) -> any HTTPTransport {
+        switch self {
+        case .urlSession: URLSessionHTTPClient(maxBodyBytes: maxBodyBytes)
+        case .asyncHTTPClient: AsyncHTTPTransport(maxBodyBytes: maxBodyBytes)
+        }
+    }
+}
+
+/// The ``HTTPTransport`` contract, the same cases against both transports and the real in-process
+/// server: what comes back, and which ``HTTPError`` each failure is.
+@Suite("HTTP transport contract")
+struct HTTPTransportContractTests {
+    static let bodyLimit = 1024 * 1024
+
+    static func get(_ url: URL, fields: HTTPFields = [:]) -> HTTPRequest {
+        HTTPRequest(method: .get, url: url, headerFields: fields)
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func get_returnsStatusFieldsAndBody(kind: TransportKind) async throws {
+        try await withDemoServer { server in
+            let reply = try await kind.make().send(Self.get(server.feedURL), body: nil, options: HTTPRequestOptions())
+            #expect(reply.status == .ok)
+            #expect(reply.headerFields[.contentType] == "application/json")
+            #expect(reply.headerFields[.eTag] == server.feedValidators.etag)
+            #expect(try JSONDecoder().decode([FeedItem].self, from: reply.body) == server.feed)
+            #expect(reply.url == server.feedURL)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func requestFields_reachTheServer_andRepeatedResponseFieldsAreKept(kind: TransportKind) async throws {
+        try await withDemoServer { server in
+            let name = HTTPField.Name("X-Strata-Repeated")!
+            var extra = HTTPFields()
+            extra.append(HTTPField(name: name, value: "one"))
+            extra.append(HTTPField(name: name, value: "two"))
+            server.faults = .init(extraFields: extra)
+            let reply = try await kind.make().send(
+                Self.get(server.feedURL, fields: [.accept: "application/json"]), body: nil, options: HTTPRequestOptions())
+            // AsyncHTTPClient keeps the two fields apart; Foundation folds them into one "one, two"
+            // field: either way both values arrive, in order, under a case-insensitive name.
+            let values = reply.headerFields[values: HTTPField.Name("x-strata-repeated")!]
+                .flatMap { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
+            #expect(values == ["one", "two"])
+            #expect(server.requests.first?.headers["Accept"] == "application/json")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func conditionalRequest_returnsThe304(kind: TransportKind) async throws {
+        try await withDemoServer { server in
+            let etag = try #require(server.feedValidators.etag)
+            let reply = try await kind.make().send(
+                Self.get(server.feedURL, fields: [.ifNoneMatch: etag]), body: nil, options: HTTPRequestOptions())
+            #expect(reply.status == .notModified)
+            #expect(reply.body.isEmpty)
+            #expect(reply.headerFields[.eTag] == etag)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases, [404, 500])
+    func errorStatus_isReturnedByTheTransport_andIsHTTPErrorStatusFromTheLoader(kind: TransportKind, status: Int) async throws {
+        try await withDemoServer { server in
+            server.faults = .init(status: status, retryAfterSeconds: 7)
+            let transport = kind.make()
+            let reply = try await transport.send(Self.get(server.feedURL), body: nil, options: HTTPRequestOptions())
+            #expect(reply.status.code == status)
+            await #expect {
+                try await HTTPLoader(url: server.feedURL, transport: transport).load()
+            } throws: { error in
+                guard case HTTPError.status(status, server.feedURL, let fields, let body) = error else { return false }
+                return fields[.retryAfter] == "7" && String(decoding: body, as: UTF8.self).contains("injected fault")
+            }
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func connectionRefused_isATransportError(kind: TransportKind) async throws {
+        try await withDemoServer { server in
+            await server.goOffline()
+            await #expect {
+                try await kind.make().send(Self.get(server.feedURL), body: nil, options: HTTPRequestOptions(timeout: .seconds(10)))
+            } throws: { error in
+                guard case HTTPError.transport(server.feedURL, let reason, _) = error else { return false }
+                return reason.contains("refused") || reason.contains("connect")
+            }
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func noAnswerWithinTheTimeout_isATransportErrorThatSaysSo(kind: TransportKind) async throws {
+        try await withDemoServer { server in
+            server.faults = .init(holdRequests: true)
+            defer { server.releaseHeldRequests() }
+            // The transport's own timer: real time by nature, kept short.
+            await #expect {
+                try await kind.make().send(Self.get(server.feedURL), body: nil, options: HTTPRequestOptions(timeout: .seconds(1)))
+            } throws: { error in
+                guard case HTTPError.transport(server.feedURL, let reason, _) = error else { return false }
+                return reason == "timed out"
+            }
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases, [true, false])
+    func bodyOverTheLimit_isBodyTooLarge(kind: TransportKind, declaresLength: Bool) async throws {
+        try await withDemoServer { server in
+            // 1 GiB, generated as it is sent: a transport that read it all would take seconds and a gigabyte.
+            let size = 1 << 30
+            server.faults = .init(oversizedBody: size, declaresOversizedLength: declaresLength)
+            await #expect {
+                try await kind.make().send(
+                    Self.get(server.feedURL), body: nil, options: HTTPRequestOptions(maxBodyBytes: Self.bodyLimit))
+            } throws: { error in
+                guard case HTTPError.bodyTooLarge(server.feedURL, Self.bodyLimit, let received, let contentLength) = error else {
+                    return false
+                }
+                return declaresLength
+                    ? received == 0 && contentLength == size
+                    : received > Self.bodyLimit && received <= Self.bodyLimit + 1024 * 1024
+            }
+            // Reading stopped early: the server never got the whole body out.
+            #expect(server.streamedBodyBytes < size, "the server sent \(server.streamedBodyBytes) bytes")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func theTransportsOwnLimit_appliesWhenTheRequestSetsNone(kind: TransportKind) async throws {
+        try await withDemoServer { server in
+            server.faults = .init(oversizedBody: 4 * 1024 * 1024, declaresOversizedLength: false)
+            await #expect {
+                try await kind.make(maxBodyBytes: 256 * 1024).send(Self.get(server.feedURL), body: nil, options: HTTPRequestOptions())
+            } throws: { error in
+                if case HTTPError.bodyTooLarge(_, 262_144, _, _) = error { return true }
+                return false
+            }
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func cancellingTheCaller_stopsTheRequest_withCancellationError(kind: TransportKind) async throws {
+        try await withDemoServer { server in
+            server.faults = .init(holdRequests: true)
+            let transport = kind.make()
+            let task = Task {
+                try await transport.send(Self.get(server.feedURL), body: nil, options: HTTPRequestOptions(timeout: .seconds(60)))
+            }
+            await server.waitForRequests(count: 1)
+            task.cancel()
+            let result = await task.result
+            server.releaseHeldRequests()
+            #expect(throws: CancellationError.self) { try result.get() }
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func postBody_reachesTheServer(kind: TransportKind) async throws {
+        try await withDemoServer { server in
+            let draft = Data(#"{"title":"t","body":"b"}"#.utf8)
+            let request = HTTPRequest(
+                method: .post, url: server.baseURL.appendingPathComponent("posts"), headerFields: [.contentType: "application/json"])
+            let reply = try await kind.make().send(request, body: draft, options: HTTPRequestOptions())
+            #expect(reply.status == .created)
+            #expect(server.requests.first?.method == "POST")
+        }
+    }
+}
