@@ -23,6 +23,8 @@ public struct HTTPLoader<Input: Sendable>: Loader {
     public let client: any HTTPClient
     let makeRequest: @Sendable (Input) throws -> HTTPRequest
     let summary: String
+    /// The header ``addingIdempotencyKey(header:)`` sets on non-idempotent requests, if any.
+    var idempotencyKeyHeader: String?
 
     /// A loader that sends `request(input)` for every load.
     public init(
@@ -36,7 +38,7 @@ public struct HTTPLoader<Input: Sendable>: Loader {
     }
 
     public func load(_ input: Input) async throws -> HTTPResponse {
-        let request = try makeRequest(input)
+        let request = try prepareForSending(makeRequest(input))  // HTTPLoader+Idempotency.swift
         let response = try await client.send(request)
         try checkResponse(response, to: request)
         LoadRecorder.record(.served(Provenance(origin: .remote, tier: LoadRecorder.tierName(default: description), age: .zero)))

@@ -77,17 +77,12 @@ public struct CircuitBreakerPolicy: Sendable, CustomStringConvertible {
         self.isFailure = isFailure
     }
 
-    /// The default: every error counts except cancellation, an open circuit, and HTTP 4xx other than
-    /// 408 and 429 (the server answered; the request was wrong).
+    /// The default: every error counts except cancellation and an error that adopts
+    /// ``FailureClassifying`` and says it is no outage (an open circuit; HTTP 4xx other than 408 and
+    /// 429: the server answered, the request was wrong).
     public static func countsAsFailure(_ error: any Error) -> Bool {
-        switch error {
-        case is CancellationError, is CircuitOpenError:
-            return false
-        case HTTPError.status(let code, _, _, _):
-            return !(400...499).contains(code) || code == 408 || code == 429
-        default:
-            return true
-        }
+        if error is CancellationError { return false }
+        return (error as? any FailureClassifying)?.countsAsOutage ?? true
     }
 
     public var description: String {
