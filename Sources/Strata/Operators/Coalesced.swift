@@ -275,11 +275,12 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
     }
 
     /// Releases `waiter` with `CancellationError`; cancels the shared load when it was the last.
+    /// The lock only decides; the task is cancelled and the waiter resumed after it is released.
     func cancel(waiter: Int, key: Key) {
-        let released = state.withLock { state -> (Waiting, Bool)? in
+        let (released, abandoned) = state.withLock { state -> ((Waiting, Bool)?, Task<Void, Never>?) in
             guard var entry = state.entries[key] else {
                 state.unregistered.remove(waiter)
-                return nil
+                return (nil, nil)
             }
             var released: (Waiting, Bool)?
             if entry.pendingLeader == waiter {
@@ -290,16 +291,16 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
             } else {
                 // Not registered yet (registration will see it), or already answered (nothing to do).
                 state.unregistered.remove(waiter)
-                return nil
+                return (nil, nil)
             }
             if entry.isAbandoned {
-                entry.task?.cancel()
                 state.entries[key] = nil
-            } else {
-                state.entries[key] = entry
+                return (released, entry.task)
             }
-            return released
+            state.entries[key] = entry
+            return (released, nil)
         }
+        abandoned?.cancel()
         guard let (continuation, joined) = released else { return }
         continuation.resume(returning: (Outcome(result: .failure(CancellationError()), events: []), joined))
     }
