@@ -1,18 +1,24 @@
 /// Shares one in-flight load among every caller asking for the same input; built by
-/// ``Loader/coalesced()->CoalescingLoader<Self,Self.Input>``.
+/// ``Loader/coalesced()->CoalescingLoader<Self,Self.Input>`` or ``Loader/coalesced(in:)-(Coalescer<Self.Input,Self.Output>)``.
 ///
 /// - N concurrent loads of one input make **one** call to the base; every caller gets the same value
 ///   or the same error, and the events the shared load recorded (so each caller's
 ///   ``Loader/loadServed()`` tells the same provenance), after a ``LoadEvent/coalesced(tier:)`` for
 ///   those who joined.
+/// - The loads in flight live in its ``Coalescer``. `coalesced()` makes a new one per call, so a chain
+///   **rebuilt for each use** (a computed property, a SwiftUI `body`) never coalesces: make a
+///   ``Coalescer`` once and pass it to `coalesced(in:)`.
+/// - A write is never shared: once the shared load reports a non-idempotent request (``HTTPLoader``
+///   does, through ``LoadAttempt``), nobody joins it and callers that had joined send their own.
 /// - A caller that is cancelled stops waiting at once with `CancellationError`; the shared load is
 ///   cancelled only when its **last** waiter is.
 /// - Nothing is remembered after a load ends: the next call starts a new load (put a cache in front
 ///   to keep values).
-/// - The shared load runs in a task of its own, which inherits the first caller's priority and
-///   task-local values. Where the system has `Task.immediate` (Linux, and Apple systems of the 26
-///   releases) that task starts on the first caller's thread and runs there until it first suspends:
-///   a load that never suspends (a memory hit) costs no thread hop and no continuation.
+/// - The shared load runs in a task of its own, which inherits the first caller's task-local values
+///   and runs at the highest priority of its waiters: a caller of higher priority that joins
+///   escalates it (SE-0462; Linux and Apple systems of the 26 releases). Where the system has
+///   `Task.immediate` that task starts on the first caller's thread and runs there until it first
+///   suspends: a load that never suspends (a memory hit) costs no thread hop and no continuation.
 public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
     public typealias Input = Base.Input
     public typealias Output = Base.Output
