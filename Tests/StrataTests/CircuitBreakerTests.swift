@@ -189,4 +189,38 @@ struct CircuitBreakerTests {
         let sut = StubLoader<Void, Int>(.success(1), name: "remote").circuitBreaker(breaker())
         #expect("\(sut)" == "circuitBreaker(api: 50% of ≥4 in 10s, break 30s)\n└── remote")
     }
+
+    @Test func aWatcherSeesTheCurrentStateThenEveryTransitionInOrderUnderConcurrency() async throws {
+        // Many tasks force the state back and forth while watchers subscribe: each watcher must see
+        // the state it started from, then only changes (never one state twice in a row), ending at
+        // the breaker's last state.
+        for _ in 0..<20 {
+            let (streams, final) = await race()
+            // The breaker is gone, so each stream ends after what it buffered.
+            for stream in streams {
+                var seen: [CircuitState] = []
+                for await state in stream { seen.append(state) }
+                #expect(!seen.isEmpty)
+                #expect(seen.last == final, "\(seen)")
+                #expect(zip(seen, seen.dropFirst()).allSatisfy { $0 != $1 }, "\(seen)")
+            }
+        }
+    }
+
+    /// Isolates and resets one breaker from 8 tasks at once, each subscribing half-way.
+    private func race() async -> ([AsyncStream<CircuitState>], CircuitState) {
+        let breaker = breaker(minimum: 1)
+        let streams = Locked<[AsyncStream<CircuitState>]>([])
+        await withTaskGroup(of: Void.self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    for step in 0..<50 {
+                        if step == 25 { streams.withLock { $0.append(breaker.states()) } }
+                        if (worker + step) % 2 == 0 { breaker.isolate() } else { breaker.reset() }
+                    }
+                }
+            }
+        }
+        return (streams.withLock { $0 }, breaker.state)
+    }
 }

@@ -80,7 +80,9 @@ struct CoalescedTests {
         second.cancel()
         await #expect(throws: CancellationError.self) { try await first.value }
         await #expect(throws: CancellationError.self) { try await second.value }
-        await base.waitForLoads(count: 1)
+        // The last waiter's cancellation cancels the shared task before that waiter is answered,
+        // and the spy counts it in its cancellation handler, which runs inside `cancel()`.
+        #expect(base.cancelledLoadCount == 1, "the shared load was cancelled")
         #expect(sut.inFlightCount == 0)
 
         // The cancelled load is forgotten: the next caller starts afresh.
@@ -152,5 +154,50 @@ struct CoalescedTests {
     @Test func describesItselfInTheChain() {
         let sut = StubLoader<Void, Int>(.success(1), name: "remote").coalesced()
         #expect("\(sut)" == "coalesced\n└── remote")
+    }
+
+    // MARK: Shared state (defect 3) and priority (defect 2)
+
+    @Test func chainsBuiltWithOneCoalescerShareTheirLoads() async throws {
+        let base = LoaderSpy<Int, String>(.success("post"), holdsLoads: true)
+        let flights = Coalescer<Int, String>()
+        // A chain built anew for each use, as in a computed property or a SwiftUI body.
+        func chain() -> CoalescingLoader<LoaderSpy<Int, String>, Int> { base.coalesced(in: flights) }
+        let first = Task { try await chain().load(7) }
+        await chain().waitForWaiters(count: 1)
+        let second = Task { try await chain().load(7) }
+        await chain().waitForWaiters(count: 2)
+        #expect(base.complete(with: .success("post 7")))
+        #expect(try await [first.value, second.value] == ["post 7", "post 7"])
+        #expect(base.loadCount == 1)
+        #expect(flights.inFlightCount == 0)
+    }
+
+    @Test func chainsBuiltWithCoalescedEachTimeShareNothing() async throws {
+        let base = LoaderSpy<Int, String>(.success("post"))
+        async let a = base.coalesced().load(7)
+        async let b = base.coalesced().load(7)
+        _ = try await (a, b)
+        #expect(base.loadCount == 2, "documented: each coalesced() call makes a new coalescer")
+    }
+
+    @Test func theSharedLoadRunsAtTheHighestWaitingPriority() async throws {
+        guard #available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *) else { return }
+        let gate = Gate()
+        let observed = Locked<TaskPriority?>(nil)
+        let base = ClosureLoader<Void, Int>("remote") {
+            await gate.wait()
+            observed.withLock { $0 = Task.currentPriority }
+            return 1
+        }
+        let sut = base.coalesced()
+        let prefetch = Task(priority: .background) { try await sut.load() }
+        await gate.waitForWaiters()
+        await sut.waitForWaiters(count: 1)
+        let ui = Task(priority: .high) { try await sut.load() }
+        await sut.waitForWaiters(count: 2)
+        gate.open()
+        _ = try await (prefetch.value, ui.value)
+        #expect(observed.withLock { $0 } == .high, "escalated from the leader's background priority")
     }
 }

@@ -20,7 +20,9 @@ struct TimeoutTests {
         await base.waitForLoads()
         await clock.waitForSleepers()
         clock.advance(by: .seconds(4))
-        #expect(base.cancelledLoadCount == 0, "not before the deadline")
+        // The deadline timer still sleeps: `advance` wakes a due sleeper before it returns, so this
+        // fails at once if the deadline were 4 s or less.
+        #expect(clock.sleeperCount == 1, "not before the deadline")
         clock.advance(by: .seconds(1))
 
         let error = await #expect(throws: TimeoutError.self) { try await task.value }
@@ -68,9 +70,69 @@ struct TimeoutTests {
         #expect(try await task.value == 9)
     }
 
+    @Test func abandonsWorkThatIgnoresCancellationAndThrowsOnTime() async throws {
+        // A load that ignores cancellation (as a read blocked in `flock` would) until released.
+        let gate = Gate()
+        let finished = Locked(false)
+        let base = ClosureLoader<Void, Int>("stuck file") {
+            await gate.wait()
+            finished.withLock { $0 = true }
+            return 7
+        }
+        let sut = base.timeout(.seconds(5), clock: clock)
+        let task = Task { try await sut.load() }
+        await gate.waitForWaiters()
+        await clock.waitForSleepers()
+        clock.advance(by: .seconds(5))
+
+        let error = await #expect(throws: TimeoutError.self) { try await task.value }
+        #expect(error?.timeout == .seconds(5))
+        #expect(!finished.withLock { $0 }, "the error came while the work was still blocked")
+        gate.open()    // the abandoned work ends in the background; its result is discarded
+    }
+
     @Test func describesItselfInTheChain() {
         let sut = StubLoader<Void, Int>(.success(1), name: "remote").timeout(.milliseconds(1500), clock: clock)
         #expect("\(sut)" == "timeout(1s)\n└── remote")
         #expect(describeLoader(sut) == "remote")
+    }
+}
+
+/// Blocks its waiters, ignoring cancellation, until opened.
+final class Gate: Sendable {
+    private struct State: Sendable {
+        var isOpen = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+        var arrivals = CountWaiters()
+    }
+
+    private let state = Locked(State())
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let open = state.withLock { state -> Bool in
+                if state.isOpen { return true }
+                state.waiters.append(continuation)
+                state.arrivals.resumeReached(state.waiters.count)
+                return false
+            }
+            if open { continuation.resume() }
+        }
+    }
+
+    /// Suspends until `count` tasks wait at the gate.
+    func waitForWaiters(count: Int = 1) async {
+        await withCheckedContinuation { continuation in
+            state.withLock { $0.arrivals.wait(for: count, current: $0.waiters.count, continuation: continuation) }
+        }
+    }
+
+    func open() {
+        let waiters = state.withLock { state in
+            state.isOpen = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
     }
 }

@@ -28,6 +28,8 @@ public struct HTTPLoader<Input: Sendable>: Loader {
     /// and password `HTTPRequest` does not keep, for masking them in error bodies).
     let makeRequest: @Sendable (Input) throws -> (request: HTTPRequest, body: Data?, url: URL?)
     let summary: String
+    /// The header ``addingIdempotencyKey(header:)`` sets on non-idempotent requests, if any.
+    var idempotencyKeyHeader: String?
 
     /// A loader that sends `request(input)` (no body) for every load.
     public init(
@@ -65,7 +67,8 @@ public struct HTTPLoader<Input: Sendable>: Loader {
     }
 
     public func load(_ input: Input) async throws -> HTTPReply {
-        let (request, body, url) = try makeRequest(input)
+        let (prepared, body, url) = try makeRequest(input)
+        let request = prepareForSending(prepared)  // HTTPLoader+Idempotency.swift
         let reply = try await transport.send(request, body: body, options: options)
         try checkReply(reply, to: request, url: url, options: options)
         LoadRecorder.record(.served(Provenance(origin: .remote, tier: LoadRecorder.tierName(default: description), age: .zero)))

@@ -77,17 +77,12 @@ public struct CircuitBreakerPolicy: Sendable, CustomStringConvertible {
         self.isFailure = isFailure
     }
 
-    /// The default: every error counts except cancellation, an open circuit, and HTTP 4xx other than
-    /// 408 and 429 (the server answered; the request was wrong).
+    /// The default: every error counts except cancellation and an error that adopts
+    /// ``FailureClassifying`` and says it is no outage (an open circuit; HTTP 4xx other than 408 and
+    /// 429: the server answered, the request was wrong).
     public static func countsAsFailure(_ error: any Error) -> Bool {
-        switch error {
-        case is CancellationError, is CircuitOpenError:
-            return false
-        case HTTPError.status(let code, _, _, _):
-            return !(400...499).contains(code) || code == 408 || code == 429
-        default:
-            return true
-        }
+        if error is CancellationError { return false }
+        return (error as? any FailureClassifying)?.countsAsOutage ?? true
     }
 
     public var description: String {
@@ -114,8 +109,6 @@ public final class CircuitBreaker<C: Clock>: Sendable where C.Duration == Durati
     let clock: C
     private let start: C.Instant
     private let machine: Locked<Machine>
-    private let watchers = Locked<[Int: AsyncStream<CircuitState>.Continuation]>([:])
-    private let nextWatcher = Locked(0)
 
     /// Ten buckets make the window roll in tenths of the sampling duration.
     private static var bucketCount: Int { 10 }
@@ -132,23 +125,40 @@ public final class CircuitBreaker<C: Clock>: Sendable where C.Duration == Durati
         self.machine = Locked(Machine(buckets: Array(repeating: Bucket(), count: Self.bucketCount)))
     }
 
+    deinit {
+        // Ends every ``states()`` stream: no change can come any more.
+        let watchers = machine.withLock { machine in
+            defer { machine.watchers = [:] }
+            return machine.watchers
+        }
+        for continuation in watchers.values { continuation.finish() }
+    }
+
     /// The current state (an open circuit whose break is over reads as half-open).
     public var state: CircuitState {
         let now = elapsed()
         return machine.withLock { $0.effectiveState(at: now) }
     }
 
-    /// A stream of states: the current one first, then every change, until the consumer stops iterating.
+    /// A stream of states: the current one first, then every change, each once and in order, until
+    /// the consumer stops iterating or the breaker is released. (An open circuit whose break is over is reported half-open when
+    /// the next load is admitted.)
     public func states() -> AsyncStream<CircuitState> {
         let (stream, continuation) = AsyncStream.makeStream(of: CircuitState.self, bufferingPolicy: .unbounded)
-        let id = nextWatcher.withLock { id in
-            defer { id += 1 }
+        // Registered and given the current state under the lock every transition takes, and every
+        // transition is yielded under it too: a watcher sees the state it started from, then each
+        // change once, in order.
+        let id = machine.withLock { machine in
+            let id = machine.nextWatcher
+            machine.nextWatcher += 1
+            machine.watchers[id] = continuation
+            // The recorded state, not the effective one: an open circuit whose break is over
+            // reports half-open when the next load is admitted, as a change.
+            continuation.yield(machine.state)
             return id
         }
-        watchers.withLock { $0[id] = continuation }
-        continuation.yield(state)
         continuation.onTermination = { [weak self] _ in
-            _ = self?.watchers.withLock { $0.removeValue(forKey: id) }
+            _ = self?.machine.withLock { $0.watchers.removeValue(forKey: id) }
         }
         return stream
     }
@@ -244,10 +254,10 @@ public final class CircuitBreaker<C: Clock>: Sendable where C.Duration == Durati
         return Int64((elapsed / width).rounded(.down))
     }
 
+    /// Records a change as a load event (the watchers were told under the lock, in `transition`).
     private func publish(_ change: (CircuitState, CircuitState)?) {
         guard let (from, to) = change else { return }
         LoadRecorder.record(.breakerStateChanged(breaker: name, from: from, to: to))
-        for continuation in watchers.withLock({ Array($0.values) }) { continuation.yield(to) }
     }
 
     private struct Bucket: Sendable {
@@ -261,6 +271,8 @@ public final class CircuitBreaker<C: Clock>: Sendable where C.Duration == Durati
         var openUntil: Duration?
         var trialInFlight = false
         var buckets: [Bucket]
+        var watchers: [Int: AsyncStream<CircuitState>.Continuation] = [:]
+        var nextWatcher = 0
 
         func effectiveState(at now: Duration) -> CircuitState {
             if state == .open, let openUntil, now >= openUntil { return .halfOpen }
@@ -271,6 +283,8 @@ public final class CircuitBreaker<C: Clock>: Sendable where C.Duration == Durati
             guard next != state else { return nil }
             defer { state = next }
             if next != .open { openUntil = nil }
+            // Yielding only buffers the value (the stream is unbounded); no consumer code runs here.
+            for continuation in watchers.values { continuation.yield(next) }
             return (state, next)
         }
     }

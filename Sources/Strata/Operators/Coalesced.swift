@@ -1,34 +1,41 @@
 /// Shares one in-flight load among every caller asking for the same input; built by
-/// ``Loader/coalesced()->CoalescingLoader<Self,Self.Input>``.
+/// ``Loader/coalesced()->CoalescingLoader<Self,Self.Input>`` or ``Loader/coalesced(in:)-(Coalescer<Self.Input,Self.Output>)``.
 ///
 /// - N concurrent loads of one input make **one** call to the base; every caller gets the same value
 ///   or the same error, and the events the shared load recorded (so each caller's
 ///   ``Loader/loadServed()`` tells the same provenance), after a ``LoadEvent/coalesced(tier:)`` for
 ///   those who joined.
+/// - The loads in flight live in its ``Coalescer``. `coalesced()` makes a new one per call, so a chain
+///   **rebuilt for each use** (a computed property, a SwiftUI `body`) never coalesces: make a
+///   ``Coalescer`` once and pass it to `coalesced(in:)`.
+/// - A write is never shared: once the shared load reports a non-idempotent request (``HTTPLoader``
+///   does, through ``LoadAttempt``), nobody joins it and callers that had joined send their own.
 /// - A caller that is cancelled stops waiting at once with `CancellationError`; the shared load is
 ///   cancelled only when its **last** waiter is.
 /// - Nothing is remembered after a load ends: the next call starts a new load (put a cache in front
 ///   to keep values).
-/// - The shared load runs in a task of its own, which inherits the first caller's priority and
-///   task-local values. Where the system has `Task.immediate` (Linux, and Apple systems of the 26
-///   releases) that task starts on the first caller's thread and runs there until it first suspends:
-///   a load that never suspends (a memory hit) costs no thread hop and no continuation.
+/// - The shared load runs in a task of its own, which inherits the first caller's task-local values
+///   and runs at the highest priority of its waiters: a caller of higher priority that joins
+///   escalates it (SE-0462; Linux and Apple systems of the 26 releases). Where the system has
+///   `Task.immediate` that task starts on the first caller's thread and runs there until it first
+///   suspends: a load that never suspends (a memory hit) costs no thread hop and no continuation.
 public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
     public typealias Input = Base.Input
     public typealias Output = Base.Output
 
     public let base: Base
     let key: @Sendable (Input) -> Key
-    let flights: Flights
+    /// The loads in flight this loader shares (with every chain built with the same coalescer).
+    public let flights: Coalescer<Key, Output>
 
-    init(base: Base, key: @escaping @Sendable (Input) -> Key) {
+    init(base: Base, key: @escaping @Sendable (Input) -> Key, flights: Coalescer<Key, Output>) {
         self.base = base
         self.key = key
-        self.flights = Flights()
+        self.flights = flights
     }
 
     /// The number of loads in flight now (one per distinct key).
-    public var inFlightCount: Int { flights.state.withLock { $0.entries.count } }
+    public var inFlightCount: Int { flights.inFlightCount }
 
     /// Suspends until `count` callers in all have registered with a load in flight (tests use it to
     /// complete a held load only after every caller has joined it).
@@ -46,7 +53,8 @@ public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
             let role = flights.state.withLock { state -> Role in
                 let waiter = state.nextWaiter
                 state.nextWaiter += 1
-                if state.entries[key] != nil {
+                if let entry = state.entries[key] {
+                    if entry.isWrite { return .alone }
                     state.unregistered.insert(waiter)
                     return .joiner(waiter: waiter)
                 }
@@ -56,6 +64,8 @@ public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
                 return .leader(waiter: waiter, flight: flight)
             }
             switch role {
+            case .alone:
+                return try await base.load(input)
             case .joiner(let waiter):
                 let answer = await withTaskCancellationHandler {
                     await withCheckedContinuation { continuation in
@@ -83,6 +93,8 @@ public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
     }
 
     private enum Role {
+        /// The load in flight is a write (it sent a non-idempotent request): send this one alone.
+        case alone
         /// Another caller's load is in flight: wait for it.
         case joiner(waiter: Int)
         /// No load is in flight: start one, registered as `flight`.
@@ -99,8 +111,13 @@ public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
         let recorder = LoadRecorder()
         let operation: @Sendable () async -> Void = { [base, flights] in
             let result: Result<Output, any Error>
+            // A write (a non-idempotent request) is never shared: when the load reports one, the
+            // callers that joined it start over and send their own.
+            let attempt = LoadAttempt(onWrite: { flights.markWrite(key: key, flight: flight) })
             do {
-                result = .success(try await LoadRecorder.$current.withValue(recorder) { try await base.load(input) })
+                result = .success(try await attempt.run {
+                    try await LoadRecorder.$current.withValue(recorder) { try await base.load(input) }
+                })
             } catch {
                 result = .failure(error)
             }
@@ -112,14 +129,16 @@ public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
         } else {
             task = Task(operation: operation)
         }
-        let finished = flights.state.withLock { state -> Outcome? in
+        let (finished, wanted) = flights.state.withLock { state -> (Outcome?, TaskPriority?) in
             state.registrations += 1
             state.registrationWaiters.resumeReached(state.registrations)
-            if let outcome = state.finishedEarly.removeValue(forKey: flight) { return outcome }
-            if state.entries[key]?.flight == flight { state.entries[key]!.task = task }
-            return nil
+            if let outcome = state.finishedEarly.removeValue(forKey: flight) { return (outcome, nil) }
+            guard state.entries[key]?.flight == flight else { return (nil, nil) }
+            state.entries[key]!.task = task
+            return (nil, state.entries[key]!.wantedPriority)
         }
         if let finished { return finished }
+        Coalescer<Key, Output>.escalate(task, to: wanted)
         let answer = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 let ready = flights.state.withLock { state -> Outcome? in
@@ -145,29 +164,62 @@ public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
     /// meantime the continuation is resumed with `nil` (the caller starts over); when the caller was
     /// cancelled before it got here, with `CancellationError`.
     private func join(key: Key, waiter: Int, continuation: Waiting) {
+        // The shared load runs at the highest priority of the callers waiting for it (SE-0462), so a
+        // background prefetch that started it does not make a user-facing caller wait.
+        let priority = Task.currentPriority
         let registration = flights.state.withLock { state -> Registration in
             if state.unregistered.remove(waiter) == nil { return .cancelled }  // cancelled before it got here
-            guard state.entries[key] != nil else { return .missed }
+            guard let entry = state.entries[key], !entry.isWrite else { return .missed }
             state.registrations += 1
             state.registrationWaiters.resumeReached(state.registrations)
             state.entries[key]!.waiters[waiter] = (continuation, true)
-            return .registered
+            if entry.task == nil, priority > (entry.wantedPriority ?? .background) {
+                state.entries[key]!.wantedPriority = priority
+            }
+            return .registered(entry.task)
         }
         switch registration {
-        case .registered: break
+        case .registered(let task): Coalescer<Key, Output>.escalate(task, to: priority)
         case .cancelled: continuation.resume(returning: (Outcome(result: .failure(CancellationError()), events: []), false))
         case .missed: continuation.resume(returning: nil)
         }
     }
 
-    private enum Registration { case registered, cancelled, missed }
+    private enum Registration { case registered(Task<Void, Never>?), cancelled, missed }
+
+    typealias Outcome = Coalescer<Key, Output>.Outcome
+    typealias Entry = Coalescer<Key, Output>.Entry
+    typealias Waiting = Coalescer<Key, Output>.Waiting
+}
+
+/// The loads in flight of a ``CoalescingLoader``: the state that makes concurrent loads share one.
+///
+/// Make it **once** and pass it to ``Loader/coalesced(in:)`` when the chain is built more than once
+/// (a computed property, a SwiftUI `body`, a function that returns a loader): every chain built
+/// with the same coalescer shares its loads in flight, as every loader guarded by one
+/// ``CircuitBreaker`` shares its state. ``Loader/coalesced()->CoalescingLoader<Self,Self.Input>``
+/// makes a new coalescer each time it is called, so two chains built by two calls never share a load.
+///
+/// ```swift
+/// final class PostsRepository {
+///     private let inFlight = Coalescer<Int, Post>()              // made once
+///     var posts: some Loader<Int, Post> { remotePosts.coalesced(in: inFlight) }   // built per call
+/// }
+/// ```
+public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+    let state = Locked(State())
+
+    public init() {}
+
+    /// The number of loads in flight now (one per distinct key).
+    public var inFlightCount: Int { state.withLock { $0.entries.count } }
 
     /// How a waiter is answered: the outcome and whether it joined another caller's load, or `nil`
     /// when it must start over.
     typealias Waiting = CheckedContinuation<(Outcome, Bool)?, Never>
 
     struct Outcome: Sendable {
-        var result: Result<Output, any Error>
+        var result: Result<Value, any Error>
         var events: [LoadEvent]
     }
 
@@ -180,6 +232,10 @@ public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
         var pendingLeader: Int?
         /// Each waiter's continuation, and whether it joined a load another caller started.
         var waiters: [Int: (Waiting, Bool)]
+        /// The load sent a non-idempotent request: it is its leader's alone, nobody joins it.
+        var isWrite = false
+        /// The highest priority of a caller that joined before the task was handed over.
+        var wantedPriority: TaskPriority?
 
         var isAbandoned: Bool { pendingLeader == nil && waiters.isEmpty }
     }
@@ -194,54 +250,73 @@ public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
         /// Outcomes of loads that ended before their leader started waiting, by flight; the leader
         /// takes its own out at once, so this is empty between loads.
         var finishedEarly: [UInt64: Outcome] = [:]
-        /// How many callers have registered with a load, ever (for ``waitForWaiters(count:)``).
+        /// How many callers have registered with a load, ever (for `waitForWaiters(count:)`).
         var registrations = 0
         var registrationWaiters = CountWaiters()
     }
 
-    /// The loads in flight, shared by every copy of the loader.
-    final class Flights: Sendable {
-        let state = Locked(State())
-
-        /// Hands `outcome` to every waiter of `flight`, unless every waiter has already left.
-        func finish(key: Key, flight: UInt64, with outcome: Outcome) {
-            let waiters = state.withLock { state -> [(Waiting, Bool)] in
-                guard let entry = state.entries[key], entry.flight == flight else { return [] }
-                state.entries[key] = nil
-                if entry.pendingLeader != nil { state.finishedEarly[flight] = outcome }
-                return entry.waiters.isEmpty ? [] : Array(entry.waiters.values)
-            }
-            for (continuation, joined) in waiters { continuation.resume(returning: (outcome, joined)) }
+    /// Hands `outcome` to every waiter of `flight`, unless every waiter has already left.
+    func finish(key: Key, flight: UInt64, with outcome: Outcome) {
+        let waiters = state.withLock { state -> [(Waiting, Bool)] in
+            guard let entry = state.entries[key], entry.flight == flight else { return [] }
+            state.entries[key] = nil
+            if entry.pendingLeader != nil { state.finishedEarly[flight] = outcome }
+            return entry.waiters.isEmpty ? [] : Array(entry.waiters.values)
         }
+        for (continuation, joined) in waiters { continuation.resume(returning: (outcome, joined)) }
+    }
 
-        /// Releases `waiter` with `CancellationError`; cancels the shared load when it was the last.
-        func cancel(waiter: Int, key: Key) {
-            let released = state.withLock { state -> (Waiting, Bool)? in
-                guard var entry = state.entries[key] else {
-                    state.unregistered.remove(waiter)
-                    return nil
-                }
-                var released: (Waiting, Bool)?
-                if entry.pendingLeader == waiter {
-                    // The leader, before it waits: it sees it was taken off when it comes to wait.
-                    entry.pendingLeader = nil
-                } else if let waiting = entry.waiters.removeValue(forKey: waiter) {
-                    released = waiting
-                } else {
-                    // Not registered yet (registration will see it), or already answered (nothing to do).
-                    state.unregistered.remove(waiter)
-                    return nil
-                }
-                if entry.isAbandoned {
-                    entry.task?.cancel()
-                    state.entries[key] = nil
-                } else {
-                    state.entries[key] = entry
-                }
-                return released
+    /// The shared load of `flight` sent a non-idempotent request: it stays its leader's, and the
+    /// callers that joined it start over (each sends its own request).
+    func markWrite(key: Key, flight: UInt64) {
+        let ejected = state.withLock { state -> [Waiting] in
+            guard var entry = state.entries[key], entry.flight == flight, !entry.isWrite else { return [] }
+            entry.isWrite = true
+            let joiners = entry.waiters.filter { $0.value.1 }
+            for id in joiners.keys { entry.waiters[id] = nil }
+            state.entries[key] = entry
+            return joiners.values.map(\.0)
+        }
+        for continuation in ejected { continuation.resume(returning: nil) }
+    }
+
+    /// Releases `waiter` with `CancellationError`; cancels the shared load when it was the last.
+    /// The lock only decides; the task is cancelled and the waiter resumed after it is released.
+    func cancel(waiter: Int, key: Key) {
+        let (released, abandoned) = state.withLock { state -> ((Waiting, Bool)?, Task<Void, Never>?) in
+            guard var entry = state.entries[key] else {
+                state.unregistered.remove(waiter)
+                return (nil, nil)
             }
-            guard let (continuation, joined) = released else { return }
-            continuation.resume(returning: (Outcome(result: .failure(CancellationError()), events: []), joined))
+            var released: (Waiting, Bool)?
+            if entry.pendingLeader == waiter {
+                // The leader, before it waits: it sees it was taken off when it comes to wait.
+                entry.pendingLeader = nil
+            } else if let waiting = entry.waiters.removeValue(forKey: waiter) {
+                released = waiting
+            } else {
+                // Not registered yet (registration will see it), or already answered (nothing to do).
+                state.unregistered.remove(waiter)
+                return (nil, nil)
+            }
+            if entry.isAbandoned {
+                state.entries[key] = nil
+                return (released, entry.task)
+            }
+            state.entries[key] = entry
+            return (released, nil)
+        }
+        abandoned?.cancel()
+        guard let (continuation, joined) = released else { return }
+        continuation.resume(returning: (Outcome(result: .failure(CancellationError()), events: []), joined))
+    }
+
+    /// Raises `task` to `priority` (a caller of higher priority is waiting for it).
+    static func escalate(_ task: Task<Void, Never>?, to priority: TaskPriority?) {
+        guard let task, let priority else { return }
+        // Escalation only ever raises a task's priority; a lower one is ignored.
+        if #available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *) {
+            task.escalatePriority(to: priority)
         }
     }
 }
@@ -256,21 +331,41 @@ extension Loader where Input: Hashable {
     /// ```swift
     /// let posts = remotePosts.coalesced()   // 50 cells asking for post 7 at once → one request
     /// ```
+    ///
+    /// The loads in flight belong to the loader this returns: a chain **built again** for each use
+    /// (a computed property, a SwiftUI `body`) never shares a load. Make a ``Coalescer`` once and
+    /// use ``coalesced(in:)`` there.
     public func coalesced() -> CoalescingLoader<Self, Input> {
-        CoalescingLoader(base: self, key: { $0 })
+        CoalescingLoader(base: self, key: { $0 }, flights: Coalescer())
+    }
+
+    /// Makes concurrent loads of the same input share one call, through `flights`: every chain built
+    /// with the same ``Coalescer`` shares its loads in flight, however often it is rebuilt.
+    public func coalesced(in flights: Coalescer<Input, Output>) -> CoalescingLoader<Self, Input> {
+        CoalescingLoader(base: self, key: { $0 }, flights: flights)
     }
 }
 
 extension Loader where Input == Void {
-    /// Makes concurrent loads share one call to this loader (single-flight).
+    /// Makes concurrent loads share one call to this loader (single-flight). A chain built again for
+    /// each use never shares a load: see ``coalesced(in:)``.
     public func coalesced() -> CoalescingLoader<Self, Bool> {
-        CoalescingLoader(base: self, key: { _ in true })
+        CoalescingLoader(base: self, key: { _ in true }, flights: Coalescer())
+    }
+
+    /// Makes concurrent loads share one call, through `flights` (made once, shared by every chain
+    /// built with it; its key is always `true`).
+    public func coalesced(in flights: Coalescer<Bool, Output>) -> CoalescingLoader<Self, Bool> {
+        CoalescingLoader(base: self, key: { _ in true }, flights: flights)
     }
 }
 
 extension Loader {
-    /// Makes concurrent loads whose inputs have the same `key` share one call to this loader.
-    public func coalesced<Key: Hashable & Sendable>(by key: @escaping @Sendable (Input) -> Key) -> CoalescingLoader<Self, Key> {
-        CoalescingLoader(base: self, key: key)
+    /// Makes concurrent loads whose inputs have the same `key` share one call to this loader; through
+    /// `flights` when given (made once and shared, so a chain rebuilt for each use still coalesces).
+    public func coalesced<Key: Hashable & Sendable>(
+        by key: @escaping @Sendable (Input) -> Key, in flights: Coalescer<Key, Output> = Coalescer()
+    ) -> CoalescingLoader<Self, Key> {
+        CoalescingLoader(base: self, key: key, flights: flights)
     }
 }

@@ -28,6 +28,11 @@ public struct RetryPolicy: Sendable, CustomStringConvertible {
     public var maxRetryAfter: Duration
     /// A number in `0..<1` for the jitter; replace it to make waits repeatable in tests.
     public var random: @Sendable () -> Double
+    /// Whether a load that sent a non-idempotent request (a `POST`, a `PATCH`) without an
+    /// `Idempotency-Key` is sent again. `false` by default: a retried `POST` whose first attempt
+    /// reached the server creates the object twice. Loads whose request carried a key (see
+    /// ``HTTPLoader/addingIdempotencyKey(header:)``) are retried either way; see ``LoadAttempt``.
+    public var retriesNonIdempotentRequests: Bool
 
     public init(
         maxAttempts: Int,
@@ -38,6 +43,7 @@ public struct RetryPolicy: Sendable, CustomStringConvertible {
         honorsRetryAfter: Bool = true,
         maxRetryAfter: Duration = .seconds(60),
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
+        retriesNonIdempotentRequests: Bool = false,
         shouldRetry: @escaping @Sendable (any Error) -> Bool = RetryPolicy.isTransient
     ) {
         precondition(maxAttempts >= 1, "maxAttempts counts the first attempt and must be at least 1")
@@ -50,6 +56,7 @@ public struct RetryPolicy: Sendable, CustomStringConvertible {
         self.honorsRetryAfter = honorsRetryAfter
         self.maxRetryAfter = maxRetryAfter
         self.random = random
+        self.retriesNonIdempotentRequests = retriesNonIdempotentRequests
         self.shouldRetry = shouldRetry
     }
 
@@ -70,24 +77,12 @@ public struct RetryPolicy: Sendable, CustomStringConvertible {
     /// No retries.
     public static let never = RetryPolicy(maxAttempts: 1, initialDelay: .zero, jitter: 0)
 
-    /// The default predicate: transport failures (no response) and HTTP 408, 429 and 5xx are
-    /// transient, and so is a ``TimeoutError``; other 4xx, decoding failures, a body over the size limit, cache misses, an open
-    /// circuit (``CircuitOpenError``) and cancellation are not.
+    /// The default predicate: an error that adopts ``FailureClassifying`` and says it is transient
+    /// (``HTTPError``: no response, 408, 429, 5xx; a ``TimeoutError``); never cancellation, an open
+    /// circuit (``CircuitOpenError``) or an error that does not adopt the protocol.
     public static func isTransient(_ error: any Error) -> Bool {
-        switch error {
-        case is CancellationError, is CircuitOpenError:
-            return false
-        case is TimeoutError:
-            return true
-        case let error as HTTPError:
-            switch error {
-            case .transport: return true
-            case .status(let code, _, _, _): return code == 408 || code == 429 || (500...599).contains(code)
-            case .decoding, .invalidRequest, .bodyTooLarge: return false
-            }
-        default:
-            return false
-        }
+        if error is CancellationError { return false }
+        return (error as? any FailureClassifying)?.isTransientFailure ?? false
     }
 
     /// The computed wait before retry number `retry` (1 for the first retry), jitter included.
@@ -108,7 +103,13 @@ public struct RetryPolicy: Sendable, CustomStringConvertible {
 /// - Waits on the injected `clock` (a `ManualClock` in tests), so backoff never sleeps in a test.
 /// - Never retries after cancellation; cancelling during a wait throws `CancellationError` at once.
 /// - When every attempt fails, or a failure is not transient, throws the **last** error unchanged,
-///   so callers (and a ``Loader/fallback(to:)`` after it) still see the typed ``HTTPError``.
+///   so callers (and a ``Loader/fallback(to:)`` after it) still see the typed error.
+/// - Never repeats a load that sent a non-idempotent request (`POST`, `PATCH`) without an
+///   idempotency key, unless ``RetryPolicy/retriesNonIdempotentRequests``: each logical load runs in
+///   a ``LoadAttempt`` that ``HTTPLoader`` reports its requests to, and whose idempotency key stays
+///   the same across attempts.
+/// - Honours a server-requested delay (``FailureClassifying/requestedRetryDelay(now:)``, an HTTP
+///   `Retry-After`).
 /// - Each retry is recorded as ``LoadEvent/retrying(tier:attempt:delay:error:)``.
 public struct RetryLoader<Base: Loader, C: Clock>: Loader where C.Duration == Duration {
     public typealias Input = Base.Input
@@ -121,12 +122,14 @@ public struct RetryLoader<Base: Loader, C: Clock>: Loader where C.Duration == Du
 
     public func load(_ input: Input) async throws -> Output {
         var attempt = 1
+        let context = LoadAttempt()
         while true {
             do {
-                return try await base.load(input)
+                return try await context.run { try await base.load(input) }
             } catch {
                 try rethrowIfCancelled(error)
                 guard attempt < policy.maxAttempts, policy.shouldRetry(error),
+                      policy.retriesNonIdempotentRequests || !context.sentUnkeyedNonIdempotentRequest,
                       let delay = delay(beforeRetry: attempt, after: error)
                 else { throw error }
                 LoadRecorder.record(.retrying(tier: describeLoader(base), attempt: attempt + 1, delay: delay, error: error))
@@ -145,14 +148,9 @@ public struct RetryLoader<Base: Loader, C: Clock>: Loader where C.Duration == Du
         return max(computed, retryAfter)
     }
 
-    /// The `Retry-After` of a 429 or 503 response: delay-seconds or an HTTP-date (RFC 9110 §10.2.3).
+    /// The delay the failure asks for (an HTTP `Retry-After`), if it says.
     private func retryAfter(of error: any Error) -> Duration? {
-        guard case HTTPError.status(let code, _, let fields, _) = error, code == 429 || code == 503,
-              let value = fields[.retryAfter]?.trimmingCharacters(in: .whitespaces)
-        else { return nil }
-        if let seconds = Int(value), seconds >= 0 { return .seconds(seconds) }
-        guard let date = parseHTTPDate(value) else { return nil }
-        return .seconds(max(0, date.timeIntervalSince(now())))
+        (error as? any FailureClassifying)?.requestedRetryDelay(now: now())
     }
 }
 

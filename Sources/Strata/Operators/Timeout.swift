@@ -15,10 +15,13 @@ public struct TimeoutError: Error, Sendable, CustomStringConvertible {
 
 /// Bounds how long its base loader may take; built by ``Loader/timeout(_:clock:)``.
 ///
-/// - The base load runs in a child task. When the deadline passes first, that task is cancelled and
-///   ``TimeoutError`` is thrown — after the base has stopped, so no work outlives the call and a
-///   cancelled HTTP request writes nothing.
-/// - When the caller's task is cancelled, `CancellationError` is thrown, not a timeout.
+/// - The base load runs in a task of its own (with the caller's priority and task-local values).
+///   When the deadline passes first, that task is cancelled and ``TimeoutError`` is thrown **at
+///   once**, whether or not the base stops: work that ignores cancellation (a file read blocked in
+///   `flock` or `fsync`) is abandoned — it finishes in the background and its result or error is
+///   discarded.
+/// - When the caller's task is cancelled, the base is cancelled (and abandoned the same way) and
+///   `CancellationError` is thrown, not a timeout.
 /// - Waiting uses the injected `clock`, so tests drive the deadline with a manual clock.
 /// - A timeout is recorded as ``LoadEvent/timedOut(tier:after:)``; put a ``Loader/retry(_:clock:now:)``
 ///   outside it to retry slow attempts, inside it to bound all attempts together.
@@ -37,32 +40,86 @@ public struct TimeoutLoader<Base: Loader, C: Clock>: Loader where C.Duration == 
         self.clock = clock
     }
 
-    private enum Finish: Sendable {
-        case value(Output)
-        case deadline
-    }
-
     public func load(_ input: Input) async throws -> Output {
         try Task.checkCancellation()
-        let outcome = try await withThrowingTaskGroup(of: Finish.self) { group in
-            group.addTask { .value(try await base.load(input)) }
-            group.addTask {
-                try await clock.sleep(for: duration)
-                return .deadline
+        let race = Race()
+        let finish = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                race.wait(continuation)
+                race.add(Task { [base] in
+                    let result: Result<Output, any Error>
+                    do { result = .success(try await base.load(input)) } catch { result = .failure(error) }
+                    race.resolve(.value(result))
+                })
+                race.add(Task { [clock, duration] in
+                    do {
+                        try await clock.sleep(for: duration)
+                        race.resolve(.deadline)
+                    } catch {
+                        // Cancelled: the load finished first, or the caller left.
+                    }
+                })
             }
-            defer { group.cancelAll() }
-            // The first child to finish decides; the other is cancelled and awaited by the group.
-            guard let first = try await group.next() else { throw CancellationError() }
-            return first
+        } onCancel: {
+            race.resolve(.cancelled)
         }
-        switch outcome {
-        case .value(let value):
-            return value
+        switch finish {
+        case .value(let result):
+            return try result.get()
+        case .cancelled:
+            throw CancellationError()
         case .deadline:
-            try Task.checkCancellation()
             let tier = describeLoader(base)
             LoadRecorder.record(.timedOut(tier: tier, after: duration))
             throw TimeoutError(tier: tier, timeout: duration)
+        }
+    }
+
+    enum Finish: Sendable {
+        case value(Result<Output, any Error>)
+        case deadline
+        case cancelled
+    }
+
+    /// The first of the load, the deadline and the caller's cancellation to happen: it answers the
+    /// caller and cancels the other tasks, without waiting for them to stop.
+    final class Race: Sendable {
+        private struct State: Sendable {
+            var continuation: CheckedContinuation<Finish, Never>?
+            var finish: Finish?
+            var tasks: [Task<Void, Never>] = []
+        }
+
+        private let state = Locked(State())
+
+        func wait(_ continuation: CheckedContinuation<Finish, Never>) {
+            let finished = state.withLock { state -> Finish? in
+                if let finish = state.finish { return finish }
+                state.continuation = continuation
+                return nil
+            }
+            if let finished { continuation.resume(returning: finished) }
+        }
+
+        func add(_ task: Task<Void, Never>) {
+            let decided = state.withLock { state -> Bool in
+                if state.finish != nil { return true }
+                state.tasks.append(task)
+                return false
+            }
+            if decided { task.cancel() }
+        }
+
+        func resolve(_ finish: Finish) {
+            let taken = state.withLock { state -> (CheckedContinuation<Finish, Never>?, [Task<Void, Never>])? in
+                guard state.finish == nil else { return nil }
+                state.finish = finish
+                defer { state.continuation = nil; state.tasks = [] }
+                return (state.continuation, state.tasks)
+            }
+            guard let (continuation, tasks) = taken else { return }
+            for task in tasks { task.cancel() }
+            continuation?.resume(returning: finish)
         }
     }
 }

@@ -1,0 +1,72 @@
+import Foundation
+
+/// What the loaders of one logical load tell the operators around them about the requests they sent.
+///
+/// ``Loader/retry(_:clock:now:)`` and ``Loader/coalesced()->CoalescingLoader<Self,Self.Input>`` run
+/// their base inside a `LoadAttempt` (a task-local, so it reaches through any chain of operators); a
+/// loader that sends a **non-idempotent** request (a `POST`, a `PATCH`) says so with
+/// ``noteNonIdempotentRequest(hasIdempotencyKey:)``. Then:
+/// - `retry` does not send it again unless it carried an idempotency key or the policy opts in
+///   (``RetryPolicy/retriesNonIdempotentRequests``);
+/// - `coalesced` does not share it: every caller's write reaches the server.
+///
+/// ``HTTPLoader`` does this itself. A loader of your own that writes (a custom client, an RPC) calls
+/// ``noteNonIdempotentRequest(hasIdempotencyKey:)`` before it sends, and may take
+/// ``currentIdempotencyKey`` as the key it sends, which stays the same across every retry of one load.
+public final class LoadAttempt: Sendable {
+    /// The attempt of the operator nearest to the current task, if any.
+    @TaskLocal static var current: LoadAttempt?
+
+    /// The key every attempt of this logical load sends (an enclosing retry's key when there is one).
+    let idempotencyKey: String
+    private let parent: LoadAttempt?
+    private let onWrite: (@Sendable () -> Void)?
+    private let state = Locked(Writes())
+
+    private struct Writes: Sendable {
+        var sentWrite = false
+        var sentUnkeyedWrite = false
+    }
+
+    init(onWrite: (@Sendable () -> Void)? = nil) {
+        let parent = LoadAttempt.current
+        self.parent = parent
+        self.onWrite = onWrite
+        self.idempotencyKey = parent?.idempotencyKey ?? UUID().uuidString
+    }
+
+    /// Whether a non-idempotent request was sent in this attempt.
+    var sentNonIdempotentRequest: Bool { state.withLock { $0.sentWrite } }
+    /// Whether a non-idempotent request without an idempotency key was sent in this attempt.
+    var sentUnkeyedNonIdempotentRequest: Bool { state.withLock { $0.sentUnkeyedWrite } }
+
+    private func note(hasKey: Bool) {
+        state.withLock { writes in
+            writes.sentWrite = true
+            if !hasKey { writes.sentUnkeyedWrite = true }
+        }
+        onWrite?()
+        parent?.note(hasKey: hasKey)
+    }
+
+    /// Runs `body` as this attempt.
+    func run<T>(_ body: () async throws -> T) async rethrows -> T {
+        try await LoadAttempt.$current.withValue(self, operation: body)
+    }
+
+    /// Tells the operators around the current load that it is sending a non-idempotent request:
+    /// `retry` will not repeat it unless `hasIdempotencyKey` (or the policy opts in), and `coalesced`
+    /// will not share it. Call it before sending. Does nothing outside such operators.
+    public static func noteNonIdempotentRequest(hasIdempotencyKey: Bool) {
+        current?.note(hasKey: hasIdempotencyKey)
+    }
+
+    /// The idempotency key of the current logical load: the same for every attempt a
+    /// ``Loader/retry(_:clock:now:)`` makes, a new one for each load outside a retry.
+    public static var currentIdempotencyKey: String { current?.idempotencyKey ?? UUID().uuidString }
+
+    /// Whether `method` is idempotent (RFC 9110 §9.2.2): repeating it has the effect of sending it once.
+    public static func isIdempotent(method: String) -> Bool {
+        ["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"].contains(method.uppercased())
+    }
+}
