@@ -140,8 +140,8 @@ extension HTTPResponse {
         if let maxAge = directives.maxAge {
             lifetime = maxAge
         } else if let expires = header("Expires") {
-            guard let expiry = parseHTTPDate(expires.trimmingCharacters(in: .whitespaces)) else { return .zero }
-            let date = header("Date").flatMap { parseHTTPDate($0.trimmingCharacters(in: .whitespaces)) } ?? receivedAt
+            guard let expiry = HTTPDate.date(from: expires) else { return .zero }
+            let date = header("Date").flatMap(HTTPDate.date(from:)) ?? receivedAt
             lifetime = .between(date, expiry)
         } else {
             return nil

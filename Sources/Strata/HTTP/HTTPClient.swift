@@ -90,8 +90,7 @@ public final class URLSessionHTTPClient: HTTPClient, Sendable {
         urlRequest.httpBody = request.body
         for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
         if let timeout = request.timeout {
-            let components = timeout.components
-            urlRequest.timeoutInterval = Double(components.seconds) + Double(components.attoseconds) / 1e18
+            urlRequest.timeoutInterval = timeout / .seconds(1)
         }
         let limit = request.maxBodyBytes ?? maxBodyBytes
         try Task.checkCancellation()
