@@ -191,7 +191,7 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
                     return .tooLarge
                 }
                 try db.cachedStatement(sql: Self.upsertSQL).execute(arguments: [
-                    key, payload, storedAt, validators.etag, validators.lastModified, validators.maxAge.map { $0 / .seconds(1) },
+                    key, payload, storedAt, validators.etag, validators.lastModified, validators.maxAge.map { $0 / Duration.seconds(1) } as Double?,
                     clock.tick(), payload.count,
                 ])
                 return .stored(evicted: try Self.evict(beyond: limits, keeping: key, in: db))
@@ -244,7 +244,7 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
                 var clock = try AccessClock(db)
                 try Self.applyAccesses(accesses, clock: &clock, in: db)
                 try db.cachedStatement(sql: Self.refreshSQL).execute(arguments: [
-                    storedAt, validators.etag, validators.lastModified, validators.maxAge.map { $0 / .seconds(1) }, clock.tick(), key,
+                    storedAt, validators.etag, validators.lastModified, validators.maxAge.map { $0 / Duration.seconds(1) } as Double?, clock.tick(), key,
                 ])
                 return db.changesCount > 0
             }

@@ -181,7 +181,7 @@ final class FileStoreIndex: Sendable {
     /// Runs `body` with the index to itself: the instance's mutex, then an exclusive `flock` on the
     /// lock file (which is never replaced, unlike the journal). `nil` when the directory does not exist.
     @discardableResult
-    private func exclusively<Result: Sendable>(_ body: (inout State) throws -> Result) throws -> Result? {
+    private func exclusively<Result>(_ body: (inout State) throws -> Result) throws -> Result? {
         try state.withLock { state -> Result? in
             guard try lock(&state) else { return nil }
             defer { _ = flock(state.lockFD, LOCK_UN) }

@@ -48,7 +48,7 @@ public final class UserDefaultsStore<Value: Sendable>: Store, Sendable {
     // writes (a value set, then read back by the same task as missing: the store contract's
     // concurrency case, about one run in six on a loaded machine), so every call, from opening the
     // suite to the last access, runs under one process-wide lock. The data is small by design.
-    private func withDefaults<Result: Sendable>(_ body: (UserDefaults) throws -> Result) throws -> Result {
+    private func withDefaults<Result>(_ body: (UserDefaults) throws -> Result) throws -> Result {
         try userDefaultsLock.withLock { calls in
             calls &+= 1
             return try body(defaults())
