@@ -329,7 +329,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         }
         let now = now()
         let seconds = entry.storedAt.timeIntervalSinceReferenceDate
-        let expiresAt = maxAge.map { entry.storedAt.addingTimeInterval($0.timeInterval) }
+        let expiresAt = maxAge.map { entry.storedAt.addingTimeInterval($0 / .seconds(1)) }
         let maxAgeSeconds = entry.validators.maxAge?.components.seconds
         let maxAgeAttoseconds = entry.validators.maxAge?.components.attoseconds
         try await perform(.insert, key: key) { [table] connection, logger in
@@ -356,7 +356,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     public func refresh(_ key: String, storedAt: Date, validators: CacheValidators) async throws -> Bool {
         let now = now()
         let seconds = storedAt.timeIntervalSinceReferenceDate
-        let expiresAt = maxAge.map { storedAt.addingTimeInterval($0.timeInterval) }
+        let expiresAt = maxAge.map { storedAt.addingTimeInterval($0 / .seconds(1)) }
         let maxAgeSeconds = validators.maxAge?.components.seconds
         let maxAgeAttoseconds = validators.maxAge?.components.attoseconds
         return try await perform(.refresh, key: key) { [table] connection, logger in
@@ -782,7 +782,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     }
 
     private func formatSeconds(_ duration: Duration) -> String {
-        let seconds = duration.timeInterval
+        let seconds = duration / .seconds(1)
         return seconds == seconds.rounded() ? "\(Int(seconds)) s" : "\(seconds) s"
     }
 
@@ -814,13 +814,6 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
 extension PostgresStore: CustomStringConvertible {
     /// `PostgresStore(host:port/database/table)`, never with credentials.
     public var description: String { "PostgresStore(\(endpoint)/\(table))" }
-}
-
-extension Duration {
-    var timeInterval: TimeInterval {
-        let (seconds, attoseconds) = components
-        return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
-    }
 }
 
 /// The most recent connection failure the pool reported, so an operation waiting for a connection

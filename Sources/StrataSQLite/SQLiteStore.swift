@@ -79,7 +79,7 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
         busyTimeout: Duration = .seconds(5),
         logger: Logger = Logger(label: "strata.sqlitestore")
     ) throws {
-        try self.init(path: path, codec: codec, limits: limits, busyMode: .timeout(busyTimeout.timeInterval), logger: logger)
+        try self.init(path: path, codec: codec, limits: limits, busyMode: .timeout(busyTimeout / .seconds(1)), logger: logger)
     }
 
     /// The designated initialiser: `busyMode` is GRDB's, so tests can see when a write waits for a lock.
@@ -191,7 +191,7 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
                     return .tooLarge
                 }
                 try db.cachedStatement(sql: Self.upsertSQL).execute(arguments: [
-                    key, payload, storedAt, validators.etag, validators.lastModified, validators.maxAge?.seconds,
+                    key, payload, storedAt, validators.etag, validators.lastModified, validators.maxAge.map { $0 / Duration.seconds(1) } as Double?,
                     clock.tick(), payload.count,
                 ])
                 return .stored(evicted: try Self.evict(beyond: limits, keeping: key, in: db))
@@ -244,7 +244,7 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
                 var clock = try AccessClock(db)
                 try Self.applyAccesses(accesses, clock: &clock, in: db)
                 try db.cachedStatement(sql: Self.refreshSQL).execute(arguments: [
-                    storedAt, validators.etag, validators.lastModified, validators.maxAge?.seconds, clock.tick(), key,
+                    storedAt, validators.etag, validators.lastModified, validators.maxAge.map { $0 / Duration.seconds(1) } as Double?, clock.tick(), key,
                 ])
                 return db.changesCount > 0
             }
@@ -636,14 +636,6 @@ private struct StoredRow: Sendable {
 }
 
 extension Duration {
-    fileprivate var timeInterval: TimeInterval {
-        let (seconds, attoseconds) = components
-        return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
-    }
-
-    /// The duration as the REAL stored in `max_age`: whole seconds plus the fraction.
-    fileprivate var seconds: Double { timeInterval }
-
     /// The duration of `seconds` (as read from `max_age`), split into whole seconds and attoseconds so
     /// that whole and binary-fraction values (3600, 2.5, 0.25) come back exactly; `nil` when `seconds`
     /// is negative, not finite or beyond `Int64` seconds.

@@ -52,7 +52,7 @@ public final class ManualClock: Clock, Sendable {
     /// The current wall-clock time: ``startDate`` plus every advance so far.
     public var date: Date {
         let offset = state.withLock { $0.now.offset }
-        return startDate.addingTimeInterval(offset.timeInterval)
+        return startDate.addingTimeInterval(offset / .seconds(1))
     }
 
     /// The wall clock as a function, for `now:` parameters: `store.loader(…, now: clock.wallClock)`.
@@ -102,13 +102,5 @@ public final class ManualClock: Clock, Sendable {
         await withCheckedContinuation { continuation in
             state.withLock { $0.sleeperWaiters.wait(for: count, current: $0.sleepers.count, continuation: continuation) }
         }
-    }
-}
-
-extension Duration {
-    /// The duration in seconds, as a `TimeInterval`.
-    var timeInterval: TimeInterval {
-        let parts = components
-        return TimeInterval(parts.seconds) + TimeInterval(parts.attoseconds) / 1e18
     }
 }

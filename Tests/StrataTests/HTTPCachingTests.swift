@@ -34,7 +34,7 @@ struct HTTPCachingTests {
 
     /// Stores `item` as if fetched `age` ago with `validators`, then clears the spy's record of it.
     func seed(_ store: StoreSpy<MemoryStore<String, Item>>, _ item: Item = itemA, age: Duration, validators: CacheValidators) async throws {
-        try await store.base.insert(item, for: "item", storedAt: clock.date - age.seconds, validators: validators)
+        try await store.base.insert(item, for: "item", storedAt: clock.date - age / .seconds(1), validators: validators)
     }
 
     // MARK: fresh entries

@@ -141,8 +141,8 @@ extension HTTPFields {
         if let maxAge = directives.maxAge {
             lifetime = maxAge
         } else if let expires = self[.expires] {
-            guard let expiry = parseHTTPDate(expires.trimmingCharacters(in: .whitespaces)) else { return .zero }
-            let date = self[.date].flatMap { parseHTTPDate($0.trimmingCharacters(in: .whitespaces)) } ?? receivedAt
+            guard let expiry = HTTPDate.date(from: expires) else { return .zero }
+            let date = self[.date].flatMap(HTTPDate.date(from:)) ?? receivedAt
             lifetime = .between(date, expiry)
         } else {
             return nil

@@ -26,7 +26,7 @@ extension HTTPError: FailureClassifying {
               let value = fields[.retryAfter]?.trimmingCharacters(in: .whitespaces)
         else { return nil }
         if let seconds = Int(value), seconds >= 0 { return .seconds(seconds) }
-        guard let date = parseHTTPDate(value) else { return nil }
+        guard let date = HTTPDate.date(from: value, now: now) else { return nil }
         return .seconds(max(0, date.timeIntervalSince(now)))
     }
 }

@@ -88,7 +88,7 @@ public struct RetryPolicy: Sendable, CustomStringConvertible {
     /// The computed wait before retry number `retry` (1 for the first retry), jitter included.
     public func delay(beforeRetry retry: Int) -> Duration {
         let exponent = Double(max(0, retry - 1))
-        let base = min(maxDelay.seconds, initialDelay.seconds * pow(multiplier, exponent))
+        let base = min(maxDelay / .seconds(1), initialDelay / .seconds(1) * pow(multiplier, exponent))
         let jittered = base * (1 - jitter * min(max(random(), 0), 1))
         return .seconds(max(0, jittered))
     }
@@ -180,22 +180,5 @@ extension Loader {
     /// Retries transient failures with backoff, waiting on the system's continuous clock.
     public func retry(_ policy: RetryPolicy = .exponential()) -> RetryLoader<Self, ContinuousClock> {
         RetryLoader(base: self, policy: policy, clock: ContinuousClock(), now: { Date() })
-    }
-}
-
-/// Parses an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the HTTP-date form servers send.
-func parseHTTPDate(_ text: String) -> Date? {
-    let formatter = DateFormatter()
-    formatter.locale = Locale(identifier: "en_US_POSIX")
-    formatter.timeZone = TimeZone(identifier: "GMT")
-    formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-    return formatter.date(from: text)
-}
-
-extension Duration {
-    /// The duration in seconds, as a `Double`.
-    var seconds: Double {
-        let parts = components
-        return Double(parts.seconds) + Double(parts.attoseconds) / 1e18
     }
 }

@@ -274,7 +274,7 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
     public func removeTemporaryFiles(olderThan age: Duration = .seconds(3600)) async throws -> Int {
         try await BlockingIOPool.shared.run { () throws(StoreError) -> Int in
             do {
-                return try self.sweepTemporaryFiles(olderThan: age.seconds)
+                return try self.sweepTemporaryFiles(olderThan: age / .seconds(1))
             } catch {
                 throw StoreError(store: self.description, operation: .delete, key: nil, reason: "cannot sweep temporary files: \(error)", underlying: error)
             }

@@ -142,7 +142,7 @@ public final class BlockingIOPool: Sendable {
                 job()
                 continue
             }
-            if wakeUp.wait(timeout: .now() + idleTimeout.seconds) == .success { continue }
+            if wakeUp.wait(timeout: .now() + idleTimeout / .seconds(1)) == .success { continue }
             let ends = state.withLock { state -> Bool? in
                 // Still listed as idle: nobody chose this thread, so it may end (unless a job came in
                 // meanwhile). Not listed: a submit took its semaphore and is about to signal it.

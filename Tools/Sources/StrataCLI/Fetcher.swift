@@ -170,8 +170,7 @@ public struct Fetcher: Sendable {
             "bytes": served.value.count,
         ]
         if let age = served.provenance.age {
-            let parts = age.components
-            object["ageSeconds"] = Double(parts.seconds) + Double(parts.attoseconds) / 1e18
+            object["ageSeconds"] = age / .seconds(1)
         }
         if let storedAt = served.provenance.storedAt {
             object["storedAt"] = ISO8601DateFormatter().string(from: storedAt)

@@ -172,7 +172,7 @@ public final class DemoServer: Sendable {
     public var feedValidators: CacheValidators {
         let (items, modifiedAt) = state.withLock { ($0.feed, $0.feedModifiedAt) }
         let body = (try? Self.encodeJSON(items)) ?? Data()
-        return CacheValidators(etag: Self.strongETag(of: body), lastModified: Self.httpDate(modifiedAt))
+        return CacheValidators(etag: Self.strongETag(of: body), lastModified: HTTPDate.string(from: modifiedAt))
     }
 
     /// How many body bytes the server has handed to its connections for ``Faults/oversizedBody`` and
@@ -350,7 +350,7 @@ public final class DemoServer: Sendable {
         if validated {
             let etag = Self.strongETag(of: data)
             responseHeaders[.eTag] = etag
-            if let lastModified { responseHeaders[.lastModified] = Self.httpDate(lastModified) }
+            if let lastModified { responseHeaders[.lastModified] = HTTPDate.string(from: lastModified) }
             if Self.isNotModified(request.headers, etag: etag, lastModified: lastModified) {
                 state.withLock { $0.notModified[request.uri.path, default: 0] += 1 }
                 responseHeaders[.contentType] = nil
@@ -415,26 +415,8 @@ public final class DemoServer: Sendable {
             let candidates = ifNoneMatch.flatMap { $0.split(separator: ",") }.map(opaque)
             return candidates.contains("*") || candidates.contains(opaque(etag))
         }
-        guard let lastModified, let since = headers[.ifModifiedSince].flatMap(parseHTTPDate) else { return false }
+        guard let lastModified, let since = headers[.ifModifiedSince].flatMap(HTTPDate.date(from:)) else { return false }
         return lastModified <= since
-    }
-
-    /// `date` as an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
-    static func httpDate(_ date: Date) -> String {
-        httpDateFormatter().string(from: date)
-    }
-
-    private static func parseHTTPDate(_ text: String) -> Date? {
-        httpDateFormatter().date(from: text.trimmingCharacters(in: .whitespaces))
-    }
-
-    /// A new formatter each time: `DateFormatter` is not `Sendable`.
-    private static func httpDateFormatter() -> DateFormatter {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-        return formatter
     }
 
     private static func wholeSeconds(_ date: Date) -> Date {

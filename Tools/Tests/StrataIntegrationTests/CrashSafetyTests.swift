@@ -97,7 +97,7 @@ struct CrashSafetyTests {
                 next = acknowledged + 2
             }
         }
-        figures.seconds = Double((clock.now - started).components.seconds) + Double((clock.now - started).components.attoseconds) / 1e18
+        figures.seconds = (clock.now - started) / .seconds(1)
         if target != .sqlite {
             let leftovers = tree(URL(fileURLWithPath: storePath)).filter { $0.hasPrefix(".tmp-") }.count
             figures.temporaryFilesLeft = leftovers
