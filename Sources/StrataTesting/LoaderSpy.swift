@@ -26,6 +26,11 @@ public final class LoaderSpy<Input: Sendable, Output: Sendable>: Loader, Sendabl
         var results: [Result<Output, any Error>] = []
         var held: [Held] = []
         var cancelledLoads = 0
+        /// Loads that have arrived: started and, when loads are held, registered as held, so
+        /// ``complete(_:with:)`` finds them.
+        var arrived = 0
+        /// Held loads whose task was cancelled before they registered: they must not register.
+        var cancelledBeforeHolding: Set<Int> = []
         var loadWaiters = CountWaiters()
     }
 
@@ -57,18 +62,38 @@ public final class LoaderSpy<Input: Sendable, Output: Sendable>: Loader, Sendabl
         let (index, result) = state.withLock { state -> (Int, Result<Output, any Error>?) in
             state.inputs.append(input)
             let count = state.inputs.count
-            state.loadWaiters.resumeReached(count)
+            if !holdsLoads {
+                state.arrived += 1
+                state.loadWaiters.resumeReached(state.arrived)
+            }
             guard !state.results.isEmpty else { return (count - 1, nil) }
             return (count - 1, state.results.count > 1 ? state.results.removeFirst() : state.results[0])
         }
         if holdsLoads {
+            defer { state.withLock { _ = $0.cancelledBeforeHolding.remove(index) } }
             return try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { continuation in
-                    state.withLock { $0.held.append(Held(index: index, continuation: continuation)) }
+                    let cancelled = state.withLock { state -> Bool in
+                        // Cancelled before it could be held: the handler found nothing to end.
+                        let cancelled = state.cancelledBeforeHolding.remove(index) != nil
+                        if cancelled {
+                            state.cancelledLoads += 1
+                        } else {
+                            // Held before any waiter resumes, so a test that waited for it finds it.
+                            state.held.append(Held(index: index, continuation: continuation))
+                        }
+                        state.arrived += 1
+                        state.loadWaiters.resumeReached(state.arrived)
+                        return cancelled
+                    }
+                    if cancelled { continuation.resume(throwing: CancellationError()) }
                 }
             } onCancel: {
                 let held = state.withLock { state -> Held? in
-                    guard let position = state.held.firstIndex(where: { $0.index == index }) else { return nil }
+                    guard let position = state.held.firstIndex(where: { $0.index == index }) else {
+                        state.cancelledBeforeHolding.insert(index)
+                        return nil
+                    }
                     state.cancelledLoads += 1
                     return state.held.remove(at: position)
                 }
@@ -91,10 +116,11 @@ public final class LoaderSpy<Input: Sendable, Output: Sendable>: Loader, Sendabl
         return held != nil
     }
 
-    /// Suspends until at least `count` loads have started.
+    /// Suspends until at least `count` loads have started and, with ``holdsLoads``, are held: a load
+    /// this returns for can be completed with ``complete(_:with:)`` at once.
     public func waitForLoads(count: Int = 1) async {
         await withCheckedContinuation { continuation in
-            state.withLock { $0.loadWaiters.wait(for: count, current: $0.inputs.count, continuation: continuation) }
+            state.withLock { $0.loadWaiters.wait(for: count, current: $0.arrived, continuation: continuation) }
         }
     }
 }

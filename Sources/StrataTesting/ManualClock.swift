@@ -32,6 +32,8 @@ public final class ManualClock: Clock, Sendable {
         var now = Instant(offset: .zero)
         var sleepers: [UInt64: Sleeper] = [:]
         var nextID: UInt64 = 0
+        /// Sleepers whose task was cancelled before they registered: they must not register.
+        var cancelledBeforeRegistering: Set<UInt64> = []
         var sleeperWaiters = CountWaiters()
     }
 
@@ -67,18 +69,30 @@ public final class ManualClock: Clock, Sendable {
             state.nextID += 1
             return state.nextID
         }
+        // The handler cannot run once `withTaskCancellationHandler` has returned: forget the id then.
+        defer { state.withLock { _ = $0.cancelledBeforeRegistering.remove(id) } }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let resumeNow: Bool = state.withLock { state in
-                    if deadline <= state.now { return true }
+                let outcome: Result<Void, any Error>? = state.withLock { state in
+                    // Cancelled after the check above but before this registration: the handler
+                    // found no sleeper to wake, so this sleeper must not wait at all.
+                    if state.cancelledBeforeRegistering.remove(id) != nil { return .failure(CancellationError()) }
+                    if deadline <= state.now { return .success(()) }
                     state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
                     state.sleeperWaiters.resumeReached(state.sleepers.count)
-                    return false
+                    return nil
                 }
-                if resumeNow { continuation.resume() }
+                if let outcome { continuation.resume(with: outcome) }
             }
         } onCancel: {
-            let sleeper = state.withLock { $0.sleepers.removeValue(forKey: id) }
+            let sleeper = state.withLock { state -> Sleeper? in
+                guard let sleeper = state.sleepers.removeValue(forKey: id) else {
+                    // Not registered yet (or already woken): remembered, so it never registers.
+                    state.cancelledBeforeRegistering.insert(id)
+                    return nil
+                }
+                return sleeper
+            }
             sleeper?.continuation.resume(throwing: CancellationError())
         }
     }

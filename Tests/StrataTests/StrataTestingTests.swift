@@ -39,6 +39,31 @@ struct ManualClockTests {
         #expect(clock.sleeperCount == 0)
     }
 
+    /// Defect 5: a cancellation landing after `sleep`'s cancellation check but before the sleeper
+    /// registered was lost, and the sleeper slept forever. Cancelling right after starting hits that
+    /// window in some of many rounds; a sleeper stuck that way shows up as registered, and is
+    /// released by advancing the clock, so the test fails instead of hanging.
+    @Test func sleepCancelledAsItStarts_alwaysThrowsCancellation_neverSleepsOn() async throws {
+        var stuck = 0
+        for _ in 0..<2_000 {
+            let clock = ManualClock()
+            let finished = Locked(false)
+            let sleeper = Task {
+                defer { finished.withLock { $0 = true } }
+                try await clock.sleep(for: .seconds(60))
+            }
+            sleeper.cancel()
+            // Bounded: the task either finishes or registers (and then, cancelled, should not stay).
+            while !finished.withLock({ $0 }), clock.sleeperCount == 0 { await Task.yield() }
+            if clock.sleeperCount > 0 {
+                stuck += 1
+                clock.advance(by: .seconds(60))
+            }
+            _ = await sleeper.result
+        }
+        #expect(stuck == 0, "a cancelled sleeper stayed asleep")
+    }
+
     @Test func sleepUntilAPassedDeadline_returnsAtOnce() async throws {
         let clock = ManualClock()
         clock.advance(by: .seconds(5))
@@ -67,6 +92,43 @@ struct TestKitTests {
         #expect(spy.complete(0, with: .success(7)))
         #expect(try await task.value == 7)
         #expect(!spy.complete(0, with: .success(8)), "a load completes once")
+    }
+
+    /// Defect 5: `waitForLoads` returned once the load had started but before it was held, so a
+    /// `complete` right after it found nothing and the load (and the test) hung. In many rounds the
+    /// old code loses that race at least once; a load left held is cancelled so nothing hangs.
+    @Test func loaderSpy_aLoadWaitedForIsAlwaysHeld_soCompleteFindsIt() async throws {
+        var missed = 0
+        for round in 0..<2_000 {
+            let spy = LoaderSpy<Void, Int>(holdsLoads: true)
+            let task = Task { try await spy.load() }
+            await spy.waitForLoads(count: 1)
+            if spy.complete(0, with: .success(round)) {
+                #expect(try await task.value == round)
+            } else {
+                missed += 1
+                task.cancel()
+                _ = await task.result
+            }
+        }
+        #expect(missed == 0, "waitForLoads returned before the load was held")
+    }
+
+    /// A held load whose task is cancelled before the load is held ends with `CancellationError`
+    /// instead of being held forever.
+    @Test func loaderSpy_heldLoadCancelledAsItStarts_endsWithCancellation() async throws {
+        for _ in 0..<500 {
+            let spy = LoaderSpy<Void, Int>(holdsLoads: true)
+            let task = Task { try await spy.load() }
+            task.cancel()
+            await spy.waitForLoads(count: 1)
+            // Bounded: if the load is held despite the cancellation, complete it so the test ends.
+            if spy.complete(0, with: .success(1)) {
+                Issue.record("a cancelled load was held")
+            }
+            await #expect(throws: CancellationError.self) { try await task.value }
+            #expect(spy.cancelledLoadCount == 1)
+        }
     }
 
     @Test func leakTracker_reportsObjectsThatOutliveTheTest() throws {
