@@ -44,7 +44,7 @@ final class FetchTests {
             let feed = try JSONDecoder().decode([FeedItem].self, from: output.body)
             #expect(code == .served)
             #expect(feed == DemoData.feed)
-            #expect(output.report == ["strata fetch: served from remote (age 0s, saved to the cache), \(output.body.count) bytes"])
+            #expect(output.report == ["strata fetch: served from remote (downloaded: 200, age 0s, saved to the cache), \(output.body.count) bytes"])
         }
     }
 
@@ -98,7 +98,7 @@ final class FetchTests {
             #expect(code == .nothingServed)
             #expect(code.rawValue == 1)
             #expect(output.report == [
-                "strata fetch: nothing to serve for \(server.feedURL.absoluteString): fresh cache: nothing cached; "
+                "strata fetch: nothing to serve for \(server.feedURL.absoluteString): "
                     + "remote: could not connect (connection refused); stale cache: nothing cached; default: no --default file given",
             ])
         }
