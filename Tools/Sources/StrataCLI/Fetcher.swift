@@ -114,28 +114,39 @@ public struct Fetcher: Sendable {
     }
 
     /// Runs the fetch with `store` as the cache.
+    ///
+    /// The first tier is the library's revalidating HTTP cache (``HTTPLoader/cached(in:key:policy:honorsCacheControl:now:logger:decode:)``):
+    /// a copy younger than `--max-age` (and than the server's `max-age`, which can only shorten it) is
+    /// served without a request; otherwise the request carries the stored `ETag` / `Last-Modified`,
+    /// a 304 serves the stored body and re-stamps it, a 200 replaces it (unless `no-store`).
     func run<S: Store>(
         through store: S, stdout: @Sendable (Data) -> Void, stderr: @Sendable (String) -> Void
     ) async -> ExitCode where S.Key == String, S.Value == Data {
         let quiet = Logger(label: "strata.fetch", factory: { _ in SwiftLogNoOpLogHandler() })
         let key = options.url.absoluteString
+        let answer = NetworkAnswer()
         let remote = HTTPLoader(url: options.url, timeout: options.timeout, maxBodyBytes: options.maxBodyBytes, transport: client)
+            .cached(in: store, key: key, policy: .maxAge(options.maxAge), now: now, logger: quiet) { reply in
+                answer.record(status: reply.status.code, cacheControl: reply.headerFields.cacheControl)
+                return reply.body
+            }
             .retry(.exponential(attempts: options.retries + 1, initialDelay: .milliseconds(250), maxDelay: .seconds(5)))
-            .map(\.body)
-        let chain = store.loader(key: key, policy: .maxAge(options.maxAge), now: now).named("fresh cache")
-            .fallback(to: remote.cache(in: store, key: key, now: now, logger: quiet).named("remote"))
+        let chain = remote.named(Self.remoteTier)
             .fallback(to: store.loader(key: key, policy: options.maxStale.map { .maxAge($0) } ?? .any, now: now).named("stale cache"))
             .fallback(to: defaults.named("default"))
         do {
             let served = try await chain.loadServed()
             stdout(served.value)
-            report(served, stderr: stderr)
+            report(Outcome(served, answer: answer.value), stderr: stderr)
             return .served
         } catch {
             reportFailure(error, stderr: stderr)
             return .nothingServed
         }
     }
+
+    /// The name of the first tier (cache, then network) in reports and failure lists.
+    static let remoteTier = "remote"
 
     private var defaults: AnyLoader<Void, Data> {
         guard let file = options.defaultFile else {
@@ -148,27 +159,47 @@ public struct Fetcher: Sendable {
         var description: String { "no --default file given" }
     }
 
-    private func report(_ served: Served<Data>, stderr: (String) -> Void) {
+    private func report(_ outcome: Outcome, stderr: (String) -> Void) {
+        let served = outcome.served
         if options.verbose {
             for event in served.events { stderr("strata fetch: " + redactSecrets(in: "\(event)")) }
         }
-        let provenance = served.provenance
         if options.json {
-            stderr(json(served))
+            stderr(json(outcome))
             return
         }
-        let age = provenance.age.map { "age \(formatAge($0))" } ?? "age unknown"
-        let saved = served.events.contains { if case .cacheWritten = $0 { true } else { false } } ? ", saved to the cache" : ""
-        stderr("strata fetch: served from \(provenance.tier) (\(age)\(saved)), \(served.value.count) bytes")
+        let age = served.provenance.age.map { "age \(formatAge($0))" } ?? "age unknown"
+        let how: String
+        switch outcome.kind {
+        case .downloaded(let status, let noStore):
+            let saved = outcome.savedToCache ? ", saved to the cache" : noStore ? ", not cached: Cache-Control no-store" : ""
+            how = "downloaded: \(status), \(age)\(saved)"
+        case .revalidated:
+            how = outcome.restamped
+                ? "revalidated: 304 Not Modified, served the cached copy, fresh again"
+                : "revalidated: 304 Not Modified, served the cached copy"
+        case .cache, .other:
+            let saved = outcome.savedToCache ? ", saved to the cache" : ""
+            how = "\(age)\(saved)"
+        }
+        stderr("strata fetch: served from \(outcome.tier) (\(how)), \(served.value.count) bytes")
     }
 
-    private func json(_ served: Served<Data>) -> String {
+    private func json(_ outcome: Outcome) -> String {
+        let served = outcome.served
         var object: [String: Any] = [
             "url": redactedURLString(options.url),
-            "servedFrom": served.provenance.tier,
+            "servedFrom": outcome.tier,
             "origin": "\(served.provenance.origin)",
             "bytes": served.value.count,
         ]
+        switch outcome.kind {
+        case .downloaded(let status, _): object["httpStatus"] = status
+        case .revalidated: object["httpStatus"] = 304
+        case .cache, .other: break
+        }
+        object["revalidated"] = outcome.kind == .revalidated
+        object["savedToCache"] = outcome.savedToCache || outcome.restamped
         if let age = served.provenance.age {
             object["ageSeconds"] = age / .seconds(1)
         }
@@ -226,4 +257,68 @@ func formatByteCount(_ bytes: Int) -> String {
         return "\(text) \(name)"
     }
     return "\(bytes) bytes"
+}
+
+extension Fetcher {
+    /// What the network said to the first tier, as seen by its decoder (which only sees 2xx answers).
+    struct Answer: Sendable, Equatable {
+        var status: Int
+        var noStore: Bool
+    }
+
+    /// The last 2xx answer of one run (written by the decoder, read after the load).
+    ///
+    /// `@unchecked Sendable`: its one stored property is read and written only while `lock` is held.
+    final class NetworkAnswer: @unchecked Sendable {
+        private let lock = NSLock()
+        private var answer: Answer?
+
+        func record(status: Int, cacheControl: CacheControl) {
+            lock.withLock { answer = Answer(status: status, noStore: cacheControl.noStore) }
+        }
+
+        var value: Answer? { lock.withLock { answer } }
+    }
+
+    /// How one fetch was served, in the words of the report.
+    struct Outcome {
+        enum Kind: Equatable {
+            /// The first tier served a stored copy without a request (fresh for `--max-age` and the server).
+            case cache
+            /// The server sent the body (`status` 2xx); `noStore` when it said `Cache-Control: no-store`.
+            case downloaded(status: Int, noStore: Bool)
+            /// The server answered 304 Not Modified and the stored body was served.
+            case revalidated
+            /// Another tier (stale cache, default) served.
+            case other
+        }
+
+        let served: Served<Data>
+        let kind: Kind
+
+        init(_ served: Served<Data>, answer: Answer?) {
+            self.served = served
+            let provenance = served.provenance
+            if provenance.tier != Fetcher.remoteTier {
+                kind = .other
+            } else if provenance.origin != .remote {
+                kind = .cache
+            } else if let answer {
+                kind = .downloaded(status: answer.status, noStore: answer.noStore)
+            } else {
+                // The first tier served from the network without decoding a body: only a 304 does that.
+                kind = .revalidated
+            }
+        }
+
+        /// The tier as the report names it: the first tier is "fresh cache" when it served a stored
+        /// copy without asking, "remote" when the server answered.
+        var tier: String { kind == .cache ? "fresh cache" : served.provenance.tier }
+
+        /// Whether the body was written to the cache.
+        var savedToCache: Bool { served.events.contains { if case .cacheWritten = $0 { true } else { false } } }
+
+        /// Whether a 304 re-stamped the stored copy, so it is fresh again for `--max-age`.
+        var restamped: Bool { served.events.contains { if case .revalidated = $0 { true } else { false } } }
+    }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Strata
 import StrataDemo
 
 /// `strata serve`.
@@ -25,7 +26,7 @@ public struct ServeCommand: AsyncParsableCommand {
     @Option(help: "The port to listen on (0 picks a free one).")
     var port = 8080
 
-    @Option(help: "Added latency before every answer (for example 300ms, 2s).")
+    @Option(help: "Added latency before every answer (for example 300ms, 2s).", transform: DurationArgument.init(parsing:))
     var latency: DurationArgument?
 
     @Option(help: "Answer with this HTTP status instead of the resource (for example 500, 503, 429).")
@@ -51,6 +52,9 @@ public struct ServeCommand: AsyncParsableCommand {
     public func validate() throws {
         if let status, !(100...599).contains(status) { throw ValidationError("--status must be an HTTP status from 100 to 599") }
         guard (0...1).contains(errorRate) else { throw ValidationError("--error-rate must be between 0 and 1") }
+        if let retryAfter, !(0...CacheControl.maxDeltaSeconds).contains(Int64(retryAfter)) {
+            throw ValidationError("--retry-after must be a number of seconds from 0 to \(CacheControl.maxDeltaSeconds)")
+        }
         guard (0...65_535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") }
     }
 

@@ -44,7 +44,7 @@ final class FetchTests {
             let feed = try JSONDecoder().decode([FeedItem].self, from: output.body)
             #expect(code == .served)
             #expect(feed == DemoData.feed)
-            #expect(output.report == ["strata fetch: served from remote (age 0s, saved to the cache), \(output.body.count) bytes"])
+            #expect(output.report == ["strata fetch: served from remote (downloaded: 200, age 0s, saved to the cache), \(output.body.count) bytes"])
         }
     }
 
@@ -98,7 +98,7 @@ final class FetchTests {
             #expect(code == .nothingServed)
             #expect(code.rawValue == 1)
             #expect(output.report == [
-                "strata fetch: nothing to serve for \(server.feedURL.absoluteString): fresh cache: nothing cached; "
+                "strata fetch: nothing to serve for \(server.feedURL.absoluteString): "
                     + "remote: could not connect (connection refused); stale cache: nothing cached; default: no --default file given",
             ])
         }
@@ -260,10 +260,26 @@ struct Child {
         // servers other tests run, which would keep their ports accepting after those tests stop them.
         try closeFrom(3, in: &actions)
 
+        // The child starts with no signal blocked and SIGTERM / SIGINT at their defaults: the thread
+        // that spawns it (a Dispatch or pool thread) may block signals, and a child inheriting that
+        // mask would never see the SIGTERM that stops it.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        sigaddset(&defaults, SIGTERM)
+        sigaddset(&defaults, SIGINT)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable.path] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var pid: pid_t = 0
-        let result = posix_spawn(&pid, executable.path, &actions, nil, argv, environ)
+        let result = posix_spawn(&pid, executable.path, &actions, &attributes, argv, environ)
         if pipeStdin { close(stdinPipe[0]) }
         if pipeStdout { close(stdoutPipe[1]) }
         guard result == 0 else { throw TestError("posix_spawn \(executable.path) failed: \(result)") }
