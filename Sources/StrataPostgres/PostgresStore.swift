@@ -9,9 +9,9 @@ import PostgresNIO
 ///
 /// ```swift
 /// let shared = try PostgresStore<[FeedItem]>(url: "postgres://app:secret@db.internal:5432/cache")
-/// let feed = memory.loader(key: "feed", policy: .maxAge(.minutes(1)))
-///     .fallback(to: shared.loader(key: "feed", policy: .maxAge(.hours(1))))
-///     .fallback(to: remote.cache(in: shared, key: "feed"))
+/// let feed = memory.loader(key: "feed", freshness: .maxAge(.minutes(1)))
+///     .fallingBack(to: shared.loader(key: "feed", freshness: .maxAge(.hours(1))))
+///     .fallingBack(to: remote.writingThrough(to: shared, key: "feed"))
 /// ```
 ///
 /// ## Lifecycle
@@ -47,7 +47,7 @@ import PostgresNIO
 ///
 /// ## Failures
 /// - An operation that cannot get a connection throws a `StoreError` whose reason starts
-///   `database unreachable at host:port:`, so a `fallback(to:)` can serve another tier: as soon as
+///   `database unreachable at host:port:`, so a `fallingBack(to:)` can serve another tier: as soon as
 ///   the pool's attempt fails (`Connection refused (errno: 111)`, `password authentication failed
 ///   … (SQLSTATE 28P01)`), or after ``connectTimeout`` when attempts hang. When the pool is merely
 ///   busy (other operations keep getting connections) it waits up to ``queryTimeout`` instead.

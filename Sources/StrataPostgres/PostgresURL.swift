@@ -8,7 +8,7 @@ enum PostgresURL {
     /// The configuration `url` describes.
     /// - Throws: `StoreError` (operation `open`) naming what is wrong, with the URL's credentials removed.
     static func configuration(from url: String) throws(StoreError) -> PostgresClient.Configuration {
-        let shown = URL(string: url).map(redactedURLString) ?? "<unparseable URL>"
+        let shown = URL(string: url).map { Redaction.redactedString(for: $0) } ?? "<unparseable URL>"
         func failure(_ reason: String) -> StoreError {
             StoreError(store: "PostgresStore(\(shown))", operation: .open, key: nil, reason: reason)
         }

@@ -25,7 +25,7 @@ import Logging
 /// let store = try SQLiteStore<[FeedItem]>(
 ///     path: cachesDirectory.appending(path: "strata/cache.sqlite"),
 ///     limits: .init(countLimit: 1_000, byteLimit: 50_000_000))
-/// let feed = store.loader(key: "feed", policy: .maxAge(.seconds(3600)))
+/// let feed = store.loader(key: "feed", freshness: .maxAge(.seconds(3600)))
 /// ```
 ///
 /// ### Recency

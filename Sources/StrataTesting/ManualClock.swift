@@ -6,7 +6,7 @@ import Foundation
 ///
 /// ```swift
 /// let clock = ManualClock()
-/// let fresh = store.loader(key: "feed", policy: .maxAge(hours: 24), now: clock.wallClock)
+/// let fresh = store.loader(key: "feed", freshness: .maxAge(.hours(24)), now: clock.wallClock)
 /// clock.advance(by: .seconds(24 * 3600))   // exactly at max age: expired
 /// ```
 /// Sleepers wake when ``advance(by:)`` passes their deadline, or throw `CancellationError` when their

@@ -113,8 +113,8 @@ struct PostgresStoreOfflineTests {
     @Test("fallback(to:) serves the next tier when the database is unreachable")
     func fallbackServesAnotherTier() async throws {
         let store = try PostgresStore<Item>(url: unreachableURL, connectTimeout: Self.longConnectTimeout, logger: quietLogger)
-        let feed = store.loader(key: "feed", policy: .any)
-            .fallback(to: ClosureLoader { itemB })
+        let feed = store.loader(key: "feed", freshness: .any)
+            .fallingBack(to: ClosureLoader { itemB })
         let clock = ContinuousClock()
         let started = clock.now
         let value = try await feed.load()
@@ -123,7 +123,7 @@ struct PostgresStoreOfflineTests {
 
         // The failure the fallback absorbed was the store's, unreadable rather than empty.
         await #expect {
-            try await store.loader(key: "feed", policy: .any).load()
+            try await store.loader(key: "feed", freshness: .any).load()
         } throws: { error in
             guard case CacheLoadError.unreadable(_, "feed", let underlying) = error else { return false }
             return (underlying as? StoreError)?.reason.hasPrefix("database unreachable") == true

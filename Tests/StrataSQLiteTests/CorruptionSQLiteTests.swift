@@ -53,7 +53,7 @@ struct CorruptionSQLiteTests {
         }
 
         let remote = ClosureLoader<Void, Item> { itemB }
-        let chain = store.loader(key: "feed").fallback(to: remote)
+        let chain = store.loader(key: "feed").fallingBack(to: remote)
         let served = try await chain.load()
         #expect(served == itemB)
 

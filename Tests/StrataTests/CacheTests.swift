@@ -3,13 +3,13 @@ import Testing
 @testable import Strata
 import StrataTesting
 
-@Suite("cache(in:key:)")
+@Suite("writingThrough(to:key:)")
 struct CacheTests {
     let clock = ManualClock()
 
-    func makeSUT(_ remote: LoaderSpy<Void, Item>) -> (CachingLoader<LoaderSpy<Void, Item>, StoreSpy<MemoryStore<String, Item>>>, StoreSpy<MemoryStore<String, Item>>) {
+    func makeSUT(_ remote: LoaderSpy<Void, Item>) -> (WriteThroughLoader<LoaderSpy<Void, Item>, StoreSpy<MemoryStore<String, Item>>>, StoreSpy<MemoryStore<String, Item>>) {
         let store = StoreSpy(MemoryStore<String, Item>())
-        return (remote.cache(in: store, key: "feed", now: clock.wallClock, logger: quietLogger), store)
+        return (remote.writingThrough(to: store, key: "feed", now: clock.wallClock, logger: quietLogger), store)
     }
 
     @Test func onSuccess_writesTheValueStampedWithNowAndReturnsIt() async throws {
@@ -29,7 +29,7 @@ struct CacheTests {
         let store = StoreSpy(MemoryStore<String, Item>())
         try await store.base.insert(itemB, for: "feed", storedAt: referenceDate)
         store.faults.insert = TestError("disk full")
-        let sut = LoaderSpy<Void, Item>(.success(itemA)).cache(in: store, key: "feed", logger: logs.logger)
+        let sut = LoaderSpy<Void, Item>(.success(itemA)).writingThrough(to: store, key: "feed", logger: logs.logger)
 
         let served = try await sut.loadServed()
 
@@ -60,7 +60,7 @@ struct CacheTests {
         let store = StoreSpy(MemoryStore<String, Item>())
 
         // In a task of its own: cancelling the test's own task would end the test as "cancelled".
-        let load = Task { try await base.cache(in: store, key: "feed").load() }
+        let load = Task { try await base.writingThrough(to: store, key: "feed").load() }
         await #expect(throws: CancellationError.self) { try await load.value }
         #expect(store.messages.isEmpty)
     }
@@ -68,7 +68,7 @@ struct CacheTests {
     @Test func keyedForm_derivesTheKeyFromTheInput() async throws {
         let store = StoreSpy(MemoryStore<String, Item>())
         let sut = ClosureLoader { (id: Int) in Item(id: id, name: "post") }
-            .cache(in: store, now: clock.wallClock) { id in "post-\(id)" }
+            .writingThrough(to: store, now: clock.wallClock) { id in "post-\(id)" }
 
         _ = try await sut.load(7)
         #expect(store.messages == [.insert("post-7", Cached(value: Item(id: 7, name: "post"), storedAt: clock.date))])

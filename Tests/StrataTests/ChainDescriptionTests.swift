@@ -11,13 +11,13 @@ struct ChainDescriptionTests {
         let store = MemoryStore<String, Int>()
         let remote = StubLoader<Void, Int>(.success(1), name: "HTTP GET https://api.example.com/feed")
         let breaker = CircuitBreaker(name: "api", clock: clock)
-        let chain = store.loader(key: "feed", policy: .maxAge(.seconds(300))).named("fresh local")
-            .fallback(to: remote
-                .timeout(.seconds(5), clock: clock)
-                .retry(.exponential(attempts: 3), clock: clock)
-                .circuitBreaker(breaker)
-                .cache(in: store, key: "feed"))
-            .fallback(to: store.loader(key: "feed", policy: .any).named("stale local"))
+        let chain = store.loader(key: "feed", freshness: .maxAge(.seconds(300))).named("fresh local")
+            .fallingBack(to: remote
+                .timingOut(after: .seconds(5), clock: clock)
+                .retrying(.exponential(attempts: 3), clock: clock)
+                .guarded(by: breaker)
+                .writingThrough(to: store, key: "feed"))
+            .fallingBack(to: store.loader(key: "feed", freshness: .any).named("stale local"))
             .coalesced()
             .logged(to: Logger(label: "app.feed"))
 
@@ -35,11 +35,11 @@ struct ChainDescriptionTests {
                     └── named "stale local"
                         └── MemoryStore [any age]
             """)
-        #expect(describeLoader(chain) == "fresh local → HTTP GET https://api.example.com/feed + retry(3 attempts, 200ms ×2.0 ≤ 30s) + cache(MemoryStore) → stale local")
+        #expect(chain.chainSummary == "fresh local → HTTP GET https://api.example.com/feed + retry(3 attempts, 200ms ×2.0 ≤ 30s) + cache(MemoryStore) → stale local")
     }
 
     @Test func erasureKeepsTheTree() {
-        let chain = StubLoader<Void, Int>(.success(1), name: "a").fallback(to: StubLoader(.success(1), name: "b"))
+        let chain = StubLoader<Void, Int>(.success(1), name: "a").fallingBack(to: StubLoader(.success(1), name: "b"))
         #expect(chain.eraseToAnyLoader().description == chain.description)
     }
 
@@ -47,10 +47,10 @@ struct ChainDescriptionTests {
         struct Audited<Base: Loader>: Loader, LoaderDescribing {
             let base: Base
             func load(_ input: Base.Input) async throws -> Base.Output { try await base.load(input) }
-            var loaderNode: LoaderNode { LoaderNode(label: "audited", children: [Strata.loaderNode(of: base)]) }
+            var loaderNode: LoaderNode { LoaderNode(label: "audited", children: [base.chainNode]) }
         }
         let sut = Audited(base: StubLoader<Void, Int>(.success(1), name: "leaf"))
         #expect("\(sut)" == "audited\n└── leaf")
-        #expect(describeLoader(sut) == "leaf")
+        #expect(sut.chainSummary == "leaf")
     }
 }

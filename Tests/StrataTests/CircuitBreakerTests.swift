@@ -22,7 +22,7 @@ struct CircuitBreakerTests {
 
     @Test func staysClosedBelowTheMinimumThroughput() async {
         let breaker = breaker(minimum: 4)
-        let sut = StubLoader<Void, Int>(.failure(TestError())).circuitBreaker(breaker)
+        let sut = StubLoader<Void, Int>(.failure(TestError())).guarded(by: breaker)
         for _ in 0..<3 { await attempt(sut) }
         #expect(breaker.state == .closed)
     }
@@ -30,7 +30,7 @@ struct CircuitBreakerTests {
     @Test func opensAtTheFailureRatioAndThenFailsFastWithoutCallingTheTier() async throws {
         let breaker = breaker(ratio: 0.5, minimum: 4)
         let base = LoaderSpy<Void, Int>(.success(1), .failure(TestError()), .success(1), .failure(TestError()), .success(1))
-        let sut = base.circuitBreaker(breaker)
+        let sut = base.guarded(by: breaker)
         for _ in 0..<4 { await attempt(sut) }
         #expect(breaker.state == .open)
 
@@ -44,7 +44,7 @@ struct CircuitBreakerTests {
     @Test func belowTheRatioItStaysClosed() async {
         let breaker = breaker(ratio: 0.5, minimum: 4)
         let base = LoaderSpy<Void, Int>(.success(1), .success(1), .success(1), .failure(TestError()))
-        let sut = base.circuitBreaker(breaker)
+        let sut = base.guarded(by: breaker)
         for _ in 0..<4 { await attempt(sut) }
         #expect(breaker.state == .closed)
     }
@@ -52,7 +52,7 @@ struct CircuitBreakerTests {
     @Test func aFallbackAfterAnOpenCircuitServesAtOnce() async throws {
         let breaker = breaker(minimum: 1)
         let remote = LoaderSpy<Void, Int>(.failure(TestError("down")))
-        let sut = remote.circuitBreaker(breaker).fallback(to: ClosureLoader("cache") { 5 }.origin(.disk))
+        let sut = remote.guarded(by: breaker).fallingBack(to: ClosureLoader("cache") { 5 }.originating(from: .disk))
         _ = try await sut.load()
         #expect(breaker.state == .open)
 
@@ -65,7 +65,7 @@ struct CircuitBreakerTests {
     @Test func afterTheBreakOneTrialPassesAndSuccessCloses() async throws {
         let breaker = breaker(minimum: 1, pause: .seconds(30))
         let base = LoaderSpy<Void, Int>(.failure(TestError()), .success(2))
-        let sut = base.circuitBreaker(breaker)
+        let sut = base.guarded(by: breaker)
         await attempt(sut)
         clock.advance(by: .seconds(29))
         #expect(breaker.state == .open)
@@ -84,7 +84,7 @@ struct CircuitBreakerTests {
 
     @Test func aFailedTrialReopensForAnotherBreak() async {
         let breaker = breaker(minimum: 1, pause: .seconds(30))
-        let sut = StubLoader<Void, Int>(.failure(TestError())).circuitBreaker(breaker)
+        let sut = StubLoader<Void, Int>(.failure(TestError())).guarded(by: breaker)
         await attempt(sut)
         clock.advance(by: .seconds(30))
         await attempt(sut)
@@ -96,11 +96,11 @@ struct CircuitBreakerTests {
     @Test func halfOpenAdmitsOneTrialAtATime() async throws {
         let breaker = breaker(minimum: 1, pause: .seconds(1))
         let base = LoaderSpy<Void, Int>(.failure(TestError()), .success(3), holdsLoads: false)
-        await attempt(base.circuitBreaker(breaker))
+        await attempt(base.guarded(by: breaker))
         clock.advance(by: .seconds(1))
 
         let held = LoaderSpy<Void, Int>(.success(3), holdsLoads: true)
-        let sut = held.circuitBreaker(breaker)
+        let sut = held.guarded(by: breaker)
         let trial = Task { try await sut.load() }
         await held.waitForLoads()
         let error = await #expect(throws: CircuitOpenError.self) { try await sut.load() }
@@ -112,8 +112,8 @@ struct CircuitBreakerTests {
 
     @Test func outcomesOlderThanTheSamplingWindowAreForgotten() async {
         let breaker = breaker(ratio: 0.5, minimum: 4, window: .seconds(10))
-        let failing = StubLoader<Void, Int>(.failure(TestError())).circuitBreaker(breaker)
-        let working = StubLoader<Void, Int>(.success(1)).circuitBreaker(breaker)
+        let failing = StubLoader<Void, Int>(.failure(TestError())).guarded(by: breaker)
+        let working = StubLoader<Void, Int>(.success(1)).guarded(by: breaker)
         for _ in 0..<3 { await attempt(failing) }
         clock.advance(by: .seconds(11))
         await attempt(failing)
@@ -137,9 +137,9 @@ struct CircuitBreakerTests {
     @Test func clientErrorsAndCancellationNeverOpenIt() async throws {
         let breaker = breaker(minimum: 1)
         let notFound = HTTPError.status(code: 404, url: url, headerFields: [:], body: Data())
-        await attempt(StubLoader<Void, Int>(.failure(notFound)).circuitBreaker(breaker))
+        await attempt(StubLoader<Void, Int>(.failure(notFound)).guarded(by: breaker))
         let held = LoaderSpy<Void, Int>(.success(1), holdsLoads: true)
-        let task = Task { try await held.circuitBreaker(breaker).load() }
+        let task = Task { try await held.guarded(by: breaker).load() }
         await held.waitForLoads()
         task.cancel()
         _ = try? await task.value
@@ -149,7 +149,7 @@ struct CircuitBreakerTests {
     @Test func isolateHoldsItOpenUntilReset() async throws {
         let breaker = breaker()
         let base = LoaderSpy<Void, Int>(.success(1))
-        let sut = base.circuitBreaker(breaker)
+        let sut = base.guarded(by: breaker)
         breaker.isolate()
         clock.advance(by: .seconds(3600))
         let error = await #expect(throws: CircuitOpenError.self) { try await sut.load() }
@@ -162,9 +162,9 @@ struct CircuitBreakerTests {
     @Test func statesStreamTheCurrentStateThenEveryChange() async throws {
         let breaker = breaker(minimum: 1, pause: .seconds(5))
         let stream = breaker.states()
-        await attempt(StubLoader<Void, Int>(.failure(TestError())).circuitBreaker(breaker))
+        await attempt(StubLoader<Void, Int>(.failure(TestError())).guarded(by: breaker))
         clock.advance(by: .seconds(5))
-        await attempt(StubLoader<Void, Int>(.success(1)).circuitBreaker(breaker))
+        await attempt(StubLoader<Void, Int>(.success(1)).guarded(by: breaker))
         breaker.isolate()
         breaker.reset()
         var seen: [CircuitState] = []
@@ -177,16 +177,16 @@ struct CircuitBreakerTests {
 
     @Test func oneBreakerGuardsSeveralLoaders() async {
         let breaker = breaker(minimum: 2)
-        let feed = StubLoader<Void, Int>(.failure(TestError())).circuitBreaker(breaker)
+        let feed = StubLoader<Void, Int>(.failure(TestError())).guarded(by: breaker)
         let posts = LoaderSpy<Void, Int>(.success(1))
         await attempt(feed)
         await attempt(feed)
-        await attempt(posts.circuitBreaker(breaker))
+        await attempt(posts.guarded(by: breaker))
         #expect(posts.loadCount == 0, "the host is down for every loader behind the breaker")
     }
 
     @Test func describesItselfInTheChain() {
-        let sut = StubLoader<Void, Int>(.success(1), name: "remote").circuitBreaker(breaker())
+        let sut = StubLoader<Void, Int>(.success(1), name: "remote").guarded(by: breaker())
         #expect("\(sut)" == "circuitBreaker(api: 50% of ≥4 in 10s, break 30s)\n└── remote")
     }
 

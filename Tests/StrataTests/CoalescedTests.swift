@@ -105,7 +105,7 @@ struct CoalescedTests {
 
     @Test func everyWaiterSeesTheSameProvenanceAndJoinersAreMarked() async throws {
         let base = LoaderSpy<Void, Int>(.success(1), holdsLoads: true, name: "remote")
-        let sut = base.origin(.remote).coalesced()
+        let sut = base.originating(from: .remote).coalesced()
         let first = Task { try await sut.loadServed() }
         await sut.waitForWaiters(count: 1)
         let second = Task { try await sut.loadServed() }
@@ -122,7 +122,7 @@ struct CoalescedTests {
     @Test(arguments: [false, true])
     func aLoadThatNeverSuspendsIsAnsweredAtOnceAndLeavesNothingBehind(observed: Bool) async throws {
         let base = LoaderSpy<Void, Int>(.success(1), .success(2), name: "memory")
-        let sut = base.origin(.memory).coalesced()
+        let sut = base.originating(from: .memory).coalesced()
         if observed {
             let served = try await sut.loadServed()
             #expect(served.value == 1)
@@ -138,7 +138,7 @@ struct CoalescedTests {
 
     @Test func anObservingCallerJoiningAnUnobservedLoadGetsTheValueAndTheSharedLoadsEvents() async throws {
         let base = LoaderSpy<Void, Int>(.success(1), holdsLoads: true, name: "remote")
-        let sut = base.origin(.remote).coalesced()
+        let sut = base.originating(from: .remote).coalesced()
         let plain = Task { try await sut.load() }
         await sut.waitForWaiters(count: 1)
         let observing = Task { try await sut.loadServed() }

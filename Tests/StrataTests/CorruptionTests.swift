@@ -106,7 +106,7 @@ struct CorruptionTests {
 
         let readError = try await #require(throws: StoreError.self) { try await store.retrieve("feed") }
         #expect(readError.operation == .retrieve && readError.key == "feed" && readError.store == store.description)
-        let served = try await store.loader(key: "feed").fallback(to: ClosureLoader<Void, Item> { itemA }).load()
+        let served = try await store.loader(key: "feed").fallingBack(to: ClosureLoader<Void, Item> { itemA }).load()
         #expect(served == itemA)
 
         let writeError = try await #require(throws: StoreError.self) {

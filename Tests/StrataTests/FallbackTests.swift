@@ -9,7 +9,7 @@ struct FallbackTests {
         let primary = LoaderSpy<Void, Int>(.success(1))
         let fallback = LoaderSpy<Void, Int>(.success(2))
 
-        #expect(try await primary.fallback(to: fallback).load() == 1)
+        #expect(try await primary.fallingBack(to: fallback).load() == 1)
         #expect(fallback.loadCount == 0)
     }
 
@@ -17,14 +17,14 @@ struct FallbackTests {
         let primary = LoaderSpy<String, Int>(.failure(TestError("primary")))
         let fallback = LoaderSpy<String, Int>(.success(2))
 
-        #expect(try await primary.fallback(to: fallback).load("key") == 2)
+        #expect(try await primary.fallingBack(to: fallback).load("key") == 2)
         #expect(fallback.inputs == ["key"])
     }
 
     @Test func whenEveryTierFails_theErrorNamesEachTierPrimaryFirst() async throws {
         let sut = StubLoader<Void, Int>(.failure(TestError("offline")), name: "remote")
-            .fallback(to: StubLoader(.failure(TestError("empty")), name: "cache"))
-            .fallback(to: StubLoader(.failure(TestError("missing")), name: "bundled"))
+            .fallingBack(to: StubLoader(.failure(TestError("empty")), name: "cache"))
+            .fallingBack(to: StubLoader(.failure(TestError("missing")), name: "bundled"))
 
         await #expect {
             try await sut.load()
@@ -38,8 +38,8 @@ struct FallbackTests {
 
     @Test func nestedOnTheFallbackSide_isFlattenedInOrder() async throws {
         let inner = StubLoader<Void, Int>(.failure(TestError("b")), name: "b")
-            .fallback(to: StubLoader(.failure(TestError("c")), name: "c"))
-        let sut = StubLoader<Void, Int>(.failure(TestError("a")), name: "a").fallback(to: inner)
+            .fallingBack(to: StubLoader(.failure(TestError("c")), name: "c"))
+        let sut = StubLoader<Void, Int>(.failure(TestError("a")), name: "a").fallingBack(to: inner)
 
         do {
             _ = try await sut.load()
@@ -53,7 +53,7 @@ struct FallbackTests {
     @Test func cancellationOfThePrimary_doesNotTryTheFallback() async throws {
         let primary = LoaderSpy<Void, Int>(holdsLoads: true)
         let fallback = LoaderSpy<Void, Int>(.success(2))
-        let sut = primary.fallback(to: fallback)
+        let sut = primary.fallingBack(to: fallback)
 
         let task = Task { try await sut.load() }
         await primary.waitForLoads(count: 1)
@@ -73,15 +73,15 @@ struct FallbackTests {
         let fallback = LoaderSpy<Void, Int>(.success(2))
 
         // In a task of its own: cancelling the test's own task would end the test as "cancelled".
-        let load = Task { try await primary.fallback(to: fallback).load() }
+        let load = Task { try await primary.fallingBack(to: fallback).load() }
         await #expect(throws: CancellationError.self) { try await load.value }
         #expect(fallback.loadCount == 0)
     }
 
     @Test func recordsEachFailedTierOnceForProvenance() async throws {
         let sut = StubLoader<Void, Int>(.failure(TestError("a")), name: "a")
-            .fallback(to: StubLoader(.failure(TestError("b")), name: "b"))
-            .fallback(to: ClosureLoader("c") { 3 }.origin(.custom("c")))
+            .fallingBack(to: StubLoader(.failure(TestError("b")), name: "b"))
+            .fallingBack(to: ClosureLoader("c") { 3 }.originating(from: .custom("c")))
 
         let served = try await sut.loadServed()
         let failed = served.events.compactMap { event -> String? in
@@ -95,9 +95,9 @@ struct FallbackTests {
 
     @Test func describesTheChainInOrder() {
         let sut = StubLoader<Void, Int>(.success(1), name: "fresh")
-            .fallback(to: StubLoader(.success(1), name: "remote"))
-            .fallback(to: StubLoader(.success(1), name: "stale"))
-        #expect(describeLoader(sut) == "fresh → remote → stale")
+            .fallingBack(to: StubLoader(.success(1), name: "remote"))
+            .fallingBack(to: StubLoader(.success(1), name: "stale"))
+        #expect(sut.chainSummary == "fresh → remote → stale")
         #expect("\(sut)" == """
             fallback
             ├── fresh
@@ -111,9 +111,9 @@ struct FallbackTests {
 struct FallbackWrappedTests {
     @Test func wrappedNestedChains_areFlattenedAndRecordedOnce() async throws {
         let inner = StubLoader<Void, Int>(.failure(TestError("b")), name: "b")
-            .fallback(to: StubLoader(.failure(TestError("c")), name: "c"))
+            .fallingBack(to: StubLoader(.failure(TestError("c")), name: "c"))
             .named("inner").map { $0 }.eraseToAnyLoader()
-        let sut = StubLoader<Void, Int>(.failure(TestError("a")), name: "a").fallback(to: inner)
+        let sut = StubLoader<Void, Int>(.failure(TestError("a")), name: "a").fallingBack(to: inner)
 
         let recorded = Locked<[String]>([])
         do {
@@ -127,11 +127,11 @@ struct FallbackWrappedTests {
 
     @Test func failedTiersAreRecordedOnceEvenWhenWrapped() async throws {
         let inner = StubLoader<Void, Int>(.failure(TestError("b")), name: "b")
-            .fallback(to: StubLoader(.failure(TestError("c")), name: "c"))
+            .fallingBack(to: StubLoader(.failure(TestError("c")), name: "c"))
             .named("inner")
         let sut = StubLoader<Void, Int>(.failure(TestError("a")), name: "a")
-            .fallback(to: inner)
-            .fallback(to: ClosureLoader { 4 }.origin(.bundled))
+            .fallingBack(to: inner)
+            .fallingBack(to: ClosureLoader { 4 }.originating(from: .bundled))
 
         let served = try await sut.loadServed()
         let failed = served.events.compactMap { event -> String? in
@@ -143,9 +143,9 @@ struct FallbackWrappedTests {
 
     @Test func aTierThatServedAndThenFailed_isNotTheProvenance() async throws {
         // Reports `served`, then fails (like an HTTP response whose body does not decode).
-        let servedThenFailed = ClosureLoader<Void, Data> { Data("not json".utf8) }.origin(.remote)
+        let servedThenFailed = ClosureLoader<Void, Data> { Data("not json".utf8) }.originating(from: .remote)
             .decoding(Int.self).named("remote")
-        let sut = servedThenFailed.fallback(to: ClosureLoader { 7 })
+        let sut = servedThenFailed.fallingBack(to: ClosureLoader { 7 })
 
         let served = try await sut.loadServed()
 

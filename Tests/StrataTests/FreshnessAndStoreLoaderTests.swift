@@ -19,18 +19,18 @@ struct FreshnessPolicyTests {
     }
 
     @Test func maxAge_atAgeZeroIsFresh() {
-        #expect(FreshnessPolicy.maxAge(hours: 24).isFresh(storedAt: storedAt, now: storedAt))
+        #expect(FreshnessPolicy.maxAge(.hours(24)).isFresh(storedAt: storedAt, now: storedAt))
     }
 
     @Test func maxAge_treatsEntriesFromTheFutureAsExpired() {
-        #expect(!FreshnessPolicy.maxAge(hours: 24).isFresh(storedAt: storedAt, now: storedAt.addingTimeInterval(-1)))
+        #expect(!FreshnessPolicy.maxAge(.hours(24)).isFresh(storedAt: storedAt, now: storedAt.addingTimeInterval(-1)))
     }
 
     @Test func maxAge_conveniencesAgree() {
         let now = storedAt.addingTimeInterval(59 * 60)
-        #expect(FreshnessPolicy.maxAge(minutes: 60).isFresh(storedAt: storedAt, now: now))
-        #expect(!FreshnessPolicy.maxAge(minutes: 59).isFresh(storedAt: storedAt, now: now))
-        #expect(FreshnessPolicy.maxAge(hours: 1).isFresh(storedAt: storedAt, now: now))
+        #expect(FreshnessPolicy.maxAge(.minutes(60)).isFresh(storedAt: storedAt, now: now))
+        #expect(!FreshnessPolicy.maxAge(.minutes(59)).isFresh(storedAt: storedAt, now: now))
+        #expect(FreshnessPolicy.maxAge(.hours(1)).isFresh(storedAt: storedAt, now: now))
     }
 
     @Test func any_acceptsEveryAgeIncludingTheFuture() {
@@ -47,13 +47,13 @@ struct FreshnessPolicyTests {
     }
 }
 
-@Suite("store.loader(key:policy:)")
+@Suite("store.loader(key:freshness:)")
 struct StoreLoaderTests {
     let clock = ManualClock()
     let store = StoreSpy(MemoryStore<String, Item>())
 
     @Test func emptyStore_throwsEmptyNamingStoreAndKey() async throws {
-        let sut = store.loader(key: "feed", policy: .any, now: clock.wallClock)
+        let sut = store.loader(key: "feed", freshness: .any, now: clock.wallClock)
         await #expect {
             try await sut.load()
         } throws: { error in
@@ -66,7 +66,7 @@ struct StoreLoaderTests {
         try await store.insert(itemA, for: "feed", storedAt: clock.date)
         clock.advance(by: .seconds(90))
 
-        let served = try await store.loader(key: "feed", policy: .maxAge(hours: 24), now: clock.wallClock).loadServed()
+        let served = try await store.loader(key: "feed", freshness: .maxAge(.hours(24)), now: clock.wallClock).loadServed()
 
         #expect(served.value == itemA)
         #expect(served.provenance.origin == .memory)
@@ -79,7 +79,7 @@ struct StoreLoaderTests {
         clock.advance(by: .seconds(24 * 3600))
 
         await #expect {
-            try await store.loader(key: "feed", policy: .maxAge(hours: 24), now: clock.wallClock).load()
+            try await store.loader(key: "feed", freshness: .maxAge(.hours(24)), now: clock.wallClock).load()
         } throws: { error in
             guard case CacheLoadError.expired(_, "feed", _, let age, let policy) = error else { return false }
             return age == .seconds(24 * 3600) && policy == "max age 1d 0h"
@@ -99,13 +99,13 @@ struct StoreLoaderTests {
     @Test func readingHasNoSideEffects() async throws {
         try await store.insert(itemA, for: "feed", storedAt: clock.date)
         clock.advance(by: .seconds(48 * 3600))
-        _ = try? await store.loader(key: "feed", policy: .maxAge(hours: 24), now: clock.wallClock).load()
+        _ = try? await store.loader(key: "feed", freshness: .maxAge(.hours(24)), now: clock.wallClock).load()
         #expect(store.messages == [.insert("feed", Cached(value: itemA, storedAt: clock.startDate)), .retrieve("feed")])
     }
 
     @Test func keyedLoader_readsTheInputsKey() async throws {
         try await store.insert(itemB, for: "post-2", storedAt: clock.date)
-        let sut = store.loader(policy: .any, now: clock.wallClock).mapInput { (id: Int) in "post-\(id)" }
+        let sut = store.loader(freshness: .any, now: clock.wallClock).mapInput { (id: Int) in "post-\(id)" }
         #expect(try await sut.load(2) == itemB)
     }
 }
@@ -118,7 +118,7 @@ struct CacheLoadErrorMessageTests {
     }
 }
 
-@Suite("store.value(for:policy:now:)")
+@Suite("store.value(for:freshness:now:)")
 struct StoreValueTests {
     let clock = ManualClock()
     let store = StoreSpy(MemoryStore<String, Item>())
@@ -127,7 +127,7 @@ struct StoreValueTests {
         #expect(try await store.value(for: "feed", now: clock.wallClock) == nil)
         try await store.insert(itemA, for: "feed", storedAt: clock.date)
         clock.advance(by: .seconds(3600))
-        #expect(try await store.value(for: "feed", policy: .maxAge(minutes: 30), now: clock.wallClock) == nil)
+        #expect(try await store.value(for: "feed", freshness: .maxAge(.minutes(30)), now: clock.wallClock) == nil)
     }
 
     @Test func acceptedValue_isServedWithProvenance() async throws {

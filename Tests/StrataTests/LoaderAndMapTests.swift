@@ -31,7 +31,7 @@ struct LoaderTests {
         let loaders: [AnyLoader<Void, Int>] = [
             ClosureLoader { 1 }.eraseToAnyLoader(),
             StubLoader(.success(2)).eraseToAnyLoader(),
-            StubLoader<Void, Int>(.failure(TestError())).fallback(to: ClosureLoader { 3 }).eraseToAnyLoader(),
+            StubLoader<Void, Int>(.failure(TestError())).fallingBack(to: ClosureLoader { 3 }).eraseToAnyLoader(),
         ]
         var values: [Int] = []
         for loader in loaders { values.append(try await loader.load()) }
@@ -104,12 +104,12 @@ struct MapTests {
 
     @Test func named_namesTheTierInErrorsAndProvenance() async throws {
         let sut = StubLoader<Void, Int>(.failure(TestError("x"))).named("remote")
-            .fallback(to: ClosureLoader { 1 }.origin(.bundled).named("defaults"))
+            .fallingBack(to: ClosureLoader { 1 }.originating(from: .bundled).named("defaults"))
 
         let served = try await sut.loadServed()
         #expect(served.provenance.tier == "defaults")
         #expect(served.provenance.origin == .bundled)
-        #expect(describeLoader(sut) == "remote → defaults")
+        #expect(sut.chainSummary == "remote → defaults")
     }
 
     @Test func named_isAPlainForwardWhenNotRecording() async throws {

@@ -54,7 +54,7 @@ struct ErrorBodySecrecyTests {
         let tracer = InMemoryTracer()
         let capture = LogCapture()
         let sut = HTTPLoader(url: Self.url, headerFields: fields(Self.headers), transport: Self.failingClient())
-            .retry(.never)
+            .retrying(.never)
             .logged(to: capture.logger)
             .traced("load feed", tracer: tracer)
         await #expect(throws: HTTPError.self) { try await sut.load() }

@@ -13,8 +13,8 @@ private func chain(clock: ManualClock, cacheAge: Duration? = nil) -> some Loader
     let remote = LoaderSpy<Void, Int>(
         .failure(HTTPError.status(code: 503, url: URL(string: "https://user:secret@api.example.com/feed?token=abc")!, headerFields: [:], body: Data())),
         .success(42), name: "remote")
-    return store.loader(key: "k", policy: .maxAge(.seconds(60)), now: clock.wallClock).named("fresh local")
-        .fallback(to: remote.origin(.remote).retry(.constant(attempts: 2, delay: .zero), clock: clock).named("remote"))
+    return store.loader(key: "k", freshness: .maxAge(.seconds(60)), now: clock.wallClock).named("fresh local")
+        .fallingBack(to: remote.originating(from: .remote).retrying(.constant(attempts: 2, delay: .zero), clock: clock).named("remote"))
 }
 
 @Suite("logged(to:level:failureLevel:)")
@@ -59,13 +59,13 @@ struct LoggedTests {
     @Test func breakerChangesAreWarnings() async throws {
         let capture = LogCapture(level: .warning)
         let breaker = CircuitBreaker(name: "api", policy: CircuitBreakerPolicy(minimumThroughput: 1), clock: clock)
-        let sut = StubLoader<Void, Int>(.failure(TestError())).circuitBreaker(breaker).logged(to: capture.logger)
+        let sut = StubLoader<Void, Int>(.failure(TestError())).guarded(by: breaker).logged(to: capture.logger)
         _ = try? await sut.load()
         #expect(capture.entries.map(\.message) == ["circuit api: closed → open", "load failed"])
     }
 }
 
-@Suite("redactSecrets(in:)")
+@Suite("Redaction.redactingSecrets(in:)")
 struct RedactionTests {
     @Test(arguments: [
         ("GET https://user:pass@host.example/a", "GET https://***@host.example/a"),
@@ -78,7 +78,7 @@ struct RedactionTests {
         ("postgres://strata:pw@127.0.0.1:5432/db", "postgres://***@127.0.0.1:5432/db"),
     ])
     func redacts(input: String, expected: String) {
-        #expect(redactSecrets(in: input) == expected)
+        #expect(Redaction.redactingSecrets(in: input) == expected)
     }
 }
 
@@ -92,8 +92,8 @@ struct MeteredTests {
         try await store.insert(1, for: "hit", storedAt: clock.date)
         let remote = LoaderSpy<String, Int>(
             .failure(HTTPError.transport(url: URL(string: "https://x")!, reason: "reset", underlying: nil)), .success(2))
-        let sut = store.loader(policy: .any, now: clock.wallClock)
-            .fallback(to: remote.origin(.remote).retry(.constant(attempts: 2, delay: .zero), clock: clock))
+        let sut = store.loader(freshness: .any, now: clock.wallClock)
+            .fallingBack(to: remote.originating(from: .remote).retrying(.constant(attempts: 2, delay: .zero), clock: clock))
             .metered("feed", factory: metrics)
 
         _ = try await sut.load("hit")
@@ -192,7 +192,7 @@ struct ObservationNestingTests {
         let inner = LogCapture()
         let outer = LogCapture()
         let sut = StubLoader<Void, Int>(.failure(TestError()), name: "a")
-            .fallback(to: ClosureLoader("b") { 1 }.origin(.bundled))
+            .fallingBack(to: ClosureLoader("b") { 1 }.originating(from: .bundled))
             .logged(to: inner.logger)
             .logged(to: outer.logger)
         let served = try await sut.loadServed()

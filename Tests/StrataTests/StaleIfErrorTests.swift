@@ -9,8 +9,8 @@ struct StaleIfErrorTests {
     let clock = ManualClock()
     let store = StoreSpy(MemoryStore<String, Item>())
 
-    func makeSUT(_ remote: LoaderSpy<Void, Item>, maxStale: FreshnessPolicy = .any) -> StaleIfErrorLoader<LoaderSpy<Void, Item>, StoreSpy<MemoryStore<String, Item>>> {
-        remote.staleIfError(in: store, key: "feed", maxStale: maxStale, now: clock.wallClock, logger: quietLogger)
+    func makeSUT(_ remote: LoaderSpy<Void, Item>, maxStale: Duration? = nil) -> StaleIfErrorLoader<LoaderSpy<Void, Item>, StoreSpy<MemoryStore<String, Item>>> {
+        remote.servingStaleOnError(from: store, key: "feed", maxStale: maxStale, now: clock.wallClock, logger: quietLogger)
     }
 
     @Test func savesFreshValuesOnSuccess() async throws {
@@ -57,7 +57,7 @@ struct StaleIfErrorTests {
         clock.advance(by: .seconds(7 * 86_400))
 
         await #expect(throws: TestError("offline")) {
-            try await makeSUT(LoaderSpy(.failure(TestError("offline"))), maxStale: .maxAge(.seconds(7 * 86_400))).load()
+            try await makeSUT(LoaderSpy(.failure(TestError("offline"))), maxStale: .days(7)).load()
         }
     }
 
@@ -79,7 +79,7 @@ struct StaleIfErrorTests {
 struct StaleIfErrorCancellationTests {
     @Test func cancellationDuringTheCacheRead_isReportedAsCancellation() async throws {
         let store = CancellingStore()
-        let sut = StubLoader<Void, Item>(.failure(TestError("offline"))).staleIfError(in: store, key: "feed")
+        let sut = StubLoader<Void, Item>(.failure(TestError("offline"))).servingStaleOnError(from: store, key: "feed")
         // In a task of its own: cancelling the test's own task would end the test as "cancelled".
         let load = Task { try await sut.load() }
         await #expect(throws: CancellationError.self) { try await load.value }

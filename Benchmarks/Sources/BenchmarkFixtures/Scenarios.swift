@@ -21,15 +21,15 @@ public enum Scenarios {
     ///
     /// ```
     /// memory.loader(key: "feed")                      ← the hit: MemoryStore through a StoreLoader
-    ///     .fallback(to: remote.cache(in: memory))     ← the tier a miss would reach (never on a hit)
+    ///     .fallingBack(to: remote.writingThrough(to: memory))     ← the tier a miss would reach (never on a hit)
     ///     .logged(to: silentLogger)                   ← level disabled: a plain call
     ///     .coalesced()                                ← single-flight
     /// ```
     /// `memory` must hold a value under ``feedKey``; `remote` throws if it is ever reached.
     public static func chain5(memory: MemoryStore<String, [Article]>) -> some Loader<Void, [Article]> {
         let remote = ClosureLoader<Void, [Article]>("remote") { throw NotReached() }
-        return memory.loader(key: feedKey, policy: .any)
-            .fallback(to: remote.cache(in: memory, key: feedKey))
+        return memory.loader(key: feedKey, freshness: .any)
+            .fallingBack(to: remote.writingThrough(to: memory, key: feedKey))
             .logged(to: silentLogger)
             .coalesced()
     }

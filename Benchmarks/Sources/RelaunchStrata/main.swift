@@ -38,9 +38,9 @@ guard arguments.count == 2 else {
 }
 let store = FileStore<[Article]>(directory: URL(fileURLWithPath: arguments[1], isDirectory: true))
 let remote = ClosureLoader<Void, [Article]>("remote") { throw Unreachable() }
-let feed = store.loader(key: "feed", policy: .maxAge(hours: 24 * 365 * 100))
-    .fallback(to: remote.cache(in: store, key: "feed"))
-    .fallback(to: store.loader(key: "feed", policy: .any))
+let feed = store.loader(key: "feed", freshness: .maxAge(.hours(24 * 365 * 100)))
+    .fallingBack(to: remote.writingThrough(to: store, key: "feed"))
+    .fallingBack(to: store.loader(key: "feed", freshness: .any))
     .coalesced()
     .logged(to: Logger(label: "relaunch"), level: .debug)
 // The load runs in a detached task while the main thread waits: with `async` top-level code the main

@@ -18,9 +18,9 @@ public struct FreshnessContext: Sendable {
 /// Decides whether a cached entry may be served.
 ///
 /// ```swift
-/// store.loader(key: "feed", policy: .maxAge(hours: 24))   // S4's TwentyFourHoursPolicy
-/// store.loader(key: "feed", policy: .any)                 // S4's NullPolicy
-/// store.loader(key: "feed", policy: .custom("same day") { calendar.isDate($0.storedAt, inSameDayAs: $0.now) })
+/// store.loader(key: "feed", freshness: .maxAge(.hours(24)))   // S4's TwentyFourHoursPolicy
+/// store.loader(key: "feed", freshness: .any)                 // S4's NullPolicy
+/// store.loader(key: "feed", freshness: .custom("same day") { calendar.isDate($0.storedAt, inSameDayAs: $0.now) })
 /// ```
 public struct FreshnessPolicy: Sendable, CustomStringConvertible {
     @usableFromInline let predicate: @Sendable (FreshnessContext) -> Bool
@@ -46,15 +46,9 @@ public struct FreshnessPolicy: Sendable, CustomStringConvertible {
                 let age = context.age
                 return age >= .zero && age < maxAge
             },
-            description: "max age \(formatAge(maxAge))"
+            description: "max age \(maxAge.formattedAge)"
         )
     }
-
-    /// Fresh while younger than `hours` hours.
-    public static func maxAge(hours: Int) -> FreshnessPolicy { maxAge(.seconds(hours * 3600)) }
-
-    /// Fresh while younger than `minutes` minutes.
-    public static func maxAge(minutes: Int) -> FreshnessPolicy { maxAge(.seconds(minutes * 60)) }
 
     /// Anything cached is acceptable, however old (S4's `NullPolicy`).
     public static let any = FreshnessPolicy(predicate: { _ in true }, description: "any age")

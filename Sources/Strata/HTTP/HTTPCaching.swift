@@ -3,7 +3,7 @@ import Logging
 
 /// A revalidating HTTP cache tier: serves a fresh stored value without a request, otherwise asks the
 /// server with a conditional request and keeps the answer; built by
-/// ``HTTPLoader/cached(in:key:policy:honorsCacheControl:now:logger:decode:)`` and its variants.
+/// ``HTTPLoader/revalidated(in:key:freshness:honorsCacheControl:now:logger:decode:)`` and its variants.
 ///
 /// For each load:
 /// 1. **Fresh entry** — `policy` accepts its age and, when `honorsCacheControl`, so does the
@@ -19,13 +19,13 @@ import Logging
 ///    entry is left alone; `no-cache` stores the entry as needing revalidation before every use.
 ///    A `206 Partial Content` is served but not stored.
 /// 5. **Anything else** fails with the typed ``HTTPError`` (`status`, `transport`, `decoding`), and
-///    the stored entry is untouched, so a ``Loader/fallback(to:)`` or
-///    ``Loader/staleIfError(in:key:maxStale:now:logger:)`` after this tier can serve it.
+///    the stored entry is untouched, so a ``Loader/fallingBack(to:)`` or
+///    ``Loader/servingStaleOnError(from:key:maxStale:now:logger:)`` after this tier can serve it.
 ///
 /// A failed store read is treated as a miss (logged at `warning`); a failed write or re-stamp is
 /// logged, recorded as ``LoadEvent/cacheWriteFailed(store:key:error:)``, and never fails the load.
 /// When the task is cancelled, nothing is written and `CancellationError` is thrown.
-public struct HTTPCachingLoader<Input: Sendable, S: Store>: Loader {
+public struct RevalidatingLoader<Input: Sendable, S: Store>: Loader {
     public typealias Output = S.Value
 
     /// The loader whose requests are sent (through its client, so a 304 reaches this tier).
@@ -106,7 +106,7 @@ public struct HTTPCachingLoader<Input: Sendable, S: Store>: Loader {
             try rethrowIfCancelled(error)
             logger.warning(
                 "cache read failed; loading from the server without validators",
-                metadata: ["store": "\(describeStore(store))", "key": "\(key)", "error": "\(error)"])
+                metadata: ["store": "\(store.storeDescription)", "key": "\(key)", "error": "\(error)"])
             return nil
         }
     }
@@ -124,17 +124,17 @@ public struct HTTPCachingLoader<Input: Sendable, S: Store>: Loader {
             maxAge: fields.hasFreshnessFields ? fields.freshnessLifetime(receivedAt: receivedAt) : cached.validators.maxAge)
         do {
             if try await store.refresh(key, storedAt: receivedAt, validators: validators) {
-                LoadRecorder.record(.revalidated(store: describeStore(store), key: "\(key)"))
+                LoadRecorder.record(.revalidated(store: store.storeDescription, key: "\(key)"))
             } else {
                 logger.debug(
                     "entry removed while it was revalidated; not stored again",
-                    metadata: ["store": "\(describeStore(store))", "key": "\(key)"])
+                    metadata: ["store": "\(store.storeDescription)", "key": "\(key)"])
             }
         } catch {
             logger.warning(
                 "cache re-stamp failed; the load still succeeds and the previous entry is kept",
-                metadata: ["store": "\(describeStore(store))", "key": "\(key)", "error": "\(error)"])
-            LoadRecorder.record(.cacheWriteFailed(store: describeStore(store), key: "\(key)", error: error))
+                metadata: ["store": "\(store.storeDescription)", "key": "\(key)", "error": "\(error)"])
+            LoadRecorder.record(.cacheWriteFailed(store: store.storeDescription, key: "\(key)", error: error))
         }
     }
 
@@ -166,19 +166,19 @@ public struct HTTPCachingLoader<Input: Sendable, S: Store>: Loader {
     }
 }
 
-extension HTTPCachingLoader: CustomStringConvertible {
+extension RevalidatingLoader: CustomStringConvertible {
     public var description: String {
-        "\(describeLoader(http)) + HTTP cache(\(describeStore(store)), \(policy)\(honorsCacheControl ? ", Cache-Control" : ""))"
+        "\(http.chainSummary) + HTTP cache(\(store.storeDescription), \(policy)\(honorsCacheControl ? ", Cache-Control" : ""))"
     }
 }
 
 extension HTTPLoader {
     /// A revalidating HTTP cache for this request: fresh entries are served from `store`, stale ones
     /// are revalidated with `If-None-Match` / `If-Modified-Since`, a 304 re-stamps the entry, and a
-    /// 200 is decoded with `decode` and stored with its validators. See ``HTTPCachingLoader``.
+    /// 200 is decoded with `decode` and stored with its validators. See ``RevalidatingLoader``.
     ///
     /// ```swift
-    /// let feed = HTTPLoader(url: feedURL).cached(in: store, key: "feed", policy: .maxAge(.seconds(60))) { reply in
+    /// let feed = HTTPLoader(url: feedURL).revalidated(in: store, key: "feed", freshness: .maxAge(.seconds(60))) { reply in
     ///     try JSONDecoder().decode([FeedItem].self, from: reply.body)
     /// }
     /// ```
@@ -193,22 +193,22 @@ extension HTTPLoader {
     ///   - logger: where failed cache reads and writes are reported.
     ///   - decode: turns a 2xx reply into the value; an error it throws becomes
     ///     ``HTTPError/decoding(url:type:underlying:)`` (an `HTTPError` passes through).
-    public func cached<S: Store>(
-        in store: S, key: S.Key, policy: FreshnessPolicy, honorsCacheControl: Bool = true,
+    public func revalidated<S: Store>(
+        in store: S, key: S.Key, freshness policy: FreshnessPolicy, honorsCacheControl: Bool = true,
         now: @escaping @Sendable () -> Date = { Date() }, logger: Logger = Logger(label: "strata.cache"),
         decode: @escaping @Sendable (HTTPReply) throws -> S.Value
-    ) -> HTTPCachingLoader<Input, S> {
-        HTTPCachingLoader(
+    ) -> RevalidatingLoader<Input, S> {
+        RevalidatingLoader(
             http: self, store: store, policy: policy, honorsCacheControl: honorsCacheControl,
             key: { _ in key }, decode: decode, now: now, logger: logger)
     }
 
     /// A revalidating HTTP cache whose bodies are JSON-decoded as `type`; see
-    /// ``cached(in:key:policy:honorsCacheControl:now:logger:decode:)``.
+    /// ``revalidated(in:key:freshness:honorsCacheControl:now:logger:decode:)``.
     ///
     /// ```swift
     /// let feed = HTTPLoader(url: feedURL)
-    ///     .cached(in: store, key: "feed", policy: .maxAge(minutes: 5), decoding: [FeedItem].self)
+    ///     .revalidated(in: store, key: "feed", freshness: .maxAge(.minutes(5)), decoding: [FeedItem].self)
     /// ```
     /// - Parameters:
     ///   - store: where values and their validators are kept.
@@ -220,22 +220,22 @@ extension HTTPLoader {
     ///   - decoder: makes the decoder for each response (for example to set a date strategy).
     ///   - now: the wall clock that stamps and ages entries; inject one in tests.
     ///   - logger: where failed cache reads and writes are reported.
-    public func cached<S: Store>(
-        in store: S, key: S.Key, policy: FreshnessPolicy, honorsCacheControl: Bool = true,
+    public func revalidated<S: Store>(
+        in store: S, key: S.Key, freshness policy: FreshnessPolicy, honorsCacheControl: Bool = true,
         decoding type: S.Value.Type = S.Value.self, decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() },
         now: @escaping @Sendable () -> Date = { Date() }, logger: Logger = Logger(label: "strata.cache")
-    ) -> HTTPCachingLoader<Input, S> where S.Value: Decodable {
-        cached(in: store, key: key, policy: policy, honorsCacheControl: honorsCacheControl, now: now, logger: logger) { reply in
+    ) -> RevalidatingLoader<Input, S> where S.Value: Decodable {
+        revalidated(in: store, key: key, freshness: policy, honorsCacheControl: honorsCacheControl, now: now, logger: logger) { reply in
             try decoder().decode(S.Value.self, from: reply.body)
         }
     }
 
-    /// The keyed form of ``cached(in:key:policy:honorsCacheControl:now:logger:decode:)``: the store
+    /// The keyed form of ``revalidated(in:key:freshness:honorsCacheControl:now:logger:decode:)``: the store
     /// key comes from the input.
     ///
     /// ```swift
     /// let posts = HTTPLoader.get { (id: Int) in baseURL.appending(path: "posts/\(id)") }
-    ///     .cached(in: postStore, policy: .maxAge(minutes: 1)) { id in "post-\(id)" } decode: { reply in
+    ///     .revalidated(in: postStore, freshness: .maxAge(.minutes(1))) { id in "post-\(id)" } decode: { reply in
     ///         try JSONDecoder().decode(Post.self, from: reply.body)
     ///     }
     /// ```
@@ -248,21 +248,21 @@ extension HTTPLoader {
     ///   - logger: where failed cache reads and writes are reported.
     ///   - key: the store key for an input.
     ///   - decode: turns a 2xx reply into the value.
-    public func cached<S: Store>(
-        in store: S, policy: FreshnessPolicy, honorsCacheControl: Bool = true,
+    public func revalidated<S: Store>(
+        in store: S, freshness policy: FreshnessPolicy, honorsCacheControl: Bool = true,
         now: @escaping @Sendable () -> Date = { Date() }, logger: Logger = Logger(label: "strata.cache"),
         key: @escaping @Sendable (Input) -> S.Key, decode: @escaping @Sendable (HTTPReply) throws -> S.Value
-    ) -> HTTPCachingLoader<Input, S> {
-        HTTPCachingLoader(
+    ) -> RevalidatingLoader<Input, S> {
+        RevalidatingLoader(
             http: self, store: store, policy: policy, honorsCacheControl: honorsCacheControl,
             key: key, decode: decode, now: now, logger: logger)
     }
 
-    /// The keyed form of ``cached(in:key:policy:honorsCacheControl:decoding:decoder:now:logger:)``.
+    /// The keyed form of ``revalidated(in:key:freshness:honorsCacheControl:decoding:decoder:now:logger:)``.
     ///
     /// ```swift
     /// let posts = HTTPLoader.get { (id: Int) in baseURL.appending(path: "posts/\(id)") }
-    ///     .cached(in: postStore, policy: .maxAge(minutes: 1), decoding: Post.self) { id in "post-\(id)" }
+    ///     .revalidated(in: postStore, freshness: .maxAge(.minutes(1)), decoding: Post.self) { id in "post-\(id)" }
     /// ```
     /// - Parameters:
     ///   - store: where values and their validators are kept.
@@ -274,13 +274,13 @@ extension HTTPLoader {
     ///   - now: the wall clock that stamps and ages entries; inject one in tests.
     ///   - logger: where failed cache reads and writes are reported.
     ///   - key: the store key for an input.
-    public func cached<S: Store>(
-        in store: S, policy: FreshnessPolicy, honorsCacheControl: Bool = true,
+    public func revalidated<S: Store>(
+        in store: S, freshness policy: FreshnessPolicy, honorsCacheControl: Bool = true,
         decoding type: S.Value.Type = S.Value.self, decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() },
         now: @escaping @Sendable () -> Date = { Date() }, logger: Logger = Logger(label: "strata.cache"),
         key: @escaping @Sendable (Input) -> S.Key
-    ) -> HTTPCachingLoader<Input, S> where S.Value: Decodable {
-        cached(in: store, policy: policy, honorsCacheControl: honorsCacheControl, now: now, logger: logger, key: key) { reply in
+    ) -> RevalidatingLoader<Input, S> where S.Value: Decodable {
+        revalidated(in: store, freshness: policy, honorsCacheControl: honorsCacheControl, now: now, logger: logger, key: key) { reply in
             try decoder().decode(S.Value.self, from: reply.body)
         }
     }

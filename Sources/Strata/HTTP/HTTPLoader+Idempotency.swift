@@ -3,12 +3,12 @@ import Foundation
 extension HTTPLoader {
     /// This loader, sending a `header` (`Idempotency-Key` by default) with each non-idempotent
     /// request (`POST`, `PATCH`) that does not carry one already. The key is the same for every
-    /// attempt of one logical load a ``Loader/retry(_:clock:now:)`` makes, and new for each load, so
+    /// attempt of one logical load a ``Loader/retrying(_:clock:now:)`` makes, and new for each load, so
     /// a server that honours the header creates the object once however often the load is retried;
     /// with it, `retry` repeats such a request (without it, it does not: see ``LoadAttempt``).
     ///
     /// ```swift
-    /// let create = HTTPLoader<NewPost>.postJSON(to: postsURL).addingIdempotencyKey().retry(.exponential())
+    /// let create = HTTPLoader<NewPost>.postJSON(to: postsURL).addingIdempotencyKey().retrying(.exponential())
     /// ```
     public func addingIdempotencyKey(header: String = "Idempotency-Key") -> HTTPLoader {
         var copy = self

@@ -104,7 +104,7 @@ extension HTTPLoader where Input == Void {
         transport: any HTTPTransport = URLSessionHTTPClient.shared
     ) {
         self.init(
-            description: "HTTP GET \(redactedURLString(url))", transport: transport,
+            description: "HTTP GET \(Redaction.redactedString(for: url))", transport: transport,
             options: HTTPRequestOptions(timeout: timeout, maxBodyBytes: maxBodyBytes),
             outgoing: { _ in (request: HTTPRequest.strata(method: .get, url: url, headerFields: headerFields), body: nil, url: url) })
     }
@@ -120,7 +120,7 @@ extension HTTPLoader where Input: Encodable {
         transport: any HTTPTransport = URLSessionHTTPClient.shared
     ) -> HTTPLoader<Input> {
         HTTPLoader(
-            description: "HTTP \(method.rawValue) \(redactedURLString(url))", transport: transport,
+            description: "HTTP \(method.rawValue) \(Redaction.redactedString(for: url))", transport: transport,
             options: HTTPRequestOptions(timeout: timeout, maxBodyBytes: maxBodyBytes),
             outgoing: { input in
             let body: Data

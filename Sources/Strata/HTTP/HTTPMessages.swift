@@ -104,12 +104,12 @@ public enum HTTPError: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        let where_ = redactedURLString(url)
+        let where_ = Redaction.redactedString(for: url)
         switch self {
         case .transport(_, let reason, _):
             return "HTTP request to \(where_) failed: \(reason)"
         case .status(let code, _, _, let body):
-            let snippet = redactSecrets(in: String(decoding: body.prefix(200), as: UTF8.self)
+            let snippet = Redaction.redactingSecrets(in: String(decoding: body.prefix(200), as: UTF8.self)
                 .replacingOccurrences(of: "\n", with: " "))
             return "HTTP \(code) from \(where_)" + (snippet.isEmpty ? "" : ": \(snippet)")
         case .decoding(_, let type, let underlying):
@@ -178,7 +178,7 @@ func maskingSecrets(of request: HTTPRequest, url: URL, in body: Data) -> Data {
 
 /// `url` for messages and logs: user and password removed, each query value replaced by `***`, so
 /// tokens in URLs never reach a log or an error message.
-public func redactedURLString(_ url: URL) -> String {
+func redactedURLStringImplementation(_ url: URL) -> String {
     guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return "<url>" }
     if components.user != nil || components.password != nil {
         components.user = nil

@@ -15,7 +15,7 @@ public struct AnyLoader<Input: Sendable, Output: Sendable>: Loader {
             return
         }
         self.body = { try await base.load($0) }
-        self.loaderNode = Strata.loaderNode(of: base)
+        self.loaderNode = base.chainNode
     }
 
     /// A loader that runs `body` for every load.

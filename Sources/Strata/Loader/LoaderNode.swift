@@ -63,7 +63,7 @@ public struct LoaderNode: Sendable, Hashable {
 /// Conform your own decorators so chains that use them still print as trees:
 /// ```swift
 /// extension AuditedLoader: LoaderDescribing {
-///     public var loaderNode: LoaderNode { LoaderNode(label: "audited", children: [Strata.loaderNode(of: base)]) }
+///     public var loaderNode: LoaderNode { LoaderNode(label: "audited", children: [base.chainNode]) }
 /// }
 /// ```
 public protocol LoaderDescribing: CustomStringConvertible {
@@ -76,16 +76,17 @@ extension LoaderDescribing {
     public var description: String { loaderNode.tree }
 }
 
-/// The node describing `loader`: its own when it is ``LoaderDescribing``; otherwise a leaf labelled
-/// with its `description`, or with its type name.
-public func loaderNode(of loader: some Loader) -> LoaderNode {
-    if let describing = loader as? any LoaderDescribing { return describing.loaderNode }
-    if let described = loader as? any CustomStringConvertible { return .leaf(described.description) }
-    return .leaf(String(describing: type(of: loader)))
-}
+extension Loader {
+    /// The node describing this loader in a chain tree: its own when it is ``LoaderDescribing``;
+    /// otherwise a leaf labelled with its `description`, or with its type name.
+    public var chainNode: LoaderNode {
+        if let describing = self as? any LoaderDescribing { return describing.loaderNode }
+        if let described = self as? any CustomStringConvertible { return .leaf(described.description) }
+        return .leaf(String(describing: type(of: self)))
+    }
 
-/// The one-line name used for a loader in errors and provenance: its ``LoaderNode/summary``.
-/// Operators of your own use it to name their base as Strata's do.
-public func describeLoader(_ loader: some Loader) -> String {
-    loaderNode(of: loader).summary
+    /// The one-line name used for this loader in errors and provenance, `fresh local → remote`: its
+    /// chain node's ``LoaderNode/summary``. Operators of your own use it to name their base as
+    /// Strata's do.
+    public var chainSummary: String { chainNode.summary }
 }

@@ -60,9 +60,9 @@ public struct LoadReport: Sendable, CustomStringConvertible {
 
     public var description: String {
         switch outcome {
-        case .served(let provenance): "\(loader): served from \(provenance) in \(formatAge(duration))"
-        case .failed(let error): "\(loader): failed after \(formatAge(duration)): \(error)"
-        case .cancelled: "\(loader): cancelled after \(formatAge(duration))"
+        case .served(let provenance): "\(loader): served from \(provenance) in \(duration.formattedAge)"
+        case .failed(let error): "\(loader): failed after \(duration.formattedAge): \(error)"
+        case .cancelled: "\(loader): cancelled after \(duration.formattedAge)"
         }
     }
 }

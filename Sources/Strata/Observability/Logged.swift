@@ -11,7 +11,7 @@ import Logging
 /// | a circuit changed state, a cache write failed | `warning` |
 /// | the load failed | `failureLevel` |
 ///
-/// Every message and metadata value is passed through ``redactSecrets(in:)``: URLs lose credentials
+/// Every message and metadata value is passed through ``Redaction/redactingSecrets(in:)``: URLs lose credentials
 /// and query values, `Authorization` and cookie values never reach the log. When the logger's level
 /// would drop every one of these lines, the operator is a plain call to its base.
 public struct LoggedLoader<Base: Loader>: Loader {
@@ -29,31 +29,31 @@ public struct LoggedLoader<Base: Loader>: Loader {
         guard logger.logLevel <= max(level, failureLevel, .warning) else {
             return try await base.load(input)
         }
-        let name = describeLoader(base)
+        let name = base.chainSummary
         let logger = logger
         let level = level
-        logger.debug("load started", metadata: ["loader": "\(redactSecrets(in: name))"])
+        logger.debug("load started", metadata: ["loader": "\(Redaction.redactingSecrets(in: name))"])
         let (result, report) = await observeLoad(base, input, loader: name, clock: ContinuousClock()) { event in
             Self.log(event, loader: name, logger: logger, level: level)
         }
         // The line's metadata (redacted names, formatted ages) is built only when its level is
         // enabled: redaction is not free, and a line below the logger's level would drop it anyway.
         func metadata() -> Logger.Metadata {
-            ["loader": "\(redactSecrets(in: name))", "duration": "\(formatAge(report.duration))"]
+            ["loader": "\(Redaction.redactingSecrets(in: name))", "duration": "\(report.duration.formattedAge)"]
         }
         switch report.outcome {
         case .served(let provenance) where logger.logLevel <= level:
             var metadata = metadata()
             metadata["origin"] = "\(provenance.origin)"
-            metadata["tier"] = "\(redactSecrets(in: provenance.tier))"
-            if let age = provenance.age { metadata["age"] = "\(formatAge(age))" }
+            metadata["tier"] = "\(Redaction.redactingSecrets(in: provenance.tier))"
+            if let age = provenance.age { metadata["age"] = "\(age.formattedAge)" }
             if report.retryCount > 0 { metadata["retries"] = "\(report.retryCount)" }
             logger.log(level: level, "served from \(provenance.origin)", metadata: metadata)
         case .served:
             break
         case .failed(let error) where logger.logLevel <= failureLevel:
             var metadata = metadata()
-            metadata["error"] = "\(redactSecrets(in: "\(error)"))"
+            metadata["error"] = "\(Redaction.redactingSecrets(in: "\(error)"))"
             logger.log(level: failureLevel, "load failed", metadata: metadata)
         case .failed:
             break
@@ -72,14 +72,14 @@ public struct LoggedLoader<Base: Loader>: Loader {
         }
         guard logger.logLevel <= eventLevel else { return }
         logger.log(
-            level: eventLevel, "\(redactSecrets(in: event.description))",
-            metadata: ["loader": "\(redactSecrets(in: loader))", "event": "\(event.kind)"])
+            level: eventLevel, "\(Redaction.redactingSecrets(in: event.description))",
+            metadata: ["loader": "\(Redaction.redactingSecrets(in: loader))", "event": "\(event.kind)"])
     }
 }
 
 extension LoggedLoader: LoaderDescribing {
     public var loaderNode: LoaderNode {
-        LoaderNode(label: "logged(\(logger.label), \(level))", children: [Strata.loaderNode(of: base)])
+        LoaderNode(label: "logged(\(logger.label), \(level))", children: [base.chainNode])
     }
 }
 

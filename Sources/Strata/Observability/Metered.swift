@@ -35,7 +35,7 @@ public struct MeteredLoader<Base: Loader>: Loader {
     }
 
     public func load(_ input: Input) async throws -> Output {
-        let (result, report) = await observeLoad(base, input, loader: describeLoader(base), clock: ContinuousClock())
+        let (result, report) = await observeLoad(base, input, loader: base.chainSummary, clock: ContinuousClock())
         metrics.record(report)
         return try result.get()
     }
@@ -113,7 +113,7 @@ extension Timer {
 }
 
 extension MeteredLoader: LoaderDescribing {
-    public var loaderNode: LoaderNode { LoaderNode(label: "metered(\(name))", children: [Strata.loaderNode(of: base)]) }
+    public var loaderNode: LoaderNode { LoaderNode(label: "metered(\(name))", children: [base.chainNode]) }
 }
 
 extension Loader {

@@ -25,13 +25,13 @@ public struct TracedLoader<Base: Loader>: Loader {
     }
 
     private func traceLoad<T: Tracer>(_ input: Input, tracer: T) async throws -> Output {
-        let name = describeLoader(base)
+        let name = base.chainSummary
         let span = tracer.startSpan(operationName, context: InstrumentationContext.current ?? .topLevel, ofKind: .internal)
         defer { span.end() }
-        span.attributes["strata.loader"] = redactSecrets(in: name)
+        span.attributes["strata.loader"] = Redaction.redactingSecrets(in: name)
         let (result, report) = await InstrumentationContext.$current.withValue(span.context) {
             await observeLoad(base, input, loader: name, clock: ContinuousClock()) { event in
-                span.addEvent(SpanEvent(name: event.kind, attributes: ["strata.event": .string(redactSecrets(in: event.description))]))
+                span.addEvent(SpanEvent(name: event.kind, attributes: ["strata.event": .string(Redaction.redactingSecrets(in: event.description))]))
             }
         }
         span.attributes["strata.outcome"] = report.outcomeName
@@ -39,13 +39,13 @@ public struct TracedLoader<Base: Loader>: Loader {
         switch report.outcome {
         case .served(let provenance):
             span.attributes["strata.origin"] = "\(provenance.origin)"
-            span.attributes["strata.tier"] = redactSecrets(in: provenance.tier)
+            span.attributes["strata.tier"] = Redaction.redactingSecrets(in: provenance.tier)
             if let age = provenance.age {
                 span.attributes["strata.age_ms"] = Int(age.components.seconds * 1000 + age.components.attoseconds / 1_000_000_000_000_000)
             }
         case .failed(let error):
             span.recordError(RedactedError(error))
-            span.setStatus(SpanStatus(code: .error, message: redactSecrets(in: "\(error)")))
+            span.setStatus(SpanStatus(code: .error, message: Redaction.redactingSecrets(in: "\(error)")))
         case .cancelled:
             break
         }
@@ -54,7 +54,7 @@ public struct TracedLoader<Base: Loader>: Loader {
 }
 
 extension TracedLoader: LoaderDescribing {
-    public var loaderNode: LoaderNode { LoaderNode(label: "traced(\(operationName))", children: [Strata.loaderNode(of: base)]) }
+    public var loaderNode: LoaderNode { LoaderNode(label: "traced(\(operationName))", children: [base.chainNode]) }
 }
 
 extension Loader {
@@ -79,6 +79,6 @@ struct RedactedError: Error, CustomStringConvertible {
 
     init(_ error: any Error) {
         type = String(describing: Swift.type(of: error))
-        description = redactSecrets(in: "\(error)")
+        description = Redaction.redactingSecrets(in: "\(error)")
     }
 }

@@ -17,7 +17,7 @@ public struct TrackedLoader<Base: Loader, Tracker: LoadTracker>: Loader {
     public let tracker: Tracker
 
     public func load(_ input: Input) async throws -> Output {
-        let (result, report) = await observeLoad(base, input, loader: describeLoader(base), clock: ContinuousClock())
+        let (result, report) = await observeLoad(base, input, loader: base.chainSummary, clock: ContinuousClock())
         tracker.track(report)
         return try result.get()
     }
@@ -25,7 +25,7 @@ public struct TrackedLoader<Base: Loader, Tracker: LoadTracker>: Loader {
 
 extension TrackedLoader: LoaderDescribing {
     public var loaderNode: LoaderNode {
-        LoaderNode(label: "tracked(by: \(Tracker.self))", children: [Strata.loaderNode(of: base)])
+        LoaderNode(label: "tracked(by: \(Tracker.self))", children: [base.chainNode])
     }
 }
 

@@ -1,14 +1,14 @@
 import Foundation
 import Logging
 
-/// Writes every value its base loader produces into a store; built by ``Loader/cache(in:key:now:logger:)``.
+/// Writes every value its base loader produces into a store; built by ``Loader/writingThrough(to:key:now:logger:)``.
 ///
 /// - On success the value is written, then returned. A failed write is logged at `warning`, recorded
 ///   as ``LoadEvent/cacheWriteFailed(store:key:error:)``, and never fails the load; the store keeps its
 ///   previous entry.
 /// - On failure the error passes through untouched and nothing is written.
 /// - When the task is cancelled, nothing is written and `CancellationError` is thrown.
-public struct CachingLoader<Base: Loader, S: Store>: Loader where S.Value == Base.Output {
+public struct WriteThroughLoader<Base: Loader, S: Store>: Loader where S.Value == Base.Output {
     public typealias Input = Base.Input
     public typealias Output = Base.Output
 
@@ -40,19 +40,19 @@ func writeToCache<S: Store>(
 ) async {
     do {
         try await store.insert(value, for: key, storedAt: now(), validators: validators)
-        LoadRecorder.record(.cacheWritten(store: describeStore(store), key: "\(key)"))
+        LoadRecorder.record(.cacheWritten(store: store.storeDescription, key: "\(key)"))
     } catch {
         logger.warning(
             "cache write failed; the load still succeeds and the previous entry is kept",
-            metadata: ["store": "\(describeStore(store))", "key": "\(key)", "error": "\(error)"])
-        LoadRecorder.record(.cacheWriteFailed(store: describeStore(store), key: "\(key)", error: error))
+            metadata: ["store": "\(store.storeDescription)", "key": "\(key)", "error": "\(error)"])
+        LoadRecorder.record(.cacheWriteFailed(store: store.storeDescription, key: "\(key)", error: error))
     }
 }
 
-extension CachingLoader: LoaderDescribing {
+extension WriteThroughLoader: LoaderDescribing {
     public var loaderNode: LoaderNode {
-        let inner = Strata.loaderNode(of: base)
-        return LoaderNode(label: "cache(\(describeStore(store)))", summary: "\(inner.summary) + cache(\(describeStore(store)))", children: [inner])
+        let inner = base.chainNode
+        return LoaderNode(label: "cache(\(store.storeDescription))", summary: "\(inner.summary) + cache(\(store.storeDescription))", children: [inner])
     }
 }
 
@@ -60,18 +60,18 @@ extension Loader {
     /// Writes every loaded value to `store` under `key` (write-through).
     ///
     /// ```swift
-    /// let remote = HTTPLoader(url: feedURL).decoding([FeedItem].self).cache(in: store, key: "feed")
+    /// let remote = HTTPLoader(url: feedURL).decoding([FeedItem].self).writingThrough(to: store, key: "feed")
     /// ```
     /// - Parameters:
     ///   - store: where values are written.
     ///   - key: the key every value is written under.
     ///   - now: the wall clock that stamps entries; inject one in tests.
     ///   - logger: where failed writes are reported.
-    public func cache<S: Store>(
-        in store: S, key: S.Key, now: @escaping @Sendable () -> Date = { Date() },
+    public func writingThrough<S: Store>(
+        to store: S, key: S.Key, now: @escaping @Sendable () -> Date = { Date() },
         logger: Logger = Logger(label: "strata.cache")
-    ) -> CachingLoader<Self, S> where S.Value == Output {
-        CachingLoader(base: self, store: store, key: { _ in key }, now: now, logger: logger)
+    ) -> WriteThroughLoader<Self, S> where S.Value == Output {
+        WriteThroughLoader(base: self, store: store, key: { _ in key }, now: now, logger: logger)
     }
 
     /// Writes every loaded value to `store` under the key derived from the input.
@@ -79,12 +79,12 @@ extension Loader {
     /// ```swift
     /// let posts = HTTPLoader.get { (id: Int) in baseURL.appendingPathComponent("posts/\(id)") }
     ///     .decoding(Post.self)
-    ///     .cache(in: store) { id in "post-\(id)" }
+    ///     .writingThrough(to: store) { id in "post-\(id)" }
     /// ```
-    public func cache<S: Store>(
-        in store: S, now: @escaping @Sendable () -> Date = { Date() },
+    public func writingThrough<S: Store>(
+        to store: S, now: @escaping @Sendable () -> Date = { Date() },
         logger: Logger = Logger(label: "strata.cache"), key: @escaping @Sendable (Input) -> S.Key
-    ) -> CachingLoader<Self, S> where S.Value == Output {
-        CachingLoader(base: self, store: store, key: key, now: now, logger: logger)
+    ) -> WriteThroughLoader<Self, S> where S.Value == Output {
+        WriteThroughLoader(base: self, store: store, key: key, now: now, logger: logger)
     }
 }

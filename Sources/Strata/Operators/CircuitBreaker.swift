@@ -36,7 +36,7 @@ public struct CircuitOpenError: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        let wait = retryAfter.map { ", next trial in \(formatAge($0))" } ?? ""
+        let wait = retryAfter.map { ", next trial in \(($0).formattedAge)" } ?? ""
         return "circuit '\(breaker)' is \(state): failing fast\(wait)"
     }
 }
@@ -86,11 +86,11 @@ public struct CircuitBreakerPolicy: Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        "\(Int((failureRatio * 100).rounded()))% of ≥\(minimumThroughput) in \(formatAge(samplingDuration)), break \(formatAge(breakDuration))"
+        "\(Int((failureRatio * 100).rounded()))% of ≥\(minimumThroughput) in \(samplingDuration.formattedAge), break \(breakDuration.formattedAge)"
     }
 }
 
-/// Stops calling a failing tier for a while, so a ``Loader/fallback(to:)`` after it answers at once and
+/// Stops calling a failing tier for a while, so a ``Loader/fallingBack(to:)`` after it answers at once and
 /// the tier gets time to recover.
 ///
 /// Closed → open when, within ``CircuitBreakerPolicy/samplingDuration``, at least
@@ -294,10 +294,10 @@ extension CircuitBreaker: CustomStringConvertible {
     public var description: String { "circuitBreaker(\(name): \(policy))" }
 }
 
-/// Guards its base loader with a ``CircuitBreaker``; built by ``Loader/circuitBreaker(_:)``.
+/// Guards its base loader with a ``CircuitBreaker``; built by ``Loader/guarded(by:)``.
 ///
 /// While the circuit is open, loads throw ``CircuitOpenError`` at once without calling the base, so a
-/// ``Loader/fallback(to:)`` after it serves the next tier immediately.
+/// ``Loader/fallingBack(to:)`` after it serves the next tier immediately.
 public struct CircuitBreakerLoader<Base: Loader, C: Clock>: Loader where C.Duration == Duration {
     public typealias Input = Base.Input
     public typealias Output = Base.Output
@@ -328,7 +328,7 @@ public struct CircuitBreakerLoader<Base: Loader, C: Clock>: Loader where C.Durat
 
 extension CircuitBreakerLoader: LoaderDescribing {
     public var loaderNode: LoaderNode {
-        LoaderNode(label: breaker.description, children: [Strata.loaderNode(of: base)])
+        LoaderNode(label: breaker.description, children: [base.chainNode])
     }
 }
 
@@ -338,15 +338,15 @@ extension Loader {
     /// ```swift
     /// let breaker = CircuitBreaker(name: "api", policy: .init(failureRatio: 0.5, breakDuration: .seconds(30)),
     ///                              clock: ContinuousClock())
-    /// let feed = remote.circuitBreaker(breaker).fallback(to: staleLocal)
+    /// let feed = remote.guarded(by: breaker).fallingBack(to: staleLocal)
     /// ```
-    public func circuitBreaker<C: Clock>(_ breaker: CircuitBreaker<C>) -> CircuitBreakerLoader<Self, C> {
+    public func guarded<C: Clock>(by breaker: CircuitBreaker<C>) -> CircuitBreakerLoader<Self, C> {
         CircuitBreakerLoader(base: self, breaker: breaker)
     }
 
     /// Guards this loader with a new breaker of its own, on the continuous clock.
-    public func circuitBreaker(
-        _ policy: CircuitBreakerPolicy = CircuitBreakerPolicy(), name: String = "circuit"
+    public func guarded(
+        by policy: CircuitBreakerPolicy = CircuitBreakerPolicy(), name: String = "circuit"
     ) -> CircuitBreakerLoader<Self, ContinuousClock> {
         CircuitBreakerLoader(base: self, breaker: CircuitBreaker(name: name, policy: policy, clock: ContinuousClock()))
     }

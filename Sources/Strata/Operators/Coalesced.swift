@@ -1,5 +1,5 @@
 /// Shares one in-flight load among every caller asking for the same input; built by
-/// ``Loader/coalesced()->CoalescingLoader<Self,Self.Input>`` or ``Loader/coalesced(in:)-(Coalescer<Self.Input,Self.Output>)``.
+/// ``Loader/coalesced()->CoalescingLoader<Self,Self.Input>`` or `coalesced(in:)`.
 ///
 /// - N concurrent loads of one input make **one** call to the base; every caller gets the same value
 ///   or the same error, and the events the shared load recorded (so each caller's
@@ -86,7 +86,7 @@ public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
     /// Hands the shared load's events to this caller's recorder, then its value or error.
     private func deliver(_ outcome: Outcome, joined: Bool) throws -> Output {
         if let recorder = LoadRecorder.current {
-            if joined { recorder.deliver(.coalesced(tier: describeLoader(base))) }
+            if joined { recorder.deliver(.coalesced(tier: base.chainSummary)) }
             for event in outcome.events { recorder.deliver(event) }
         }
         return try outcome.result.get()
@@ -194,7 +194,7 @@ public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
 
 /// The loads in flight of a ``CoalescingLoader``: the state that makes concurrent loads share one.
 ///
-/// Make it **once** and pass it to ``Loader/coalesced(in:)`` when the chain is built more than once
+/// Make it **once** and pass it to `coalesced(in:)` when the chain is built more than once
 /// (a computed property, a SwiftUI `body`, a function that returns a loader): every chain built
 /// with the same coalescer shares its loads in flight, as every loader guarded by one
 /// ``CircuitBreaker`` shares its state. ``Loader/coalesced()->CoalescingLoader<Self,Self.Input>``
@@ -322,7 +322,7 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
 }
 
 extension CoalescingLoader: LoaderDescribing {
-    public var loaderNode: LoaderNode { LoaderNode(label: "coalesced", children: [Strata.loaderNode(of: base)]) }
+    public var loaderNode: LoaderNode { LoaderNode(label: "coalesced", children: [base.chainNode]) }
 }
 
 extension Loader where Input: Hashable {
@@ -334,7 +334,7 @@ extension Loader where Input: Hashable {
     ///
     /// The loads in flight belong to the loader this returns: a chain **built again** for each use
     /// (a computed property, a SwiftUI `body`) never shares a load. Make a ``Coalescer`` once and
-    /// use ``coalesced(in:)`` there.
+    /// use `coalesced(in:)` there.
     public func coalesced() -> CoalescingLoader<Self, Input> {
         CoalescingLoader(base: self, key: { $0 }, flights: Coalescer())
     }
@@ -348,7 +348,7 @@ extension Loader where Input: Hashable {
 
 extension Loader where Input == Void {
     /// Makes concurrent loads share one call to this loader (single-flight). A chain built again for
-    /// each use never shares a load: see ``coalesced(in:)``.
+    /// each use never shares a load: see `coalesced(in:)`.
     public func coalesced() -> CoalescingLoader<Self, Bool> {
         CoalescingLoader(base: self, key: { _ in true }, flights: Coalescer())
     }

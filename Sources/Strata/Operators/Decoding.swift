@@ -50,7 +50,7 @@ public struct DecodingLoader<Base: Loader, Value: Decodable & Sendable>: Loader 
 }
 
 extension DecodingLoader: LoaderDescribing {
-    public var loaderNode: LoaderNode { LoaderNode(label: "decoding \(Value.self)", children: [Strata.loaderNode(of: base)]) }
+    public var loaderNode: LoaderNode { LoaderNode(label: "decoding \(Value.self)", children: [base.chainNode]) }
 }
 
 extension Loader where Output: DecodableBody {

@@ -16,7 +16,7 @@ public struct TierFailure: Sendable, CustomStringConvertible {
 /// Every tier of a fallback chain failed.
 ///
 /// `failures` lists each tier's failure in the order the tiers were tried, the primary's first. A tier
-/// that fails with a `FallbackError` of its own — a nested chain (`a.fallback(to: b.fallback(to: c))`),
+/// that fails with a `FallbackError` of its own — a nested chain (`a.fallingBack(to: b.fallingBack(to: c))`),
 /// also when it is wrapped in `named`, `map` or `AnyLoader` — contributes its tiers, so the list is flat.
 public struct FallbackError: Error, Sendable, CustomStringConvertible {
     public var failures: [TierFailure]
@@ -35,7 +35,7 @@ public struct FallbackError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// Tries `primary`, and `fallback` when the primary fails; built by ``Loader/fallback(to:)``.
+/// Tries `primary`, and `fallback` when the primary fails; built by ``Loader/fallingBack(to:)``.
 ///
 /// Cancellation is not a failure: when the task is cancelled the fallback is not tried and
 /// `CancellationError` is thrown.
@@ -79,19 +79,19 @@ where Primary.Input == Fallback.Input, Primary.Output == Fallback.Output {
     /// named, mapped, erased), which has already recorded each of its tiers' failures.
     private static func recordFailure(of tier: some Loader, _ error: any Error) {
         guard !(error is FallbackError) else { return }
-        LoadRecorder.record(.tierFailed(tier: describeLoader(tier), error: error))
+        LoadRecorder.record(.tierFailed(tier: tier.chainSummary, error: error))
     }
 
     private static func failures(of tier: some Loader, _ error: any Error) -> [TierFailure] {
         if let nested = error as? FallbackError { return nested.failures }
-        return [TierFailure(tier: describeLoader(tier), error: error)]
+        return [TierFailure(tier: tier.chainSummary, error: error)]
     }
 }
 
 extension FallbackLoader: LoaderDescribing {
     /// A `fallback` node whose children are the tiers in order; nested fallbacks flatten into one.
     public var loaderNode: LoaderNode {
-        let tiers = [Strata.loaderNode(of: primary), Strata.loaderNode(of: fallback)]
+        let tiers = [primary.chainNode, fallback.chainNode]
         var node = LoaderNode(
             label: "fallback",
             summary: tiers.map(\.summary).joined(separator: " → "),
@@ -107,13 +107,13 @@ extension Loader {
     ///
     /// ```swift
     /// let feed = freshLocal
-    ///     .fallback(to: remote.cache(in: store, key: "feed"))
-    ///     .fallback(to: staleLocal)
-    ///     .fallback(to: bundledDefault)
+    ///     .fallingBack(to: remote.writingThrough(to: store, key: "feed"))
+    ///     .fallingBack(to: staleLocal)
+    ///     .fallingBack(to: bundledDefault)
     /// ```
     /// When every tier fails, the error is a ``FallbackError`` listing each tier's failure, this one's first.
     @inlinable
-    public func fallback<Fallback: Loader>(to fallback: Fallback) -> FallbackLoader<Self, Fallback>
+    public func fallingBack<Fallback: Loader>(to fallback: Fallback) -> FallbackLoader<Self, Fallback>
     where Fallback.Input == Input, Fallback.Output == Output {
         FallbackLoader(primary: self, fallback: fallback)
     }

@@ -19,7 +19,7 @@ public struct MapLoader<Base: Loader, Output: Sendable>: Loader {
 
 extension MapLoader: LoaderDescribing {
     public var loaderNode: LoaderNode {
-        let inner = Strata.loaderNode(of: base)
+        let inner = base.chainNode
         return LoaderNode(label: "map", summary: "\(inner.summary) + map", children: [inner])
     }
 }
@@ -44,7 +44,7 @@ public struct MapInputLoader<Base: Loader, Input: Sendable>: Loader {
 }
 
 extension MapInputLoader: LoaderDescribing {
-    public var loaderNode: LoaderNode { LoaderNode(label: "mapInput", children: [Strata.loaderNode(of: base)]) }
+    public var loaderNode: LoaderNode { LoaderNode(label: "mapInput", children: [base.chainNode]) }
 }
 
 /// Replaces a loader's errors; built by ``Loader/mapError(_:)``.
@@ -73,7 +73,7 @@ public struct MapErrorLoader<Base: Loader>: Loader {
 }
 
 extension MapErrorLoader: LoaderDescribing {
-    public var loaderNode: LoaderNode { LoaderNode(label: "mapError", children: [Strata.loaderNode(of: base)]) }
+    public var loaderNode: LoaderNode { LoaderNode(label: "mapError", children: [base.chainNode]) }
 }
 
 extension Loader {
@@ -90,7 +90,7 @@ extension Loader {
     /// Adapts the input: the new loader takes `NewInput` and loads `transform(input)`.
     ///
     /// ```swift
-    /// let postsByID = fileStore.loader(policy: .any).mapInput { (id: Int) in "post-\(id)" }
+    /// let postsByID = fileStore.loader(freshness: .any).mapInput { (id: Int) in "post-\(id)" }
     /// let feed = keyedFeed.mapInput { () in "home" }
     /// ```
     @inlinable

@@ -21,7 +21,7 @@ public struct NamedLoader<Base: Loader>: Loader {
 
 extension NamedLoader: LoaderDescribing {
     public var loaderNode: LoaderNode {
-        LoaderNode(label: "named \"\(name)\"", summary: name, children: [Strata.loaderNode(of: base)])
+        LoaderNode(label: "named \"\(name)\"", summary: name, children: [base.chainNode])
     }
 }
 
@@ -29,7 +29,7 @@ extension Loader {
     /// Names this loader: errors (``FallbackError``), provenance and descriptions show `name`.
     ///
     /// ```swift
-    /// let freshLocal = store.loader(key: "feed", policy: .maxAge(hours: 24)).named("fresh local")
+    /// let freshLocal = store.loader(key: "feed", freshness: .maxAge(.hours(24))).named("fresh local")
     /// ```
     @inlinable
     public func named(_ name: String) -> NamedLoader<Self> {

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Reports an origin for values from a loader that does not report one itself; built by
-/// ``Loader/origin(_:)``.
+/// ``Loader/originating(from:)``.
 public struct OriginLoader<Base: Loader>: Loader {
     public typealias Input = Base.Input
     public typealias Output = Base.Output
@@ -11,19 +11,19 @@ public struct OriginLoader<Base: Loader>: Loader {
 
     public func load(_ input: Input) async throws -> Output {
         let value = try await base.load(input)
-        LoadRecorder.record(.served(Provenance(origin: origin, tier: LoadRecorder.tierName(default: describeLoader(base)), age: .zero)))
+        LoadRecorder.record(.served(Provenance(origin: origin, tier: LoadRecorder.tierName(default: base.chainSummary), age: .zero)))
         return value
     }
 }
 
 extension OriginLoader: LoaderDescribing {
-    public var loaderNode: LoaderNode { LoaderNode(label: "origin(\(origin))", children: [Strata.loaderNode(of: base)]) }
+    public var loaderNode: LoaderNode { LoaderNode(label: "origin(\(origin))", children: [base.chainNode]) }
 }
 
 extension Loader {
     /// Marks values from this loader as coming from `origin` (age zero), for loaders of your own that
-    /// Strata cannot classify: `myGRPCClient.origin(.remote)`.
-    public func origin(_ origin: Origin) -> OriginLoader<Self> {
+    /// Strata cannot classify: `myGRPCClient.originating(from: .remote)`.
+    public func originating(from origin: Origin) -> OriginLoader<Self> {
         OriginLoader(base: self, origin: origin)
     }
 }

@@ -3,9 +3,9 @@ import Foundation
 /// When and how often ``RetryLoader`` tries again.
 ///
 /// ```swift
-/// remote.retry(.exponential(attempts: 3))                                   // 200 ms, 400 ms (±20 %)
-/// remote.retry(.exponential(attempts: 5, initialDelay: .seconds(1), maxDelay: .seconds(30)))
-/// remote.retry(.constant(attempts: 2, delay: .milliseconds(100)))
+/// remote.retrying(.exponential(attempts: 3))                                   // 200 ms, 400 ms (±20 %)
+/// remote.retrying(.exponential(attempts: 5, initialDelay: .seconds(1), maxDelay: .seconds(30)))
+/// remote.retrying(.constant(attempts: 2, delay: .milliseconds(100)))
 /// ```
 public struct RetryPolicy: Sendable, CustomStringConvertible {
     /// Total attempts, the first included (`1` means no retry).
@@ -94,16 +94,16 @@ public struct RetryPolicy: Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        "retry(\(maxAttempts) attempt\(maxAttempts == 1 ? "" : "s"), \(formatAge(initialDelay)) ×\(multiplier) ≤ \(formatAge(maxDelay)))"
+        "retry(\(maxAttempts) attempt\(maxAttempts == 1 ? "" : "s"), \(initialDelay.formattedAge) ×\(multiplier) ≤ \(maxDelay.formattedAge))"
     }
 }
 
-/// Runs its base loader again after transient failures; built by ``Loader/retry(_:clock:now:)``.
+/// Runs its base loader again after transient failures; built by ``Loader/retrying(_:clock:now:)``.
 ///
 /// - Waits on the injected `clock` (a `ManualClock` in tests), so backoff never sleeps in a test.
 /// - Never retries after cancellation; cancelling during a wait throws `CancellationError` at once.
 /// - When every attempt fails, or a failure is not transient, throws the **last** error unchanged,
-///   so callers (and a ``Loader/fallback(to:)`` after it) still see the typed error.
+///   so callers (and a ``Loader/fallingBack(to:)`` after it) still see the typed error.
 /// - Never repeats a load that sent a non-idempotent request (`POST`, `PATCH`) without an
 ///   idempotency key, unless ``RetryPolicy/retriesNonIdempotentRequests``: each logical load runs in
 ///   a ``LoadAttempt`` that ``HTTPLoader`` reports its requests to, and whose idempotency key stays
@@ -132,7 +132,7 @@ public struct RetryLoader<Base: Loader, C: Clock>: Loader where C.Duration == Du
                       policy.retriesNonIdempotentRequests || !context.sentUnkeyedNonIdempotentRequest,
                       let delay = delay(beforeRetry: attempt, after: error)
                 else { throw error }
-                LoadRecorder.record(.retrying(tier: describeLoader(base), attempt: attempt + 1, delay: delay, error: error))
+                LoadRecorder.record(.retrying(tier: base.chainSummary, attempt: attempt + 1, delay: delay, error: error))
                 try await clock.sleep(for: delay)
                 attempt += 1
             }
@@ -156,7 +156,7 @@ public struct RetryLoader<Base: Loader, C: Clock>: Loader where C.Duration == Du
 
 extension RetryLoader: LoaderDescribing {
     public var loaderNode: LoaderNode {
-        let inner = Strata.loaderNode(of: base)
+        let inner = base.chainNode
         return LoaderNode(label: policy.description, summary: "\(inner.summary) + \(policy)", children: [inner])
     }
 }
@@ -165,20 +165,20 @@ extension Loader {
     /// Retries transient failures with backoff.
     ///
     /// ```swift
-    /// let remote = HTTPLoader(url: feedURL).retry(.exponential(attempts: 3)).decoding([FeedItem].self)
+    /// let remote = HTTPLoader(url: feedURL).retrying(.exponential(attempts: 3)).decoding([FeedItem].self)
     /// ```
     /// - Parameters:
     ///   - policy: attempts, backoff, jitter and which errors are retried.
     ///   - clock: what waits between attempts; inject a `ManualClock` in tests.
     ///   - now: the wall clock that turns an HTTP-date `Retry-After` into a wait.
-    public func retry<C: Clock>(
+    public func retrying<C: Clock>(
         _ policy: RetryPolicy = .exponential(), clock: C, now: @escaping @Sendable () -> Date = { Date() }
     ) -> RetryLoader<Self, C> where C.Duration == Duration {
         RetryLoader(base: self, policy: policy, clock: clock, now: now)
     }
 
     /// Retries transient failures with backoff, waiting on the system's continuous clock.
-    public func retry(_ policy: RetryPolicy = .exponential()) -> RetryLoader<Self, ContinuousClock> {
+    public func retrying(_ policy: RetryPolicy = .exponential()) -> RetryLoader<Self, ContinuousClock> {
         RetryLoader(base: self, policy: policy, clock: ContinuousClock(), now: { Date() })
     }
 }

@@ -3,9 +3,9 @@ import Logging
 
 /// The S0 caching decorator: fresh data when the base loader succeeds (and saved), the cached copy
 /// when it fails, and the base loader's **original** error when there is no usable copy; built by
-/// ``Loader/staleIfError(in:key:maxStale:now:logger:)``.
+/// ``Loader/servingStaleOnError(from:key:maxStale:now:logger:)``.
 ///
-/// Unlike `cache(in:key:).fallback(to: store.loader(key:))`, which reports every tier in a
+/// Unlike `writingThrough(to:key:).fallingBack(to: store.loader(key:))`, which reports every tier in a
 /// ``FallbackError``, this decorator is invisible on failure: callers see exactly the error they
 /// would have seen without a cache. A failing or unreadable cache is never the error shown.
 public struct StaleIfErrorLoader<Base: Loader, S: Store>: Loader where S.Value == Base.Output {
@@ -14,18 +14,20 @@ public struct StaleIfErrorLoader<Base: Loader, S: Store>: Loader where S.Value =
 
     public let base: Base
     public let store: S
-    /// Which cached copies may be served after a failure (`.any` by default).
-    public let maxStale: FreshnessPolicy
+    /// The oldest cached copy served after a failure; `nil` (the default) serves a copy of any age.
+    public let maxStale: Duration?
+    let acceptable: FreshnessPolicy
     let key: @Sendable (Input) -> S.Key
     let now: @Sendable () -> Date
     let logger: Logger
 
-    init(base: Base, store: S, key: @escaping @Sendable (Input) -> S.Key, maxStale: FreshnessPolicy,
+    init(base: Base, store: S, key: @escaping @Sendable (Input) -> S.Key, maxStale: Duration?,
          now: @escaping @Sendable () -> Date, logger: Logger) {
         self.base = base
         self.store = store
         self.key = key
         self.maxStale = maxStale
+        self.acceptable = maxStale.map { .maxAge($0) } ?? .any
         self.now = now
         self.logger = logger
     }
@@ -37,7 +39,7 @@ public struct StaleIfErrorLoader<Base: Loader, S: Store>: Loader where S.Value =
             value = try await base.load(input)
         } catch {
             try rethrowIfCancelled(error)
-            LoadRecorder.record(.tierFailed(tier: describeLoader(base), error: error))
+            LoadRecorder.record(.tierFailed(tier: base.chainSummary, error: error))
             let cached: Cached<Output>?
             do {
                 cached = try await store.retrieve(key)
@@ -49,9 +51,9 @@ public struct StaleIfErrorLoader<Base: Loader, S: Store>: Loader where S.Value =
             try Task.checkCancellation()
             guard let cached else { throw error }
             let now = now()
-            guard maxStale.isFresh(storedAt: cached.storedAt, now: now) else { throw error }
+            guard acceptable.isFresh(storedAt: cached.storedAt, now: now) else { throw error }
             LoadRecorder.record(.served(Provenance(
-                origin: store.origin, tier: LoadRecorder.tierName(default: "\(describeStore(store)) [stale if error]"), storedAt: cached.storedAt,
+                origin: store.origin, tier: LoadRecorder.tierName(default: "\(store.storeDescription) [stale if error]"), storedAt: cached.storedAt,
                 age: max(.zero, .between(cached.storedAt, now)))))
             return cached.value
         }
@@ -63,8 +65,8 @@ public struct StaleIfErrorLoader<Base: Loader, S: Store>: Loader where S.Value =
 
 extension StaleIfErrorLoader: LoaderDescribing {
     public var loaderNode: LoaderNode {
-        let inner = Strata.loaderNode(of: base)
-        let label = "stale-if-error(\(describeStore(store)), \(maxStale))"
+        let inner = base.chainNode
+        let label = "stale-if-error(\(store.storeDescription), \(acceptable))"
         return LoaderNode(label: label, summary: "\(inner.summary) + \(label)", children: [inner])
     }
 }
@@ -76,20 +78,20 @@ extension Loader {
     /// - Parameters:
     ///   - store: where fresh values are saved and stale ones read.
     ///   - key: the key the value is saved under.
-    ///   - maxStale: which copies may be served after a failure; `.maxAge(hours: 24 * 7)` bounds
-    ///     staleness (RFC 5861 `stale-if-error`); `.any` by default.
+    ///   - maxStale: the oldest copy served after a failure (RFC 5861 `stale-if-error`), for example
+    ///     `.days(7)`; `nil` (the default) serves a copy of any age.
     ///   - now: the wall clock that stamps and ages entries; inject one in tests.
     ///   - logger: where failed writes are reported.
-    public func staleIfError<S: Store>(
-        in store: S, key: S.Key, maxStale: FreshnessPolicy = .any,
+    public func servingStaleOnError<S: Store>(
+        from store: S, key: S.Key, maxStale: Duration? = nil,
         now: @escaping @Sendable () -> Date = { Date() }, logger: Logger = Logger(label: "strata.cache")
     ) -> StaleIfErrorLoader<Self, S> where S.Value == Output {
         StaleIfErrorLoader(base: self, store: store, key: { _ in key }, maxStale: maxStale, now: now, logger: logger)
     }
 
-    /// The keyed form of ``staleIfError(in:key:maxStale:now:logger:)``: the cache key comes from the input.
-    public func staleIfError<S: Store>(
-        in store: S, maxStale: FreshnessPolicy = .any, now: @escaping @Sendable () -> Date = { Date() },
+    /// The keyed form of ``servingStaleOnError(from:key:maxStale:now:logger:)``: the cache key comes from the input.
+    public func servingStaleOnError<S: Store>(
+        from store: S, maxStale: Duration? = nil, now: @escaping @Sendable () -> Date = { Date() },
         logger: Logger = Logger(label: "strata.cache"), key: @escaping @Sendable (Input) -> S.Key
     ) -> StaleIfErrorLoader<Self, S> where S.Value == Output {
         StaleIfErrorLoader(base: self, store: store, key: key, maxStale: maxStale, now: now, logger: logger)

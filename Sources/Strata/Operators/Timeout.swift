@@ -10,10 +10,10 @@ public struct TimeoutError: Error, Sendable, CustomStringConvertible {
         self.timeout = timeout
     }
 
-    public var description: String { "\(tier): no result within \(formatAge(timeout)); the load was cancelled" }
+    public var description: String { "\(tier): no result within \(timeout.formattedAge); the load was cancelled" }
 }
 
-/// Bounds how long its base loader may take; built by ``Loader/timeout(_:clock:)``.
+/// Bounds how long its base loader may take; built by ``Loader/timingOut(after:clock:)``.
 ///
 /// - The base load runs in a task of its own (with the caller's priority and task-local values).
 ///   When the deadline passes first, that task is cancelled and ``TimeoutError`` is thrown **at
@@ -23,7 +23,7 @@ public struct TimeoutError: Error, Sendable, CustomStringConvertible {
 /// - When the caller's task is cancelled, the base is cancelled (and abandoned the same way) and
 ///   `CancellationError` is thrown, not a timeout.
 /// - Waiting uses the injected `clock`, so tests drive the deadline with a manual clock.
-/// - A timeout is recorded as ``LoadEvent/timedOut(tier:after:)``; put a ``Loader/retry(_:clock:now:)``
+/// - A timeout is recorded as ``LoadEvent/timedOut(tier:after:)``; put a ``Loader/retrying(_:clock:now:)``
 ///   outside it to retry slow attempts, inside it to bound all attempts together.
 public struct TimeoutLoader<Base: Loader, C: Clock>: Loader where C.Duration == Duration {
     public typealias Input = Base.Input
@@ -69,7 +69,7 @@ public struct TimeoutLoader<Base: Loader, C: Clock>: Loader where C.Duration == 
         case .cancelled:
             throw CancellationError()
         case .deadline:
-            let tier = describeLoader(base)
+            let tier = base.chainSummary
             LoadRecorder.record(.timedOut(tier: tier, after: duration))
             throw TimeoutError(tier: tier, timeout: duration)
         }
@@ -126,7 +126,7 @@ public struct TimeoutLoader<Base: Loader, C: Clock>: Loader where C.Duration == 
 
 extension TimeoutLoader: LoaderDescribing {
     public var loaderNode: LoaderNode {
-        LoaderNode(label: "timeout(\(formatAge(duration)))", children: [Strata.loaderNode(of: base)])
+        LoaderNode(label: "timeout(\(duration.formattedAge))", children: [base.chainNode])
     }
 }
 
@@ -135,19 +135,19 @@ extension Loader {
     ///
     /// ```swift
     /// let remote = HTTPLoader(url: feedURL).decoding([FeedItem].self)
-    ///     .timeout(.seconds(5))                 // each attempt
-    ///     .retry(.exponential(attempts: 3))
-    ///     .timeout(.seconds(12))                // all attempts together
+    ///     .timingOut(after: .seconds(5))                 // each attempt
+    ///     .retrying(.exponential(attempts: 3))
+    ///     .timingOut(after: .seconds(12))                // all attempts together
     /// ```
     /// - Parameters:
     ///   - duration: the deadline, measured from the start of each load.
     ///   - clock: the clock that measures it; a `ManualClock` in tests.
-    public func timeout<C: Clock>(_ duration: Duration, clock: C) -> TimeoutLoader<Self, C> where C.Duration == Duration {
+    public func timingOut<C: Clock>(after duration: Duration, clock: C) -> TimeoutLoader<Self, C> where C.Duration == Duration {
         TimeoutLoader(base: self, duration: duration, clock: clock)
     }
 
     /// Fails with ``TimeoutError`` when a load takes longer than `duration` on the continuous clock.
-    public func timeout(_ duration: Duration) -> TimeoutLoader<Self, ContinuousClock> {
+    public func timingOut(after duration: Duration) -> TimeoutLoader<Self, ContinuousClock> {
         TimeoutLoader(base: self, duration: duration, clock: ContinuousClock())
     }
 }

@@ -51,7 +51,7 @@ public struct Provenance: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String {
         var text = "\(origin) via \(tier)"
-        if let age { text += ", age \(formatAge(age))" }
+        if let age { text += ", age \(age.formattedAge)" }
         return text
     }
 }
@@ -105,8 +105,8 @@ public enum LoadEvent: Sendable, CustomStringConvertible {
         case .tierFailed(let tier, let error): "failed: \(tier): \(error)"
         case .cacheWritten(let store, let key): "cached: \(key) in \(store)"
         case .cacheWriteFailed(let store, let key, let error): "cache write failed: \(key) in \(store): \(error)"
-        case .retrying(let tier, let attempt, let delay, let error): "retrying: \(tier), attempt \(attempt) in \(formatAge(delay)), after: \(error)"
-        case .timedOut(let tier, let after): "timed out: \(tier) after \(formatAge(after))"
+        case .retrying(let tier, let attempt, let delay, let error): "retrying: \(tier), attempt \(attempt) in \(delay.formattedAge), after: \(error)"
+        case .timedOut(let tier, let after): "timed out: \(tier) after \(after.formattedAge)"
         case .breakerStateChanged(let breaker, let from, let to): "circuit \(breaker): \(from) → \(to)"
         case .breakerRejected(let breaker): "circuit \(breaker) refused the load: failed fast"
         case .coalesced(let tier): "coalesced: joined the load in flight for \(tier)"
@@ -180,7 +180,7 @@ extension Loader {
             try await load(input)
         }
         let events = recorder.events
-        return Served(value: value, provenance: servingProvenance(in: events) ?? Provenance(origin: .unknown, tier: describeLoader(self)), events: events)
+        return Served(value: value, provenance: servingProvenance(in: events) ?? Provenance(origin: .unknown, tier: self.chainSummary), events: events)
     }
 }
 
@@ -204,8 +204,12 @@ func servingProvenance(in events: [LoadEvent]) -> Provenance? {
     return nil
 }
 
-/// Formats an age for people: `250ms`, `42s`, `5m 3s`, `2h 0m`, `3d 4h`. Negative ages read as zero.
-public func formatAge(_ age: Duration) -> String {
+extension Duration {
+    /// This duration as an age for people: `250ms`, `42s`, `5m 3s`, `2h 0m`, `3d 4h`. Negative ages
+    /// read as zero.
+    public var formattedAge: String { Self.formatAge(self) }
+
+    private static func formatAge(_ age: Duration) -> String {
     let seconds = max(0, Int(age.components.seconds))
     if seconds == 0 {
         let milliseconds = max(0, age.components.attoseconds / 1_000_000_000_000_000)
@@ -215,6 +219,7 @@ public func formatAge(_ age: Duration) -> String {
     if seconds < 3600 { return "\(seconds / 60)m \(seconds % 60)s" }
     if seconds < 86_400 { return "\(seconds / 3600)h \((seconds % 3600) / 60)m" }
     return "\(seconds / 86_400)d \((seconds % 86_400) / 3600)h"
+    }
 }
 
 extension Duration {

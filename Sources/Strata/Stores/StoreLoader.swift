@@ -14,19 +14,19 @@ public enum CacheLoadError: Error, Sendable, CustomStringConvertible {
         case .empty(let store, let key):
             "\(store): nothing cached for '\(key)'"
         case .expired(let store, let key, _, let age, let policy) where age < .zero:
-            "\(store): entry for '\(key)' is stamped \(formatAge(.zero - age)) in the future, so policy '\(policy)' cannot age it"
+            "\(store): entry for '\(key)' is stamped \((.zero - age).formattedAge) in the future, so policy '\(policy)' cannot age it"
         case .expired(let store, let key, _, let age, let policy):
-            "\(store): entry for '\(key)' is \(formatAge(age)) old, outside policy '\(policy)'"
+            "\(store): entry for '\(key)' is \(age.formattedAge) old, outside policy '\(policy)'"
         case .unreadable(let store, let key, let underlying):
             "\(store): could not read '\(key)': \(underlying)"
         }
     }
 }
 
-/// Reads a store through a ``FreshnessPolicy``; built by ``Store/loader(key:policy:now:)``.
+/// Reads a store through a ``FreshnessPolicy``; built by ``Store/loader(key:freshness:now:)``.
 ///
 /// Serves the stored value when the policy accepts its age; otherwise throws ``CacheLoadError``
-/// (`empty`, `expired`, `unreadable`), which a ``Loader/fallback(to:)`` after it turns into the next tier.
+/// (`empty`, `expired`, `unreadable`), which a ``Loader/fallingBack(to:)`` after it turns into the next tier.
 public struct StoreLoader<S: Store, Input: Sendable>: Loader {
     public typealias Output = S.Value
 
@@ -51,13 +51,13 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
         } catch is CancellationError {
             throw CancellationError()
         } catch {
-            throw CacheLoadError.unreadable(store: describeStore(store), key: "\(key)", underlying: error)
+            throw CacheLoadError.unreadable(store: store.storeDescription, key: "\(key)", underlying: error)
         }
-        guard let cached else { throw CacheLoadError.empty(store: describeStore(store), key: "\(key)") }
+        guard let cached else { throw CacheLoadError.empty(store: store.storeDescription, key: "\(key)") }
         let now = now()
         guard policy.isFresh(storedAt: cached.storedAt, now: now) else {
             throw CacheLoadError.expired(
-                store: describeStore(store), key: "\(key)", storedAt: cached.storedAt,
+                store: store.storeDescription, key: "\(key)", storedAt: cached.storedAt,
                 age: .between(cached.storedAt, now), policy: policy.description)
         }
         LoadRecorder.record(.served(Provenance(
@@ -68,25 +68,25 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
 }
 
 extension StoreLoader: CustomStringConvertible {
-    public var description: String { "\(describeStore(store)) [\(policy)]" }
+    public var description: String { "\(store.storeDescription) [\(policy)]" }
 }
 
 extension Store {
     /// A loader that serves the entry for `key` while `policy` accepts it.
     ///
     /// ```swift
-    /// let freshLocal = store.loader(key: "feed", policy: .maxAge(hours: 24))
-    /// let anyLocal = store.loader(key: "feed", policy: .any)
+    /// let freshLocal = store.loader(key: "feed", freshness: .maxAge(.hours(24)))
+    /// let anyLocal = store.loader(key: "feed", freshness: .any)
     /// ```
     public func loader(
-        key: Key, policy: FreshnessPolicy = .any, now: @escaping @Sendable () -> Date = { Date() }
+        key: Key, freshness policy: FreshnessPolicy = .any, now: @escaping @Sendable () -> Date = { Date() }
     ) -> StoreLoader<Self, Void> {
         StoreLoader(store: self, policy: policy, now: now, key: { _ in key })
     }
 
     /// A keyed loader: `load(key)` serves the entry for that key while `policy` accepts it.
     public func loader(
-        policy: FreshnessPolicy = .any, now: @escaping @Sendable () -> Date = { Date() }
+        freshness policy: FreshnessPolicy = .any, now: @escaping @Sendable () -> Date = { Date() }
     ) -> StoreLoader<Self, Key> {
         StoreLoader(store: self, policy: policy, now: now, key: { $0 })
     }
@@ -95,15 +95,15 @@ extension Store {
 extension Store {
     /// The value stored for `key` when `policy` accepts it, or `nil` when nothing acceptable is stored.
     ///
-    /// Reads through ``loader(key:policy:now:)``, so a value served from here reports its origin and
+    /// Reads through ``loader(key:freshness:now:)``, so a value served from here reports its origin and
     /// age to ``Loader/loadServed(_:)`` like any tier; for repositories and adapters of your own that
     /// need "the cached value, if any" rather than a loader that throws on a miss. A store that fails
     /// to read throws its own error (not ``CacheLoadError``).
     public func value(
-        for key: Key, policy: FreshnessPolicy = .any, now: @escaping @Sendable () -> Date = { Date() }
+        for key: Key, freshness policy: FreshnessPolicy = .any, now: @escaping @Sendable () -> Date = { Date() }
     ) async throws -> Value? {
         do {
-            return try await loader(key: key, policy: policy, now: now).load()
+            return try await loader(key: key, freshness: policy, now: now).load()
         } catch CacheLoadError.empty, CacheLoadError.expired {
             return nil
         } catch CacheLoadError.unreadable(_, _, let underlying) {
@@ -112,8 +112,10 @@ extension Store {
     }
 }
 
-/// A store's description for errors and chain trees: its `description` when it has one, otherwise
-/// its type name.
-public func describeStore(_ store: some Store) -> String {
-    (store as? CustomStringConvertible)?.description ?? String(describing: type(of: store))
+extension Store {
+    /// This store's description for errors and chain trees: its `description` when it has one,
+    /// otherwise its type name.
+    public var storeDescription: String {
+        (self as? any CustomStringConvertible)?.description ?? String(describing: type(of: self))
+    }
 }

@@ -1,7 +1,7 @@
 import Foundation
 
-/// How an error reads to the resilience operators: ``Loader/retry(_:clock:now:)`` and
-/// ``Loader/circuitBreaker(_:)`` ask it instead of knowing each layer's error types.
+/// How an error reads to the resilience operators: ``Loader/retrying(_:clock:now:)`` and
+/// ``Loader/guarded(by:)`` ask it instead of knowing each layer's error types.
 ///
 /// ``HTTPError``, ``TimeoutError`` and ``CircuitOpenError`` adopt it. Adopt it in an error of your own
 /// (a custom client's, a database's) to have it retried or counted by a breaker:

@@ -108,14 +108,14 @@ public struct Fetcher: Sendable {
             }
         } catch {
             // The cache cannot even be opened: fetch without one, so the network and --default still serve.
-            stderr("strata fetch: the \(options.store.rawValue) cache is unavailable (\(redactSecrets(in: "\(error)"))); fetching without it")
+            stderr("strata fetch: the \(options.store.rawValue) cache is unavailable (\(Redaction.redactingSecrets(in: "\(error)"))); fetching without it")
             return await run(through: MemoryStore<String, Data>(), stdout: stdout, stderr: stderr)
         }
     }
 
     /// Runs the fetch with `store` as the cache.
     ///
-    /// The first tier is the library's revalidating HTTP cache (``HTTPLoader/cached(in:key:policy:honorsCacheControl:now:logger:decode:)``):
+    /// The first tier is the library's revalidating HTTP cache (``HTTPLoader/revalidated(in:key:freshness:honorsCacheControl:now:logger:decode:)``):
     /// a copy younger than `--max-age` (and than the server's `max-age`, which can only shorten it) is
     /// served without a request; otherwise the request carries the stored `ETag` / `Last-Modified`,
     /// a 304 serves the stored body and re-stamps it, a 200 replaces it (unless `no-store`).
@@ -126,14 +126,14 @@ public struct Fetcher: Sendable {
         let key = options.url.absoluteString
         let answer = NetworkAnswer()
         let remote = HTTPLoader(url: options.url, timeout: options.timeout, maxBodyBytes: options.maxBodyBytes, transport: client)
-            .cached(in: store, key: key, policy: .maxAge(options.maxAge), now: now, logger: quiet) { reply in
+            .revalidated(in: store, key: key, freshness: .maxAge(options.maxAge), now: now, logger: quiet) { reply in
                 answer.record(status: reply.status.code, cacheControl: reply.headerFields.cacheControl)
                 return reply.body
             }
-            .retry(.exponential(attempts: options.retries + 1, initialDelay: .milliseconds(250), maxDelay: .seconds(5)))
+            .retrying(.exponential(attempts: options.retries + 1, initialDelay: .milliseconds(250), maxDelay: .seconds(5)))
         let chain = remote.named(Self.remoteTier)
-            .fallback(to: store.loader(key: key, policy: options.maxStale.map { .maxAge($0) } ?? .any, now: now).named("stale cache"))
-            .fallback(to: defaults.named("default"))
+            .fallingBack(to: store.loader(key: key, freshness: options.maxStale.map { .maxAge($0) } ?? .any, now: now).named("stale cache"))
+            .fallingBack(to: defaults.named("default"))
         do {
             let served = try await chain.loadServed()
             stdout(served.value)
@@ -162,13 +162,13 @@ public struct Fetcher: Sendable {
     private func report(_ outcome: Outcome, stderr: (String) -> Void) {
         let served = outcome.served
         if options.verbose {
-            for event in served.events { stderr("strata fetch: " + redactSecrets(in: "\(event)")) }
+            for event in served.events { stderr("strata fetch: " + Redaction.redactingSecrets(in: "\(event)")) }
         }
         if options.json {
             stderr(json(outcome))
             return
         }
-        let age = served.provenance.age.map { "age \(formatAge($0))" } ?? "age unknown"
+        let age = served.provenance.age.map { "age \(($0).formattedAge)" } ?? "age unknown"
         let how: String
         switch outcome.kind {
         case .downloaded(let status, let noStore):
@@ -188,7 +188,7 @@ public struct Fetcher: Sendable {
     private func json(_ outcome: Outcome) -> String {
         let served = outcome.served
         var object: [String: Any] = [
-            "url": redactedURLString(options.url),
+            "url": Redaction.redactedString(for: options.url),
             "servedFrom": outcome.tier,
             "origin": "\(served.provenance.origin)",
             "bytes": served.value.count,
@@ -208,7 +208,7 @@ public struct Fetcher: Sendable {
         }
         object["failedTiers"] = served.events.compactMap { event -> [String: String]? in
             guard case .tierFailed(let tier, let error) = event else { return nil }
-            return ["tier": tier, "error": redactSecrets(in: "\(error)")]
+            return ["tier": tier, "error": Redaction.redactingSecrets(in: "\(error)")]
         }
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
         return String(decoding: data, as: UTF8.self)
@@ -216,33 +216,33 @@ public struct Fetcher: Sendable {
 
     private func reportFailure(_ error: any Error, stderr: (String) -> Void) {
         guard let fallback = error as? FallbackError else {
-            stderr("strata fetch: nothing served: " + redactSecrets(in: "\(error)"))
+            stderr("strata fetch: nothing served: " + Redaction.redactingSecrets(in: "\(error)"))
             return
         }
         let reasons = fallback.failures.map { "\($0.tier): \(shortReason($0.error))" }
         if options.json {
             let object: [String: Any] = [
-                "url": redactedURLString(options.url), "servedFrom": NSNull(),
-                "failedTiers": fallback.failures.map { ["tier": $0.tier, "error": redactSecrets(in: "\($0.error)")] },
+                "url": Redaction.redactedString(for: options.url), "servedFrom": NSNull(),
+                "failedTiers": fallback.failures.map { ["tier": $0.tier, "error": Redaction.redactingSecrets(in: "\($0.error)")] },
             ]
             let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
             stderr(String(decoding: data, as: UTF8.self))
         } else {
-            stderr("strata fetch: nothing to serve for \(redactedURLString(options.url)): " + reasons.joined(separator: "; "))
+            stderr("strata fetch: nothing to serve for \(Redaction.redactedString(for: options.url)): " + reasons.joined(separator: "; "))
         }
         if options.verbose {
-            for failure in fallback.failures { stderr("strata fetch:   \(failure.tier): " + redactSecrets(in: "\(failure.error)")) }
+            for failure in fallback.failures { stderr("strata fetch:   \(failure.tier): " + Redaction.redactingSecrets(in: "\(failure.error)")) }
         }
     }
 
     private func shortReason(_ error: any Error) -> String {
         switch error {
         case CacheLoadError.empty: return "nothing cached"
-        case CacheLoadError.expired(_, _, _, let age, _): return "cached copy too old (\(formatAge(age)))"
+        case CacheLoadError.expired(_, _, _, let age, _): return "cached copy too old (\(age.formattedAge))"
         case HTTPError.transport(_, let reason, _): return reason
         case HTTPError.status(let code, _, _, _): return "HTTP \(code)"
         case HTTPError.bodyTooLarge(_, let limit, _, _): return "response larger than \(formatByteCount(limit)) (--max-body)"
-        default: return redactSecrets(in: "\(error)")
+        default: return Redaction.redactingSecrets(in: "\(error)")
         }
     }
 }

@@ -26,16 +26,16 @@ public enum OfflineFirstFeed {
         store: FileStore<[FeedItem]>,
         feedURL: URL,
         defaults: BundledLoader = OfflineFirstFeed.bundledDefaults,
-        maxAge: FreshnessPolicy = .maxAge(hours: 24),
+        maxAge: FreshnessPolicy = .maxAge(.hours(24)),
         client: any HTTPTransport = URLSessionHTTPClient.shared,
         now: @escaping @Sendable () -> Date = { Date() },
         logger: Logger = Logger(label: "strata.demo")
     ) -> some Loader<Void, [FeedItem]> {
         let remote = HTTPLoader(url: feedURL, transport: client).decoding([FeedItem].self)
-        return store.loader(key: cacheKey, policy: maxAge, now: now).named("fresh local")
-            .fallback(to: remote.cache(in: store, key: cacheKey, now: now, logger: logger).named("remote"))
-            .fallback(to: store.loader(key: cacheKey, policy: .any, now: now).named("stale local"))
-            .fallback(to: defaults.decoding([FeedItem].self).named("bundled default"))
+        return store.loader(key: cacheKey, freshness: maxAge, now: now).named("fresh local")
+            .fallingBack(to: remote.writingThrough(to: store, key: cacheKey, now: now, logger: logger).named("remote"))
+            .fallingBack(to: store.loader(key: cacheKey, freshness: .any, now: now).named("stale local"))
+            .fallingBack(to: defaults.decoding([FeedItem].self).named("bundled default"))
     }
 }
 

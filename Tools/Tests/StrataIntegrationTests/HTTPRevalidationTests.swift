@@ -17,10 +17,9 @@ final class HTTPRevalidationTests {
 
     var store: FileStore<[FeedItem]> { FileStore(directory: directory.url, logger: quietLogger) }
 
-    func feed(_ server: DemoServer, policy: FreshnessPolicy = .maxAge(.zero), honorsCacheControl: Bool = true) -> HTTPCachingLoader<Void, FileStore<[FeedItem]>> {
+    func feed(_ server: DemoServer, policy: FreshnessPolicy = .maxAge(.zero), honorsCacheControl: Bool = true) -> RevalidatingLoader<Void, FileStore<[FeedItem]>> {
         HTTPLoader(url: server.feedURL)
-            .cached(in: store, key: "feed", policy: policy, honorsCacheControl: honorsCacheControl,
-                    decoding: [FeedItem].self, now: clock.wallClock, logger: quietLogger)
+            .revalidated(in: store, key: "feed", freshness: policy, honorsCacheControl: honorsCacheControl, decoding: [FeedItem].self, now: clock.wallClock, logger: quietLogger)
     }
 
     func entryBytes() throws -> Data {
@@ -141,7 +140,7 @@ final class HTTPRevalidationTests {
             server.faults = .init(status: 503)
             clock.advance(by: .seconds(600))
             let chain = feed(server).named("remote")
-                .fallback(to: store.loader(key: "feed", policy: .any, now: clock.wallClock).named("stale local"))
+                .fallingBack(to: store.loader(key: "feed", freshness: .any, now: clock.wallClock).named("stale local"))
 
             await #expect {
                 try await feed(server).load()

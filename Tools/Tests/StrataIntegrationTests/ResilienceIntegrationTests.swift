@@ -19,8 +19,8 @@ struct ResilienceIntegrationTests {
                 server.faults = .init(holdRequests: true)
                 let clock = ManualClock()
                 let chain = HTTPLoader(url: server.feedURL).decoding([FeedItem].self)
-                    .timeout(.seconds(2), clock: clock)
-                    .fallback(to: store.loader(key: "feed").named("stale local"))
+                    .timingOut(after: .seconds(2), clock: clock)
+                    .fallingBack(to: store.loader(key: "feed").named("stale local"))
 
                 let load = Task { try await chain.loadServed() }
                 await server.waitForRequests(count: 1)
@@ -41,7 +41,7 @@ struct ResilienceIntegrationTests {
         try await withDemoServer { server in
             server.faults = .init(holdRequests: true)
             let clock = ManualClock()
-            let load = Task { try await HTTPLoader(url: server.feedURL).timeout(.seconds(1), clock: clock).load() }
+            let load = Task { try await HTTPLoader(url: server.feedURL).timingOut(after: .seconds(1), clock: clock).load() }
             await server.waitForRequests(count: 1)
             await clock.waitForSleepers()
             clock.advance(by: .seconds(1))
@@ -63,8 +63,8 @@ struct ResilienceIntegrationTests {
                     name: "demo", policy: CircuitBreakerPolicy(minimumThroughput: 3, breakDuration: .seconds(30)), clock: clock)
                 let client = CountingHTTPClient()
                 let chain = HTTPLoader(url: server.feedURL, transport: client).decoding([FeedItem].self)
-                    .circuitBreaker(breaker)
-                    .fallback(to: store.loader(key: "feed").named("cache"))
+                    .guarded(by: breaker)
+                    .fallingBack(to: store.loader(key: "feed").named("cache"))
                 await server.goOffline()
 
                 for _ in 0..<3 { _ = try await chain.load() }
@@ -109,7 +109,7 @@ struct ResilienceIntegrationTests {
             let metrics = TestMetrics()
             let secretURL = URL(string: "http://user:hunter2@127.0.0.1:\(server.port)/feed?token=abc123")!
             let chain = HTTPLoader(url: secretURL).decoding([FeedItem].self)
-                .retry(.constant(attempts: 2, delay: .seconds(1)), clock: clock)
+                .retrying(.constant(attempts: 2, delay: .seconds(1)), clock: clock)
                 .metered("feed", factory: metrics)
                 .logged(to: capture.logger)
 

@@ -10,7 +10,7 @@ public enum FeedPresenter {
     /// `"from the server, just now"`, `"saved on this device 2h 0m ago"`, `"saved on this device"`
     /// (age unknown), `"source unknown"` when nothing in the chain reported a source.
     public static func sourceText(for provenance: Provenance) -> String {
-        let age = provenance.age.map { " \(formatAge($0)) ago" } ?? ""
+        let age = provenance.age.map { " \(($0).formattedAge) ago" } ?? ""
         switch provenance.origin {
         case .remote: return "from the server, just now"
         case .disk: return "saved on this device" + age

@@ -27,7 +27,7 @@ struct FeedViewModelTests {
     @Test func load_whileTheRepositoryIsWorking_isLoadingThenLoadedFromTheServer() async throws {
         let feed = uniqueFeed()
         let remote = LoaderSpy<Void, [FeedItem]>(holdsLoads: true)
-        let sut = makeSUT(StrataFeedRepository(remote.origin(.remote)))
+        let sut = makeSUT(StrataFeedRepository(remote.originating(from: .remote)))
 
         let loading = Task { await sut.load() }
         await remote.waitForLoads(count: 1)

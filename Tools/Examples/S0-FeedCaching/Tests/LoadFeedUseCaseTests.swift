@@ -21,7 +21,7 @@ struct LoadFeedUseCaseTests {
     }
 
     @Test func loadServed_reportsWhereTheRepositoryChainGotTheFeed() async throws {
-        let sut = LoadFeedUseCase(repository: StrataFeedRepository(LoaderSpy<Void, [FeedItem]>(.success(uniqueFeed())).origin(.remote)))
+        let sut = LoadFeedUseCase(repository: StrataFeedRepository(LoaderSpy<Void, [FeedItem]>(.success(uniqueFeed())).originating(from: .remote)))
 
         #expect(try await sut.loadServed().provenance.origin == .remote)
     }
@@ -32,7 +32,7 @@ struct LoadFeedUseCaseTests {
         try await store.insert(cached, for: "feed", storedAt: Date())
         let failing = StrataFeedRepository(LoaderSpy<Void, [FeedItem]>(.failure(TestError("offline"))))
 
-        let feed = try await failing.asLoader().staleIfError(in: store, key: "feed", logger: quietLogger).load()
+        let feed = try await failing.asLoader().servingStaleOnError(from: store, key: "feed", logger: quietLogger).load()
 
         #expect(feed == cached)
     }

@@ -8,15 +8,15 @@ import Strata
 /// writes through to the same store:
 ///
 /// ```swift
-/// store.loader(policy: .any).mapInput { "post-\($0)" }
-///     .fallback(to: remote.cache(in: store) { "post-\($0)" })
+/// store.loader(freshness: .any).mapInput { "post-\($0)" }
+///     .fallingBack(to: remote.writingThrough(to: store) { "post-\($0)" })
 /// ```
 ///
 /// Both forms use the keys of ``StorePostCache/key(for:)``, so they can share a store. They differ
 /// in one way: when neither the cache nor the server has the post, the chain throws Strata's
 /// `FallbackError` naming both tiers ("cached post: nothing cached …; remote: HTTP 404 …"), while
 /// the decorator throws ``PostRepoError/notFound(id:)``. The chain also takes a freshness policy, so
-/// `.maxAge(hours: 1)` turns "cached forever" into "cached for an hour" without a new type.
+/// `.maxAge(.hours(1))` turns "cached forever" into "cached for an hour" without a new type.
 public enum PostLoaders {
     /// `GET {baseURL}/posts/{id}`, decoded as a ``Post``.
     public static func remote(
@@ -46,9 +46,9 @@ public enum PostLoaders {
         remote: Remote, store: S, policy: FreshnessPolicy = .any,
         now: @escaping @Sendable () -> Date = { Date() }
     ) -> some Loader<Int, Post> where S.Key == String, S.Value == Post {
-        store.loader(policy: policy, now: now)
+        store.loader(freshness: policy, now: now)
             .mapInput { (id: Int) in StorePostCache<S>.key(for: id) }
             .named("cached post")
-            .fallback(to: remote.cache(in: store, now: now) { StorePostCache<S>.key(for: $0) }.named("remote"))
+            .fallingBack(to: remote.writingThrough(to: store, now: now) { StorePostCache<S>.key(for: $0) }.named("remote"))
     }
 }

@@ -4,7 +4,7 @@ import Strata
 /// The composition root of S4: requirements 1–7 in one fluent expression.
 ///
 /// ```
-/// local24h.fallback(to: remote.cache(in: store)).fallback(to: localAny).fallback(to: defaultLoader)
+/// local24h.fallingBack(to: remote.cache(in: store)).fallingBack(to: localAny).fallingBack(to: defaultLoader)
 /// ```
 /// 1–2: `remote.cache(in:)` fetches the latest data and saves it. 3–4: `local24h` checks the
 /// validity period and answers first, without the network. 5: when it has expired the chain moves on
@@ -21,8 +21,8 @@ public enum DataLoaderComposer {
         let localAny = LocalLoader(store: store, cachePolicy: NullPolicy()).named("local (any age)")
 
         return local24h
-            .fallback(to: remote.cache(in: store).named("remote"))
-            .fallback(to: localAny)
-            .fallback(to: defaultLoader.named("default"))
+            .fallingBack(to: remote.cache(in: store).named("remote"))
+            .fallingBack(to: localAny)
+            .fallingBack(to: defaultLoader.named("default"))
     }
 }

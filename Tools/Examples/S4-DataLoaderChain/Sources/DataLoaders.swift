@@ -33,7 +33,7 @@ public protocol CachePolicy: Sendable {
 /// Local data is valid for 24 hours after it was saved (exactly 24 hours old is expired).
 public struct TwentyFourHoursPolicy: CachePolicy {
     public init() {}
-    public var freshness: FreshnessPolicy { .maxAge(hours: 24) }
+    public var freshness: FreshnessPolicy { .maxAge(.hours(24)) }
 }
 
 /// Anything cached is acceptable, however old.
@@ -70,7 +70,7 @@ public struct LocalLoader: DataLoader {
 
     public func load(_ input: Void) async throws -> Data {
         do {
-            return try await local.store.loader(key: LocalDataStore.key, policy: cachePolicy.freshness, now: local.now).load()
+            return try await local.store.loader(key: LocalDataStore.key, freshness: cachePolicy.freshness, now: local.now).load()
         } catch CacheLoadError.empty {
             throw DataLoaderError.emptyCache
         } catch CacheLoadError.expired {
@@ -115,14 +115,14 @@ public struct DefaultLoader: DataLoader {
     }
 }
 
-/// The article's cache decorator: Strata's write-through `cache(in:key:)` under the article's name.
-public typealias DataLoaderCacheDecorator<Decoratee: DataLoader> = CachingLoader<Decoratee, FileStore<Data>>
+/// The article's cache decorator: Strata's write-through `writingThrough(to:key:)` under the article's name.
+public typealias DataLoaderCacheDecorator<Decoratee: DataLoader> = WriteThroughLoader<Decoratee, FileStore<Data>>
 
 /// The article's fallback composite: Strata's `FallbackLoader` under the article's name, with the
 /// article's initialiser `DataLoaderWithFallbackComposite(primary:fallback:)`.
 public typealias DataLoaderWithFallbackComposite<Primary: DataLoader, Fallback: DataLoader> = FallbackLoader<Primary, Fallback>
 
-extension CachingLoader: DataLoader where Base.Input == Void, Base.Output == Data {}
+extension WriteThroughLoader: DataLoader where Base.Input == Void, Base.Output == Data {}
 extension FallbackLoader: DataLoader where Primary.Input == Void, Primary.Output == Data {}
 extension NamedLoader: DataLoader where Base.Input == Void, Base.Output == Data {}
 extension ClosureLoader: DataLoader where Input == Void, Output == Data {}
@@ -132,6 +132,6 @@ extension DataLoader {
     /// Saves what this loader fetches into `store`: the article's `remote.cache()`, with the store it
     /// writes to named at the composition root instead of hidden inside the remote loader.
     public func cache(in store: LocalDataStore) -> DataLoaderCacheDecorator<Self> {
-        cache(in: store.store, key: LocalDataStore.key, now: store.now)
+        writingThrough(to: store.store, key: LocalDataStore.key, now: store.now)
     }
 }

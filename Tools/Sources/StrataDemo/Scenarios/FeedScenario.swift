@@ -119,7 +119,7 @@ public struct FeedScenario: Sendable {
         case .disk: "local cache (the decorator's fallback)"
         default: "\(served.provenance.origin)"
         }
-        let age = served.provenance.age.map { "age \(formatAge($0))" } ?? "age n/a"
+        let age = served.provenance.age.map { "age \(($0).formattedAge)" } ?? "age n/a"
         return "\(source), \(items.count) item\(items.count == 1 ? "" : "s")\(first), \(age)"
     }
 

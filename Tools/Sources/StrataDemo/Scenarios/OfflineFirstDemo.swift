@@ -89,7 +89,7 @@ public struct OfflineFirstDemo: Sendable {
         case .bundled: "bundled default"
         default: "\(served.provenance.origin)"
         }
-        let age = served.provenance.age.map { "age \(formatAge($0))" } ?? "age n/a"
+        let age = served.provenance.age.map { "age \(($0).formattedAge)" } ?? "age n/a"
         return "\(source), \(items.count) item\(items.count == 1 ? "" : "s")\(first), \(age)"
     }
 
@@ -102,7 +102,7 @@ public struct OfflineFirstDemo: Sendable {
             case .cacheWritten: parts.append("saved ✓")
             case .cacheWriteFailed(_, _, let error): parts.append("save failed ✗ \(error)")
             case .retrying(_, let attempt, _, _): parts.append("retry \(attempt)")
-            case .timedOut(let tier, let after): parts.append("\(tier) ✗ timed out after \(formatAge(after))")
+            case .timedOut(let tier, let after): parts.append("\(tier) ✗ timed out after \(after.formattedAge)")
             case .breakerRejected(let breaker): parts.append("circuit \(breaker) open ✗")
             case .breakerStateChanged(let breaker, _, let state): parts.append("circuit \(breaker) \(state)")
             case .coalesced: parts.append("joined a load in flight")
@@ -117,7 +117,7 @@ public struct OfflineFirstDemo: Sendable {
     private func shortReason(_ error: any Error) -> String {
         switch error {
         case CacheLoadError.empty: "nothing cached"
-        case CacheLoadError.expired(_, _, _, let age, _): "expired (\(formatAge(age)) old)"
+        case CacheLoadError.expired(_, _, _, let age, _): "expired (\(age.formattedAge) old)"
         case let error as HTTPError:
             if case .transport(_, let reason, _) = error { reason } else { "\(error)" }
         default: "\(error)"

@@ -6,7 +6,7 @@ import StrataTesting
 /// Resilience operators against the real demo server, on a simulated clock:
 ///
 /// 1. 50 screens ask for the feed at once: ``Loader/coalesced()`` sends one request.
-/// 2. The server hangs: ``Loader/timeout(_:clock:)`` gives up after 2 s and the cache answers.
+/// 2. The server hangs: ``Loader/timingOut(after:clock:)`` gives up after 2 s and the cache answers.
 /// 3. The server goes down: once half of the last loads (at least 3) have failed — the timeout counts —
 ///    the circuit opens, and the next load is served from the cache without touching the network.
 /// 4. 30 s later the server is back: the half-open trial reaches it and the circuit closes.
@@ -44,11 +44,11 @@ public struct ResilienceScenario: Sendable {
             policy: CircuitBreakerPolicy(failureRatio: 0.5, minimumThroughput: 3, breakDuration: .seconds(30)),
             clock: clock)
         let feed = HTTPLoader(url: server.feedURL, transport: client).decoding([FeedItem].self)
-            .timeout(.seconds(2), clock: clock)
-            .circuitBreaker(breaker)
-            .cache(in: store, key: "feed", now: clock.wallClock, logger: quiet)
+            .timingOut(after: .seconds(2), clock: clock)
+            .guarded(by: breaker)
+            .writingThrough(to: store, key: "feed", now: clock.wallClock, logger: quiet)
             .named("remote")
-            .fallback(to: store.loader(key: "feed", now: clock.wallClock).named("cache"))
+            .fallingBack(to: store.loader(key: "feed", now: clock.wallClock).named("cache"))
             .coalesced()
             .logged(to: logs.logger)
 
