@@ -25,7 +25,6 @@ let package = Package(
             name: "StrataDemo",
             dependencies: [
                 .product(name: "Strata", package: "Strata"),
-                .product(name: "StrataTesting", package: "Strata"),
                 "FeedCachingExample",
                 "FileFeedStoreExample",
                 "PostsRepositoryExample",

@@ -1,4 +1,3 @@
-import StrataTesting
 import CrossCuttingExample
 import Dispatch
 import Foundation
@@ -47,7 +46,7 @@ public struct AnalyticsScenario: Sendable {
         let client = CountingHTTPClient()
         let service = FeedTitlesService(feedURL: server.feedURL, client: client)
         let memory = InMemoryTracker()
-        let logs = LogCapture(level: .info)
+        let logs = NarratedLog()
         let logging = LoggingTracker(logger: logs.logger)
         let trackers: [any Tracker] = [memory, logging]
 
@@ -69,10 +68,10 @@ public struct AnalyticsScenario: Sendable {
         func itemsStep(_ title: String, _ situation: String, _ load: () async -> [String]) async {
             let sentBefore = client.requestCount
             let trackedBefore = await memory.events.count
-            let loggedBefore = logs.entries.count
+            _ = logs.drain()
             let items = await load()
             let tracked = Array(await memory.events.dropFirst(trackedBefore))
-            let logged = logs.entries.dropFirst(loggedBefore).map { $0.line() }
+            let logged = logs.drain().map(\.text)
             let analytics = tracked.isEmpty && logged.isEmpty
                 ? "nothing tracked"
                 : "in-memory tracker ✓ \(tracked.map { "\($0.count) values" }.joined(separator: ", ")) · log ✓ \(logged.joined(separator: " | "))"

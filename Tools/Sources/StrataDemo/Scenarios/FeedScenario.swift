@@ -3,7 +3,6 @@ import FileFeedStoreExample
 import Foundation
 import Logging
 @_spi(StrataInternals) import Strata
-import StrataTesting
 
 /// The S0 scenario, step by step: the article's `Logging(Caching(Remote))` feed repository against a
 /// real server, caching in a real file through S1's store adapters, with a simulated clock.
@@ -41,14 +40,14 @@ public struct FeedScenario: Sendable {
         let cacheDirectory = FileManager.default.temporaryDirectory
             .appendingPathComponent("strata-feed-demo-\(UUID().uuidString)", isDirectory: true)
         defer { try? FileManager.default.removeItem(at: cacheDirectory) }
-        let clock = ManualClock(startDate: Date())
+        let clock = DemoClock()
         let client = CountingHTTPClient()
-        let logs = LogCapture(level: .info)
+        let logs = NarratedLog(omitting: ["error"])  // the error gets a line of its own
         let quiet = Logger(label: "strata.demo", factory: { _ in SwiftLogNoOpLogHandler() })
 
         // The app's composition root, as S0 and S1 describe it: one place, concrete types only here.
         let fileStore = FileStore<[FeedCachingExample.FeedItem]>(directory: cacheDirectory, logger: quiet)
-        let feedStore = StrataFeedStore(store: fileStore, key: "feed", now: clock.wallClock)
+        let feedStore = StrataFeedStore(store: fileStore, key: "feed", now: clock.dates)
         let repository = FeedComposer.makeFeedRepository(
             feedURL: server.feedURL, cache: FeedStoreCacheAdapter(feedStore), client: client,
             logger: logs.logger)
@@ -64,7 +63,7 @@ public struct FeedScenario: Sendable {
         func step(_ title: String, _ situation: String) async throws {
             let sentBefore = client.requestCount
             let answeredBefore = server.requestCount()
-            logs.removeAll()
+            _ = logs.drain()
             var served: Served<[FeedCachingExample.FeedItem]>?
             var failure: (any Error)?
             do {
@@ -79,7 +78,7 @@ public struct FeedScenario: Sendable {
                 requestsSent: client.requestCount - sentBefore,
                 requestsAnswered: server.requestCount() - answeredBefore,
                 cachedItems: try await feedStore.load().count,
-                log: logs.entries.map { $0.line(excluding: ["error"]) })  // the error gets a line of its own
+                log: logs.drain().map(\.text))
             steps.append(result)
             write("")
             write("\(steps.count). \(title)")
@@ -98,7 +97,7 @@ public struct FeedScenario: Sendable {
 
         try await step("Online", "the server is up; nothing is cached yet")
 
-        clock.advance(by: .seconds(2 * 3600))
+        clock.skip(.seconds(2 * 3600))
         await server.goOffline()
         try await step("Two hours later, server down", "the server refuses connections; the feed saved in step 1 is on disk")
 

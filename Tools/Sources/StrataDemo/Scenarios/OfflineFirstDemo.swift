@@ -1,7 +1,6 @@
 import Foundation
 import Logging
 import Strata
-import StrataTesting
 
 /// The S4 scenario, step by step, against a real server and a real file cache, with a simulated
 /// clock so "a day later" takes no time.
@@ -24,7 +23,7 @@ public struct OfflineFirstDemo: Sendable {
         let cacheDirectory = FileManager.default.temporaryDirectory
             .appendingPathComponent("strata-demo-\(UUID().uuidString)", isDirectory: true)
         defer { try? FileManager.default.removeItem(at: cacheDirectory) }
-        let clock = ManualClock(startDate: Date())
+        let clock = DemoClock()
         let client = CountingHTTPClient()
         let quiet = Logger(label: "strata.demo", factory: { _ in SwiftLogNoOpLogHandler() })
 
@@ -32,7 +31,7 @@ public struct OfflineFirstDemo: Sendable {
         @Sendable func launch() -> some Loader<Void, [FeedItem]> {
             OfflineFirstFeed.makeLoader(
                 store: FileStore(directory: cacheDirectory, logger: quiet), feedURL: server.feedURL,
-                client: client, now: clock.wallClock, logger: quiet)
+                client: client, now: clock.dates, logger: quiet)
         }
 
         write("Strata demo: the offline-first feed (S4)")
@@ -64,10 +63,10 @@ public struct OfflineFirstDemo: Sendable {
         try await server.goOnline()
         try await step("Online", "the server is up; the cache holds nothing fresh")
 
-        clock.advance(by: .seconds(2 * 3600))
+        clock.skip(.seconds(2 * 3600))
         try await step("Relaunch two hours later", "the cached feed is 2h old, within the 24h max age")
 
-        clock.advance(by: .seconds(23 * 3600))
+        clock.skip(.seconds(23 * 3600))
         await server.goOffline()
         try await step("A day later, server down", "the cached feed is 25h old (expired) and the server refuses connections")
 

@@ -1,7 +1,6 @@
 import Foundation
 import Logging
 @_spi(StrataInternals) import Strata
-import StrataTesting
 
 /// Resilience operators against the real demo server, on a simulated clock:
 ///
@@ -32,10 +31,10 @@ public struct ResilienceScenario: Sendable {
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("strata-resilience-demo-\(UUID().uuidString)", isDirectory: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let clock = ManualClock(startDate: Date())
+        let clock = DemoClock()
         let client = CountingHTTPClient()
         let quiet = Logger(label: "strata.demo", factory: { _ in SwiftLogNoOpLogHandler() })
-        let logs = LogCapture(level: .info)
+        let logs = NarratedLog()
 
         // The composition root: network-first, guarded, with the file cache behind it.
         let store = FileStore<[FeedItem]>(directory: directory, logger: quiet)
@@ -46,9 +45,9 @@ public struct ResilienceScenario: Sendable {
         let feed = HTTPLoader(url: server.feedURL, transport: client).decoding([FeedItem].self)
             .timingOut(after: .seconds(2), clock: clock)
             .guarded(by: breaker)
-            .writingThrough(to: store, key: "feed", now: clock.wallClock, logger: quiet)
+            .writingThrough(to: store, key: "feed", now: clock.dates, logger: quiet)
             .named("remote")
-            .fallingBack(to: store.loader(key: "feed", now: clock.wallClock).named("cache"))
+            .fallingBack(to: store.loader(key: "feed", now: clock.dates).named("cache"))
             .coalesced()
             .logged(to: logs.logger)
 
@@ -65,8 +64,7 @@ public struct ResilienceScenario: Sendable {
             steps.append(step)
             write("    → \(loads) load\(loads == 1 ? "" : "s"), \(step.requestsSent) request\(step.requestsSent == 1 ? "" : "s") sent; "
                 + "served from \(step.servedFrom); circuit \(step.circuit)")
-            for entry in logs.entries where entry.level >= .notice { write("      log: \(entry.level) \(entry.message)") }
-            logs.removeAll()
+            for line in logs.drain() where line.level >= .notice { write("      log: \(line.level) \(line.message)") }
         }
 
         write("")
@@ -90,8 +88,8 @@ public struct ResilienceScenario: Sendable {
         let requestsBefore = server.requests.count
         let hanging = Task { try await feed.loadServed() }
         await server.waitForRequests(count: requestsBefore + 1)
-        await clock.waitForSleepers()
-        clock.advance(by: .seconds(2))
+        await clock.untilSomeoneWaits()
+        clock.skip(.seconds(2))
         let afterTimeout = try await hanging.value
         server.faults = .none
         server.releaseHeldRequests()
@@ -111,7 +109,7 @@ public struct ResilienceScenario: Sendable {
         write("")
         write("4. 30 s later the server is back")
         try await server.goOnline()
-        clock.advance(by: .seconds(30))
+        clock.skip(.seconds(30))
         sent = client.requestCount
         record("recovered", loads: 1, sentBefore: sent, served: try await feed.loadServed())
 
