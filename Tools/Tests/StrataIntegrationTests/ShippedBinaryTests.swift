@@ -37,7 +37,7 @@ struct ShippedBinaryTests {
     static func run(_ executable: String, _ arguments: [String]) throws -> Data {
         let directory = try TemporaryDirectory(prefix: "strata-no-test-kit")
         let errorFile = directory.appending("stderr")
-        FileManager.default.createFile(atPath: errorFile.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errorFile.path, contents: nil)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
