@@ -26,6 +26,8 @@ public enum StoreContractCase: String, CaseIterable, Sendable, CustomStringConve
     /// `refresh` replaces an entry's `storedAt` and every validator (`etag`, `lastModified`, `maxAge`),
     /// keeps its value, and leaves other keys alone.
     case refreshRestampsAndKeepsTheValue
+    /// After `removeAll` no key is retrievable, and a new insert is stored and read back.
+    case removeAllEmptiesTheStoreAndKeepsItUsable
     case sideEffectsRunInCallOrder
     case concurrentInsertsLeaveOneCompleteValue
     case corruptEntryIsAMissAndIsRemoved
@@ -47,6 +49,9 @@ public enum StoreContractCase: String, CaseIterable, Sendable, CustomStringConve
     case evictsLeastRecentlyUsedFirst
     /// A retrieve makes its entry the most recently used, so the next eviction takes another one.
     case retrieveRefreshesRecency
+    /// After `removeAll` a store limited to two entries holds two new ones again (its limits count
+    /// from zero), and a third still evicts the least recently used.
+    case removeAllRestartsTheLimits
 
     /// What a ``StoreContract`` must provide for this case to run.
     public enum Requirement: Sendable {
@@ -66,7 +71,7 @@ public enum StoreContractCase: String, CaseIterable, Sendable, CustomStringConve
         case .corruptEntryIsAMissAndIsRemoved, .storeStaysUsableAfterCorruptEntry: .corruption
         case .secondInstanceSeesInsertedValue, .secondInstanceSeesDeletion: .reopen
         case .failedRetrieveHasNoSideEffects, .failedInsertKeepsPreviousValue, .failedDeleteKeepsValue: .faults
-        case .evictsLeastRecentlyUsedFirst, .retrieveRefreshesRecency: .countLimit
+        case .evictsLeastRecentlyUsedFirst, .retrieveRefreshesRecency, .removeAllRestartsTheLimits: .countLimit
         default: nil
         }
     }
@@ -351,6 +356,16 @@ public struct StoreContract<S: Store>: Sendable where S.Value: Equatable {
                 try await store.retrieve(key), cleared,
                 "retrieve after a refresh without validators (the old etag, lastModified and maxAge must be gone)")
 
+        case .removeAllEmptiesTheStoreAndKeepsItUsable:
+            try await store.insert(first, for: key)
+            try await store.insert(second, for: otherKey)
+            try await check.noError("removeAll on a store holding two entries") { try await store.removeAll() }
+            try check.same(try await store.retrieve(key), nil, "retrieve of the first key after removeAll")
+            try check.same(try await store.retrieve(otherKey), nil, "retrieve of the second key after removeAll")
+            try await check.noError("removeAll on an empty store") { try await store.removeAll() }
+            try await store.insert(second, for: key)
+            try check.same(try await store.retrieve(key), second, "retrieve of an entry inserted after removeAll")
+
         case .sideEffectsRunInCallOrder:
             try await store.insert(first, for: key)
             try await store.delete(key)
@@ -431,7 +446,7 @@ public struct StoreContract<S: Store>: Sendable where S.Value: Equatable {
         case .concurrentMixedOperationsLoseNothing:
             try await verifyConcurrentMixedOperations(on: store, check: check)
 
-        case .evictsLeastRecentlyUsedFirst, .retrieveRefreshesRecency:
+        case .evictsLeastRecentlyUsedFirst, .retrieveRefreshesRecency, .removeAllRestartsTheLimits:
             preconditionFailure("handled by verifyEviction")
         }
     }
@@ -526,6 +541,20 @@ public struct StoreContract<S: Store>: Sendable where S.Value: Equatable {
             try check.same(try await store.retrieve(a), first, "retrieve of '\(a)' after '\(c)' was inserted into a store limited to 2 (reading '\(a)' just before should have made '\(b)' the least recently used)")
             try check.same(try await store.retrieve(b), nil, "retrieve of '\(b)', least recently used once '\(a)' was read (it should have been evicted when '\(c)' was inserted)")
             try check.same(try await store.retrieve(c), third, "retrieve of '\(c)', the most recently inserted entry")
+
+        case .removeAllRestartsTheLimits:
+            try await store.insert(first, for: a)
+            try await store.insert(second, for: b)
+            try await store.removeAll()
+            try await store.insert(first, for: c)
+            try await store.insert(second, for: a)
+            try check.same(try await store.retrieve(c), first, "retrieve of '\(c)', one of two entries inserted after removeAll into a store limited to 2 (entries removed by removeAll must not count against the limit)")
+            try check.same(try await store.retrieve(a), second, "retrieve of '\(a)', the other of two entries inserted after removeAll")
+            try check.same(try await store.retrieve(b), nil, "retrieve of '\(b)', removed by removeAll")
+            try await store.insert(third, for: b)
+            try check.same(try await store.retrieve(c), nil, "retrieve of '\(c)', least recently used when a third entry was inserted after removeAll (it should have been evicted)")
+            try check.same(try await store.retrieve(a), second, "retrieve of '\(a)' after the third insert")
+            try check.same(try await store.retrieve(b), third, "retrieve of '\(b)', the most recently inserted entry")
 
         default:
             preconditionFailure("\(contractCase) is not a count-limit case")

@@ -14,6 +14,7 @@ public final class StoreSpy<Base: Store>: Store, Sendable {
         case insert(Key, Cached<Value>)
         case delete(Key)
         case refresh(Key, storedAt: Date, validators: CacheValidators)
+        case removeAll
     }
 
     /// Failures to inject, per operation; `nil` lets the operation through to the base store.
@@ -22,7 +23,12 @@ public final class StoreSpy<Base: Store>: Store, Sendable {
         public var insert: (any Error)?
         public var delete: (any Error)?
         public var refresh: (any Error)?
-        public init(retrieve: (any Error)? = nil, insert: (any Error)? = nil, delete: (any Error)? = nil, refresh: (any Error)? = nil) {
+        public var removeAll: (any Error)?
+        public init(
+            retrieve: (any Error)? = nil, insert: (any Error)? = nil, delete: (any Error)? = nil, refresh: (any Error)? = nil,
+            removeAll: (any Error)? = nil
+        ) {
+            self.removeAll = removeAll
             self.retrieve = retrieve
             self.insert = insert
             self.delete = delete
@@ -87,6 +93,16 @@ public final class StoreSpy<Base: Store>: Store, Sendable {
         }
         if let fault { throw fault }
         return try await base.refresh(key, storedAt: storedAt, validators: validators)
+    }
+
+    /// Records the message, then forwards to the base store's `removeAll`.
+    public func removeAll() async throws {
+        let fault = state.withLock { state -> (any Error)? in
+            state.messages.append(.removeAll)
+            return state.faults.removeAll
+        }
+        if let fault { throw fault }
+        try await base.removeAll()
     }
 }
 

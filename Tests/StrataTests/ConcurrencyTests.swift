@@ -190,3 +190,7 @@ struct ConcurrencyChainTests {
         #expect(try await chain.load() == final, "a fresh entry is served from the store")
     }
 }
+
+extension MixingStore {
+    func removeAll() async throws { entries.withLock { $0 = [:] } }
+}

@@ -20,6 +20,37 @@ struct FileStoreRefreshTests {
     let revalidated = CacheValidators(etag: "\"v2\"", lastModified: "Thu, 22 Oct 2015 08:00:00 GMT", maxAge: .seconds(300))
     let later = referenceDate.addingTimeInterval(3_600.5)
 
+    /// Defect 7: an insert that lands between refresh's read and its write must survive. The hook
+    /// runs inside refresh after the read; it starts an insert and waits until that insert has either
+    /// finished (no lock: the old code) or is waiting for the write lock, so the interleaving is
+    /// certain rather than left to timing.
+    @Test(arguments: [nil, 10] as [Int?])
+    func insertDuringRefresh_isNotOverwrittenWithTheValueRefreshRead(countLimit: Int?) async throws {
+        let sut = makeSUT(countLimit: countLimit)
+        try await sut.insert(itemA, for: "feed", storedAt: referenceDate)
+        let newer = Cached(value: itemB, storedAt: later.addingTimeInterval(60), validators: CacheValidators(etag: "\"v3\""))
+        let insertArrived = DispatchSemaphore(value: 0)
+        let insert = Locked<Task<Void, any Error>?>(nil)
+        sut.hooks.withLock { hooks in
+            hooks.waitingForWriteLock = { insertArrived.signal() }
+            hooks.afterRefreshRead = { [sut] in
+                sut.hooks.withLock { $0.afterRefreshRead = nil }
+                let task = Task.detached {
+                    defer { insertArrived.signal() }
+                    try await sut.insert(newer, for: "feed")
+                }
+                insert.withLock { $0 = task }
+                insertArrived.wait()
+            }
+        }
+
+        #expect(try await sut.refresh("feed", storedAt: later, validators: revalidated))
+        let task = try #require(insert.withLock { $0 }, "the refresh hook did not run")
+        try await task.value
+
+        #expect(try await sut.retrieve("feed") == newer, "the insert that landed during the refresh was overwritten")
+    }
+
     @Test func refresh_neverCallsTheCodec_andCopiesThePayloadBytes() async throws {
         let sut = makeSUT()
         try await sut.insert(itemA, for: "feed", storedAt: referenceDate, validators: CacheValidators(etag: "\"v1\""))

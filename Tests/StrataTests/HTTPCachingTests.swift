@@ -542,3 +542,11 @@ final class DeletingOnRefreshStore: Store, Sendable {
         return false
     }
 }
+
+extension PlainStore {
+    func removeAll() async throws { entries.withLock { $0 = [:] } }
+}
+
+extension DeletingOnRefreshStore {
+    func removeAll() async throws { entries.withLock { $0 = [:] } }
+}

@@ -62,7 +62,7 @@ struct MemoryStoreTests {
     @Test func removeAll_emptiesTheStore() async throws {
         let sut = MemoryStore<String, Int>()
         try await sut.insert(1, for: "a", storedAt: referenceDate)
-        sut.removeAll()
+        try await sut.removeAll()
         #expect(sut.count == 0)
         #expect(try await sut.retrieve("a") == nil)
     }

@@ -95,3 +95,7 @@ final class CancellingStore: Store, Sendable {
     func insert(_ entry: Cached<Item>, for key: String) async throws {}
     func delete(_ key: String) async throws {}
 }
+
+extension CancellingStore {
+    func removeAll() async throws {}
+}

@@ -391,3 +391,23 @@ final class RefreshFlawedStore: Store, Sendable {
         }
     }
 }
+
+extension FaultyStore {
+    func removeAll() async throws { entries.withLock { $0 = [:] } }
+}
+
+extension UnsynchronisedStore {
+    func removeAll() async throws {
+        await begin()
+        defer { end() }
+        state.withLock { $0.entries = [:] }
+    }
+}
+
+extension FIFOStore {
+    func removeAll() async throws { entries.withLock { $0 = [] } }
+}
+
+extension RefreshFlawedStore {
+    func removeAll() async throws { entries.withLock { $0 = [:] } }
+}

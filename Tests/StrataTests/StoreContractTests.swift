@@ -109,7 +109,7 @@ struct StoreContractTests {
         await #expect(throws: StoreContractViolation.self) {
             try await Self.userDefaults.verify(.evictsLeastRecentlyUsedFirst)
         }
-        #expect(Self.memory.applicableCases == StoreContractCase.universal + [.evictsLeastRecentlyUsedFirst, .retrieveRefreshesRecency])
+        #expect(Self.memory.applicableCases == StoreContractCase.universal + [.evictsLeastRecentlyUsedFirst, .retrieveRefreshesRecency, .removeAllRestartsTheLimits])
         #expect(Self.file.applicableCases == StoreContractCase.allCases)
         #expect(Self.limitedFile.applicableCases == StoreContractCase.allCases)
         #expect(Self.userDefaults.applicableCases == StoreContractCase.allCases.filter { ![.faults, .countLimit].contains($0.requirement) })
@@ -119,7 +119,7 @@ struct StoreContractTests {
         (StoreContractCase.failedRetrieveHasNoSideEffects, StoreContractCase.Requirement?.some(.faults)),
         (.failedInsertKeepsPreviousValue, .faults), (.failedDeleteKeepsValue, .faults),
         (.concurrentMixedOperationsLoseNothing, nil),
-        (.evictsLeastRecentlyUsedFirst, .countLimit), (.retrieveRefreshesRecency, .countLimit),
+        (.evictsLeastRecentlyUsedFirst, .countLimit), (.retrieveRefreshesRecency, .countLimit), (.removeAllRestartsTheLimits, .countLimit),
     ])
     func requirements(_ contractCase: StoreContractCase, _ requirement: StoreContractCase.Requirement?) {
         #expect(contractCase.requirement == requirement)
@@ -209,4 +209,8 @@ struct VerifyAllTests {
     @Test func passesForAConformingStore() async throws {
         try await StoreContractTests.memory.verifyAll()
     }
+}
+
+extension ForgetfulStore {
+    func removeAll() async throws { entries.withLock { $0 = [:] } }
 }

@@ -62,6 +62,12 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
     /// Whether this instance has swept its directory's leftover temporary files (stores without
     /// limits do it once, on their first write).
     private let sweptOnce = Locked(false)
+    /// Held by every change this instance makes to its entry files (insert's rename, refresh's read
+    /// and rewrite, delete, removeAll), so a refresh cannot overwrite an insert that lands meanwhile.
+    private let writeLock = FileStoreWriteLock()
+    /// Test hooks: called by `refresh` between its read and its write, and by a change that finds the
+    /// write lock taken, just before it waits for it.
+    let hooks = Locked(FileStoreHooks())
 
     /// Creates a store in `directory` that encodes values with `codec`.
     /// - Parameters:
@@ -139,8 +145,12 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
     ///
     /// Returns `false` when there is no entry, when the file holds another key's entry, or when the
     /// entry is corrupt (it is then removed, as ``retrieve(_:)`` does). With limits, a refresh counts
-    /// as a use of the entry. An insert of the same key by another process between this method's
-    /// read and its rename is overwritten by the refreshed entry, as with any read-modify-write.
+    /// as a use of the entry.
+    ///
+    /// The read and the rewrite run under a lock this store's `insert`, `delete` and `removeAll`
+    /// also take, so an insert through this store while a refresh runs is never overwritten with the
+    /// value the refresh read. The lock is the instance's: an insert of the same key by another
+    /// `FileStore` instance or another process between the read and the rename is still overwritten.
     /// - Throws: ``StoreError`` (`.refresh`) when the entry cannot be read or the new file written.
     public func refresh(_ key: String, storedAt: Date, validators: CacheValidators) async throws -> Bool {
         try await BlockingIOPool.shared.run { try self.refreshNow(key, storedAt: storedAt, validators: validators) }
@@ -148,6 +158,19 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
 
     public func delete(_ key: String) async throws {
         try await BlockingIOPool.shared.run { try self.deleteNow(key) }
+    }
+
+    /// Removes every entry file in the directory.
+    ///
+    /// Without limits it unlinks each entry file (64 hexadecimal digits) and leaves temporary files
+    /// alone: they may be writes in progress (see ``removeTemporaryFiles(olderThan:)``). With limits
+    /// it does so under the index's locks (this instance's mutex and the `flock` other processes
+    /// share), then resets the journal to empty, so the limits count from zero again. A missing
+    /// directory holds nothing to remove.
+    /// - Throws: ``StoreError`` (`.delete`, no key) when the directory cannot be listed or a file
+    ///   cannot be removed (the entries not yet removed are then still there).
+    public func removeAll() async throws {
+        try await BlockingIOPool.shared.run { try self.removeAllNow() }
     }
 
     // The operations themselves. They block in system calls (and, with limits, in `flock` while
@@ -192,13 +215,21 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
         let bytes = try EntryEnvelope.encode(entry, key: key, codec: codec, store: description)
         do {
             try POSIXFile.createDirectory(directoryPath, mode: 0o700)
-            try write(bytes, as: EntryName(key: key))
+            try lockingWrites { try write(bytes, as: EntryName(key: key)) }
         } catch {
             throw StoreError(store: description, operation: .insert, key: key, reason: "\(error)", underlying: error)
         }
     }
 
     private func refreshNow(_ key: String, storedAt: Date, validators: CacheValidators) throws(StoreError) -> Bool {
+        do {
+            return try lockingWrites { try refreshLocked(key, storedAt: storedAt, validators: validators) }
+        } catch {
+            throw StoreError(store: description, operation: .refresh, key: key, reason: "\(error)", underlying: error)
+        }
+    }
+
+    private func refreshLocked(_ key: String, storedAt: Date, validators: CacheValidators) throws -> Bool {
         let name = EntryName(key: key)
         let path = directoryPath + "/" + name.fileName
         do {
@@ -213,13 +244,17 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
             }
             // Another key's entry under our file name (see `retrieve`): not ours to touch.
             guard header.key == key else { return false }
+            hooks.withLock { $0.afterRefreshRead }?()
             let bytes = EntryEnvelope.encode(key: key, storedAt: storedAt, validators: validators, payload: payload)
             try write(bytes, as: name)
             // A re-stamped entry that no longer fits the byte limit is evicted by the write: not kept.
             return byteLimit.map { bytes.count <= $0 } ?? true
-        } catch {
-            throw StoreError(store: description, operation: .refresh, key: key, reason: "\(error)", underlying: error)
         }
+    }
+
+    /// Runs `body` holding this instance's write lock.
+    private func lockingWrites<Result>(_ body: () throws -> Result) throws -> Result {
+        try writeLock.withLock(onContention: { hooks.withLock { $0.waitingForWriteLock }?() }, body)
     }
 
     /// Puts `bytes` in place as the entry `name`: written to a temporary file, flushed, renamed over
@@ -247,13 +282,43 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
         let name = EntryName(key: key)
         let path = directoryPath + "/" + name.fileName
         do {
-            if let index {
-                try index.remove(name, at: path)
-            } else {
-                try POSIXFile.remove(path)
+            try lockingWrites {
+                if let index {
+                    try index.remove(name, at: path)
+                } else {
+                    try POSIXFile.remove(path)
+                }
             }
         } catch {
             throw StoreError(store: description, operation: .delete, key: key, reason: "\(error)", underlying: error)
+        }
+    }
+
+    private func removeAllNow() throws(StoreError) {
+        do {
+            try lockingWrites {
+                if let index {
+                    try index.removeAll()
+                } else {
+                    try Self.removeEntryFiles(in: directoryPath)
+                }
+            }
+        } catch {
+            throw StoreError(store: description, operation: .delete, key: nil, reason: "cannot remove all entries: \(error)", underlying: error)
+        }
+    }
+
+    /// Unlinks every entry file (a name of 64 hexadecimal digits) in `directoryPath`; leaves temporary
+    /// files, the index journal and its lock file alone. A missing directory holds nothing.
+    static func removeEntryFiles(in directoryPath: String) throws {
+        let names: [String]
+        do {
+            names = try POSIXFile.fileNames(in: directoryPath)
+        } catch let failure as POSIXFile.Failure where failure.code == ENOENT {
+            return
+        }
+        for fileName in names where EntryName(fileName: fileName) != nil {
+            try POSIXFile.remove(directoryPath + "/" + fileName)
         }
     }
 
@@ -323,6 +388,43 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
             metadata: ["store": "\(description)", "key": "\(key)", "file": "\(path)", "reason": "\(reason)"])
         POSIXFile.remove(path, ifInode: inode)
         index?.recordRemoval(name, onlyIfIndexed: false)
+    }
+}
+
+/// Hooks a test sets to make an interleaving of a ``FileStore``'s operations certain.
+struct FileStoreHooks: Sendable {
+    /// Called by `refresh` after it read the entry and before it writes the re-stamped one.
+    var afterRefreshRead: (@Sendable () -> Void)?
+    /// Called by a change that finds the write lock held by another, before it waits for it.
+    var waitingForWriteLock: (@Sendable () -> Void)?
+}
+
+/// A mutex that says when a caller has to wait for it.
+final class FileStoreWriteLock: @unchecked Sendable {
+    // @unchecked: the only state is the pthread mutex, which is used only through its lock calls
+    // (thread-safe by definition) and freed in `deinit`, when no other reference remains.
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+
+    init() {
+        mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deinitialize(count: 1)
+        mutex.deallocate()
+    }
+
+    /// Runs `body` holding the lock; calls `onContention` first when the lock is taken by another.
+    func withLock<Result>(onContention: () -> Void, _ body: () throws -> Result) rethrows -> Result {
+        if pthread_mutex_trylock(mutex) != 0 {
+            onContention()
+            pthread_mutex_lock(mutex)
+        }
+        defer { pthread_mutex_unlock(mutex) }
+        return try body()
     }
 }
 

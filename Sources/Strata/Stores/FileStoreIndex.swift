@@ -162,6 +162,16 @@ final class FileStoreIndex: Sendable {
         if removed == nil { try POSIXFile.remove(path) }
     }
 
+    /// Removes every entry file under the index's locks, then replaces the journal with an empty one,
+    /// so the limits count from zero again. Nothing to do when the directory does not exist.
+    func removeAll() throws {
+        try exclusively { state in
+            try FileStore<Never>.removeEntryFiles(in: directoryPath)
+            state.entries = nil
+            try rewrite(&state, keeping: LRUList())
+        }
+    }
+
     /// The indexed entries from most to least recently used, when the index is loaded (for tests).
     var loadedNamesByRecency: [EntryName]? {
         state.withLock { $0.entries?.keysByRecency() }

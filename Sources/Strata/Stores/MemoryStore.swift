@@ -67,8 +67,8 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Store
         }
     }
 
-    /// Removes every entry.
-    public func removeAll() {
+    /// Removes every entry under the lock; the count and cost limits count from zero again.
+    public func removeAll() async throws {
         state.withLock { $0 = LRUList() }
     }
 

@@ -51,6 +51,10 @@ public struct CacheValidators: Sendable, Hashable {
 /// - An entry that cannot be read back (corrupt, truncated, written by an incompatible version) is a
 ///   miss: `retrieve` returns `nil` and removes it. It is never a crash.
 /// - A failed `insert` leaves the previous entry for that key intact.
+/// - `removeAll` leaves nothing retrievable; the store stays usable, and a store with limits counts
+///   them from zero again.
+/// - `refresh` is atomic with respect to `insert` and `delete` on the same store: an insert that lands
+///   while a refresh runs is never overwritten with the value the refresh read.
 /// - Failures the store cannot hide (I/O errors, permissions) throw ``StoreError``.
 /// - All methods may be called concurrently from any task.
 public protocol Store<Key, Value>: Sendable {
@@ -66,9 +70,16 @@ public protocol Store<Key, Value>: Sendable {
     /// Re-stamps the entry for `key` with `storedAt` and `validators` without rewriting its value
     /// (after the server confirmed it with HTTP 304); returns `false` when there is no entry.
     ///
-    /// The default implementation reads the entry and inserts it again with the new metadata. Stores
-    /// that can update metadata in place (a dictionary entry, a database row) should override it.
+    /// Implement it atomically: re-stamp under the same lock (or in the same transaction, or with one
+    /// `UPDATE … WHERE key = ?`) that `insert` and `delete` take, so an `insert` that runs at the same
+    /// time is never overwritten with the value this method read. The default implementation is not
+    /// atomic (a read, then an insert: see its documentation in the `Store` extension).
     func refresh(_ key: Key, storedAt: Date, validators: CacheValidators) async throws -> Bool
+
+    /// Removes every entry (a "log out, clear caches" flow is one call per store). Afterwards nothing
+    /// is retrievable, the store stays usable, and a store with limits counts them from zero again.
+    /// - Throws: ``StoreError`` (`.delete`, no key) when entries could not be removed.
+    func removeAll() async throws
 
     /// The kind of source this store is, reported as the ``Provenance/origin`` of values it serves.
     ///
@@ -85,6 +96,12 @@ extension Store {
 
     /// Reads the entry for `key` and inserts it again with `storedAt` and `validators`; `false` when
     /// there is no (readable) entry. Errors are the store's own, from the read or the write.
+    ///
+    /// - Important: This default is a read followed by a write, not one atomic step. An `insert` of
+    ///   the same key that completes between the two is overwritten with the value read before it
+    ///   (and a `delete` between the two is undone). Every store Strata ships implements `refresh`
+    ///   atomically; a store of your own that may be written concurrently (a cache shared by several
+    ///   tasks always is) should implement it too, under the lock or transaction its `insert` uses.
     public func refresh(_ key: Key, storedAt: Date, validators: CacheValidators) async throws -> Bool {
         guard var entry = try await retrieve(key) else { return false }
         entry.storedAt = storedAt

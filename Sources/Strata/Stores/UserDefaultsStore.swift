@@ -114,6 +114,17 @@ public final class UserDefaultsStore<Value: Sendable>: Store, Sendable {
         try withDefaults { $0.removeObject(forKey: keyPrefix + key) }
     }
 
+    /// Removes every defaults key that starts with ``keyPrefix`` in the suite, in one call under the
+    /// store's lock. Stores that share the suite and the prefix share their entries, so it empties
+    /// those too; the app's own defaults (without the prefix) are left alone.
+    public func removeAll() async throws {
+        try withDefaults { defaults in
+            for defaultsKey in defaults.dictionaryRepresentation().keys where defaultsKey.hasPrefix(keyPrefix) {
+                defaults.removeObject(forKey: defaultsKey)
+            }
+        }
+    }
+
     private func discardCorrupt(_ defaultsKey: String, key: String, reason: String, in defaults: UserDefaults) {
         logger.warning(
             "removing corrupt cache entry",

@@ -115,3 +115,8 @@ func withScopedDefaultsSuite<Result>(
     defer { UserDefaults(suiteName: name)?.removePersistentDomain(forName: name) }
     return try await body(name)
 }
+
+extension FeedCacheSpy {
+    /// The cache holds one feed: removing everything deletes it (recorded as a delete).
+    func removeAll() async throws { try await delete("") }
+}
