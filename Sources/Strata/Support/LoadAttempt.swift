@@ -18,7 +18,10 @@ public final class LoadAttempt: Sendable {
     @TaskLocal static var current: LoadAttempt?
 
     /// The key every attempt of this logical load sends (an enclosing retry's key when there is one).
-    let idempotencyKey: String
+    /// Kept as a `UUID` and formatted only when a request asks for it: formatting costs a `printf`,
+    /// which every coalesced read paid when the string was made up front.
+    var idempotencyKey: String { idempotencyUUID.uuidString }
+    private let idempotencyUUID: UUID
     private let parent: LoadAttempt?
     private let onWrite: (@Sendable () -> Void)?
     private let state = Locked(Writes())
@@ -32,7 +35,7 @@ public final class LoadAttempt: Sendable {
         let parent = LoadAttempt.current
         self.parent = parent
         self.onWrite = onWrite
-        self.idempotencyKey = parent?.idempotencyKey ?? UUID().uuidString
+        self.idempotencyUUID = parent?.idempotencyUUID ?? UUID()
     }
 
     /// Whether a non-idempotent request was sent in this attempt.
