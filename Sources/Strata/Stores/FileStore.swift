@@ -64,7 +64,8 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
     private let sweptOnce = Locked(false)
     /// Held by every change this instance makes to its entry files (insert's rename, refresh's read
     /// and rewrite, delete, removeAll), so a refresh cannot overwrite an insert that lands meanwhile.
-    private let writeLock = FileStoreWriteLock()
+    /// Its state counts those changes.
+    private let writeLock = Locked<UInt64>(0)
     /// Test hooks: called by `refresh` between its read and its write, and by a change that finds the
     /// write lock taken, just before it waits for it.
     let hooks = Locked(FileStoreHooks())
@@ -254,7 +255,10 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
 
     /// Runs `body` holding this instance's write lock.
     private func lockingWrites<Result>(_ body: () throws -> Result) throws -> Result {
-        try writeLock.withLock(onContention: { hooks.withLock { $0.waitingForWriteLock }?() }, body)
+        try writeLock.withLock(onContention: { hooks.withLock { $0.waitingForWriteLock }?() }) { changes in
+            changes &+= 1
+            return try body()
+        }
     }
 
     /// Puts `bytes` in place as the entry `name`: written to a temporary file, flushed, renamed over
@@ -397,35 +401,6 @@ struct FileStoreHooks: Sendable {
     var afterRefreshRead: (@Sendable () -> Void)?
     /// Called by a change that finds the write lock held by another, before it waits for it.
     var waitingForWriteLock: (@Sendable () -> Void)?
-}
-
-/// A mutex that says when a caller has to wait for it.
-final class FileStoreWriteLock: @unchecked Sendable {
-    // @unchecked: the only state is the pthread mutex, which is used only through its lock calls
-    // (thread-safe by definition) and freed in `deinit`, when no other reference remains.
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-
-    init() {
-        mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
-    }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deinitialize(count: 1)
-        mutex.deallocate()
-    }
-
-    /// Runs `body` holding the lock; calls `onContention` first when the lock is taken by another.
-    func withLock<Result>(onContention: () -> Void, _ body: () throws -> Result) rethrows -> Result {
-        if pthread_mutex_trylock(mutex) != 0 {
-            onContention()
-            pthread_mutex_lock(mutex)
-        }
-        defer { pthread_mutex_unlock(mutex) }
-        return try body()
-    }
 }
 
 extension FileStore: CustomStringConvertible {
