@@ -159,7 +159,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     /// `postgresql://` works too; the port defaults to 5432 and the database to the user's name.
     /// `?sslmode=disable|prefer|require` chooses TLS (`prefer` by default, as with `libpq`).
     /// Percent-encoded user names and passwords are decoded. See
-    /// ``init(configuration:table:codec:connectTimeout:queryTimeout:maxAge:now:logger:)`` for the rest.
+    /// ``init(configuration:table:codec:connectTimeout:queryTimeout:maxAge:)`` for the rest.
     /// - Throws: `StoreError` (operation `open`) for a URL it cannot use, or a bad table name. The
     ///   error never contains the password.
     public convenience init(

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 @_spi(StrataInternals) import Strata
 
 /// A clock that moves only when a test says so: both a `Clock` (for waiting: backoff, timeouts) and a
@@ -57,8 +58,19 @@ public final class ManualClock: Clock, Sendable {
         return startDate.addingTimeInterval(offset / .seconds(1))
     }
 
-    /// The wall clock as a function, for `now:` parameters: `store.loader(…, now: clock.wallClock)`.
+    /// The wall clock as a function, for a ``Strata/LoadEnvironment``'s `now`.
     public var wallClock: @Sendable () -> Date { { [self] in self.date } }
+
+    /// A ``Strata/LoadEnvironment`` driven by this clock: `now` is ``date``, `clock` is this clock, so
+    /// advancing it moves freshness, backoff and deadlines together.
+    ///
+    /// ```swift
+    /// let chain = remote.retrying(.exponential(attempts: 3)).writingThrough(to: store, key: "k")
+    ///     .environment(clock.environment(logger: capture.logger))
+    /// ```
+    public func environment(logger: Logger = LoadEnvironment.defaultLogger) -> LoadEnvironment {
+        LoadEnvironment(now: wallClock, clock: self, logger: logger)
+    }
 
     /// The number of tasks sleeping on this clock now.
     public var sleeperCount: Int { state.withLock { $0.sleepers.count } }

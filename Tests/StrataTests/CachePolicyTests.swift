@@ -15,7 +15,7 @@ struct CachePolicyTests {
     @Test func cacheFirstServesAFreshEntryWithoutLoading() async throws {
         try await stored(1, age: .seconds(30))
         let remote = LoaderSpy<Void, Int>(.success(2))
-        let served = try await remote.cached(.cacheFirst(maxAge: .seconds(60)), in: store, key: "k", now: clock.wallClock).loadServed()
+        let served = try await remote.cached(.cacheFirst(maxAge: .seconds(60)), in: store, key: "k").environment(\.now, clock.wallClock).loadServed()
         #expect(served.value == 1)
         #expect(served.provenance.origin == .memory)
         #expect(served.provenance.age == .seconds(30))
@@ -25,7 +25,7 @@ struct CachePolicyTests {
     @Test func cacheFirstLoadsAndCachesWhenTheEntryIsTooOld() async throws {
         try await stored(1, age: .seconds(60))
         let remote = LoaderSpy<Void, Int>(.success(2))
-        let sut = remote.originating(from: .remote).cached(.cacheFirst(maxAge: .seconds(60)), in: store, key: "k", now: clock.wallClock)
+        let sut = remote.originating(from: .remote).cached(.cacheFirst(maxAge: .seconds(60)), in: store, key: "k").environment(\.now, clock.wallClock)
         let served = try await sut.loadServed()
         #expect(served.value == 2)
         #expect(served.provenance.origin == .remote)
@@ -35,7 +35,7 @@ struct CachePolicyTests {
     @Test func networkFirstServesAStaleCopyWithinMaxStaleWhenTheRemoteFails() async throws {
         try await stored(1, age: .seconds(3600))
         let remote = LoaderSpy<Void, Int>(.failure(TestError("offline")))
-        let sut = remote.cached(.networkFirst(maxStale: .seconds(7200)), in: store, key: "k", now: clock.wallClock)
+        let sut = remote.cached(.networkFirst(maxStale: .seconds(7200)), in: store, key: "k").environment(\.now, clock.wallClock)
         let served = try await sut.loadServed()
         #expect(served.value == 1)
         #expect(served.provenance.age == .seconds(3600))
@@ -44,20 +44,20 @@ struct CachePolicyTests {
     @Test func networkFirstRethrowsTheOriginalErrorBeyondMaxStale() async throws {
         try await stored(1, age: .seconds(7200))
         let remote = LoaderSpy<Void, Int>(.failure(TestError("offline")))
-        let sut = remote.cached(.networkFirst(maxStale: .seconds(3600)), in: store, key: "k", now: clock.wallClock)
+        let sut = remote.cached(.networkFirst(maxStale: .seconds(3600)), in: store, key: "k").environment(\.now, clock.wallClock)
         await #expect(throws: TestError("offline")) { try await sut.load() }
     }
 
     @Test func networkFirstPrefersTheRemoteAndCachesIt() async throws {
         try await stored(1, age: .seconds(1))
         let remote = LoaderSpy<Void, Int>(.success(2))
-        #expect(try await remote.cached(.networkFirst(maxStale: nil), in: store, key: "k", now: clock.wallClock).load() == 2)
+        #expect(try await remote.cached(.networkFirst(maxStale: nil), in: store, key: "k").environment(\.now, clock.wallClock).load() == 2)
         #expect(try await store.retrieve("k")?.value == 2)
     }
 
     @Test func cacheOnlyNeverLoads() async throws {
         let remote = LoaderSpy<Void, Int>(.success(2))
-        let sut = remote.cached(.cacheOnly(maxAge: nil), in: store, key: "k", now: clock.wallClock)
+        let sut = remote.cached(.cacheOnly(maxAge: nil), in: store, key: "k").environment(\.now, clock.wallClock)
         await #expect(throws: CacheLoadError.self) { try await sut.load() }
         try await stored(1, age: .seconds(99_999))
         #expect(try await sut.load() == 1)
@@ -67,14 +67,14 @@ struct CachePolicyTests {
     @Test func networkOnlyAlwaysLoadsAndStillCaches() async throws {
         try await stored(1, age: .zero)
         let remote = LoaderSpy<Void, Int>(.success(2))
-        #expect(try await remote.cached(.networkOnly, in: store, key: "k", now: clock.wallClock).load() == 2)
+        #expect(try await remote.cached(.networkOnly, in: store, key: "k").environment(\.now, clock.wallClock).load() == 2)
         #expect(remote.loadCount == 1)
         #expect(try await store.retrieve("k")?.value == 2)
     }
 
     @Test func keyedPresetsUseTheInputsKey() async throws {
         let remote = LoaderSpy<Int, Int>(.success(7))
-        let sut = remote.cached(.cacheFirst(maxAge: .seconds(60)), in: store, now: clock.wallClock) { "post-\($0)" }
+        let sut = remote.cached(.cacheFirst(maxAge: .seconds(60)), in: store) { "post-\($0)" }.environment(\.now, clock.wallClock)
         _ = try await sut.load(3)
         #expect(try await store.retrieve("post-3")?.value == 7)
         _ = try await sut.load(3)
@@ -110,7 +110,7 @@ struct CacheAndNetworkTests {
     @Test func yieldsTheCachedValueThenTheFreshOneEachWithOriginAndAge() async throws {
         try await store.insert(1, for: "k", storedAt: clock.date.addingTimeInterval(-7200))
         let remote = LoaderSpy<Void, Int>(.success(2))
-        let sut = remote.originating(from: .remote).staleWhileRevalidating(in: store, key: "k", now: clock.wallClock)
+        let sut = remote.originating(from: .remote).staleWhileRevalidating(in: store, key: "k").environment(LoadEnvironment(now: clock.wallClock))
         let (values, error) = await collect(sut.values())
         #expect(error == nil)
         #expect(values.map(\.value) == [1, 2])
@@ -121,21 +121,21 @@ struct CacheAndNetworkTests {
 
     @Test func withNothingCachedOnlyTheFreshValueComes() async throws {
         let remote = LoaderSpy<Void, Int>(.success(2))
-        let (values, _) = await collect(remote.staleWhileRevalidating(in: store, key: "k", now: clock.wallClock).values())
+        let (values, _) = await collect(remote.staleWhileRevalidating(in: store, key: "k").environment(LoadEnvironment(now: clock.wallClock)).values())
         #expect(values.map(\.value) == [2])
     }
 
     @Test func aCopyOlderThanMaxStaleIsNotShown() async throws {
         try await store.insert(1, for: "k", storedAt: clock.date.addingTimeInterval(-7200))
         let remote = LoaderSpy<Void, Int>(.success(2))
-        let (values, _) = await collect(remote.staleWhileRevalidating(in: store, key: "k", maxStale: .seconds(3600), now: clock.wallClock).values())
+        let (values, _) = await collect(remote.staleWhileRevalidating(in: store, key: "k", maxStale: .seconds(3600)).environment(LoadEnvironment(now: clock.wallClock)).values())
         #expect(values.map(\.value) == [2])
     }
 
     @Test func aFailedRefreshEndsTheSequenceWithTheErrorAfterTheCachedValue() async throws {
         try await store.insert(1, for: "k", storedAt: clock.date)
         let remote = LoaderSpy<Void, Int>(.failure(TestError("offline")))
-        let (values, error) = await collect(remote.staleWhileRevalidating(in: store, key: "k", now: clock.wallClock).values())
+        let (values, error) = await collect(remote.staleWhileRevalidating(in: store, key: "k").environment(LoadEnvironment(now: clock.wallClock)).values())
         #expect(values.map(\.value) == [1])
         #expect(error as? TestError == TestError("offline"))
         #expect(try await store.retrieve("k")?.value == 1, "the cached copy is untouched")
@@ -144,7 +144,7 @@ struct CacheAndNetworkTests {
     @Test func stoppingTheIterationCancelsTheRefresh() async throws {
         try await store.insert(1, for: "k", storedAt: clock.date)
         let remote = LoaderSpy<Void, Int>(.success(2), holdsLoads: true)
-        let sut = remote.staleWhileRevalidating(in: store, key: "k", now: clock.wallClock)
+        let sut = remote.staleWhileRevalidating(in: store, key: "k").environment(LoadEnvironment(now: clock.wallClock))
         func firstThenStop() async throws -> Int? {
             var iterator = sut.values().makeAsyncIterator()
             let first = try await iterator.next()

@@ -7,9 +7,9 @@ import StrataTesting
 struct CacheTests {
     let clock = ManualClock()
 
-    func makeSUT(_ remote: LoaderSpy<Void, Item>) -> (WriteThroughLoader<LoaderSpy<Void, Item>, StoreSpy<MemoryStore<String, Item>>>, StoreSpy<MemoryStore<String, Item>>) {
+    func makeSUT(_ remote: LoaderSpy<Void, Item>) -> (EnvironmentLoader<WriteThroughLoader<LoaderSpy<Void, Item>, StoreSpy<MemoryStore<String, Item>>>>, StoreSpy<MemoryStore<String, Item>>) {
         let store = StoreSpy(MemoryStore<String, Item>())
-        return (remote.writingThrough(to: store, key: "feed", now: clock.wallClock, logger: quietLogger), store)
+        return (remote.writingThrough(to: store, key: "feed").environment(LoadEnvironment(now: clock.wallClock, logger: quietLogger)), store)
     }
 
     @Test func onSuccess_writesTheValueStampedWithNowAndReturnsIt() async throws {
@@ -29,7 +29,7 @@ struct CacheTests {
         let store = StoreSpy(MemoryStore<String, Item>())
         try await store.base.insert(itemB, for: "feed", storedAt: referenceDate)
         store.faults.insert = TestError("disk full")
-        let sut = LoaderSpy<Void, Item>(.success(itemA)).writingThrough(to: store, key: "feed", logger: logs.logger)
+        let sut = LoaderSpy<Void, Item>(.success(itemA)).writingThrough(to: store, key: "feed").environment(\.logger, logs.logger)
 
         let served = try await sut.loadServed()
 
@@ -68,7 +68,7 @@ struct CacheTests {
     @Test func keyedForm_derivesTheKeyFromTheInput() async throws {
         let store = StoreSpy(MemoryStore<String, Item>())
         let sut = ClosureLoader { (id: Int) in Item(id: id, name: "post") }
-            .writingThrough(to: store, now: clock.wallClock) { id in "post-\(id)" }
+            .writingThrough(to: store) { id in "post-\(id)" }.environment(\.now, clock.wallClock)
 
         _ = try await sut.load(7)
         #expect(store.messages == [.insert("post-7", Cached(value: Item(id: 7, name: "post"), storedAt: clock.date))])

@@ -13,8 +13,8 @@ struct ChainDescriptionTests {
         let breaker = CircuitBreaker(name: "api", clock: clock)
         let chain = store.loader(key: "feed", freshness: .maxAge(.seconds(300))).named("fresh local")
             .fallingBack(to: remote
-                .timingOut(after: .seconds(5), clock: clock)
-                .retrying(.exponential(attempts: 3), clock: clock)
+                .timingOut(after: .seconds(5)).environment(\.clock, clock)
+                .retrying(.exponential(attempts: 3)).environment(\.clock, clock)
                 .guarded(by: breaker)
                 .writingThrough(to: store, key: "feed"))
             .fallingBack(to: store.loader(key: "feed", freshness: .any).named("stale local"))
@@ -27,15 +27,15 @@ struct ChainDescriptionTests {
                 └── fallback
                     ├── named "fresh local"
                     │   └── MemoryStore [max age 5m 0s]
-                    ├── cache(MemoryStore)
+                    ├── writingThrough(MemoryStore)
                     │   └── circuitBreaker(api: 50% of ≥10 in 30s, break 30s)
-                    │       └── retry(3 attempts, 200ms ×2.0 ≤ 30s)
-                    │           └── timeout(5s)
+                    │       └── retrying(3 attempts, 200ms ×2.0 ≤ 30s)
+                    │           └── timingOut(after: 5s)
                     │               └── HTTP GET https://api.example.com/feed
                     └── named "stale local"
                         └── MemoryStore [any age]
             """)
-        #expect(chain.chainSummary == "fresh local → HTTP GET https://api.example.com/feed + retry(3 attempts, 200ms ×2.0 ≤ 30s) + cache(MemoryStore) → stale local")
+        #expect(chain.chainSummary == "fresh local → HTTP GET https://api.example.com/feed + retrying(3 attempts, 200ms ×2.0 ≤ 30s) + writingThrough(MemoryStore) → stale local")
     }
 
     @Test func erasureKeepsTheTree() {

@@ -118,9 +118,9 @@ struct ConcurrencyChainTests {
             produced.withLock { _ = $0.insert(item) }
             return item
         }
-        let chain = store.loader(key: "feed", freshness: .maxAge(.seconds(60)), now: { now })
-            .fallingBack(to: remote.writingThrough(to: store, key: "feed", now: { now }, logger: quietLogger))
-            .fallingBack(to: store.loader(key: "feed", freshness: .any, now: { now }))
+        let chain = store.loader(key: "feed", freshness: .maxAge(.seconds(60))).environment(\.now, { now })
+            .fallingBack(to: remote.writingThrough(to: store, key: "feed").environment(LoadEnvironment(now: { now }, logger: quietLogger)))
+            .fallingBack(to: store.loader(key: "feed", freshness: .any).environment(\.now, { now }))
             .coalesced()
 
         let served = Locked<[Item]>([])

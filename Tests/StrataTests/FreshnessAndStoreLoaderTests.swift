@@ -53,7 +53,7 @@ struct StoreLoaderTests {
     let store = StoreSpy(MemoryStore<String, Item>())
 
     @Test func emptyStore_throwsEmptyNamingStoreAndKey() async throws {
-        let sut = store.loader(key: "feed", freshness: .any, now: clock.wallClock)
+        let sut = store.loader(key: "feed", freshness: .any).environment(\.now, clock.wallClock)
         await #expect {
             try await sut.load()
         } throws: { error in
@@ -66,7 +66,7 @@ struct StoreLoaderTests {
         try await store.insert(itemA, for: "feed", storedAt: clock.date)
         clock.advance(by: .seconds(90))
 
-        let served = try await store.loader(key: "feed", freshness: .maxAge(.hours(24)), now: clock.wallClock).loadServed()
+        let served = try await store.loader(key: "feed", freshness: .maxAge(.hours(24))).environment(\.now, clock.wallClock).loadServed()
 
         #expect(served.value == itemA)
         #expect(served.provenance.origin == .memory)
@@ -79,7 +79,7 @@ struct StoreLoaderTests {
         clock.advance(by: .seconds(24 * 3600))
 
         await #expect {
-            try await store.loader(key: "feed", freshness: .maxAge(.hours(24)), now: clock.wallClock).load()
+            try await store.loader(key: "feed", freshness: .maxAge(.hours(24))).environment(\.now, clock.wallClock).load()
         } throws: { error in
             guard case CacheLoadError.expired(_, "feed", _, let age, let policy) = error else { return false }
             return age == .seconds(24 * 3600) && policy == "max age 1d 0h"
@@ -89,7 +89,7 @@ struct StoreLoaderTests {
     @Test func failingStore_throwsUnreadableWithTheStoreError() async throws {
         store.faults.retrieve = TestError("EIO")
         await #expect {
-            try await store.loader(key: "feed", now: clock.wallClock).load()
+            try await store.loader(key: "feed").environment(\.now, clock.wallClock).load()
         } throws: { error in
             guard case CacheLoadError.unreadable(_, "feed", let underlying) = error else { return false }
             return (underlying as? TestError) == TestError("EIO")
@@ -99,13 +99,13 @@ struct StoreLoaderTests {
     @Test func readingHasNoSideEffects() async throws {
         try await store.insert(itemA, for: "feed", storedAt: clock.date)
         clock.advance(by: .seconds(48 * 3600))
-        _ = try? await store.loader(key: "feed", freshness: .maxAge(.hours(24)), now: clock.wallClock).load()
+        _ = try? await store.loader(key: "feed", freshness: .maxAge(.hours(24))).environment(\.now, clock.wallClock).load()
         #expect(store.messages == [.insert("feed", Cached(value: itemA, storedAt: clock.startDate)), .retrieve("feed")])
     }
 
     @Test func keyedLoader_readsTheInputsKey() async throws {
         try await store.insert(itemB, for: "post-2", storedAt: clock.date)
-        let sut = store.loader(freshness: .any, now: clock.wallClock).mapInput { (id: Int) in "post-\(id)" }
+        let sut = store.loader(freshness: .any).environment(\.now, clock.wallClock).mapInput { (id: Int) in "post-\(id)" }
         #expect(try await sut.load(2) == itemB)
     }
 }
@@ -118,22 +118,26 @@ struct CacheLoadErrorMessageTests {
     }
 }
 
-@Suite("store.value(for:freshness:now:)")
+@Suite("store.value(for:freshness:)")
 struct StoreValueTests {
     let clock = ManualClock()
     let store = StoreSpy(MemoryStore<String, Item>())
 
     @Test func missingOrExpiredValues_areNil() async throws {
-        #expect(try await store.value(for: "feed", now: clock.wallClock) == nil)
-        try await store.insert(itemA, for: "feed", storedAt: clock.date)
-        clock.advance(by: .seconds(3600))
-        #expect(try await store.value(for: "feed", freshness: .maxAge(.minutes(30)), now: clock.wallClock) == nil)
+        try await LoadEnvironment.$current.withValue(clock.environment()) {
+            #expect(try await store.value(for: "feed") == nil)
+            try await store.insert(itemA, for: "feed", storedAt: clock.date)
+            clock.advance(by: .seconds(3600))
+            #expect(try await store.value(for: "feed", freshness: .maxAge(.minutes(30))) == nil)
+            #expect(try await store.value(for: "feed", freshness: .maxAge(.hours(2))) == itemA)
+        }
     }
 
     @Test func acceptedValue_isServedWithProvenance() async throws {
         try await store.insert(itemA, for: "feed", storedAt: clock.date)
         clock.advance(by: .seconds(60))
-        let served = try await ClosureLoader { try await store.value(for: "feed", now: clock.wallClock) }.loadServed()
+        let served = try await ClosureLoader { try await store.value(for: "feed") }
+            .environment(clock.environment()).loadServed()
         #expect(served.value == itemA)
         #expect(served.provenance.origin == .memory)
         #expect(served.provenance.age == .seconds(60))
@@ -141,6 +145,6 @@ struct StoreValueTests {
 
     @Test func failingStore_throwsTheStoresOwnError() async throws {
         store.faults.retrieve = TestError("EIO")
-        await #expect(throws: TestError("EIO")) { try await store.value(for: "feed", now: clock.wallClock) }
+        await #expect(throws: TestError("EIO")) { try await store.value(for: "feed") }
     }
 }

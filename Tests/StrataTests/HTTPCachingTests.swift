@@ -15,11 +15,11 @@ struct HTTPCachingTests {
     func makeSUT(
         policy: FreshnessPolicy = .maxAge(.seconds(60)), honorsCacheControl: Bool = true,
         responses: [Result<HTTPReply, any Error>], headers: [String: String] = [:]
-    ) -> (sut: RevalidatingLoader<Void, StoreSpy<MemoryStore<String, Item>>>, client: ScriptedHTTPClient, store: StoreSpy<MemoryStore<String, Item>>) {
+    ) -> (sut: EnvironmentLoader<RevalidatingLoader<Void, StoreSpy<MemoryStore<String, Item>>>>, client: ScriptedHTTPClient, store: StoreSpy<MemoryStore<String, Item>>) {
         let client = ScriptedHTTPClient(responses)
         let store = StoreSpy(MemoryStore<String, Item>())
         let sut = HTTPLoader(url: url, headerFields: fields(headers), transport: client)
-            .revalidated(in: store, key: "item", freshness: policy, honorsCacheControl: honorsCacheControl, decoding: Item.self, now: clock.wallClock, logger: quietLogger)
+            .revalidated(in: store, key: "item", freshness: policy, honorsCacheControl: honorsCacheControl, decoding: Item.self).environment(LoadEnvironment(now: clock.wallClock, logger: quietLogger))
         return (sut, client, store)
     }
 
@@ -147,9 +147,9 @@ struct HTTPCachingTests {
         let memory = MemoryStore<String, Item>(cost: { _ in costs.withLock { $0 += 1 }; return 1 })
         let client = ScriptedHTTPClient([notModified()])
         let sut = HTTPLoader(url: url, transport: client)
-            .revalidated(in: memory, key: "item", freshness: .maxAge(.seconds(60)), now: clock.wallClock, logger: quietLogger) { response in
+            .revalidated(in: memory, key: "item", freshness: .maxAge(.seconds(60))) { response in
                 try JSONDecoder().decode(Item.self, from: response.body)
-            }
+            }.environment(LoadEnvironment(now: clock.wallClock, logger: quietLogger))
         try await memory.insert(itemA, for: "item", storedAt: clock.date - 120, validators: .init(etag: etag))
         #expect(costs.withLock { $0 } == 1)
 
@@ -194,7 +194,7 @@ struct HTTPCachingTests {
         let client = ScriptedHTTPClient([notModified()])
         let store = DeletingOnRefreshStore()
         let sut = HTTPLoader(url: url, transport: client)
-            .revalidated(in: store, key: "item", freshness: .maxAge(.seconds(60)), decoding: Item.self, now: clock.wallClock, logger: quietLogger)
+            .revalidated(in: store, key: "item", freshness: .maxAge(.seconds(60)), decoding: Item.self).environment(LoadEnvironment(now: clock.wallClock, logger: quietLogger))
         try await store.insert(itemA, for: "item", storedAt: clock.date - 120, validators: .init(etag: etag))
 
         let served = try await sut.loadServed()
@@ -330,7 +330,7 @@ struct HTTPCachingTests {
     @Test func aStaleCopyIsServedByAFallbackAfterAnError() async throws {
         let (sut, _, store) = makeSUT(responses: [.success(HTTPReply(url: url, statusCode: 503))])
         try await seed(store, age: .seconds(120), validators: .init(etag: etag))
-        let chain = sut.named("remote").fallingBack(to: store.loader(key: "item", freshness: .any, now: clock.wallClock).named("stale"))
+        let chain = sut.named("remote").fallingBack(to: store.loader(key: "item", freshness: .any).environment(\.now, clock.wallClock).named("stale"))
 
         let served = try await chain.loadServed()
 
@@ -364,7 +364,7 @@ struct HTTPCachingTests {
         let client = ScriptedHTTPClient([ok(itemB)], cancelsCallerOnSend: true)
         let store = StoreSpy(MemoryStore<String, Item>())
         let sut = HTTPLoader(url: url, transport: client)
-            .revalidated(in: store, key: "item", freshness: .maxAge(.seconds(60)), decoding: Item.self, now: clock.wallClock, logger: quietLogger)
+            .revalidated(in: store, key: "item", freshness: .maxAge(.seconds(60)), decoding: Item.self).environment(LoadEnvironment(now: clock.wallClock, logger: quietLogger))
 
         let task = Task { try await sut.load() }
         await #expect(throws: CancellationError.self) { try await task.value }
@@ -377,7 +377,7 @@ struct HTTPCachingTests {
         let client = ScriptedHTTPClient([ok(itemA, headers: ["ETag": etag]), notModified()])
         let store = MemoryStore<String, Item>()
         let sut = HTTPLoader.get(transport: client) { (id: Int) in URL(string: "https://api.example.com/items/\(id)")! }
-            .revalidated(in: store, freshness: .maxAge(.zero), decoding: Item.self, now: clock.wallClock, logger: quietLogger) { id in "item-\(id)" }
+            .revalidated(in: store, freshness: .maxAge(.zero), decoding: Item.self) { id in "item-\(id)" }.environment(LoadEnvironment(now: clock.wallClock, logger: quietLogger))
 
         #expect(try await sut.load(1) == itemA)
         #expect(try await sut.load(1) == itemA)
@@ -391,9 +391,9 @@ struct HTTPCachingTests {
         let client = ScriptedHTTPClient([.success(HTTPReply(url: url, statusCode: 200, body: Data("b".utf8)))])
         let store = MemoryStore<Int, String>()
         let sut = HTTPLoader.get(transport: client) { (id: Int) in URL(string: "https://api.example.com/raw/\(id)")! }
-            .revalidated(in: store, freshness: .maxAge(.seconds(60)), now: clock.wallClock, logger: quietLogger) { id in id } decode: { response in
+            .revalidated(in: store, freshness: .maxAge(.seconds(60))) { id in id } decode: { response in
                 String(decoding: response.body, as: UTF8.self)
-            }
+            }.environment(LoadEnvironment(now: clock.wallClock, logger: quietLogger))
 
         #expect(try await sut.load(7) == "b")
         #expect(try await store.retrieve(7)?.value == "b")
@@ -401,7 +401,7 @@ struct HTTPCachingTests {
 
     @Test func description_namesTheRequestStoreAndPolicy() {
         let (sut, _, _) = makeSUT(responses: [])
-        #expect(sut.description == "HTTP GET https://api.example.com/items/1 + HTTP cache(MemoryStore, max age 1m 0s, Cache-Control)")
+        #expect(sut.description == "HTTP GET https://api.example.com/items/1 + HTTP writingThrough(MemoryStore, max age 1m 0s, Cache-Control)")
     }
 
     @Test func revalidatedEvent_describesItself_andIsNotAServingTier() {

@@ -27,7 +27,7 @@ struct IdempotencyTests {
     @Test func aPOSTWithoutAKeyIsNotRetriedAfterA5xx() async throws {
         let client = WriteScriptClient([.success(unavailable), .success(created)])
         let sut = HTTPLoader<Int>.postJSON(to: url, transport: client)
-            .retrying(.constant(attempts: 3, delay: .zero), clock: clock)
+            .retrying(.constant(attempts: 3, delay: .zero)).environment(\.clock, clock)
         await #expect { try await sut.load(1) } throws: { ($0 as? HTTPError)?.statusCode == 503 }
         #expect(client.requests.count == 1, "a second POST could create the object twice")
     }
@@ -38,8 +38,8 @@ struct IdempotencyTests {
         let client = WriteScriptClient([.hold, .success(created)])
         let sut = HTTPLoader<Int>.postJSON(to: url, transport: client)
             .map { $0.status.code }
-            .timingOut(after: .seconds(1), clock: clock)
-            .retrying(.constant(attempts: 3, delay: .zero), clock: clock)
+            .timingOut(after: .seconds(1)).environment(\.clock, clock)
+            .retrying(.constant(attempts: 3, delay: .zero)).environment(\.clock, clock)
         await #expect(throws: TimeoutError.self) { try await drive(waits: 1) { try await sut.load(1) } }
         #expect(client.requests.count == 1)
         client.releaseAll()  // let the abandoned request end
@@ -48,7 +48,7 @@ struct IdempotencyTests {
     @Test func aPOSTWithAnIdempotencyKeyIsRetriedWithTheSameKey() async throws {
         let client = WriteScriptClient([.success(unavailable), .success(unavailable), .success(created)])
         let sut = HTTPLoader<Int>.postJSON(to: url, transport: client).addingIdempotencyKey()
-            .retrying(.constant(attempts: 3, delay: .seconds(1)), clock: clock)
+            .retrying(.constant(attempts: 3, delay: .seconds(1))).environment(\.clock, clock)
         let response = try await drive(waits: 2) { try await sut.load(1) }
         #expect(response.status.code == 201)
         let keys = client.requests.map { $0.headers["Idempotency-Key"] }
@@ -64,7 +64,7 @@ struct IdempotencyTests {
     @Test func aKeyTheCallerSetIsKeptAndMakesThePOSTRetriable() async throws {
         let client = WriteScriptClient([.success(unavailable), .success(created)])
         let sut = HTTPLoader<Int>.postJSON(to: url, headerFields: fields(["idempotency-key": "mine"]), transport: client)
-            .retrying(.constant(attempts: 2, delay: .seconds(1)), clock: clock)
+            .retrying(.constant(attempts: 2, delay: .seconds(1))).environment(\.clock, clock)
         _ = try await drive(waits: 1) { try await sut.load(1) }
         #expect(client.requests.map { $0.headers["idempotency-key"] } == ["mine", "mine"])
     }
@@ -73,7 +73,7 @@ struct IdempotencyTests {
         let client = WriteScriptClient([.success(unavailable), .success(created)])
         var policy = RetryPolicy.constant(attempts: 2, delay: .seconds(1))
         policy.retriesNonIdempotentRequests = true
-        let sut = HTTPLoader<Int>.postJSON(to: url, method: .patch, transport: client).retrying(policy, clock: clock)
+        let sut = HTTPLoader<Int>.postJSON(to: url, method: .patch, transport: client).retrying(policy).environment(\.clock, clock)
         _ = try await drive(waits: 1) { try await sut.load(1) }
         #expect(client.requests.count == 2)
     }
@@ -82,7 +82,7 @@ struct IdempotencyTests {
     func idempotentMethodsAreRetried(method: String) async throws {
         let client = WriteScriptClient([.success(unavailable), .success(created)])
         let sut = HTTPLoader<Void>(transport: client) { HTTPRequest(method: HTTPRequest.Method(method)!, url: url) }
-            .retrying(.constant(attempts: 2, delay: .seconds(1)), clock: clock)
+            .retrying(.constant(attempts: 2, delay: .seconds(1))).environment(\.clock, clock)
         _ = try await drive(waits: 1) { try await sut.load() }
         #expect(client.requests.count == 2)
         #expect(client.requests[0].headers["Idempotency-Key"] == nil)
@@ -91,8 +91,8 @@ struct IdempotencyTests {
     @Test func anOuterRetryKeepsTheKeyAndSeesTheWriteOfAnInnerOne() async throws {
         let client = WriteScriptClient([.success(unavailable), .success(unavailable), .success(created)])
         let sut = HTTPLoader<Int>.postJSON(to: url, transport: client)
-            .retrying(.constant(attempts: 1, delay: .zero), clock: clock)
-            .retrying(.constant(attempts: 3, delay: .zero), clock: clock)
+            .retrying(.constant(attempts: 1, delay: .zero)).environment(\.clock, clock)
+            .retrying(.constant(attempts: 3, delay: .zero)).environment(\.clock, clock)
         await #expect(throws: HTTPError.self) { try await sut.load(1) }
         #expect(client.requests.count == 1)
     }

@@ -13,8 +13,8 @@ private func chain(clock: ManualClock, cacheAge: Duration? = nil) -> some Loader
     let remote = LoaderSpy<Void, Int>(
         .failure(HTTPError.status(code: 503, url: URL(string: "https://user:secret@api.example.com/feed?token=abc")!, headerFields: [:], body: Data())),
         .success(42), name: "remote")
-    return store.loader(key: "k", freshness: .maxAge(.seconds(60)), now: clock.wallClock).named("fresh local")
-        .fallingBack(to: remote.originating(from: .remote).retrying(.constant(attempts: 2, delay: .zero), clock: clock).named("remote"))
+    return store.loader(key: "k", freshness: .maxAge(.seconds(60))).environment(\.now, clock.wallClock).named("fresh local")
+        .fallingBack(to: remote.originating(from: .remote).retrying(.constant(attempts: 2, delay: .zero)).environment(\.clock, clock).named("remote"))
 }
 
 @Suite("logged(to:level:failureLevel:)")
@@ -92,8 +92,8 @@ struct MeteredTests {
         try await store.insert(1, for: "hit", storedAt: clock.date)
         let remote = LoaderSpy<String, Int>(
             .failure(HTTPError.transport(url: URL(string: "https://x")!, reason: "reset", underlying: nil)), .success(2))
-        let sut = store.loader(freshness: .any, now: clock.wallClock)
-            .fallingBack(to: remote.originating(from: .remote).retrying(.constant(attempts: 2, delay: .zero), clock: clock))
+        let sut = store.loader(freshness: .any).environment(\.now, clock.wallClock)
+            .fallingBack(to: remote.originating(from: .remote).retrying(.constant(attempts: 2, delay: .zero)).environment(\.clock, clock))
             .metered("feed", factory: metrics)
 
         _ = try await sut.load("hit")

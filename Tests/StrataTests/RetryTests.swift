@@ -3,7 +3,7 @@ import Testing
 @testable @_spi(StrataInternals) import Strata
 import StrataTesting
 
-@Suite("retry(_:)")
+@Suite("retrying(_:)")
 struct RetryTests {
     let clock = ManualClock()
     let url = URL(string: "https://api.example.com/feed")!
@@ -26,14 +26,14 @@ struct RetryTests {
 
     @Test func succeedsWithoutWaitingWhenTheFirstAttemptSucceeds() async throws {
         let base = LoaderSpy<Void, Int>(.success(1))
-        #expect(try await base.retrying(.constant(attempts: 3, delay: .seconds(1)), clock: clock).load() == 1)
+        #expect(try await base.retrying(.constant(attempts: 3, delay: .seconds(1))).environment(\.clock, clock).load() == 1)
         #expect(base.loadCount == 1)
         #expect(clock.sleeperCount == 0)
     }
 
     @Test func retriesTransientFailuresAfterEachDelay() async throws {
         let base = LoaderSpy<Void, Int>(.failure(transport), .failure(status(503)), .success(3))
-        let sut = base.retrying(.constant(attempts: 3, delay: .seconds(2)), clock: clock)
+        let sut = base.retrying(.constant(attempts: 3, delay: .seconds(2))).environment(\.clock, clock)
 
         let value = try await drive({ try await sut.load() }, waits: [.seconds(2), .seconds(2)])
 
@@ -43,7 +43,7 @@ struct RetryTests {
 
     @Test func doesNotRetryBeforeTheDelayHasPassed() async throws {
         let base = LoaderSpy<Void, Int>(.failure(transport), .success(2))
-        let sut = base.retrying(.constant(attempts: 2, delay: .seconds(5)), clock: clock)
+        let sut = base.retrying(.constant(attempts: 2, delay: .seconds(5))).environment(\.clock, clock)
         let task = Task { try await sut.load() }
 
         await clock.waitForSleepers(count: 1)
@@ -58,7 +58,7 @@ struct RetryTests {
 
     @Test func afterTheLastAttempt_throwsTheLastErrorUnchanged() async throws {
         let base = LoaderSpy<Void, Int>(.failure(status(500)), .failure(status(502)))
-        let sut = base.retrying(.constant(attempts: 2, delay: .seconds(1)), clock: clock)
+        let sut = base.retrying(.constant(attempts: 2, delay: .seconds(1))).environment(\.clock, clock)
 
         await #expect {
             try await drive({ try await sut.load() }, waits: [.seconds(1)])
@@ -70,7 +70,7 @@ struct RetryTests {
     func neverRetriesOtherClientErrors(code: Int) async throws {
         let base = LoaderSpy<Void, Int>(.failure(status(code)))
         await #expect(throws: HTTPError.self) {
-            try await base.retrying(.constant(attempts: 5, delay: .seconds(1)), clock: clock).load()
+            try await base.retrying(.constant(attempts: 5, delay: .seconds(1))).environment(\.clock, clock).load()
         }
         #expect(base.loadCount == 1)
     }
@@ -91,7 +91,7 @@ struct RetryTests {
         var policy = RetryPolicy.constant(attempts: 2, delay: .seconds(1))
         policy.shouldRetry = { $0 is TestError }
         let base = LoaderSpy<Void, Int>(.failure(TestError()), .success(9))
-        let sut = base.retrying(policy, clock: clock)
+        let sut = base.retrying(policy).environment(\.clock, clock)
         #expect(try await drive({ try await sut.load() }, waits: [.seconds(1)]) == 9)
     }
 
@@ -113,7 +113,7 @@ struct RetryTests {
 
     @Test func retryAfterSeconds_isWaitedWhenLongerThanTheBackoff() async throws {
         let base = LoaderSpy<Void, Int>(.failure(status(503, retryAfter: "7")), .success(1))
-        let sut = base.retrying(.constant(attempts: 2, delay: .seconds(1)), clock: clock)
+        let sut = base.retrying(.constant(attempts: 2, delay: .seconds(1))).environment(\.clock, clock)
         let task = Task { try await sut.load() }
 
         await clock.waitForSleepers(count: 1)
@@ -127,7 +127,7 @@ struct RetryTests {
     @Test func retryAfterHTTPDate_isMeasuredFromNow() async throws {
         let base = LoaderSpy<Void, Int>(.failure(status(429, retryAfter: "Thu, 01 Jan 2026 00:00:30 GMT")), .success(1))
         // The clock's wall time starts at 2026-01-01T00:00:00Z, so the date is 30 s away.
-        let sut = base.retrying(.constant(attempts: 2, delay: .seconds(1)), clock: clock, now: clock.wallClock)
+        let sut = base.retrying(.constant(attempts: 2, delay: .seconds(1))).environment(LoadEnvironment(now: clock.wallClock, clock: clock))
         #expect(try await drive({ try await sut.load() }, waits: [.seconds(30)]) == 1)
     }
 
@@ -136,13 +136,13 @@ struct RetryTests {
         var policy = RetryPolicy.constant(attempts: 3, delay: .seconds(1))
         policy.maxRetryAfter = .seconds(60)
 
-        await #expect { try await base.retrying(policy, clock: clock).load() } throws: { ($0 as? HTTPError)?.statusCode == 503 }
+        await #expect { try await base.retrying(policy).environment(\.clock, clock).load() } throws: { ($0 as? HTTPError)?.statusCode == 503 }
         #expect(base.loadCount == 1)
     }
 
     @Test func cancellationDuringTheWait_throwsCancellationAndStops() async throws {
         let base = LoaderSpy<Void, Int>(.failure(transport), .success(1))
-        let sut = base.retrying(.constant(attempts: 3, delay: .seconds(10)), clock: clock)
+        let sut = base.retrying(.constant(attempts: 3, delay: .seconds(10))).environment(\.clock, clock)
         let task = Task { try await sut.load() }
         await clock.waitForSleepers(count: 1)
 
@@ -154,7 +154,7 @@ struct RetryTests {
 
     @Test func eachRetryIsRecordedWithItsAttemptAndDelay() async throws {
         let base = LoaderSpy<Void, Int>(.failure(transport), .success(1), name: "remote")
-        let sut = base.retrying(.constant(attempts: 2, delay: .seconds(3)), clock: clock)
+        let sut = base.retrying(.constant(attempts: 2, delay: .seconds(3))).environment(\.clock, clock)
 
         let served = try await drive({ try await sut.loadServed() }, waits: [.seconds(3)])
 

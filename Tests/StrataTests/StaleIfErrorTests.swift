@@ -9,8 +9,8 @@ struct StaleIfErrorTests {
     let clock = ManualClock()
     let store = StoreSpy(MemoryStore<String, Item>())
 
-    func makeSUT(_ remote: LoaderSpy<Void, Item>, maxStale: Duration? = nil) -> StaleIfErrorLoader<LoaderSpy<Void, Item>, StoreSpy<MemoryStore<String, Item>>> {
-        remote.servingStaleOnError(from: store, key: "feed", maxStale: maxStale, now: clock.wallClock, logger: quietLogger)
+    func makeSUT(_ remote: LoaderSpy<Void, Item>, maxStale: Duration? = nil) -> EnvironmentLoader<StaleIfErrorLoader<LoaderSpy<Void, Item>, StoreSpy<MemoryStore<String, Item>>>> {
+        remote.servingStaleOnError(from: store, key: "feed", maxStale: maxStale).environment(LoadEnvironment(now: clock.wallClock, logger: quietLogger))
     }
 
     @Test func savesFreshValuesOnSuccess() async throws {

@@ -3,19 +3,19 @@ import Testing
 @testable @_spi(StrataInternals) import Strata
 import StrataTesting
 
-@Suite("timeout(_:)")
+@Suite("timingOut(after:)")
 struct TimeoutTests {
     let clock = ManualClock()
 
     @Test func returnsTheValueWhenTheBaseFinishesInTime() async throws {
         let base = LoaderSpy<Void, Int>(.success(7))
-        #expect(try await base.timingOut(after: .seconds(5), clock: clock).load() == 7)
+        #expect(try await base.timingOut(after: .seconds(5)).environment(\.clock, clock).load() == 7)
         #expect(clock.sleeperCount == 0, "the deadline timer is cancelled with the load")
     }
 
     @Test func throwsATypedTimeoutAndCancelsTheBaseAtTheDeadline() async throws {
         let base = LoaderSpy<Void, Int>(.success(7), holdsLoads: true, name: "slow remote")
-        let sut = base.timingOut(after: .seconds(5), clock: clock)
+        let sut = base.timingOut(after: .seconds(5)).environment(\.clock, clock)
         let task = Task { try await sut.loadServed() }
         await base.waitForLoads()
         await clock.waitForSleepers()
@@ -34,7 +34,7 @@ struct TimeoutTests {
 
     @Test func recordsTheTimeoutAndLetsAFallbackServe() async throws {
         let base = LoaderSpy<Void, Int>(.success(7), holdsLoads: true, name: "slow remote")
-        let sut = base.timingOut(after: .seconds(1), clock: clock).fallingBack(to: ClosureLoader("cache") { 1 }.originating(from: .disk))
+        let sut = base.timingOut(after: .seconds(1)).environment(\.clock, clock).fallingBack(to: ClosureLoader("cache") { 1 }.originating(from: .disk))
         let task = Task { try await sut.loadServed() }
         await clock.waitForSleepers()
         clock.advance(by: .seconds(1))
@@ -47,7 +47,7 @@ struct TimeoutTests {
 
     @Test func callerCancellationIsNotATimeout() async throws {
         let base = LoaderSpy<Void, Int>(.success(7), holdsLoads: true)
-        let sut = base.timingOut(after: .seconds(5), clock: clock)
+        let sut = base.timingOut(after: .seconds(5)).environment(\.clock, clock)
         let task = Task { try await sut.load() }
         await base.waitForLoads()
         task.cancel()
@@ -58,7 +58,7 @@ struct TimeoutTests {
     @Test func aTimeoutIsTransientSoRetryTriesAgain() async throws {
         #expect(RetryPolicy.isTransient(TimeoutError(tier: "x", timeout: .seconds(1))))
         let base = LoaderSpy<Void, Int>(.success(7), holdsLoads: true)
-        let sut = base.timingOut(after: .seconds(1), clock: clock).retrying(.constant(attempts: 2, delay: .seconds(3)), clock: clock)
+        let sut = base.timingOut(after: .seconds(1)).environment(\.clock, clock).retrying(.constant(attempts: 2, delay: .seconds(3))).environment(\.clock, clock)
         let task = Task { try await sut.load() }
         await base.waitForLoads(count: 1)
         await clock.waitForSleepers()
@@ -79,7 +79,7 @@ struct TimeoutTests {
             finished.withLock { $0 = true }
             return 7
         }
-        let sut = base.timingOut(after: .seconds(5), clock: clock)
+        let sut = base.timingOut(after: .seconds(5)).environment(\.clock, clock)
         let task = Task { try await sut.load() }
         await gate.waitForWaiters()
         await clock.waitForSleepers()
@@ -92,8 +92,8 @@ struct TimeoutTests {
     }
 
     @Test func describesItselfInTheChain() {
-        let sut = StubLoader<Void, Int>(.success(1), name: "remote").timingOut(after: .milliseconds(1500), clock: clock)
-        #expect("\(sut)" == "timeout(1s)\n└── remote")
+        let sut = StubLoader<Void, Int>(.success(1), name: "remote").timingOut(after: .milliseconds(1500)).environment(\.clock, clock)
+        #expect("\(sut)" == "timingOut(after: 1s)\n└── remote")
         #expect(sut.chainSummary == "remote")
     }
 }

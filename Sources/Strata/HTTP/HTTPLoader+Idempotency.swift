@@ -3,7 +3,7 @@ import Foundation
 extension HTTPLoader {
     /// This loader, sending a `header` (`Idempotency-Key` by default) with each non-idempotent
     /// request (`POST`, `PATCH`) that does not carry one already. The key is the same for every
-    /// attempt of one logical load a ``Loader/retrying(_:clock:now:)`` makes, and new for each load, so
+    /// attempt of one logical load a ``Loader/retrying(_:)`` makes, and new for each load, so
     /// a server that honours the header creates the object once however often the load is retried;
     /// with it, `retry` repeats such a request (without it, it does not: see ``LoadAttempt``).
     ///

@@ -9,14 +9,14 @@
 ///     └── fallback
 ///         ├── named "fresh local"
 ///         │   └── FileStore(/caches/feed) [max age 24h 0m]
-///         ├── cache(FileStore(/caches/feed))
-///         │   └── retry(3 attempts, 200ms ×2.0 ≤ 30s)
+///         ├── writingThrough(FileStore(/caches/feed))
+///         │   └── retrying(3 attempts, 200ms ×2.0 ≤ 30s)
 ///         │       └── decoding Array<FeedItem>
 ///         │           └── HTTP GET https://example.com/feed
 ///         └── bundled default_feed.json
 /// ```
 public struct LoaderNode: Sendable, Hashable {
-    /// What this loader is, in a few words (`retry(3 attempts, …)`, `fallback`, `HTTP GET …`).
+    /// What this loader is, in a few words (`retrying(3 attempts, …)`, `fallback`, `HTTP GET …`).
     public var label: String
     /// The one-line name used where a whole sub-chain must be named in a sentence: tier names in
     /// ``FallbackError``, ``Provenance/tier`` and ``LoadEvent``s.

@@ -23,7 +23,9 @@ public enum CacheLoadError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// Reads a store through a ``FreshnessPolicy``; built by ``Store/loader(key:freshness:now:)``.
+/// Reads a store through a ``FreshnessPolicy``; built by ``Store/loader(key:freshness:)``.
+///
+/// Entries are aged against the ``LoadEnvironment``'s `now`.
 ///
 /// Serves the stored value when the policy accepts its age; otherwise throws ``CacheLoadError``
 /// (`empty`, `expired`, `unreadable`), which a ``Loader/fallingBack(to:)`` after it turns into the next tier.
@@ -33,12 +35,10 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
     public let store: S
     public let policy: FreshnessPolicy
     @usableFromInline let key: @Sendable (Input) -> S.Key
-    @usableFromInline let now: @Sendable () -> Date
 
-    init(store: S, policy: FreshnessPolicy, now: @escaping @Sendable () -> Date, key: @escaping @Sendable (Input) -> S.Key) {
+    init(store: S, policy: FreshnessPolicy, key: @escaping @Sendable (Input) -> S.Key) {
         self.store = store
         self.policy = policy
-        self.now = now
         self.key = key
     }
 
@@ -54,7 +54,7 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
             throw CacheLoadError.unreadable(store: store.storeDescription, key: "\(key)", underlying: error)
         }
         guard let cached else { throw CacheLoadError.empty(store: store.storeDescription, key: "\(key)") }
-        let now = now()
+        let now = LoadEnvironment.current.now()
         guard policy.isFresh(storedAt: cached.storedAt, now: now) else {
             throw CacheLoadError.expired(
                 store: store.storeDescription, key: "\(key)", storedAt: cached.storedAt,
@@ -78,32 +78,27 @@ extension Store {
     /// let freshLocal = store.loader(key: "feed", freshness: .maxAge(.hours(24)))
     /// let anyLocal = store.loader(key: "feed", freshness: .any)
     /// ```
-    public func loader(
-        key: Key, freshness policy: FreshnessPolicy = .any, now: @escaping @Sendable () -> Date = { Date() }
-    ) -> StoreLoader<Self, Void> {
-        StoreLoader(store: self, policy: policy, now: now, key: { _ in key })
+    public func loader(key: Key, freshness policy: FreshnessPolicy = .any) -> StoreLoader<Self, Void> {
+        StoreLoader(store: self, policy: policy, key: { _ in key })
     }
 
     /// A keyed loader: `load(key)` serves the entry for that key while `policy` accepts it.
-    public func loader(
-        freshness policy: FreshnessPolicy = .any, now: @escaping @Sendable () -> Date = { Date() }
-    ) -> StoreLoader<Self, Key> {
-        StoreLoader(store: self, policy: policy, now: now, key: { $0 })
+    public func loader(freshness policy: FreshnessPolicy = .any) -> StoreLoader<Self, Key> {
+        StoreLoader(store: self, policy: policy, key: { $0 })
     }
 }
 
 extension Store {
     /// The value stored for `key` when `policy` accepts it, or `nil` when nothing acceptable is stored.
     ///
-    /// Reads through ``loader(key:freshness:now:)``, so a value served from here reports its origin and
+    /// Ages the entry against the current task's ``LoadEnvironment`` (`LoadEnvironment.$current.withValue`
+    /// sets it). Reads through ``loader(key:freshness:)``, so a value served from here reports its origin and
     /// age to ``Loader/loadServed(_:)`` like any tier; for repositories and adapters of your own that
     /// need "the cached value, if any" rather than a loader that throws on a miss. A store that fails
     /// to read throws its own error (not ``CacheLoadError``).
-    public func value(
-        for key: Key, freshness policy: FreshnessPolicy = .any, now: @escaping @Sendable () -> Date = { Date() }
-    ) async throws -> Value? {
+    public func value(for key: Key, freshness policy: FreshnessPolicy = .any) async throws -> Value? {
         do {
-            return try await loader(key: key, freshness: policy, now: now).load()
+            return try await loader(key: key, freshness: policy).load()
         } catch CacheLoadError.empty, CacheLoadError.expired {
             return nil
         } catch CacheLoadError.unreadable(_, _, let underlying) {

@@ -1,6 +1,6 @@
 import Foundation
 
-/// How an error reads to the resilience operators: ``Loader/retrying(_:clock:now:)`` and
+/// How an error reads to the resilience operators: ``Loader/retrying(_:)`` and
 /// ``Loader/guarded(by:)`` ask it instead of knowing each layer's error types.
 ///
 /// ``HTTPError``, ``TimeoutError`` and ``CircuitOpenError`` adopt it. Adopt it in an error of your own

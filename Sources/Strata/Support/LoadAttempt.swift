@@ -2,7 +2,7 @@ import Foundation
 
 /// What the loaders of one logical load tell the operators around them about the requests they sent.
 ///
-/// ``Loader/retrying(_:clock:now:)`` and ``Loader/coalesced()->CoalescingLoader<Self,Self.Input>`` run
+/// ``Loader/retrying(_:)`` and ``Loader/coalesced()->CoalescingLoader<Self,Self.Input>`` run
 /// their base inside a `LoadAttempt` (a task-local, so it reaches through any chain of operators); a
 /// loader that sends a **non-idempotent** request (a `POST`, a `PATCH`) says so with
 /// ``noteNonIdempotentRequest(hasIdempotencyKey:)``. Then:
@@ -65,7 +65,7 @@ public final class LoadAttempt: Sendable {
     }
 
     /// The idempotency key of the current logical load: the same for every attempt a
-    /// ``Loader/retrying(_:clock:now:)`` makes, a new one for each load outside a retry.
+    /// ``Loader/retrying(_:)`` makes, a new one for each load outside a retry.
     public static var currentIdempotencyKey: String { current?.idempotencyKey ?? UUID().uuidString }
 
     /// Whether `method` is idempotent (RFC 9110 §9.2.2): repeating it has the effect of sending it once.

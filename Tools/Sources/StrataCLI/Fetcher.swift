@@ -126,14 +126,15 @@ public struct Fetcher: Sendable {
         let key = options.url.absoluteString
         let answer = NetworkAnswer()
         let remote = HTTPLoader(url: options.url, timeout: options.timeout, maxBodyBytes: options.maxBodyBytes, transport: client)
-            .revalidated(in: store, key: key, freshness: .maxAge(options.maxAge), now: now, logger: quiet) { reply in
+            .revalidated(in: store, key: key, freshness: .maxAge(options.maxAge)) { reply in
                 answer.record(status: reply.status.code, cacheControl: reply.headerFields.cacheControl)
                 return reply.body
             }
             .retrying(.exponential(attempts: options.retries + 1, initialDelay: .milliseconds(250), maxDelay: .seconds(5)))
         let chain = remote.named(Self.remoteTier)
-            .fallingBack(to: store.loader(key: key, freshness: options.maxStale.map { .maxAge($0) } ?? .any, now: now).named("stale cache"))
+            .fallingBack(to: store.loader(key: key, freshness: options.maxStale.map { .maxAge($0) } ?? .any).named("stale cache"))
             .fallingBack(to: defaults.named("default"))
+            .environment(LoadEnvironment(now: now, logger: quiet))
         do {
             let served = try await chain.loadServed()
             stdout(served.value)

@@ -32,10 +32,11 @@ public enum OfflineFirstFeed {
         logger: Logger = Logger(label: "strata.demo")
     ) -> some Loader<Void, [FeedItem]> {
         let remote = HTTPLoader(url: feedURL, transport: client).decoding([FeedItem].self)
-        return store.loader(key: cacheKey, freshness: maxAge, now: now).named("fresh local")
-            .fallingBack(to: remote.writingThrough(to: store, key: cacheKey, now: now, logger: logger).named("remote"))
-            .fallingBack(to: store.loader(key: cacheKey, freshness: .any, now: now).named("stale local"))
+        return store.loader(key: cacheKey, freshness: maxAge).named("fresh local")
+            .fallingBack(to: remote.writingThrough(to: store, key: cacheKey).named("remote"))
+            .fallingBack(to: store.loader(key: cacheKey, freshness: .any).named("stale local"))
             .fallingBack(to: defaults.decoding([FeedItem].self).named("bundled default"))
+            .environment(LoadEnvironment(now: now, logger: logger))
     }
 }
 

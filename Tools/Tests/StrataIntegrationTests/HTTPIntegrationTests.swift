@@ -113,7 +113,7 @@ struct RetryIntegrationTests {
             server.faults = .init(status: 503, remainingFaults: 2, retryAfterSeconds: 4)
             let clock = ManualClock()
             let feed = HTTPLoader(url: server.feedURL)
-                .retrying(.constant(attempts: 3, delay: .seconds(1)), clock: clock)
+                .retrying(.constant(attempts: 3, delay: .seconds(1))).environment(\.clock, clock)
                 .decoding([FeedItem].self)
 
             let load = Task { try await feed.loadServed() }
@@ -138,7 +138,7 @@ struct RetryIntegrationTests {
         try await withDemoServer { server in
             await server.goOffline()
             let clock = ManualClock()
-            let feed = HTTPLoader(url: server.feedURL).retrying(.constant(attempts: 2, delay: .seconds(1)), clock: clock)
+            let feed = HTTPLoader(url: server.feedURL).retrying(.constant(attempts: 2, delay: .seconds(1))).environment(\.clock, clock)
 
             let load = Task { try await feed.load() }
             await clock.waitForSleepers(count: 1)

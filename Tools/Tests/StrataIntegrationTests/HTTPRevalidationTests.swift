@@ -17,9 +17,10 @@ final class HTTPRevalidationTests {
 
     var store: FileStore<[FeedItem]> { FileStore(directory: directory.url, logger: quietLogger) }
 
-    func feed(_ server: DemoServer, policy: FreshnessPolicy = .maxAge(.zero), honorsCacheControl: Bool = true) -> RevalidatingLoader<Void, FileStore<[FeedItem]>> {
+    func feed(_ server: DemoServer, policy: FreshnessPolicy = .maxAge(.zero), honorsCacheControl: Bool = true) -> EnvironmentLoader<RevalidatingLoader<Void, FileStore<[FeedItem]>>> {
         HTTPLoader(url: server.feedURL)
-            .revalidated(in: store, key: "feed", freshness: policy, honorsCacheControl: honorsCacheControl, decoding: [FeedItem].self, now: clock.wallClock, logger: quietLogger)
+            .revalidated(in: store, key: "feed", freshness: policy, honorsCacheControl: honorsCacheControl, decoding: [FeedItem].self)
+            .environment(clock.environment(logger: quietLogger))
     }
 
     func entryBytes() throws -> Data {
@@ -140,7 +141,7 @@ final class HTTPRevalidationTests {
             server.faults = .init(status: 503)
             clock.advance(by: .seconds(600))
             let chain = feed(server).named("remote")
-                .fallingBack(to: store.loader(key: "feed", freshness: .any, now: clock.wallClock).named("stale local"))
+                .fallingBack(to: store.loader(key: "feed", freshness: .any).environment(\.now, clock.wallClock).named("stale local"))
 
             await #expect {
                 try await feed(server).load()

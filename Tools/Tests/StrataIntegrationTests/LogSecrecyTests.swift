@@ -53,11 +53,11 @@ struct LogSecrecyTests {
             let store = FileStore<[FeedItem]>(directory: directory.url, codec: JSONCodec<[FeedItem]>(), logger: capture.logger)
             let remote = HTTPLoader(url: url, headerFields: sendsHeaders ? Secrets.headers : [:])
                 .decoding([FeedItem].self)
-                .retrying(.constant(attempts: 2, delay: .seconds(1)), clock: clock)
-                .writingThrough(to: store, key: key, now: clock.wallClock, logger: capture.logger)
-            let chain = store.loader(key: key, freshness: .maxAge(.seconds(60)), now: clock.wallClock)
+                .retrying(.constant(attempts: 2, delay: .seconds(1))).environment(\.clock, clock)
+                .writingThrough(to: store, key: key).environment(LoadEnvironment(now: clock.wallClock, logger: capture.logger))
+            let chain = store.loader(key: key, freshness: .maxAge(.seconds(60))).environment(\.now, clock.wallClock)
                 .fallingBack(to: remote)
-                .fallingBack(to: store.loader(key: key, freshness: .any, now: clock.wallClock))
+                .fallingBack(to: store.loader(key: key, freshness: .any).environment(\.now, clock.wallClock))
                 .logged(to: capture.logger)
 
             // A successful load: written to the cache under the URL as key (events name the key).

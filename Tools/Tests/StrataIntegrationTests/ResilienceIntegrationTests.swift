@@ -19,7 +19,7 @@ struct ResilienceIntegrationTests {
                 server.faults = .init(holdRequests: true)
                 let clock = ManualClock()
                 let chain = HTTPLoader(url: server.feedURL).decoding([FeedItem].self)
-                    .timingOut(after: .seconds(2), clock: clock)
+                    .timingOut(after: .seconds(2)).environment(\.clock, clock)
                     .fallingBack(to: store.loader(key: "feed").named("stale local"))
 
                 let load = Task { try await chain.loadServed() }
@@ -41,7 +41,7 @@ struct ResilienceIntegrationTests {
         try await withDemoServer { server in
             server.faults = .init(holdRequests: true)
             let clock = ManualClock()
-            let load = Task { try await HTTPLoader(url: server.feedURL).timingOut(after: .seconds(1), clock: clock).load() }
+            let load = Task { try await HTTPLoader(url: server.feedURL).timingOut(after: .seconds(1)).environment(\.clock, clock).load() }
             await server.waitForRequests(count: 1)
             await clock.waitForSleepers()
             clock.advance(by: .seconds(1))
@@ -109,7 +109,7 @@ struct ResilienceIntegrationTests {
             let metrics = TestMetrics()
             let secretURL = URL(string: "http://user:hunter2@127.0.0.1:\(server.port)/feed?token=abc123")!
             let chain = HTTPLoader(url: secretURL).decoding([FeedItem].self)
-                .retrying(.constant(attempts: 2, delay: .seconds(1)), clock: clock)
+                .retrying(.constant(attempts: 2, delay: .seconds(1))).environment(\.clock, clock)
                 .metered("feed", factory: metrics)
                 .logged(to: capture.logger)
 

@@ -110,8 +110,8 @@ struct ServerFaultTests {
         // A client of its own, so the oversized answers never share a session with other tests.
         HTTPLoader(url: server.feedURL, maxBodyBytes: ServerFault.bodyLimit, transport: URLSessionHTTPClient())
             .decoding([FeedItem].self)
-            .timingOut(after: ServerFault.timeout, clock: clock)
-            .writingThrough(to: store, key: "feed", now: clock.wallClock, logger: quietLogger)
+            .timingOut(after: ServerFault.timeout).environment(\.clock, clock)
+            .writingThrough(to: store, key: "feed").environment(LoadEnvironment(now: clock.wallClock, logger: quietLogger))
     }
 
     /// Runs `load` against the faulty server, driving the manual clock past the deadline for the slow
@@ -175,7 +175,7 @@ struct ServerFaultTests {
 
         try await withDemoServer { server in
             let chain = Self.remote(server, store: store, clock: clock).named("remote")
-                .fallingBack(to: store.loader(key: "feed", freshness: .any, now: clock.wallClock).named("stale cache"))
+                .fallingBack(to: store.loader(key: "feed", freshness: .any).environment(\.now, clock.wallClock).named("stale cache"))
             await fault.inject(into: server)
 
             let result = await Self.run(fault, server: server, clock: clock) { try await chain.loadServed() }
@@ -294,7 +294,7 @@ struct ServerFaultTests {
     @Test func bodyTooLarge_isNotRetried() async throws {
         try await withDemoServer { server in
             server.faults = .init(oversizedBody: 2 * 1024 * 1024, declaresOversizedLength: true)
-            let loader = HTTPLoader(url: server.feedURL, maxBodyBytes: 1024, transport: URLSessionHTTPClient()).retrying(.constant(attempts: 3, delay: .seconds(1)), clock: ManualClock())
+            let loader = HTTPLoader(url: server.feedURL, maxBodyBytes: 1024, transport: URLSessionHTTPClient()).retrying(.constant(attempts: 3, delay: .seconds(1))).environment(\.clock, ManualClock())
             await #expect(throws: HTTPError.self) { try await loader.load() }
             #expect(server.requestCount() == 1)
         }

@@ -46,9 +46,10 @@ public enum PostLoaders {
         remote: Remote, store: S, policy: FreshnessPolicy = .any,
         now: @escaping @Sendable () -> Date = { Date() }
     ) -> some Loader<Int, Post> where S.Key == String, S.Value == Post {
-        store.loader(freshness: policy, now: now)
+        store.loader(freshness: policy)
             .mapInput { (id: Int) in StorePostCache<S>.key(for: id) }
             .named("cached post")
-            .fallingBack(to: remote.writingThrough(to: store, now: now) { StorePostCache<S>.key(for: $0) }.named("remote"))
+            .fallingBack(to: remote.writingThrough(to: store) { StorePostCache<S>.key(for: $0) }.named("remote"))
+            .environment(\.now, now)
     }
 }

@@ -70,7 +70,7 @@ public struct LocalLoader: DataLoader {
 
     public func load(_ input: Void) async throws -> Data {
         do {
-            return try await local.store.loader(key: LocalDataStore.key, freshness: cachePolicy.freshness, now: local.now).load()
+            return try await local.store.loader(key: LocalDataStore.key, freshness: cachePolicy.freshness).environment(\.now, local.now).load()
         } catch CacheLoadError.empty {
             throw DataLoaderError.emptyCache
         } catch CacheLoadError.expired {
@@ -115,14 +115,16 @@ public struct DefaultLoader: DataLoader {
     }
 }
 
-/// The article's cache decorator: Strata's write-through `writingThrough(to:key:)` under the article's name.
-public typealias DataLoaderCacheDecorator<Decoratee: DataLoader> = WriteThroughLoader<Decoratee, FileStore<Data>>
+/// The article's cache decorator: Strata's write-through `writingThrough(to:key:)` under the article's name,
+/// stamping entries with the store's own clock (`LocalDataStore(directory:now:)`).
+public typealias DataLoaderCacheDecorator<Decoratee: DataLoader> = EnvironmentLoader<WriteThroughLoader<Decoratee, FileStore<Data>>>
 
 /// The article's fallback composite: Strata's `FallbackLoader` under the article's name, with the
 /// article's initialiser `DataLoaderWithFallbackComposite(primary:fallback:)`.
 public typealias DataLoaderWithFallbackComposite<Primary: DataLoader, Fallback: DataLoader> = FallbackLoader<Primary, Fallback>
 
 extension WriteThroughLoader: DataLoader where Base.Input == Void, Base.Output == Data {}
+extension EnvironmentLoader: DataLoader where Base.Input == Void, Base.Output == Data {}
 extension FallbackLoader: DataLoader where Primary.Input == Void, Primary.Output == Data {}
 extension NamedLoader: DataLoader where Base.Input == Void, Base.Output == Data {}
 extension ClosureLoader: DataLoader where Input == Void, Output == Data {}
@@ -132,6 +134,6 @@ extension DataLoader {
     /// Saves what this loader fetches into `store`: the article's `remote.cache()`, with the store it
     /// writes to named at the composition root instead of hidden inside the remote loader.
     public func cache(in store: LocalDataStore) -> DataLoaderCacheDecorator<Self> {
-        writingThrough(to: store.store, key: LocalDataStore.key, now: store.now)
+        writingThrough(to: store.store, key: LocalDataStore.key).environment(\.now, store.now)
     }
 }

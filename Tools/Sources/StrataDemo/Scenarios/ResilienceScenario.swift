@@ -43,13 +43,14 @@ public struct ResilienceScenario: Sendable {
             policy: CircuitBreakerPolicy(failureRatio: 0.5, minimumThroughput: 3, breakDuration: .seconds(30)),
             clock: clock)
         let feed = HTTPLoader(url: server.feedURL, transport: client).decoding([FeedItem].self)
-            .timingOut(after: .seconds(2), clock: clock)
+            .timingOut(after: .seconds(2))
             .guarded(by: breaker)
-            .writingThrough(to: store, key: "feed", now: clock.dates, logger: quiet)
+            .writingThrough(to: store, key: "feed")
             .named("remote")
-            .fallingBack(to: store.loader(key: "feed", now: clock.dates).named("cache"))
+            .fallingBack(to: store.loader(key: "feed").named("cache"))
             .coalesced()
             .logged(to: logs.logger)
+            .environment(LoadEnvironment(now: clock.dates, clock: clock, logger: quiet))
 
         write("Strata demo: resilience (timeout, circuit breaker, coalescing) against a real server")
         write("  server  \(server.feedURL.absoluteString)  (Hummingbird, in this process)")
@@ -73,7 +74,7 @@ public struct ResilienceScenario: Sendable {
         var sent = client.requestCount
         let results = try await withThrowingTaskGroup(of: Served<[FeedItem]>.self) { group in
             for _ in 0..<50 { group.addTask { try await feed.loadServed() } }
-            await feed.base.waitForWaiters(count: 50)
+            await feed.base.base.waitForWaiters(count: 50)
             await server.waitForRequests(count: 1)
             server.faults = .none
             server.releaseHeldRequests()

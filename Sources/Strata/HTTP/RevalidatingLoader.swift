@@ -3,7 +3,9 @@ import Logging
 
 /// A revalidating HTTP cache tier: serves a fresh stored value without a request, otherwise asks the
 /// server with a conditional request and keeps the answer; built by
-/// ``HTTPLoader/revalidated(in:key:freshness:honorsCacheControl:now:logger:decode:)`` and its variants.
+/// ``HTTPLoader/revalidated(in:key:freshness:honorsCacheControl:decode:)`` and its variants.
+///
+/// Time (`now`) and the logger for failed cache reads and writes come from the ``LoadEnvironment``.
 ///
 /// For each load:
 /// 1. **Fresh entry** — `policy` accepts its age and, when `honorsCacheControl`, so does the
@@ -20,7 +22,7 @@ import Logging
 ///    A `206 Partial Content` is served but not stored.
 /// 5. **Anything else** fails with the typed ``HTTPError`` (`status`, `transport`, `decoding`), and
 ///    the stored entry is untouched, so a ``Loader/fallingBack(to:)`` or
-///    ``Loader/servingStaleOnError(from:key:maxStale:now:logger:)`` after this tier can serve it.
+///    ``Loader/servingStaleOnError(from:key:maxStale:)`` after this tier can serve it.
 ///
 /// A failed store read is treated as a miss (logged at `warning`); a failed write or re-stamp is
 /// logged, recorded as ``LoadEvent/cacheWriteFailed(store:key:error:)``, and never fails the load.
@@ -39,13 +41,10 @@ public struct RevalidatingLoader<Input: Sendable, S: Store>: Loader {
     public let honorsCacheControl: Bool
     let key: @Sendable (Input) -> S.Key
     let decode: @Sendable (HTTPReply) throws -> S.Value
-    let now: @Sendable () -> Date
-    let logger: Logger
 
     init(
         http: HTTPLoader<Input>, store: S, policy: FreshnessPolicy, honorsCacheControl: Bool,
-        key: @escaping @Sendable (Input) -> S.Key, decode: @escaping @Sendable (HTTPReply) throws -> S.Value,
-        now: @escaping @Sendable () -> Date, logger: Logger
+        key: @escaping @Sendable (Input) -> S.Key, decode: @escaping @Sendable (HTTPReply) throws -> S.Value
     ) {
         self.http = http
         self.store = store
@@ -53,14 +52,13 @@ public struct RevalidatingLoader<Input: Sendable, S: Store>: Loader {
         self.honorsCacheControl = honorsCacheControl
         self.key = key
         self.decode = decode
-        self.now = now
-        self.logger = logger
     }
 
     public func load(_ input: Input) async throws -> S.Value {
         let key = key(input)
-        let cached = try await readEntry(key)
-        let checkedAt = now()
+        let environment = LoadEnvironment.current
+        let cached = try await readEntry(key, logger: environment.logger)
+        let checkedAt = environment.now()
         if let cached, isFresh(cached, at: checkedAt) {
             LoadRecorder.record(.served(Provenance(
                 origin: store.origin, tier: LoadRecorder.tierName(default: description), storedAt: cached.storedAt,
@@ -72,19 +70,18 @@ public struct RevalidatingLoader<Input: Sendable, S: Store>: Loader {
         let isConditional = cached.map { Self.addConditions(from: $0.validators, to: &request.headerFields) } ?? false
         let reply = try await http.transport.send(request, body: body, options: http.options)
         try Task.checkCancellation()
-        let receivedAt = now()
+        let receivedAt = environment.now()
 
         if reply.status == .notModified, isConditional, let cached {
-            await confirm(cached, key: key, fields: reply.headerFields, at: receivedAt)
+            await confirm(cached, key: key, fields: reply.headerFields, at: receivedAt, logger: environment.logger)
             return cached.value
         }
         try checkReply(reply, to: request, url: url, options: http.options)
         let value = try decodeBody(reply)
         LoadRecorder.record(.served(Provenance(origin: .remote, tier: LoadRecorder.tierName(default: description), age: .zero)))
         if reply.status != .partialContent, !(honorsCacheControl && reply.headerFields.cacheControl.noStore) {
-            await writeToCache(
-                value, for: key, store: store, now: { receivedAt },
-                validators: Self.validators(of: reply.headerFields, receivedAt: receivedAt), logger: logger)
+            await store.insertReportingFailure(
+                value, for: key, storedAt: receivedAt, validators: Self.validators(of: reply.headerFields, receivedAt: receivedAt))
         }
         return value
     }
@@ -99,7 +96,7 @@ public struct RevalidatingLoader<Input: Sendable, S: Store>: Loader {
 
     /// The stored entry, or `nil` when there is none or the store cannot be read (a cache that fails
     /// to read must not stop the request).
-    private func readEntry(_ key: S.Key) async throws -> Cached<S.Value>? {
+    private func readEntry(_ key: S.Key, logger: Logger) async throws -> Cached<S.Value>? {
         do {
             return try await store.retrieve(key)
         } catch {
@@ -112,7 +109,7 @@ public struct RevalidatingLoader<Input: Sendable, S: Store>: Loader {
     }
 
     /// Serves a 304: re-stamps the entry with the merged validators unless the answer says `no-store`.
-    private func confirm(_ cached: Cached<S.Value>, key: S.Key, fields: HTTPFields, at receivedAt: Date) async {
+    private func confirm(_ cached: Cached<S.Value>, key: S.Key, fields: HTTPFields, at receivedAt: Date, logger: Logger) async {
         let tier = LoadRecorder.tierName(default: description)
         // Confirmed by the server just now: reported like a fresh fetch (no stored-at, age zero).
         LoadRecorder.record(.served(Provenance(origin: .remote, tier: tier, age: .zero)))
@@ -168,7 +165,7 @@ public struct RevalidatingLoader<Input: Sendable, S: Store>: Loader {
 
 extension RevalidatingLoader: CustomStringConvertible {
     public var description: String {
-        "\(http.chainSummary) + HTTP cache(\(store.storeDescription), \(policy)\(honorsCacheControl ? ", Cache-Control" : ""))"
+        "\(http.chainSummary) + HTTP writingThrough(\(store.storeDescription), \(policy)\(honorsCacheControl ? ", Cache-Control" : ""))"
     }
 }
 
@@ -189,22 +186,19 @@ extension HTTPLoader {
     ///     asks every time.
     ///   - honorsCacheControl: let the server's `Cache-Control` / `Expires` shorten `policy`
     ///     (`max-age`, `no-cache`) and forbid storing (`no-store`). On by default.
-    ///   - now: the wall clock that stamps and ages entries; inject one in tests.
-    ///   - logger: where failed cache reads and writes are reported.
     ///   - decode: turns a 2xx reply into the value; an error it throws becomes
     ///     ``HTTPError/decoding(url:type:underlying:)`` (an `HTTPError` passes through).
     public func revalidated<S: Store>(
         in store: S, key: S.Key, freshness policy: FreshnessPolicy, honorsCacheControl: Bool = true,
-        now: @escaping @Sendable () -> Date = { Date() }, logger: Logger = Logger(label: "strata.cache"),
         decode: @escaping @Sendable (HTTPReply) throws -> S.Value
     ) -> RevalidatingLoader<Input, S> {
         RevalidatingLoader(
             http: self, store: store, policy: policy, honorsCacheControl: honorsCacheControl,
-            key: { _ in key }, decode: decode, now: now, logger: logger)
+            key: { _ in key }, decode: decode)
     }
 
     /// A revalidating HTTP cache whose bodies are JSON-decoded as `type`; see
-    /// ``revalidated(in:key:freshness:honorsCacheControl:now:logger:decode:)``.
+    /// ``revalidated(in:key:freshness:honorsCacheControl:decode:)``.
     ///
     /// ```swift
     /// let feed = HTTPLoader(url: feedURL)
@@ -218,19 +212,16 @@ extension HTTPLoader {
     ///     forbid storing. On by default.
     ///   - type: the type the JSON body decodes to.
     ///   - decoder: makes the decoder for each response (for example to set a date strategy).
-    ///   - now: the wall clock that stamps and ages entries; inject one in tests.
-    ///   - logger: where failed cache reads and writes are reported.
     public func revalidated<S: Store>(
         in store: S, key: S.Key, freshness policy: FreshnessPolicy, honorsCacheControl: Bool = true,
-        decoding type: S.Value.Type = S.Value.self, decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() },
-        now: @escaping @Sendable () -> Date = { Date() }, logger: Logger = Logger(label: "strata.cache")
+        decoding type: S.Value.Type = S.Value.self, decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() }
     ) -> RevalidatingLoader<Input, S> where S.Value: Decodable {
-        revalidated(in: store, key: key, freshness: policy, honorsCacheControl: honorsCacheControl, now: now, logger: logger) { reply in
+        revalidated(in: store, key: key, freshness: policy, honorsCacheControl: honorsCacheControl) { reply in
             try decoder().decode(S.Value.self, from: reply.body)
         }
     }
 
-    /// The keyed form of ``revalidated(in:key:freshness:honorsCacheControl:now:logger:decode:)``: the store
+    /// The keyed form of ``revalidated(in:key:freshness:honorsCacheControl:decode:)``: the store
     /// key comes from the input.
     ///
     /// ```swift
@@ -244,21 +235,18 @@ extension HTTPLoader {
     ///   - policy: the longest a stored value is served without asking the server.
     ///   - honorsCacheControl: let the server's `Cache-Control` / `Expires` shorten `policy` and
     ///     forbid storing. On by default.
-    ///   - now: the wall clock that stamps and ages entries; inject one in tests.
-    ///   - logger: where failed cache reads and writes are reported.
     ///   - key: the store key for an input.
     ///   - decode: turns a 2xx reply into the value.
     public func revalidated<S: Store>(
         in store: S, freshness policy: FreshnessPolicy, honorsCacheControl: Bool = true,
-        now: @escaping @Sendable () -> Date = { Date() }, logger: Logger = Logger(label: "strata.cache"),
         key: @escaping @Sendable (Input) -> S.Key, decode: @escaping @Sendable (HTTPReply) throws -> S.Value
     ) -> RevalidatingLoader<Input, S> {
         RevalidatingLoader(
             http: self, store: store, policy: policy, honorsCacheControl: honorsCacheControl,
-            key: key, decode: decode, now: now, logger: logger)
+            key: key, decode: decode)
     }
 
-    /// The keyed form of ``revalidated(in:key:freshness:honorsCacheControl:decoding:decoder:now:logger:)``.
+    /// The keyed form of ``revalidated(in:key:freshness:honorsCacheControl:decoding:decoder:)``.
     ///
     /// ```swift
     /// let posts = HTTPLoader.get { (id: Int) in baseURL.appending(path: "posts/\(id)") }
@@ -271,16 +259,13 @@ extension HTTPLoader {
     ///     forbid storing. On by default.
     ///   - type: the type the JSON body decodes to.
     ///   - decoder: makes the decoder for each response.
-    ///   - now: the wall clock that stamps and ages entries; inject one in tests.
-    ///   - logger: where failed cache reads and writes are reported.
     ///   - key: the store key for an input.
     public func revalidated<S: Store>(
         in store: S, freshness policy: FreshnessPolicy, honorsCacheControl: Bool = true,
         decoding type: S.Value.Type = S.Value.self, decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() },
-        now: @escaping @Sendable () -> Date = { Date() }, logger: Logger = Logger(label: "strata.cache"),
         key: @escaping @Sendable (Input) -> S.Key
     ) -> RevalidatingLoader<Input, S> where S.Value: Decodable {
-        revalidated(in: store, freshness: policy, honorsCacheControl: honorsCacheControl, now: now, logger: logger, key: key) { reply in
+        revalidated(in: store, freshness: policy, honorsCacheControl: honorsCacheControl, key: key) { reply in
             try decoder().decode(S.Value.self, from: reply.body)
         }
     }

@@ -94,13 +94,13 @@ public struct RetryPolicy: Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        "retry(\(maxAttempts) attempt\(maxAttempts == 1 ? "" : "s"), \(initialDelay.formattedAge) ×\(multiplier) ≤ \(maxDelay.formattedAge))"
+        "retrying(\(maxAttempts) attempt\(maxAttempts == 1 ? "" : "s"), \(initialDelay.formattedAge) ×\(multiplier) ≤ \(maxDelay.formattedAge))"
     }
 }
 
-/// Runs its base loader again after transient failures; built by ``Loader/retrying(_:clock:now:)``.
+/// Runs its base loader again after transient failures; built by ``Loader/retrying(_:)``.
 ///
-/// - Waits on the injected `clock` (a `ManualClock` in tests), so backoff never sleeps in a test.
+/// - Waits on the ``LoadEnvironment``'s `clock` (a `ManualClock` in tests), so backoff never sleeps in a test.
 /// - Never retries after cancellation; cancelling during a wait throws `CancellationError` at once.
 /// - When every attempt fails, or a failure is not transient, throws the **last** error unchanged,
 ///   so callers (and a ``Loader/fallingBack(to:)`` after it) still see the typed error.
@@ -111,14 +111,12 @@ public struct RetryPolicy: Sendable, CustomStringConvertible {
 /// - Honours a server-requested delay (``FailureClassifying/requestedRetryDelay(now:)``, an HTTP
 ///   `Retry-After`).
 /// - Each retry is recorded as ``LoadEvent/retrying(tier:attempt:delay:error:)``.
-public struct RetryLoader<Base: Loader, C: Clock>: Loader where C.Duration == Duration {
+public struct RetryLoader<Base: Loader>: Loader {
     public typealias Input = Base.Input
     public typealias Output = Base.Output
 
     public let base: Base
     public let policy: RetryPolicy
-    let clock: C
-    let now: @Sendable () -> Date
 
     public func load(_ input: Input) async throws -> Output {
         var attempt = 1
@@ -133,7 +131,7 @@ public struct RetryLoader<Base: Loader, C: Clock>: Loader where C.Duration == Du
                       let delay = delay(beforeRetry: attempt, after: error)
                 else { throw error }
                 LoadRecorder.record(.retrying(tier: base.chainSummary, attempt: attempt + 1, delay: delay, error: error))
-                try await clock.sleep(for: delay)
+                try await LoadEnvironment.current.clock.sleep(for: delay)
                 attempt += 1
             }
         }
@@ -150,7 +148,7 @@ public struct RetryLoader<Base: Loader, C: Clock>: Loader where C.Duration == Du
 
     /// The delay the failure asks for (an HTTP `Retry-After`), if it says.
     private func retryAfter(of error: any Error) -> Duration? {
-        (error as? any FailureClassifying)?.requestedRetryDelay(now: now())
+        (error as? any FailureClassifying)?.requestedRetryDelay(now: LoadEnvironment.current.now())
     }
 }
 
@@ -169,16 +167,9 @@ extension Loader {
     /// ```
     /// - Parameters:
     ///   - policy: attempts, backoff, jitter and which errors are retried.
-    ///   - clock: what waits between attempts; inject a `ManualClock` in tests.
-    ///   - now: the wall clock that turns an HTTP-date `Retry-After` into a wait.
-    public func retrying<C: Clock>(
-        _ policy: RetryPolicy = .exponential(), clock: C, now: @escaping @Sendable () -> Date = { Date() }
-    ) -> RetryLoader<Self, C> where C.Duration == Duration {
-        RetryLoader(base: self, policy: policy, clock: clock, now: now)
-    }
-
-    /// Retries transient failures with backoff, waiting on the system's continuous clock.
-    public func retrying(_ policy: RetryPolicy = .exponential()) -> RetryLoader<Self, ContinuousClock> {
-        RetryLoader(base: self, policy: policy, clock: ContinuousClock(), now: { Date() })
+    ///
+    /// Waits on the ``LoadEnvironment``'s `clock`; its `now` turns an HTTP-date `Retry-After` into a wait.
+    public func retrying(_ policy: RetryPolicy = .exponential()) -> RetryLoader<Self> {
+        RetryLoader(base: self, policy: policy)
     }
 }

@@ -13,7 +13,7 @@ public struct TimeoutError: Error, Sendable, CustomStringConvertible {
     public var description: String { "\(tier): no result within \(timeout.formattedAge); the load was cancelled" }
 }
 
-/// Bounds how long its base loader may take; built by ``Loader/timingOut(after:clock:)``.
+/// Bounds how long its base loader may take; built by ``Loader/timingOut(after:)``.
 ///
 /// - The base load runs in a task of its own (with the caller's priority and task-local values).
 ///   When the deadline passes first, that task is cancelled and ``TimeoutError`` is thrown **at
@@ -22,26 +22,25 @@ public struct TimeoutError: Error, Sendable, CustomStringConvertible {
 ///   discarded.
 /// - When the caller's task is cancelled, the base is cancelled (and abandoned the same way) and
 ///   `CancellationError` is thrown, not a timeout.
-/// - Waiting uses the injected `clock`, so tests drive the deadline with a manual clock.
-/// - A timeout is recorded as ``LoadEvent/timedOut(tier:after:)``; put a ``Loader/retrying(_:clock:now:)``
+/// - The deadline is measured on the ``LoadEnvironment``'s `clock`, so tests drive it with a manual clock.
+/// - A timeout is recorded as ``LoadEvent/timedOut(tier:after:)``; put a ``Loader/retrying(_:)``
 ///   outside it to retry slow attempts, inside it to bound all attempts together.
-public struct TimeoutLoader<Base: Loader, C: Clock>: Loader where C.Duration == Duration {
+public struct TimeoutLoader<Base: Loader>: Loader {
     public typealias Input = Base.Input
     public typealias Output = Base.Output
 
     public let base: Base
     /// The longest a load may take.
     public let duration: Duration
-    let clock: C
 
-    init(base: Base, duration: Duration, clock: C) {
+    init(base: Base, duration: Duration) {
         self.base = base
         self.duration = duration
-        self.clock = clock
     }
 
     public func load(_ input: Input) async throws -> Output {
         try Task.checkCancellation()
+        let clock = LoadEnvironment.current.clock
         let race = Race()
         let finish = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
@@ -126,7 +125,7 @@ public struct TimeoutLoader<Base: Loader, C: Clock>: Loader where C.Duration == 
 
 extension TimeoutLoader: LoaderDescribing {
     public var loaderNode: LoaderNode {
-        LoaderNode(label: "timeout(\(duration.formattedAge))", children: [base.chainNode])
+        LoaderNode(label: "timingOut(after: \(duration.formattedAge))", children: [base.chainNode])
     }
 }
 
@@ -140,14 +139,9 @@ extension Loader {
     ///     .timingOut(after: .seconds(12))                // all attempts together
     /// ```
     /// - Parameters:
-    ///   - duration: the deadline, measured from the start of each load.
-    ///   - clock: the clock that measures it; a `ManualClock` in tests.
-    public func timingOut<C: Clock>(after duration: Duration, clock: C) -> TimeoutLoader<Self, C> where C.Duration == Duration {
-        TimeoutLoader(base: self, duration: duration, clock: clock)
-    }
-
-    /// Fails with ``TimeoutError`` when a load takes longer than `duration` on the continuous clock.
-    public func timingOut(after duration: Duration) -> TimeoutLoader<Self, ContinuousClock> {
-        TimeoutLoader(base: self, duration: duration, clock: ContinuousClock())
+    ///   - duration: the deadline, measured from the start of each load on the ``LoadEnvironment``'s
+    ///     `clock` (a `ManualClock` in tests).
+    public func timingOut(after duration: Duration) -> TimeoutLoader<Self> {
+        TimeoutLoader(base: self, duration: duration)
     }
 }

@@ -1,9 +1,9 @@
 import Foundation
-import Logging
 
 /// The S0 caching decorator: fresh data when the base loader succeeds (and saved), the cached copy
 /// when it fails, and the base loader's **original** error when there is no usable copy; built by
-/// ``Loader/servingStaleOnError(from:key:maxStale:now:logger:)``.
+/// ``Loader/servingStaleOnError(from:key:maxStale:)``.
+/// Entries are stamped and aged with the ``LoadEnvironment``'s `now`.
 ///
 /// Unlike `writingThrough(to:key:).fallingBack(to: store.loader(key:))`, which reports every tier in a
 /// ``FallbackError``, this decorator is invisible on failure: callers see exactly the error they
@@ -18,18 +18,13 @@ public struct StaleIfErrorLoader<Base: Loader, S: Store>: Loader where S.Value =
     public let maxStale: Duration?
     let acceptable: FreshnessPolicy
     let key: @Sendable (Input) -> S.Key
-    let now: @Sendable () -> Date
-    let logger: Logger
 
-    init(base: Base, store: S, key: @escaping @Sendable (Input) -> S.Key, maxStale: Duration?,
-         now: @escaping @Sendable () -> Date, logger: Logger) {
+    init(base: Base, store: S, key: @escaping @Sendable (Input) -> S.Key, maxStale: Duration?) {
         self.base = base
         self.store = store
         self.key = key
         self.maxStale = maxStale
         self.acceptable = maxStale.map { .maxAge($0) } ?? .any
-        self.now = now
-        self.logger = logger
     }
 
     public func load(_ input: Input) async throws -> Output {
@@ -50,7 +45,7 @@ public struct StaleIfErrorLoader<Base: Loader, S: Store>: Loader where S.Value =
             }
             try Task.checkCancellation()
             guard let cached else { throw error }
-            let now = now()
+            let now = LoadEnvironment.current.now()
             guard acceptable.isFresh(storedAt: cached.storedAt, now: now) else { throw error }
             LoadRecorder.record(.served(Provenance(
                 origin: store.origin, tier: LoadRecorder.tierName(default: "\(store.storeDescription) [stale if error]"), storedAt: cached.storedAt,
@@ -58,7 +53,7 @@ public struct StaleIfErrorLoader<Base: Loader, S: Store>: Loader where S.Value =
             return cached.value
         }
         try Task.checkCancellation()
-        await writeToCache(value, for: key, store: store, now: now, logger: logger)
+        await store.insertReportingFailure(value, for: key)
         return value
     }
 }
@@ -66,7 +61,7 @@ public struct StaleIfErrorLoader<Base: Loader, S: Store>: Loader where S.Value =
 extension StaleIfErrorLoader: LoaderDescribing {
     public var loaderNode: LoaderNode {
         let inner = base.chainNode
-        let label = "stale-if-error(\(store.storeDescription), \(acceptable))"
+        let label = "servingStaleOnError(\(store.storeDescription), \(acceptable))"
         return LoaderNode(label: label, summary: "\(inner.summary) + \(label)", children: [inner])
     }
 }
@@ -80,20 +75,16 @@ extension Loader {
     ///   - key: the key the value is saved under.
     ///   - maxStale: the oldest copy served after a failure (RFC 5861 `stale-if-error`), for example
     ///     `.days(7)`; `nil` (the default) serves a copy of any age.
-    ///   - now: the wall clock that stamps and ages entries; inject one in tests.
-    ///   - logger: where failed writes are reported.
     public func servingStaleOnError<S: Store>(
-        from store: S, key: S.Key, maxStale: Duration? = nil,
-        now: @escaping @Sendable () -> Date = { Date() }, logger: Logger = Logger(label: "strata.cache")
+        from store: S, key: S.Key, maxStale: Duration? = nil
     ) -> StaleIfErrorLoader<Self, S> where S.Value == Output {
-        StaleIfErrorLoader(base: self, store: store, key: { _ in key }, maxStale: maxStale, now: now, logger: logger)
+        StaleIfErrorLoader(base: self, store: store, key: { _ in key }, maxStale: maxStale)
     }
 
-    /// The keyed form of ``servingStaleOnError(from:key:maxStale:now:logger:)``: the cache key comes from the input.
+    /// The keyed form of ``servingStaleOnError(from:key:maxStale:)``: the cache key comes from the input.
     public func servingStaleOnError<S: Store>(
-        from store: S, maxStale: Duration? = nil, now: @escaping @Sendable () -> Date = { Date() },
-        logger: Logger = Logger(label: "strata.cache"), key: @escaping @Sendable (Input) -> S.Key
+        from store: S, maxStale: Duration? = nil, key: @escaping @Sendable (Input) -> S.Key
     ) -> StaleIfErrorLoader<Self, S> where S.Value == Output {
-        StaleIfErrorLoader(base: self, store: store, key: key, maxStale: maxStale, now: now, logger: logger)
+        StaleIfErrorLoader(base: self, store: store, key: key, maxStale: maxStale)
     }
 }

@@ -1,0 +1,56 @@
+/// Runs its base loader inside a ``LoadEnvironment``; built by ``Loader/environment(_:)`` and
+/// ``Loader/environment(_:_:)``.
+///
+/// Transparent in the chain's description: the environment is not a tier.
+public struct EnvironmentLoader<Base: Loader>: Loader {
+    public typealias Input = Base.Input
+    public typealias Output = Base.Output
+
+    public let base: Base
+    @usableFromInline let adjust: @Sendable (inout LoadEnvironment) -> Void
+
+    init(base: Base, adjust: @escaping @Sendable (inout LoadEnvironment) -> Void) {
+        self.base = base
+        self.adjust = adjust
+    }
+
+    public func load(_ input: Input) async throws -> Output {
+        var environment = LoadEnvironment.current
+        adjust(&environment)
+        return try await LoadEnvironment.$current.withValue(environment) {
+            try await base.load(input)
+        }
+    }
+}
+
+extension EnvironmentLoader: LoaderDescribing {
+    public var loaderNode: LoaderNode { base.chainNode }
+}
+
+extension Loader {
+    /// Runs this loader, and every operator inside it, in `environment`.
+    ///
+    /// Put it at the outside of a chain to give time and logging once:
+    ///
+    /// ```swift
+    /// let feed = remote
+    ///     .retrying(.exponential(attempts: 3))
+    ///     .writingThrough(to: files, key: "feed")
+    ///     .environment(LoadEnvironment(logger: appLogger))
+    /// ```
+    public func environment(_ environment: LoadEnvironment) -> EnvironmentLoader<Self> {
+        EnvironmentLoader(base: self) { $0 = environment }
+    }
+
+    /// Overrides one field of the surrounding environment for this loader and those inside it.
+    ///
+    /// ```swift
+    /// // This one cache reports to its own logger; the rest of the chain keeps the outer one.
+    /// let thumbnails = remote.writingThrough(to: thumbnailStore, key: "t").environment(\.logger, quietLogger)
+    /// ```
+    public func environment<Value: Sendable>(
+        _ field: WritableKeyPath<LoadEnvironment, Value> & Sendable, _ value: Value
+    ) -> EnvironmentLoader<Self> {
+        EnvironmentLoader(base: self) { $0[keyPath: field] = value }
+    }
+}

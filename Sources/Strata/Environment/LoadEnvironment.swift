@@ -1,0 +1,60 @@
+import Foundation
+import Logging
+
+/// What every operator in a chain reads from its surroundings: the wall clock, the clock it waits
+/// on, and the logger it reports to. Given once, for a whole chain.
+///
+/// Operators no longer take `now:`, `clock:` or `logger:` one by one. Set the environment once, at
+/// the outside of the chain, and every operator inside reads it while it loads:
+///
+/// ```swift
+/// let feed = HTTPLoader(url: feedURL).decoding([FeedItem].self)
+///     .timingOut(after: .seconds(5))
+///     .retrying(.exponential(attempts: 3))
+///     .writingThrough(to: files, key: "feed")
+///     .fallingBack(to: files.loader(key: "feed"))
+///     .environment(LoadEnvironment(logger: Logger(label: "app.feed")))
+/// ```
+///
+/// - An inner ``Loader/environment(_:)`` (or ``Loader/environment(_:_:)`` for one field) overrides
+///   the outer one for the loaders beneath it only: give one operator its own clock or logger that way.
+/// - Without any, operators use ``live``: `Date()`, `ContinuousClock`, and a logger labelled `strata`.
+/// - The environment is a task-local value (``current``), so it reaches every operator however the
+///   chain is nested, and every child task a chain starts (a timeout's race, a background
+///   revalidation, a coalesced flight, which runs in the environment of the caller that started it).
+///   Code outside a chain, such as ``Store/value(for:freshness:)`` or a ``CachePolicyLoader/values(_:)``
+///   stream, reads it from the surrounding task: wrap the call in
+///   `LoadEnvironment.$current.withValue(environment) { … }`.
+/// - Stores are configured once, at their own initialiser (a `logger:` there), because a store
+///   outlives and is shared by many chains.
+/// - In tests, `ManualClock.environment` (StrataTesting) drives `now` and `clock` together.
+public struct LoadEnvironment: Sendable {
+    /// The wall clock that stamps cache entries and ages them against freshness policies, and turns
+    /// an HTTP-date `Retry-After` into a wait.
+    public var now: @Sendable () -> Date
+    /// What retries wait on between attempts and timeouts measure their deadline with.
+    public var clock: any Clock<Duration>
+    /// Where operators report what does not fail a load: a failed cache write, a corrupt entry.
+    public var logger: Logger
+
+    /// Creates an environment; each field defaults to the live one.
+    public init(
+        now: @escaping @Sendable () -> Date = { Date() },
+        clock: any Clock<Duration> = ContinuousClock(),
+        logger: Logger = LoadEnvironment.defaultLogger
+    ) {
+        self.now = now
+        self.clock = clock
+        self.logger = logger
+    }
+
+    /// The logger operators use when no environment names one: label `strata`.
+    public static let defaultLogger = Logger(label: "strata")
+
+    /// The system's clocks and the default logger.
+    public static let live = LoadEnvironment()
+
+    /// The environment of the current task: the innermost ``Loader/environment(_:)`` around the
+    /// running load, or ``live``.
+    @TaskLocal public static var current: LoadEnvironment = .live
+}
