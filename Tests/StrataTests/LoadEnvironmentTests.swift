@@ -74,7 +74,7 @@ struct LoadEnvironmentTests {
 
         #expect(try await store.retrieve("feed")?.storedAt == later)
         // Outside the override, the outer environment is untouched.
-        #expect(try await LoadEnvironment.$current.withValue(clock.environment()) { LoadEnvironment.current.now() } == clock.date)
+        #expect(LoadEnvironment.$current.withValue(clock.environment()) { LoadEnvironment.current.now() } == clock.date)
     }
 
     @Test func withoutAnEnvironment_operatorsUseTheLiveOne() async throws {
