@@ -31,11 +31,38 @@ import Logging
 public struct LoadEnvironment: Sendable {
     /// The wall clock that stamps cache entries and ages them against freshness policies, and turns
     /// an HTTP-date `Retry-After` into a wait.
-    public var now: @Sendable () -> Date
+    public var now: @Sendable () -> Date {
+        get { storage.now }
+        set { storage = Storage(now: newValue, clock: storage.clock, logger: storage.logger) }
+    }
+
     /// What retries wait on between attempts and timeouts measure their deadline with.
-    public var clock: any Clock<Duration>
+    public var clock: any Clock<Duration> {
+        get { storage.clock }
+        set { storage = Storage(now: storage.now, clock: newValue, logger: storage.logger) }
+    }
+
     /// Where operators report what does not fail a load: a failed cache write, a corrupt entry.
-    public var logger: Logger
+    public var logger: Logger {
+        get { storage.logger }
+        set { storage = Storage(now: storage.now, clock: storage.clock, logger: newValue) }
+    }
+
+    /// The three fields behind one reference, so reading the task-local environment on a hot path
+    /// (every store hit asks for `now`) retains one object rather than each field's.
+    private var storage: Storage
+
+    private final class Storage: Sendable {
+        let now: @Sendable () -> Date
+        let clock: any Clock<Duration>
+        let logger: Logger
+
+        init(now: @escaping @Sendable () -> Date, clock: any Clock<Duration>, logger: Logger) {
+            self.now = now
+            self.clock = clock
+            self.logger = logger
+        }
+    }
 
     /// Creates an environment; each field defaults to the live one.
     public init(
@@ -43,9 +70,7 @@ public struct LoadEnvironment: Sendable {
         clock: any Clock<Duration> = ContinuousClock(),
         logger: Logger = LoadEnvironment.defaultLogger
     ) {
-        self.now = now
-        self.clock = clock
-        self.logger = logger
+        storage = Storage(now: now, clock: clock, logger: logger)
     }
 
     /// The logger operators use when no environment names one: label `strata`.
