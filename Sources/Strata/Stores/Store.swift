@@ -1,45 +1,5 @@
 import Foundation
 
-/// A cached value with the metadata a cache needs to judge it.
-public struct Cached<Value: Sendable>: Sendable {
-    /// The stored value.
-    public var value: Value
-    /// When the value was stored (wall-clock time from the injected `now`).
-    public var storedAt: Date
-    /// HTTP validators kept with the value so it can be revalidated with a conditional request.
-    public var validators: CacheValidators
-
-    public init(value: Value, storedAt: Date, validators: CacheValidators = .none) {
-        self.value = value
-        self.storedAt = storedAt
-        self.validators = validators
-    }
-}
-
-extension Cached: Equatable where Value: Equatable {}
-
-/// HTTP validators (`ETag`, `Last-Modified`) and the server's freshness lifetime, stored beside a
-/// cached value.
-public struct CacheValidators: Sendable, Hashable {
-    /// The response's `ETag` header, sent back as `If-None-Match`.
-    public var etag: String?
-    /// The response's `Last-Modified` header, sent back as `If-Modified-Since`.
-    public var lastModified: String?
-    /// How long the server said the response stays fresh, counted from `storedAt`:
-    /// `Cache-Control: max-age` (less any `Age`), or `Expires` minus `Date`; zero for `no-cache`;
-    /// `nil` when the server said nothing.
-    public var maxAge: Duration?
-
-    public init(etag: String? = nil, lastModified: String? = nil, maxAge: Duration? = nil) {
-        self.etag = etag
-        self.lastModified = lastModified
-        self.maxAge = maxAge
-    }
-
-    /// No validators.
-    public static let none = CacheValidators()
-}
-
 /// A key-value cache of timestamped entries: memory, files, user defaults, or a database.
 ///
 /// ## Contract
@@ -111,36 +71,4 @@ extension Store {
     }
 
     public var origin: Origin { .disk }
-}
-
-/// A store operation that failed for a reason the store cannot hide.
-public struct StoreError: Error, Sendable, CustomStringConvertible {
-    /// The operation that failed.
-    public enum Operation: String, Sendable {
-        case retrieve, insert, delete, refresh, open
-    }
-
-    /// The store, as described in the chain (for example `FileStore(/var/cache/app)`).
-    public var store: String
-    /// The operation that failed.
-    public var operation: Operation
-    /// The key involved, when there is one.
-    public var key: String?
-    /// Why it failed, in words.
-    public var reason: String
-    /// The underlying error, when there is one.
-    public var underlying: (any Error)?
-
-    public init(store: String, operation: Operation, key: String?, reason: String, underlying: (any Error)? = nil) {
-        self.store = store
-        self.operation = operation
-        self.key = key
-        self.reason = reason
-        self.underlying = underlying
-    }
-
-    public var description: String {
-        let keyText = key.map { " key '\($0)'" } ?? ""
-        return "\(store): \(operation.rawValue)\(keyText) failed: \(reason)"
-    }
 }

@@ -15,13 +15,6 @@ extension Data: DecodableBody {
     }
 }
 
-extension HTTPReply: DecodableBody {
-    public var bodyData: Data { body }
-    public func decodingFailure(type: Any.Type, error: any Error) -> any Error {
-        HTTPError.decoding(url: url, type: String(describing: type), underlying: error)
-    }
-}
-
 /// Bytes that do not decode as the expected type (for `Data` sources; HTTP sources throw
 /// ``HTTPError/decoding(url:type:underlying:)``, which also names the URL).
 public struct DecodingFailure: Error, Sendable, CustomStringConvertible {
