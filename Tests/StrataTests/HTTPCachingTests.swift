@@ -382,7 +382,7 @@ struct HTTPCachingTests {
         #expect(try await sut.load(1) == itemA)
         #expect(try await sut.load(1) == itemA)
 
-        #expect(store.keysByRecency == ["item-1"])
+        #expect(store.keys == ["item-1"])
         #expect(client.requests.map(\.url.path) == ["/items/1", "/items/1"])
         #expect(client.requests.last?.headers["If-None-Match"] == etag)
     }
@@ -480,7 +480,7 @@ struct StoreRefreshTests {
         #expect(try await store.refresh("a", storedAt: referenceDate + 60, validators: .init(lastModified: "x")))
         #expect(try await store.refresh("c", storedAt: referenceDate, validators: .none) == false)
 
-        #expect(store.keysByRecency == ["a", "b"])
+        #expect(store.keys == ["a", "b"])
         #expect(store.count == 2)
         let entry = try await store.retrieve("a")
         #expect(entry == Cached(value: itemA, storedAt: referenceDate + 60, validators: .init(lastModified: "x")))

@@ -4,7 +4,7 @@ import StrataTesting
 
 @Suite("MemoryStore")
 struct MemoryStoreTests {
-    @Test func countLimit_evictsTheLeastRecentlyUsedEntry() async throws {
+    @Test func countLimit_evictsAnEntryNotReadBeforeOneThatWas() async throws {
         let sut = MemoryStore<String, Int>(countLimit: 2)
         try await sut.insert(1, for: "a", storedAt: referenceDate)
         try await sut.insert(2, for: "b", storedAt: referenceDate)
@@ -23,7 +23,7 @@ struct MemoryStoreTests {
         try await sut.insert(Array(repeating: 0, count: 4), for: "b", storedAt: referenceDate)
         try await sut.insert(Array(repeating: 0, count: 5), for: "c", storedAt: referenceDate)
 
-        #expect(sut.keysByRecency == ["c", "b"])
+        #expect(sut.keys == ["c", "b"])
         #expect(sut.totalCost == 9)
     }
 
@@ -38,14 +38,14 @@ struct MemoryStoreTests {
         #expect(sut.totalCost == 1)
     }
 
-    @Test func replacingAnEntry_updatesItsCostAndRecency() async throws {
+    @Test func replacingAnEntry_updatesItsCost() async throws {
         let sut = MemoryStore<String, [Int]>(countLimit: 3, costLimit: 100) { $0.count }
         try await sut.insert([1, 2, 3], for: "a", storedAt: referenceDate)
         try await sut.insert([1], for: "b", storedAt: referenceDate)
         try await sut.insert([1], for: "a", storedAt: referenceDate)
 
         #expect(sut.totalCost == 2)
-        #expect(sut.keysByRecency == ["a", "b"])
+        #expect(sut.keys == ["a", "b"])
     }
 
     @Test func slotsAreReusedAfterDeletes() async throws {
@@ -56,7 +56,7 @@ struct MemoryStoreTests {
         }
         // 999 was inserted (evicting 995) and then deleted.
         #expect(sut.count == 2)
-        #expect(sut.keysByRecency == [998, 997])
+        #expect(sut.keys == [998, 997])
     }
 
     @Test func removeAll_emptiesTheStore() async throws {
@@ -84,8 +84,45 @@ struct MemoryStoreTests {
             }
         }
         #expect(sut.count <= 50)
-        #expect(sut.keysByRecency.count == sut.count)
-        #expect(Set(sut.keysByRecency).count == sut.count)
+        #expect(sut.keys.count == sut.count)
+        #expect(sut.totalCost == 0)
+    }
+
+    @Test func aReadEntry_getsASecondChance_thenGoesWhenNotReadAgain() async throws {
+        let sut = MemoryStore<String, Int>(countLimit: 3)
+        for key in ["a", "b", "c"] { try await sut.insert(0, for: key, storedAt: referenceDate) }
+        _ = try await sut.retrieve("a")
+        _ = try await sut.retrieve("b")
+
+        try await sut.insert(0, for: "d", storedAt: referenceDate)  // the hand clears a and b, evicts c
+        #expect(sut.keys == ["a", "b", "d"])
+
+        _ = try await sut.retrieve("b")
+        _ = try await sut.retrieve("d")
+        try await sut.insert(0, for: "e", storedAt: referenceDate)  // a was not read since its second chance: it goes
+        #expect(sut.keys == ["b", "d", "e"])
+    }
+
+    @Test func theEntryBeingInserted_isNeverItsOwnVictim() async throws {
+        let sut = MemoryStore<String, Int>(costLimit: 10) { $0 }
+        try await sut.insert(4, for: "a", storedAt: referenceDate)
+        try await sut.insert(4, for: "b", storedAt: referenceDate)
+        try await sut.delete("a")  // frees the slot the hand points at
+        try await sut.insert(7, for: "c", storedAt: referenceDate)  // reuses it and goes over the limit
+
+        #expect(sut.keys == ["c"])
+        #expect(try await sut.retrieve("c")?.value == 7)
+        #expect(sut.totalCost == 7)
+    }
+
+    @Test func entryFor_readsSynchronouslyLikeRetrieve() async throws {
+        let sut = MemoryStore<String, Int>(countLimit: 2)
+        try await sut.insert(1, for: "a", storedAt: referenceDate)
+        try await sut.insert(2, for: "b", storedAt: referenceDate)
+        #expect(sut.entry(for: "a")?.value == 1)
+        #expect(sut.entry(for: "zzz") == nil)
+        try await sut.insert(3, for: "c", storedAt: referenceDate)  // "a" was read: "b" goes
+        #expect(sut.keys == ["a", "c"])
     }
 
     @Test func reportsMemoryOrigin() {

@@ -8,9 +8,9 @@ import Musl
 
 /// A value guarded by one mutex, in one allocation.
 ///
-/// The state and its `pthread_mutex_t` live in a single `ManagedBuffer` (the state as the header, the
-/// mutex as the one tail element), so a `Locked` costs one heap allocation, like `Synchronization.Mutex`
-/// boxed in a class would. Copies of a `Locked` share the same lock and state.
+/// The state and its `pthread_mutex_t` live in a single `ManagedBuffer` (``LockedBuffer``: the state as
+/// the header, the mutex as the one tail element), so a `Locked` costs one heap allocation, like
+/// `Synchronization.Mutex` boxed in a class would. Copies of a `Locked` share the same lock and state.
 ///
 /// Why not the standard types: `Synchronization.Mutex` needs macOS 15 / iOS 18 and Strata supports older
 /// Apple systems; on Linux, ThreadSanitizer cannot see `Mutex`'s futex hand-off and reports races inside
@@ -19,31 +19,19 @@ import Musl
 /// to what ships.
 @_spi(StrataInternals)
 public struct Locked<State>: @unchecked Sendable {
-    // @unchecked: `ManagedBuffer` is never Sendable, so the compiler cannot see this. The state (the
-    // buffer's header) is only read or written inside the `withLock` methods, between
-    // `pthread_mutex_lock` and `pthread_mutex_unlock` on the buffer's mutex, and nothing else reaches
-    // it (`storage` is not public); the mutex is initialised before `init` returns and destroyed only
-    // in the buffer's `deinit`, when no reference is left; `init` requires `State: Sendable`, so values
-    // leaving the lock are Sendable.
-    @usableFromInline let storage: Storage
+    // @unchecked: `ManagedBuffer` is never Sendable, so the compiler cannot see this. The state is only
+    // read or written inside `LockedBuffer.withLock`, which holds the buffer's mutex (see there), and
+    // `init` requires `State: Sendable`, so values leaving the lock are Sendable.
+    @usableFromInline let buffer: LockedBuffer<State>
 
     public init(_ initial: State) where State: Sendable {
-        let buffer = Storage.create(minimumCapacity: 1) { _ in initial }
-        storage = unsafeDowncast(buffer, to: Storage.self)
-        storage.withUnsafeMutablePointerToElements { mutex in
-            mutex.initialize(to: pthread_mutex_t())
-            pthread_mutex_init(mutex, nil)
-        }
+        buffer = LockedBuffer.make(initial)
     }
 
     /// Runs `body` with exclusive access to the state.
     @inlinable
     public func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
-        try storage.withUnsafeMutablePointers { state, mutex in
-            pthread_mutex_lock(mutex)
-            defer { pthread_mutex_unlock(mutex) }
-            return try body(&state.pointee)
-        }
+        try buffer.withLock(body)
     }
 
     /// Runs `body` with exclusive access to the state, calling `onContention` first when another
@@ -51,7 +39,7 @@ public struct Locked<State>: @unchecked Sendable {
     public func withLock<Result>(
         onContention: () -> Void, _ body: (inout State) throws -> Result
     ) rethrows -> Result {
-        try storage.withUnsafeMutablePointers { state, mutex in
+        try buffer.withUnsafeMutablePointers { state, mutex in
             if pthread_mutex_trylock(mutex) != 0 {
                 onContention()
                 pthread_mutex_lock(mutex)
@@ -60,15 +48,61 @@ public struct Locked<State>: @unchecked Sendable {
             return try body(&state.pointee)
         }
     }
+}
 
-    /// The state (header) and its mutex (the single tail element), allocated together.
+/// The storage of ``Locked``: the state (header) and its mutex (the single tail element), allocated
+/// together. Internal but usable from inlinable code, so a hot path such as `MemoryStore.retrieve` can
+/// be specialised in the caller's module (SPI declarations cannot appear in inlinable code).
+///
+/// The state is only read or written inside ``withLock(_:)``, between `pthread_mutex_lock` and
+/// `pthread_mutex_unlock`; the mutex is initialised in ``make(_:)`` before the buffer is returned and
+/// destroyed only in `deinit`, when no reference is left.
+@usableFromInline
+final class LockedBuffer<State>: ManagedBuffer<State, pthread_mutex_t> {
+    /// A buffer holding `initial`, its mutex initialised.
     @usableFromInline
-    final class Storage: ManagedBuffer<State, pthread_mutex_t> {
-        deinit {
-            withUnsafeMutablePointerToElements { mutex in
-                pthread_mutex_destroy(mutex)
-                _ = mutex.deinitialize(count: 1)
-            }
+    static func make(_ initial: State) -> LockedBuffer<State> {
+        let buffer = unsafeDowncast(create(minimumCapacity: 1) { _ in initial }, to: LockedBuffer<State>.self)
+        buffer.withUnsafeMutablePointerToElements { mutex in
+            mutex.initialize(to: pthread_mutex_t())
+            pthread_mutex_init(mutex, nil)
         }
+        return buffer
+    }
+
+    /// Runs `body` with exclusive access to the state.
+    @inlinable
+    func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
+        try withUnsafeMutablePointers { state, mutex in
+            pthread_mutex_lock(mutex)
+            defer { pthread_mutex_unlock(mutex) }
+            return try body(&state.pointee)
+        }
+    }
+
+    deinit {
+        withUnsafeMutablePointerToElements { mutex in
+            pthread_mutex_destroy(mutex)
+            _ = mutex.deinitialize(count: 1)
+        }
+    }
+}
+
+/// ``LockedBuffer`` as a `Sendable` value, for internal state that inlinable code reads (SPI ``Locked``
+/// cannot be used there).
+@usableFromInline
+struct InlinableLocked<State>: @unchecked Sendable {
+    // @unchecked: as for `Locked`: the state is only touched inside `LockedBuffer.withLock`, under its
+    // mutex, and `init` requires `State: Sendable`.
+    @usableFromInline let buffer: LockedBuffer<State>
+
+    @usableFromInline
+    init(_ initial: State) where State: Sendable {
+        buffer = LockedBuffer.make(initial)
+    }
+
+    @inlinable
+    func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
+        try buffer.withLock(body)
     }
 }
