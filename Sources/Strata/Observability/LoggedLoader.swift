@@ -24,22 +24,36 @@ public struct LoggedLoader<Base: Loader>: Loader {
     public let level: Logger.Level
     /// The level of failed loads.
     public let failureLevel: Logger.Level
+    /// The chain's one-line summary and its redacted form, made once when the operator is built (a
+    /// chain's description does not change), not on every load.
+    let name: String
+    let redactedName: String
+
+    init(base: Base, logger: Logger, level: Logger.Level, failureLevel: Logger.Level) {
+        self.base = base
+        self.logger = logger
+        self.level = level
+        self.failureLevel = failureLevel
+        self.name = base.chainSummary
+        self.redactedName = Redaction.redactingSecrets(in: name)
+    }
 
     public func load(_ input: Input) async throws -> Output {
         guard logger.logLevel <= max(level, failureLevel, .warning) else {
             return try await base.load(input)
         }
-        let name = base.chainSummary
+        let name = name
+        let redactedName = redactedName
         let logger = logger
         let level = level
-        logger.debug("load started", metadata: ["loader": "\(Redaction.redactingSecrets(in: name))"])
+        logger.debug("load started", metadata: ["loader": "\(redactedName)"])
         let (result, report) = await observeLoad(base, input, loader: name, clock: ContinuousClock()) { event in
-            Self.log(event, loader: name, logger: logger, level: level)
+            Self.log(event, redactedLoader: redactedName, logger: logger, level: level)
         }
         // The line's metadata (redacted names, formatted ages) is built only when its level is
         // enabled: redaction is not free, and a line below the logger's level would drop it anyway.
         func metadata() -> Logger.Metadata {
-            ["loader": "\(Redaction.redactingSecrets(in: name))", "duration": "\(report.duration.formattedAge)"]
+            ["loader": "\(redactedName)", "duration": "\(report.duration.formattedAge)"]
         }
         switch report.outcome {
         case .served(let provenance) where logger.logLevel <= level:
@@ -63,7 +77,7 @@ public struct LoggedLoader<Base: Loader>: Loader {
         return try result.get()
     }
 
-    private static func log(_ event: LoadEvent, loader: String, logger: Logger, level: Logger.Level) {
+    private static func log(_ event: LoadEvent, redactedLoader: String, logger: Logger, level: Logger.Level) {
         let eventLevel: Logger.Level
         switch event {
         case .served, .cacheWritten, .coalesced, .revalidated: eventLevel = .debug
@@ -73,7 +87,7 @@ public struct LoggedLoader<Base: Loader>: Loader {
         guard logger.logLevel <= eventLevel else { return }
         logger.log(
             level: eventLevel, "\(Redaction.redactingSecrets(in: event.description))",
-            metadata: ["loader": "\(Redaction.redactingSecrets(in: loader))", "event": "\(event.kind)"])
+            metadata: ["loader": "\(redactedLoader)", "event": "\(event.kind)"])
     }
 }
 

@@ -27,15 +27,18 @@ public struct MeteredLoader<Base: Loader>: Loader {
     /// The `loader` dimension of every metric.
     public let name: String
     let metrics: Metrics
+    /// The chain's summary, made once when the operator is built.
+    let summary: String
 
     init(base: Base, name: String, factory: any MetricsFactory) {
         self.base = base
         self.name = name
         self.metrics = Metrics(name: name, factory: factory)
+        self.summary = base.chainSummary
     }
 
     public func load(_ input: Input) async throws -> Output {
-        let (result, report) = await observeLoad(base, input, loader: base.chainSummary, clock: ContinuousClock())
+        let (result, report) = await observeLoad(base, input, loader: summary, clock: ContinuousClock())
         metrics.record(report)
         return try result.get()
     }

@@ -19,16 +19,31 @@ public struct TracedLoader<Base: Loader>: Loader {
     /// The span's operation name.
     public let operationName: String
     let tracer: any Tracer
+    /// The chain's summary and its redacted form, made once when the operator is built.
+    let name: String
+    let redactedName: String
+
+    init(base: Base, operationName: String, tracer: any Tracer) {
+        self.base = base
+        self.operationName = operationName
+        self.tracer = tracer
+        self.name = base.chainSummary
+        self.redactedName = Redaction.redactingSecrets(in: name)
+    }
 
     public func load(_ input: Input) async throws -> Output {
         try await traceLoad(input, tracer: tracer)
     }
 
     private func traceLoad<T: Tracer>(_ input: Input, tracer: T) async throws -> Output {
-        let name = base.chainSummary
         let span = tracer.startSpan(operationName, context: InstrumentationContext.current ?? .topLevel, ofKind: .internal)
         defer { span.end() }
-        span.attributes["strata.loader"] = Redaction.redactingSecrets(in: name)
+        // A span nobody records (the no-op tracer, a sampled-out trace) gets no attributes or events:
+        // building them (redaction included) would be thrown away.
+        guard span.isRecording else {
+            return try await InstrumentationContext.$current.withValue(span.context) { try await base.load(input) }
+        }
+        span.attributes["strata.loader"] = redactedName
         let (result, report) = await InstrumentationContext.$current.withValue(span.context) {
             await observeLoad(base, input, loader: name, clock: ContinuousClock()) { event in
                 span.addEvent(SpanEvent(name: event.kind, attributes: ["strata.event": .string(Redaction.redactingSecrets(in: event.description))]))
