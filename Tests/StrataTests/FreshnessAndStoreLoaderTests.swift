@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import Strata
 import StrataTesting
@@ -108,6 +109,35 @@ struct StoreLoaderTests {
         let sut = store.loader(freshness: .any).environment(\.now, clock.wallClock).mapInput { (id: Int) in "post-\(id)" }
         #expect(try await sut.load(2) == itemB)
     }
+}
+
+@Suite("store.loader(freshness: .any) and the clock")
+struct AnyAgeStoreLoaderTests {
+    @Test func aHitWithAnyAge_readsTheClockOnlyWhenAReportWantsTheAge() async throws {
+        let store = MemoryStore<String, Item>()
+        try await store.insert(itemA, for: "feed", storedAt: referenceDate)
+        let reads = ClockReads()
+        let sut = store.loader(key: "feed", freshness: .any)
+            .environment(\.now, { reads.count(); return referenceDate + 90 })
+
+        #expect(try await sut.load() == itemA)
+        #expect(reads.total == 0)
+
+        let served = try await sut.loadServed()
+        #expect(served.provenance.age == .seconds(90))
+        #expect(reads.total == 1)
+
+        _ = try await store.loader(key: "feed", freshness: .maxAge(.hours(1)))
+            .environment(\.now, { reads.count(); return referenceDate + 90 }).load()
+        #expect(reads.total == 2)
+    }
+}
+
+/// Counts how often a `now` closure is called.
+private final class ClockReads: Sendable {
+    private let state = Mutex(0)
+    func count() { state.withLock { $0 += 1 } }
+    var total: Int { state.withLock { $0 } }
 }
 
 @Suite("CacheLoadError messages")

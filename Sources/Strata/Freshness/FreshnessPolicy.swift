@@ -26,6 +26,15 @@ public struct FreshnessPolicy: Sendable, CustomStringConvertible {
     @usableFromInline let predicate: @Sendable (FreshnessContext) -> Bool
     /// A short description used in errors, for example `max age 1d 0h`.
     public let description: String
+    /// Whether every entry is acceptable whatever its age (``any``): a store loader then serves a hit
+    /// without reading the clock, unless a load report asks for the entry's age.
+    @usableFromInline let acceptsAnyAge: Bool
+
+    init(predicate: @escaping @Sendable (FreshnessContext) -> Bool, description: String, acceptsAnyAge: Bool = false) {
+        self.predicate = predicate
+        self.description = description
+        self.acceptsAnyAge = acceptsAnyAge
+    }
 
     /// A policy defined by `predicate`.
     public static func custom(
@@ -51,7 +60,7 @@ public struct FreshnessPolicy: Sendable, CustomStringConvertible {
     }
 
     /// Anything cached is acceptable, however old (S4's `NullPolicy`).
-    public static let any = FreshnessPolicy(predicate: { _ in true }, description: "any age")
+    public static let any = FreshnessPolicy(predicate: { _ in true }, description: "any age", acceptsAnyAge: true)
 
     /// Whether an entry stored at `storedAt` may be served at `now`.
     @inlinable

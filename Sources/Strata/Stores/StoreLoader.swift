@@ -54,6 +54,13 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
             throw CacheLoadError.unreadable(store: store.storeDescription, key: "\(key)", underlying: error)
         }
         guard let cached else { throw CacheLoadError.empty(store: store.storeDescription, key: "\(key)") }
+        if policy.acceptsAnyAge {
+            // No freshness to judge: the clock is read only when a load report wants the age.
+            LoadRecorder.record(.served(Provenance(
+                origin: store.origin, tier: LoadRecorder.tierName(default: description), storedAt: cached.storedAt,
+                age: max(.zero, .between(cached.storedAt, LoadEnvironment.current.now())))))
+            return cached.value
+        }
         let now = LoadEnvironment.current.now()
         guard policy.isFresh(storedAt: cached.storedAt, now: now) else {
             throw CacheLoadError.expired(
