@@ -169,14 +169,17 @@ public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
         let priority = Task.currentPriority
         let registration = flights.state.withLock { state -> Registration in
             if state.unregistered.remove(waiter) == nil { return .cancelled }  // cancelled before it got here
-            guard let entry = state.entries[key], !entry.isWrite else { return .missed }
+            // Mutated in place through its index: a copy of the entry held across the mutation would
+            // make every join copy the whole waiter table (quadratic in the number of waiters).
+            guard let index = state.entries.index(forKey: key), !state.entries.values[index].isWrite else { return .missed }
             state.registrations += 1
             state.registrationWaiters.resumeReached(state.registrations)
-            state.entries[key]!.waiters[waiter] = (continuation, true)
-            if entry.task == nil, priority > (entry.wantedPriority ?? .background) {
-                state.entries[key]!.wantedPriority = priority
+            state.entries.values[index].waiters[waiter] = (continuation, true)
+            let task = state.entries.values[index].task
+            if task == nil, priority > (state.entries.values[index].wantedPriority ?? .background) {
+                state.entries.values[index].wantedPriority = priority
             }
-            return .registered(entry.task)
+            return .registered(task)
         }
         switch registration {
         case .registered(let task): Coalescer<Key, Output>.escalate(task, to: priority)
@@ -270,7 +273,8 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
     /// callers that joined it start over (each sends its own request).
     func markWrite(key: Key, flight: UInt64) {
         let ejected = state.withLock { state -> [Waiting] in
-            guard var entry = state.entries[key], entry.flight == flight, !entry.isWrite else { return [] }
+            guard state.entries[key]?.flight == flight, state.entries[key]?.isWrite == false,
+                  var entry = state.entries.removeValue(forKey: key) else { return [] }
             entry.isWrite = true
             let joiners = entry.waiters.filter { $0.value.1 }
             for id in joiners.keys { entry.waiters[id] = nil }
@@ -284,7 +288,8 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
     /// The lock only decides; the task is cancelled and the waiter resumed after it is released.
     func cancel(waiter: Int, key: Key) {
         let (released, abandoned) = state.withLock { state -> ((Waiting, Bool)?, Task<Void, Never>?) in
-            guard var entry = state.entries[key] else {
+            // Taken out while it changes (and put back below) so its waiter table is not copied.
+            guard var entry = state.entries.removeValue(forKey: key) else {
                 state.unregistered.remove(waiter)
                 return (nil, nil)
             }
@@ -297,10 +302,10 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
             } else {
                 // Not registered yet (registration will see it), or already answered (nothing to do).
                 state.unregistered.remove(waiter)
+                state.entries[key] = entry
                 return (nil, nil)
             }
             if entry.isAbandoned {
-                state.entries[key] = nil
                 return (released, entry.task)
             }
             state.entries[key] = entry
