@@ -13,9 +13,19 @@ import Foundation
 /// - afterwards every key takes a final write that every instance reads back, and a store with a
 ///   count limit holds no more entries than the limit.
 ///
+/// It works on any store, whatever its key and value types: the stress writes self-checking
+/// ``Value``s, and for a store of other types you say how a stress key and value map onto the store's
+/// (`key:`, `value:`, `unwrap:`).
+///
 /// ```swift
 /// let store = FileStore<StoreStress.Value>(directory: directory)
 /// let report = try await StoreStress(tasks: 24, steps: 60).run(on: [store, FileStore(directory: directory)])
+///
+/// // A store of `Data` under `Int` keys:
+/// let stress = StoreStress()
+/// try await stress.run(
+///     on: [myBlobStore], key: { stress.keys.firstIndex(of: $0)! },
+///     value: { try! JSONEncoder().encode($0) }, unwrap: { try? JSONDecoder().decode(StoreStress.Value.self, from: $0) })
 /// ```
 public struct StoreStress: Sendable {
     /// A self-checking value: its checksum covers its key, writer, step and body.
@@ -119,14 +129,35 @@ public struct StoreStress: Sendable {
     }
 
     /// Runs the stress with tasks spread over `stores` (instances of one store: two `FileStore`s on one
-    /// directory, two `SQLiteStore`s on one file, or one store). `count` reads how many entries the
-    /// store holds, checked against `countLimit` at the end.
+    /// directory, two `SQLiteStore`s on one file, or one store) that keep ``Value``s under `String` keys.
+    /// `count` reads how many entries the store holds, checked against `countLimit` at the end.
     /// - Throws: ``Violation`` listing every problem found.
     @discardableResult
     public func run<S: Store>(
         on stores: [S], countLimit: Int? = nil, count: (@Sendable () async throws -> Int)? = nil
     ) async throws -> Report where S.Key == String, S.Value == Value {
+        try await run(on: stores, key: { $0 }, value: { $0 }, unwrap: { $0 }, countLimit: countLimit, count: count)
+    }
+
+    /// Runs the stress on a store of any key and value types.
+    /// - Parameters:
+    ///   - stores: instances of one store.
+    ///   - key: the store key for each of ``keys`` (distinct keys must map to distinct store keys).
+    ///   - value: the store value that carries a stress value.
+    ///   - unwrap: the stress value a store value carries, or `nil` when it carries none (reported as
+    ///     a problem: the store returned something no write produced).
+    ///   - countLimit: the store's count limit, checked with `count` at the end.
+    /// - Throws: ``Violation`` listing every problem found.
+    @discardableResult
+    public func run<S: Store>(
+        on stores: [S],
+        key storeKey: @escaping @Sendable (String) -> S.Key,
+        value wrap: @escaping @Sendable (Value) -> S.Value,
+        unwrap: @escaping @Sendable (S.Value) -> Value?,
+        countLimit: Int? = nil, count: (@Sendable () async throws -> Int)? = nil
+    ) async throws -> Report {
         precondition(!stores.isEmpty, "at least one store")
+        precondition(Set(keys.map { "\(storeKey($0))" }).count == keys.count, "distinct keys must map to distinct store keys")
         let written = Locked<[String: Set<Value>]>([:])
         let problems = Locked<[String]>([])
         let report = Locked(Report())
@@ -143,7 +174,8 @@ public struct StoreStress: Sendable {
                         do {
                             switch roll {
                             case 0..<40:
-                                let entry = try await store.retrieve(key)
+                                let stored = try await store.retrieve(storeKey(key))
+                                let entry = stored.map { Cached(value: unwrap($0.value), storedAt: $0.storedAt, validators: $0.validators) }
                                 if let problem = Self.problem(with: entry, for: key, written: written) {
                                     problems.withLock { $0.append(problem) }
                                 }
@@ -153,15 +185,15 @@ public struct StoreStress: Sendable {
                                 let value = Value(key: key, writer: writer, step: step, size: size)
                                 written.withLock { _ = $0[key, default: []].insert(value) }
                                 try await store.insert(
-                                    value, for: key, storedAt: Self.insertDate(writer: writer, step: step),
+                                    wrap(value), for: storeKey(key), storedAt: Self.insertDate(writer: writer, step: step),
                                     validators: CacheValidators(etag: "i-\(writer)-\(step)"))
                                 report.withLock { $0.inserts += 1 }
                             case 70..<85:
-                                try await store.delete(key)
+                                try await store.delete(storeKey(key))
                                 report.withLock { $0.deletes += 1 }
                             default:
                                 _ = try await store.refresh(
-                                    key, storedAt: Self.refreshDate(writer: writer, step: step),
+                                    storeKey(key), storedAt: Self.refreshDate(writer: writer, step: step),
                                     validators: CacheValidators(etag: "r-\(writer)-\(step)"))
                                 report.withLock { $0.refreshes += 1 }
                             }
@@ -177,9 +209,9 @@ public struct StoreStress: Sendable {
         do {
             for key in keys {
                 let final = Value(key: key, writer: -1, step: 0, size: 16)
-                try await stores[0].insert(final, for: key, storedAt: Self.insertDate(writer: 0, step: 0))
+                try await stores[0].insert(wrap(final), for: storeKey(key), storedAt: Self.insertDate(writer: 0, step: 0))
                 for (index, store) in stores.enumerated() {
-                    let read = try await store.retrieve(key)?.value
+                    let read = try await store.retrieve(storeKey(key)).flatMap { unwrap($0.value) }
                     if read != final {
                         problems.withLock { $0.append("after the run, instance \(index) read \(String(describing: read)) for '\(key)' instead of the final write") }
                     }
@@ -201,9 +233,9 @@ public struct StoreStress: Sendable {
     }
 
     /// What is wrong with `entry` read for `key`, or `nil` when it is one that was written.
-    static func problem(with entry: Cached<Value>?, for key: String, written: Locked<[String: Set<Value>]>) -> String? {
+    static func problem(with entry: Cached<Value?>?, for key: String, written: Locked<[String: Set<Value>]>) -> String? {
         guard let entry else { return nil }
-        let value = entry.value
+        guard let value = entry.value else { return "'\(key)' read a value that carries no stress value" }
         guard value.isIntact else { return "'\(key)' read a damaged value (writer \(value.writer), step \(value.step))" }
         guard value.key == key else { return "'\(key)' read the value of '\(value.key)'" }
         guard written.withLock({ $0[key]?.contains(value) ?? false }) else {

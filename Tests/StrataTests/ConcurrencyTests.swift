@@ -26,6 +26,29 @@ struct ConcurrencyStoreTests {
         #expect(report.hits > 0 && report.misses > 0)
     }
 
+    @Test func aStoreOfOtherKeyAndValueTypes() async throws {
+        let stress = StoreStress()
+        let keys = stress.keys
+        let directory = try TemporaryDirectory()
+        let store = FileStore<Data>(directory: directory.url.appending(path: "blobs"), codec: DataCodec(), logger: quietLogger)
+        let ints = MemoryStore<Int, Data>()
+        for target in [AnyStressTarget(store, key: { $0 }), AnyStressTarget(ints, key: { keys.firstIndex(of: $0)! })] {
+            let report = try await target.run(stress)
+            #expect(report.hits > 0 && report.inserts > 0)
+        }
+    }
+
+    @Test func aStoreThatReturnsForeignValues_isReported() async throws {
+        let store = MemoryStore<String, Data>()
+        try await store.insert(Data("not a stress value".utf8), for: "feed", storedAt: referenceDate)
+        await #expect(throws: StoreStress.Violation.self) {
+            // Every write is dropped, so the foreign value stays and is read back.
+            try await StoreStress(tasks: 2, steps: 40, keys: ["feed"]).run(
+                on: [store], key: { $0 }, value: { _ in Data("not a stress value".utf8) },
+                unwrap: { try? JSONDecoder().decode(StoreStress.Value.self, from: $0) })
+        }
+    }
+
     @Test func memoryStoreWithACountLimit() async throws {
         let store = MemoryStore<String, Value>(countLimit: 3)
         try await StoreStress().run(on: [store], countLimit: 3, count: { store.count })
@@ -193,4 +216,19 @@ struct ConcurrencyChainTests {
 
 extension MixingStore {
     func removeAll() async throws { entries.withLock { $0 = [:] } }
+}
+
+/// A store of `Data` values under any key type, stressed through JSON-encoded stress values.
+private struct AnyStressTarget: Sendable {
+    private let body: @Sendable (StoreStress) async throws -> StoreStress.Report
+
+    init<S: Store>(_ store: S, key: @escaping @Sendable (String) -> S.Key) where S.Value == Data {
+        body = { stress in
+            try await stress.run(
+                on: [store], key: key, value: { try! JSONEncoder().encode($0) },
+                unwrap: { try? JSONDecoder().decode(StoreStress.Value.self, from: $0) })
+        }
+    }
+
+    func run(_ stress: StoreStress) async throws -> StoreStress.Report { try await body(stress) }
 }

@@ -37,6 +37,14 @@ struct HTTPLoaderTests {
         #expect(error.description.contains("api.example.com/feed?token=***&page=***"))
     }
 
+    @Test func descriptions_redactTokensInThePath() {
+        let url = URL(string: "https://api.example.com/v1/magic/ghp_16C7e42F292c6912E7710c838347Ae178B4a/login")!
+        #expect(Redaction.redactedString(for: url) == "https://api.example.com/v1/magic/***/login")
+        #expect(!HTTPLoader(url: url).chainSummary.contains("ghp_"))
+        let error = HTTPError.status(code: 401, url: url, headerFields: [:], body: Data())
+        #expect(!error.description.contains("ghp_16C7"))
+    }
+
     @Test func undecodableBody_throwsDecodingErrorWithTheURL() async throws {
         let client = StubHTTPClient(.success(HTTPReply(url: url, statusCode: 200, body: Data("[{\"id\":1}]".utf8))))
         await #expect {

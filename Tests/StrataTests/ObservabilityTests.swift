@@ -76,6 +76,17 @@ struct RedactionTests {
         ("x-api-key=k123", "x-api-key=***"),
         ("nothing secret here", "nothing secret here"),
         ("postgres://strata:pw@127.0.0.1:5432/db", "postgres://***@127.0.0.1:5432/db"),
+        // Path segments shaped like secrets.
+        ("GET https://api.example.com/v1/reset/sk_live_4eC39HqLyjWDarjtT1zdp7dc/confirm", "GET https://api.example.com/v1/reset/***/confirm"),
+        ("https://hooks.slack.com/services/xoxb-2444-ab12cd34ef/x", "https://hooks.slack.com/services/***/x"),
+        ("https://h.example/files/a8Fk29dLq0ZrT7xW3mNb5vYc1Qs/raw", "https://h.example/files/***/raw"),
+        ("https://h.example/s/eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl", "https://h.example/s/***"),
+        ("token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl in text", "token *** in text"),
+        ("https://s3.example/AKIAIOSFODNN7EXAMPLE/obj", "https://s3.example/***/obj"),
+        // Identifiers are kept.
+        ("https://api.example.com/users/550e8400-e29b-41d4-a716-446655440000/posts/123456789012345678901234",
+         "https://api.example.com/users/550e8400-e29b-41d4-a716-446655440000/posts/123456789012345678901234"),
+        ("https://blog.example/how-to-cache-feeds-offline-in-2026", "https://blog.example/how-to-cache-feeds-offline-in-2026"),
     ])
     func redacts(input: String, expected: String) {
         #expect(Redaction.redactingSecrets(in: input) == expected)
@@ -183,6 +194,26 @@ struct TrackedTests {
         #expect(reports[0].isCacheHit)
         #expect(reports[0].provenance?.origin == .memory)
         #expect(reports[1].outcomeName == "failed")
+    }
+
+    @Test func theReportsStringsAreRedacted_itsErrorsKeepTheirType() async throws {
+        let tracker = Reports()
+        let url = URL(string: "https://user:pw@api.example.com/v1/reset/sk_live_4eC39HqLyjWDarjtT1zdp7dc?token=abc123456")!
+        let failure = HTTPError.status(code: 503, url: url, headerFields: [:], body: Data())
+        let sut = StubLoader<Void, Int>(.failure(failure), name: "GET \(url.absoluteString)")
+            .fallingBack(to: ClosureLoader("cache at \(url.absoluteString)") { 1 }.originating(from: .disk))
+            .tracked(by: tracker)
+        _ = try await sut.load()
+
+        let report = try #require(tracker.reports.withLock { $0.first })
+        let texts = [report.loader, report.description, report.provenance?.tier ?? ""] + report.events.map(\.description)
+        for text in texts {
+            #expect(!text.contains("pw@"), "\(text)")
+            #expect(!text.contains("sk_live_4eC39"), "\(text)")
+            #expect(!text.contains("abc123456"), "\(text)")
+        }
+        guard case .tierFailed(_, let error) = report.events.first else { Issue.record("no tierFailed event"); return }
+        #expect(error is HTTPError)
     }
 }
 

@@ -60,6 +60,9 @@ func redactedURLStringImplementation(_ url: URL) -> String {
     if let items = components.queryItems, !items.isEmpty {
         components.queryItems = items.map { URLQueryItem(name: $0.name, value: $0.value == nil ? nil : "***") }
     }
+    let path = components.percentEncodedPath
+    let redactedPath = Redaction.redactingPathTokens(inPath: path)
+    if redactedPath != path { components.percentEncodedPath = redactedPath }
     return components.string ?? "<url>"
 }
 

@@ -58,11 +58,53 @@ public struct LoadReport: Sendable, CustomStringConvertible {
         }
     }
 
+    /// One line for logs and analytics, secrets redacted (``Redaction``).
     public var description: String {
-        switch outcome {
+        let line = switch outcome {
         case .served(let provenance): "\(loader): served from \(provenance) in \(duration.formattedAge)"
         case .failed(let error): "\(loader): failed after \(duration.formattedAge): \(error)"
         case .cancelled: "\(loader): cancelled after \(duration.formattedAge)"
+        }
+        return Redaction.redactingSecrets(in: line)
+    }
+
+    /// This report with every string it carries (the loader, tier, store and key names) passed through
+    /// ``Redaction/redactingSecrets(in:)``. Errors stay the original values, so a tracker can still
+    /// classify them by type; describe one with `Redaction.redactingSecrets(in: "\(error)")`.
+    func redactingStrings() -> LoadReport {
+        let outcome: Outcome = switch self.outcome {
+        case .served(let provenance): .served(provenance.redactingTier())
+        case .failed, .cancelled: self.outcome
+        }
+        return LoadReport(
+            loader: Redaction.redactingSecrets(in: loader), outcome: outcome, duration: duration,
+            events: events.map { $0.redactingStrings() })
+    }
+}
+
+extension Provenance {
+    func redactingTier() -> Provenance {
+        var copy = self
+        copy.tier = Redaction.redactingSecrets(in: tier)
+        return copy
+    }
+}
+
+extension LoadEvent {
+    /// The event with its names (tiers, stores, keys, breakers) redacted; errors kept as they are.
+    func redactingStrings() -> LoadEvent {
+        func redact(_ text: String) -> String { Redaction.redactingSecrets(in: text) }
+        return switch self {
+        case .served(let provenance): .served(provenance.redactingTier())
+        case .tierFailed(let tier, let error): .tierFailed(tier: redact(tier), error: error)
+        case .cacheWritten(let store, let key): .cacheWritten(store: redact(store), key: redact(key))
+        case .cacheWriteFailed(let store, let key, let error): .cacheWriteFailed(store: redact(store), key: redact(key), error: error)
+        case .retrying(let tier, let attempt, let delay, let error): .retrying(tier: redact(tier), attempt: attempt, delay: delay, error: error)
+        case .timedOut(let tier, let after): .timedOut(tier: redact(tier), after: after)
+        case .breakerStateChanged(let breaker, let from, let to): .breakerStateChanged(breaker: redact(breaker), from: from, to: to)
+        case .breakerRejected(let breaker): .breakerRejected(breaker: redact(breaker))
+        case .coalesced(let tier): .coalesced(tier: redact(tier))
+        case .revalidated(let store, let key): .revalidated(store: redact(store), key: redact(key))
         }
     }
 }

@@ -1,5 +1,6 @@
 /// Receives a ``LoadReport`` after every load of a ``Loader/tracked(by:)`` loader — the analytics seam
-/// of S3's `Tracker`, fed with Strata's event vocabulary.
+/// of S3's `Tracker`, fed with Strata's event vocabulary. The report's strings (loader, tiers, stores,
+/// keys, its `description`) are redacted like log lines; its errors are the original values.
 ///
 /// `track` is called on the loading task after the load ends and before its caller resumes: keep it
 /// fast and hand slow work (network, disk) to a queue or task of your own.
@@ -15,10 +16,20 @@ public struct TrackedLoader<Base: Loader, Tracker: LoadTracker>: Loader {
 
     public let base: Base
     public let tracker: Tracker
+    /// The chain's summary, made once when the operator is built.
+    let summary: String
 
+    init(base: Base, tracker: Tracker) {
+        self.base = base
+        self.tracker = tracker
+        self.summary = base.chainSummary
+    }
+
+    /// Loads through the base and hands the tracker the report with its strings redacted
+    /// (``Redaction``); errors in it are the original values.
     public func load(_ input: Input) async throws -> Output {
-        let (result, report) = await observeLoad(base, input, loader: base.chainSummary, clock: ContinuousClock())
-        tracker.track(report)
+        let (result, report) = await observeLoad(base, input, loader: summary, clock: ContinuousClock())
+        tracker.track(report.redactingStrings())
         return try result.get()
     }
 }
