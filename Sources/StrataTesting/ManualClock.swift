@@ -42,6 +42,17 @@ public final class ManualClock: Clock, Sendable {
     public let startDate: Date
     private let state: Locked<State>
 
+    /// Test seams around a sleeper's registration (internal: `@testable import StrataTesting`), so a
+    /// test can cancel a sleep exactly between its cancellation check and its registration.
+    struct RegistrationHooks: Sendable {
+        /// Runs inside `sleep`, after the cancellation check, before the sleeper registers.
+        var before: (@Sendable () -> Void)?
+        /// Runs inside `sleep`, right after the registration step (whether or not it registered).
+        var after: (@Sendable () -> Void)?
+    }
+
+    let registrationHooks = Locked(RegistrationHooks())
+
     /// Creates a clock whose wall time starts at `startDate` (a fixed date by default, so tests are
     /// repeatable).
     public init(startDate: Date = Date(timeIntervalSince1970: 1_767_225_600)) {  // 2026-01-01T00:00:00Z
@@ -85,6 +96,8 @@ public final class ManualClock: Clock, Sendable {
         defer { state.withLock { _ = $0.cancelledBeforeRegistering.remove(id) } }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let hooks = registrationHooks.withLock { $0 }
+                hooks.before?()
                 let outcome: Result<Void, any Error>? = state.withLock { state in
                     // Cancelled after the check above but before this registration: the handler
                     // found no sleeper to wake, so this sleeper must not wait at all.
@@ -94,6 +107,7 @@ public final class ManualClock: Clock, Sendable {
                     state.sleeperWaiters.resumeReached(state.sleepers.count)
                     return nil
                 }
+                hooks.after?()
                 if let outcome { continuation.resume(with: outcome) }
             }
         } onCancel: {
