@@ -28,7 +28,7 @@ struct ChainDescriptionTests {
                     ├── named "fresh local"
                     │   └── MemoryStore [max age 5m 0s]
                     ├── writingThrough(MemoryStore)
-                    │   └── circuitBreaker(api: 50% of ≥10 in 30s, break 30s)
+                    │   └── guarded(by: api, 50% of ≥10 in 30s, break 30s)
                     │       └── retrying(3 attempts, 200ms ×2.0 ≤ 30s)
                     │           └── timingOut(after: 5s)
                     │               └── HTTP GET https://api.example.com/feed

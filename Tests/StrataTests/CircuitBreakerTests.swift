@@ -3,7 +3,7 @@ import Testing
 @testable @_spi(StrataInternals) import Strata
 import StrataTesting
 
-@Suite("circuitBreaker(_:)")
+@Suite("guarded(by:)")
 struct CircuitBreakerTests {
     let clock = ManualClock()
     let url = URL(string: "https://api.example.com/feed")!
@@ -187,7 +187,7 @@ struct CircuitBreakerTests {
 
     @Test func describesItselfInTheChain() {
         let sut = StubLoader<Void, Int>(.success(1), name: "remote").guarded(by: breaker())
-        #expect("\(sut)" == "circuitBreaker(api: 50% of ≥4 in 10s, break 30s)\n└── remote")
+        #expect("\(sut)" == "guarded(by: api, 50% of ≥4 in 10s, break 30s)\n└── remote")
     }
 
     @Test func aWatcherSeesTheCurrentStateThenEveryTransitionInOrderUnderConcurrency() async throws {

@@ -22,7 +22,7 @@ import Logging
 /// - The environment is a task-local value (``current``), so it reaches every operator however the
 ///   chain is nested, and every child task a chain starts (a timeout's race, a background
 ///   revalidation, a coalesced flight, which runs in the environment of the caller that started it).
-///   Code outside a chain, such as ``Store/value(for:freshness:)`` or a ``CachePolicyLoader/values(_:)``
+///   Code outside a chain, such as ``Store/value(for:freshness:)`` or a ``StaleWhileRevalidatingLoader/values(_:)``
 ///   stream, reads it from the surrounding task: wrap the call in
 ///   `LoadEnvironment.$current.withValue(environment) { … }`.
 /// - Stores are configured once, at their own initialiser (a `logger:` there), because a store

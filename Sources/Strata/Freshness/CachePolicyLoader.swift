@@ -1,7 +1,7 @@
 import Foundation
 
 /// A remote loader and a store combined by a ``CachePolicy``; built by
-/// ``Loader/cached(_:in:key:)``.
+/// ``Loader/cached(_:in:key:)-(_,_,S.Key)``.
 ///
 /// Time and logging come from the ``LoadEnvironment``.
 public struct CachePolicyLoader<Remote: Loader, S: Store>: Loader where S.Value == Remote.Output {

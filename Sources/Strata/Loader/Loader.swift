@@ -12,7 +12,7 @@
 /// - Errors are typed by the layer that failed (``HTTPError``, ``CacheLoadError``, ``FallbackError``,
 ///   ``StoreError`` …) so a caller can tell which tier failed and why.
 ///
-/// Operators such as ``Loader/fallingBack(to:)`` or ``Loader/writingThrough(to:key:)`` return concrete
+/// Operators such as ``Loader/fallingBack(to:)`` or ``Loader/writingThrough(to:key:)-(_,S.Key)`` return concrete
 /// generic types, so a composed chain is specialised by the compiler. Use ``AnyLoader`` only where a
 /// caller must store loaders of different concrete types.
 public protocol Loader<Input, Output>: Sendable {

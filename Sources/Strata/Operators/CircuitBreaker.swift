@@ -291,7 +291,7 @@ public final class CircuitBreaker<C: Clock>: Sendable where C.Duration == Durati
 }
 
 extension CircuitBreaker: CustomStringConvertible {
-    public var description: String { "circuitBreaker(\(name): \(policy))" }
+    public var description: String { "CircuitBreaker(\(name), \(policy))" }
 }
 
 /// Guards its base loader with a ``CircuitBreaker``; built by ``Loader/guarded(by:)``.
@@ -328,7 +328,7 @@ public struct CircuitBreakerLoader<Base: Loader, C: Clock>: Loader where C.Durat
 
 extension CircuitBreakerLoader: LoaderDescribing {
     public var loaderNode: LoaderNode {
-        LoaderNode(label: breaker.description, children: [base.chainNode])
+        LoaderNode(label: "guarded(by: \(breaker.name), \(breaker.policy))", children: [base.chainNode])
     }
 }
 
