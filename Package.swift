@@ -44,6 +44,8 @@ let package = Package(
         // Only the traits use these; an app that enables neither never fetches them.
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.21.0"),
+        // Already in postgres-nio's graph: named so StrataPostgres can conform to `Service`.
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
     ],
     targets: [
@@ -71,6 +73,8 @@ let package = Package(
             dependencies: [
                 "Strata",
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Postgres"])),
+                .product(
+                    name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["Postgres"])),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -106,7 +110,11 @@ let package = Package(
         // Run with `swift test --traits Postgres` and STRATA_POSTGRES_URL set; empty otherwise.
         .testTarget(
             name: "StrataPostgresTests",
-            dependencies: ["StrataPostgres", "Strata", "StrataTesting"]
+            dependencies: [
+                "StrataPostgres", "Strata", "StrataTesting",
+                .product(
+                    name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["Postgres"])),
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -15,10 +15,20 @@ import PostgresNIO
 /// ```
 ///
 /// ## Lifecycle
-/// The store owns its `PostgresClient` and runs the client's `run()` in a task of its own from
-/// `init` on. Call ``shutdown()`` when you are done (it closes the pool's connections); a store
-/// that is simply released cancels that task too. Connections are opened on demand, so creating a
-/// store never fails because the database is down: the operations do.
+/// Three ways to run it:
+/// - **On its own.** Made from a URL or a `PostgresClient.Configuration`, the store owns its
+///   `PostgresClient` and runs the client's `run()` in a task of its own from `init` on. Call
+///   ``shutdown()`` when you are done (it closes the pool's connections); a store that is simply
+///   released cancels that task too.
+/// - **On the application's client.** ``init(client:configuration:table:codec:connectTimeout:queryTimeout:maxAge:now:logger:)``
+///   uses a `PostgresClient` the application already runs (a server that also queries the database):
+///   the store never runs it and never shuts it down.
+/// - **As a swift-service-lifecycle `Service`.** Add the store to the server's `ServiceGroup` (after the
+///   client, when the client is the application's): its ``run()`` does the store's periodic
+///   maintenance and, on graceful shutdown or cancellation, shuts the store down.
+///
+/// Connections are opened on demand, so creating a store never fails because the database is down:
+/// the operations do.
 ///
 /// ## Table
 /// Created on first use with `CREATE TABLE IF NOT EXISTS` under a transaction-scoped advisory lock, so
@@ -47,10 +57,14 @@ import PostgresNIO
 ///
 /// ## Failures
 /// - An operation that cannot get a connection throws a `StoreError` whose reason starts
-///   `database unreachable at host:port:`, so a `fallingBack(to:)` can serve another tier: as soon as
-///   the pool's attempt fails (`Connection refused (errno: 111)`, `password authentication failed
-///   … (SQLSTATE 28P01)`), or after ``connectTimeout`` when attempts hang. When the pool is merely
-///   busy (other operations keep getting connections) it waits up to ``queryTimeout`` instead.
+///   `database unreachable at host:port:`, so a `fallingBack(to:)` can serve another tier. When an
+///   operation has waited a moment and the pool has not connected, the store probes the database with
+///   a connection of its own (`PostgresConnection.connect`) and reads PostgresNIO's typed `PSQLError`:
+///   a refused or unreachable server, rejected credentials (SQLSTATE 28P01, 28000) or a missing
+///   database (3D000) fail the operation at once, with the server's own words. A probe that cannot
+///   decide (a TLS setup of your own it cannot repeat) changes nothing: the operation fails after
+///   ``connectTimeout``. When the pool is merely busy (other operations keep getting connections) it
+///   waits up to ``queryTimeout`` instead.
 ///   Once connected, an operation that gets no answer within ``queryTimeout`` closes its
 ///   connection and throws. No operation hangs.
 /// - A row that no longer decodes (wrong length, bytes the codec rejects, columns of the wrong type) is
@@ -65,7 +79,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     /// Where the database is, without credentials: `host:port/database`.
     public let endpoint: String
     /// The server alone, `host:port` (or the socket path), for "unreachable" reasons.
-    private let address: String
+    let address: String
     /// How long an operation waits for a connection before it fails as unreachable (it fails sooner
     /// when a connection attempt fails outright).
     public let connectTimeout: Duration
@@ -76,15 +90,17 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     /// How long entries are kept, if limited; see ``removeExpiredEntries()``.
     public let maxAge: Duration?
 
-    private let client: PostgresClient
-    private let runner: Task<Void, Never>
-    private let codec: any Codec<Value>
-    private let now: @Sendable () -> Date
-    private let logger: Logger
-    private let connectFailures: ConnectFailureLog
-    private let state = Locked(State())
+    let client: PostgresClient
+    /// The task running ``client`` when the store owns it; `nil` on the application's client.
+    private let runner: Task<Void, Never>?
+    let codec: any Codec<Value>
+    let now: @Sendable () -> Date
+    let logger: Logger
+    /// Asks the database directly why the pool cannot connect.
+    let probe: ConnectionProbe
+    let state = Locked(State())
 
-    private struct State: Sendable {
+    struct State: Sendable {
         var tableReady = false
         var lastSweep: Date?
         var isShutDown = false
@@ -113,7 +129,80 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     ///   - logger: where undecodable rows, sweeps and the connection pool's own messages go (the pool's
     ///     routine messages, such as each failed connection attempt, at `debug`).
     /// - Throws: `StoreError` (operation `open`) when `table` is not a plain identifier.
+    init(
+        configuration: PostgresClient.Configuration,
+        probeConfiguration: PostgresConnection.Configuration?,
+        table: String,
+        codec: some Codec<Value>,
+        connectTimeout: Duration,
+        queryTimeout: Duration,
+        maxAge: Duration?,
+        now: @escaping @Sendable () -> Date,
+        logger: Logger
+    ) throws(StoreError) {
+        let (address, endpoint) = Self.endpoint(of: configuration)
+        try Self.checkTableName(table, endpoint: endpoint)
+        precondition(connectTimeout > .zero && queryTimeout > .zero, "timeouts must be positive")
+        precondition(maxAge.map { $0 > .zero } ?? true, "maxAge must be positive")
+        var configuration = configuration
+        configuration.options.connectTimeout = connectTimeout
+        let client = PostgresClient(
+            configuration: configuration,
+            backgroundLogger: Logger(label: logger.label) { _ in DemotingLogHandler(forward: logger) })
+        self.client = client
+        self.runner = Task { await client.run() }
+        self.probe = ConnectionProbe(
+            configuration: probeConfiguration ?? ConnectionProbe.configuration(from: configuration),
+            connectTimeout: connectTimeout, logger: logger)
+        self.table = table
+        self.endpoint = endpoint
+        self.address = address
+        self.codec = codec
+        self.connectTimeout = connectTimeout
+        self.queryTimeout = queryTimeout
+        self.maxAge = maxAge
+        self.now = now
+        self.logger = logger
+    }
+
+    /// The designated initialiser, with the configuration of the store's connection probes when the
+    /// caller knows it exactly (the URL initialisers do: they know the TLS mode).
+    public convenience init(
+        configuration: PostgresClient.Configuration,
+        table: String = "strata_cache",
+        codec: some Codec<Value>,
+        connectTimeout: Duration = .seconds(3),
+        queryTimeout: Duration = .seconds(30),
+        maxAge: Duration? = nil,
+        now: @escaping @Sendable () -> Date = { Date() },
+        logger: Logger = Logger(label: "strata.postgresstore")
+    ) throws(StoreError) {
+        try self.init(
+            configuration: configuration, probeConfiguration: nil, table: table, codec: codec,
+            connectTimeout: connectTimeout, queryTimeout: queryTimeout, maxAge: maxAge, now: now, logger: logger)
+    }
+
+    /// Creates a store that works on a `PostgresClient` the application already runs.
+    ///
+    /// The store never calls the client's `run()` and never shuts it down: the application does (for
+    /// example in the same `ServiceGroup`). ``shutdown()`` only stops the store.
+    ///
+    /// ```swift
+    /// let client = PostgresClient(configuration: configuration)
+    /// let shared = try PostgresStore<[FeedItem]>(client: client, configuration: configuration, codec: JSONCodec())
+    /// let group = ServiceGroup(services: [client, shared], logger: logger)
+    /// try await group.run()
+    /// ```
+    /// - Parameters:
+    ///   - client: the application's client.
+    ///   - configuration: the configuration `client` was made with: the store names the database with
+    ///     it (never with the password) and probes the database with it when the client cannot
+    ///     connect. It is not used to open the store's own pool.
+    ///   - table, codec, connectTimeout, queryTimeout, maxAge, now, logger: as for
+    ///     ``init(configuration:table:codec:connectTimeout:queryTimeout:maxAge:now:logger:)``.
+    /// - Throws: `StoreError` (operation `open`) when `table` is not a plain identifier.
     public init(
+        client: PostgresClient,
         configuration: PostgresClient.Configuration,
         table: String = "strata_cache",
         codec: some Codec<Value>,
@@ -124,24 +213,13 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         logger: Logger = Logger(label: "strata.postgresstore")
     ) throws(StoreError) {
         let (address, endpoint) = Self.endpoint(of: configuration)
-        guard Self.isValidTableName(table) else {
-            throw StoreError(
-                store: "PostgresStore(\(endpoint))", operation: .open, key: nil,
-                reason: "table name \(String(reflecting: table)) is not a plain identifier "
-                    + "(letters, digits and _, not starting with a digit, at most 48 characters)")
-        }
+        try Self.checkTableName(table, endpoint: endpoint)
         precondition(connectTimeout > .zero && queryTimeout > .zero, "timeouts must be positive")
         precondition(maxAge.map { $0 > .zero } ?? true, "maxAge must be positive")
-        var configuration = configuration
-        configuration.options.connectTimeout = connectTimeout
-        let failures = ConnectFailureLog()
-        let client = PostgresClient(
-            configuration: configuration,
-            backgroundLogger: Logger(label: logger.label) { _ in
-                PoolLogHandler(forward: logger, failures: failures)
-            })
         self.client = client
-        self.runner = Task { await client.run() }
+        self.runner = nil
+        self.probe = ConnectionProbe(
+            configuration: ConnectionProbe.configuration(from: configuration), connectTimeout: connectTimeout, logger: logger)
         self.table = table
         self.endpoint = endpoint
         self.address = address
@@ -151,7 +229,6 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         self.maxAge = maxAge
         self.now = now
         self.logger = logger
-        self.connectFailures = failures
     }
 
     /// Creates a store on the database at `url`, `postgres://user:password@host:port/database`.
@@ -159,7 +236,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     /// `postgresql://` works too; the port defaults to 5432 and the database to the user's name.
     /// `?sslmode=disable|prefer|require` chooses TLS (`prefer` by default, as with `libpq`).
     /// Percent-encoded user names and passwords are decoded. See
-    /// ``init(configuration:table:codec:connectTimeout:queryTimeout:maxAge:)`` for the rest.
+    /// ``init(configuration:table:codec:connectTimeout:queryTimeout:maxAge:now:logger:)`` for the rest.
     /// - Throws: `StoreError` (operation `open`) for a URL it cannot use, or a bad table name. The
     ///   error never contains the password.
     public convenience init(
@@ -172,8 +249,9 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         now: @escaping @Sendable () -> Date = { Date() },
         logger: Logger = Logger(label: "strata.postgresstore")
     ) throws(StoreError) {
+        let parsed = try PostgresURL.parse(url)
         try self.init(
-            configuration: PostgresURL.configuration(from: url), table: table, codec: codec,
+            configuration: parsed.configuration, probeConfiguration: parsed.probeConfiguration, table: table, codec: codec,
             connectTimeout: connectTimeout, queryTimeout: queryTimeout, maxAge: maxAge, now: now, logger: logger)
     }
 
@@ -208,11 +286,12 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     }
 
     deinit {
-        runner.cancel()
+        runner?.cancel()
     }
 
-    /// Closes the connection pool and waits until it has stopped, for at most ``shutdownTimeout``.
-    /// Operations after this throw.
+    /// Stops the store: operations after this throw. A store that owns its client also closes the
+    /// connection pool and waits until it has stopped, for at most ``shutdownTimeout``; the
+    /// application's client is left running.
     ///
     /// PostgresNIO's pool can fail to stop when one of its connections was closed under a running
     /// query (what the ``queryTimeout`` watchdog does); seen under load in the query-timeout test,
@@ -220,8 +299,9 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     /// connections are closed, and the process does not wait for its bookkeeping.
     public func shutdown() async {
         state.withLock { $0.isShutDown = true }
+        // The application's client is the application's to stop.
+        guard let runner else { return }
         runner.cancel()
-        let runner = runner
         let stopped = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             let answered = Locked(false)
             let answer: @Sendable (Bool) -> Void = { stopped in
@@ -382,564 +462,14 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         }
     }
 
-    // MARK: Maintenance
-
-    /// The number of rows in the table.
-    /// - Throws: `StoreError` (operation `retrieve`) when the database is unreachable.
-    public var count: Int {
-        get async throws {
-            try await perform(.retrieve, key: nil) { [table] connection, logger in
-                try await Self.singleInteger(connection.query(#"SELECT count(*) FROM "\#(unescaped: table)""#, logger: logger))
-            }
-        }
-    }
-
-    /// Removes every row (the table stays).
-    /// - Throws: `StoreError` (operation `delete`) when the database is unreachable.
-    public func removeAll() async throws {
-        try await perform(.delete, key: nil) { [table] connection, logger in
-            try await Self.drain(connection.query(#"DELETE FROM "\#(unescaped: table)""#, logger: logger))
-        }
-    }
-
-    /// Removes the rows stored strictly before `date` and returns how many there were.
-    /// - Throws: `StoreError` (operation `delete`) when the database is unreachable.
-    @discardableResult
-    public func removeEntries(storedBefore date: Date) async throws -> Int {
-        let seconds = date.timeIntervalSinceReferenceDate
-        // `stored_at` (microseconds, truncated: monotonic) narrows the rows through its index;
-        // `stored_at_seconds` makes the comparison exact.
-        return try await perform(.delete, key: nil) { [table] connection, logger in
-            try await Self.singleInteger(connection.query("""
-                WITH removed AS (
-                    DELETE FROM "\(unescaped: table)" WHERE stored_at <= \(date) AND stored_at_seconds < \(seconds) RETURNING 1
-                )
-                SELECT count(*) FROM removed
-                """, logger: logger))
-        }
-    }
-
-    /// Removes the rows nobody has inserted or read since `date` and returns how many there were.
-    ///
-    /// Reads refresh `last_access` at most once a minute, so this is exact to about a minute.
-    /// - Throws: `StoreError` (operation `delete`) when the database is unreachable.
-    @discardableResult
-    public func removeEntries(lastAccessedBefore date: Date) async throws -> Int {
-        try await perform(.delete, key: nil) { [table] connection, logger in
-            try await Self.singleInteger(connection.query(
-                #"WITH removed AS (DELETE FROM "\#(unescaped: table)" WHERE last_access < \#(date) RETURNING 1) SELECT count(*) FROM removed"#,
-                logger: logger))
-        }
-    }
-
-    /// Removes the rows whose `expires_at` has passed (rows written by a store with a ``maxAge``)
-    /// and returns how many there were. A store with a `maxAge` also does this by itself after
-    /// inserts, at most once a minute.
-    /// - Throws: `StoreError` (operation `delete`) when the database is unreachable.
-    @discardableResult
-    public func removeExpiredEntries() async throws -> Int {
-        let now = now()
-        return try await perform(.delete, key: nil) { [table] connection, logger in
-            try await Self.singleInteger(connection.query(
-                #"WITH removed AS (DELETE FROM "\#(unescaped: table)" WHERE expires_at <= \#(now) RETURNING 1) SELECT count(*) FROM removed"#,
-                logger: logger))
-        }
-    }
-
-    // MARK: Internals
-
-    private enum RowRead: Sendable {
+    enum RowRead: Sendable {
         case row(value: Data, seconds: Double, etag: String?, lastModified: String?, size: Int32, maxAge: Duration?)
         case malformed(String)
-    }
-
-    /// Whether this store (with a ``maxAge``) should sweep now; marks the sweep as done if so.
-    private func sweepIsDue(now: Date) -> Bool {
-        guard maxAge != nil else { return false }
-        return state.withLock { state in
-            if let last = state.lastSweep, now >= last, now.timeIntervalSince(last) < Self.sweepInterval { return false }
-            state.lastSweep = now
-            return true
-        }
-    }
-
-    /// The sweep after an insert: its own statement, so the insert stands whatever happens here. A
-    /// failure is logged, not thrown (the insert succeeded).
-    private func sweepExpiredRows() async {
-        do {
-            let swept = try await removeExpiredEntries()
-            if swept > 0 {
-                logger.debug("swept expired cache rows", metadata: ["store": "\(description)", "count": "\(swept)"])
-            }
-        } catch {
-            logger.warning("could not sweep expired cache rows", metadata: ["store": "\(description)", "error": "\(error)"])
-        }
-    }
-
-    /// Deletes the undecodable row for `key` (only if it still holds `value`, so a fresh row another
-    /// writer put there meanwhile survives) and logs why. A failure to delete is logged, not thrown:
-    /// the read is a miss either way.
-    private func discard(key: String, value: Data?, reason: String) async {
-        logger.warning(
-            "removing undecodable cache row",
-            metadata: ["store": "\(description)", "key": "\(key)", "reason": "\(reason)"])
-        do {
-            try await perform(.delete, key: key) { [table] connection, logger in
-                if let value {
-                    try await Self.drain(connection.query(
-                        #"DELETE FROM "\#(unescaped: table)" WHERE key = \#(key) AND value = \#(value)"#, logger: logger))
-                } else {
-                    try await Self.drain(connection.query(
-                        #"DELETE FROM "\#(unescaped: table)" WHERE key = \#(key)"#, logger: logger))
-                }
-            }
-        } catch {
-            logger.warning(
-                "could not remove undecodable cache row",
-                metadata: ["store": "\(description)", "key": "\(key)", "error": "\(error)"])
-        }
-    }
-
-    /// Reads the result to its end, so the statement has completed before the connection is reused.
-    private static func drain(_ rows: PostgresRowSequence) async throws {
-        for try await _ in rows {}
-    }
-
-    /// The single integer a `SELECT count(*)` returns.
-    private static func singleInteger(_ rows: PostgresRowSequence) async throws -> Int {
-        var count = 0
-        for try await value in rows.decode(Int64.self) { count = Int(value) }
-        return count
-    }
-
-    /// An operation racing its watchdog: who answered, and the two tasks to stop.
-    private struct Race: Sendable {
-        var answered = false
-        var cancelled = false
-        var tasks: [Task<Void, Never>] = []
-    }
-
-    /// Where a lease stands, shared by the operation and its watchdog.
-    private enum Lease: Sendable {
-        case waiting
-        case leased(PostgresConnection, at: ContinuousClock.Instant)
-        case finished
-        case timedOut(Timeout)
-    }
-
-    private enum Timeout: Error {
-        /// No connection, and none of the store's other operations got one either.
-        case connect
-        /// No connection, while other operations did get them: the pool is busy, not unreachable.
-        case busy
-        /// Connected, but the operation did not finish.
-        case query
-    }
-
-    /// Runs `body` on a pooled connection (creating the table first, once), and turns every failure
-    /// into a `StoreError`.
-    ///
-    /// A watchdog (``watch(_:started:)``) bounds both the wait for a connection and the work on it.
-    private func perform<T: Sendable>(
-        _ operation: StoreError.Operation,
-        key: String?,
-        _ body: @escaping @Sendable (PostgresConnection, Logger) async throws -> T
-    ) async throws -> T {
-        if state.withLock({ $0.isShutDown }) {
-            throw StoreError(store: description, operation: operation, key: key, reason: "the store was shut down")
-        }
-        let started = ContinuousClock.now
-        let lease = Locked(Lease.waiting)
-        do {
-            // The operation and its watchdog race; the first to finish answers. The operation runs in
-            // a task of its own that the call does not wait for once the watchdog has given up:
-            // PostgresNIO's pool does not always let go of a lease it cannot serve (seen under load
-            // after the watchdog closed a connection under a running query), and the store's bound
-            // must not depend on it. The abandoned operation is cancelled and its connection closed.
-            let race = Locked(Race())
-            return try await withTaskCancellationHandler {
-                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-                    let answer: @Sendable (Result<T, any Error>) -> Void = { result in
-                        let (first, tasks) = race.withLock { race in
-                            defer { race.answered = true }
-                            return (!race.answered, race.tasks)
-                        }
-                        guard first else { return }
-                        for task in tasks { task.cancel() }  // the other side, no longer needed
-                        continuation.resume(with: result)
-                    }
-                    let operation = Task {
-                        do {
-                            answer(.success(try await self.client.withConnection { connection in
-                                let proceed = lease.withLock { lease in
-                                    guard case .waiting = lease else { return false }
-                                    lease = .leased(connection, at: .now)
-                                    return true
-                                }
-                                guard proceed else { throw CancellationError() }
-                                self.noteProgress()
-                                defer {
-                                    lease.withLock { lease in
-                                        if case .leased = lease { lease = .finished }
-                                    }
-                                }
-                                try await self.prepareTable(on: connection)
-                                let result = try await body(connection, self.logger)
-                                self.noteProgress()
-                                return result
-                            }))
-                        } catch {
-                            answer(.failure(error))
-                        }
-                    }
-                    let watchdog = Task {
-                        do {
-                            try await self.watch(lease, started: started)
-                        } catch is CancellationError {
-                            // The operation answered first (this is then a no-op), or the caller
-                            // was cancelled: answer at once, whatever the pool does with the lease.
-                            answer(.failure(CancellationError()))
-                        } catch {
-                            answer(.failure(error))
-                        }
-                    }
-                    let cancelNow = race.withLock { race in
-                        race.tasks = [operation, watchdog]
-                        return race.cancelled || race.answered
-                    }
-                    if cancelNow {
-                        operation.cancel()
-                        watchdog.cancel()
-                    }
-                }
-            } onCancel: {
-                let tasks = race.withLock { race in
-                    race.cancelled = true
-                    return race.tasks
-                }
-                for task in tasks { task.cancel() }
-            }
-        } catch {
-            // Once the watchdog gave up, whatever the operation threw (a closed connection, a
-            // cancelled lease) is a consequence; the timeout is the story.
-            let timeout: Timeout? = lease.withLock { lease in
-                if case .timedOut(let timeout) = lease { return timeout }
-                return nil
-            }
-            throw storeError(operation, key: key, timeout ?? error, since: started)
-        }
-    }
-
-    /// Sleeps until the operation's deadlines and gives up on it (throwing its ``Timeout``) when it is
-    /// still waiting for a connection, or still running, when they pass. Returns when it finished.
-    ///
-    /// - Waiting for a connection: until the pool reports a failed connection attempt (refused,
-    ///   credentials rejected) or ``connectTimeout`` passes, or, while other operations of this store
-    ///   keep getting connections (a busy pool, not a dead database), until ``queryTimeout`` or
-    ///   ``connectTimeout``, whichever is later.
-    /// - Connected: ``queryTimeout`` from the moment the connection was leased.
-    private func watch(_ lease: Locked<Lease>, started: ContinuousClock.Instant) async throws {
-        let connectDeadline = started + connectTimeout
-        let busyDeadline = started + max(connectTimeout, queryTimeout)
-        while true {
-            let now = ContinuousClock.now
-            let poolIsAlive = progressed(since: started)
-            let refused = connectFailures.latest(since: started) != nil
-            let (next, timeout, stuck): (ContinuousClock.Instant?, Timeout?, PostgresConnection?) = lease.withLock { lease in
-                switch lease {
-                case .waiting where (refused || now >= connectDeadline) && !poolIsAlive:
-                    lease = .timedOut(.connect)
-                    return (nil, .connect, nil)
-                case .waiting where now >= busyDeadline:
-                    lease = .timedOut(.busy)
-                    return (nil, .busy, nil)
-                case .waiting:
-                    return (now < connectDeadline ? connectDeadline : busyDeadline, nil, nil)
-                case .leased(let connection, let leasedAt) where now >= leasedAt + self.queryTimeout:
-                    lease = .timedOut(.query)
-                    return (nil, .query, connection)
-                case .leased(_, let leasedAt):
-                    return (leasedAt + self.queryTimeout, nil, nil)
-                case .finished, .timedOut:
-                    return (nil, nil, nil)
-                }
-            }
-            // Queries are not cancellable; closing the connection fails the one in flight.
-            if let stuck { try? await stuck.close() }
-            if let timeout { throw timeout }
-            guard let next else { return }
-            if refused || poolIsAlive || lease.withLock({ if case .waiting = $0 { false } else { true } }) {
-                try await Task.sleep(until: next)
-            } else {
-                // Still waiting on a pool that has not connected yet: wake early if its next
-                // connection attempt fails.
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask { try await Task.sleep(until: next) }
-                    group.addTask { await self.connectFailures.waitForFailure(since: started) }
-                    try await group.next()
-                    group.cancelAll()
-                }
-            }
-        }
-    }
-
-    /// Records that a connection was just leased, or served an operation: the database is reachable.
-    private func noteProgress() {
-        let now = ContinuousClock.now
-        state.withLock { $0.lastProgress = now }
-    }
-
-    private func progressed(since instant: ContinuousClock.Instant) -> Bool {
-        state.withLock { $0.lastProgress.map { $0 >= instant } ?? false }
-    }
-
-    /// Creates the table and its indexes, once per store, safely while other processes do the same.
-    private func prepareTable(on connection: PostgresConnection) async throws {
-        guard !state.withLock({ $0.tableReady }) else { return }
-        let table = table
-        let lockKey = "strata.table.\(table)"
-        try await connection.withTransaction(logger: logger) { connection in
-            // Concurrent CREATE TABLE IF NOT EXISTS can still collide in the catalog; the lock serialises them.
-            try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
-            try await connection.query("""
-                CREATE TABLE IF NOT EXISTS "\(unescaped: table)" (
-                    key TEXT PRIMARY KEY,
-                    value BYTEA NOT NULL,
-                    stored_at TIMESTAMPTZ NOT NULL,
-                    stored_at_seconds DOUBLE PRECISION NOT NULL,
-                    etag TEXT,
-                    last_modified TEXT,
-                    last_access TIMESTAMPTZ NOT NULL,
-                    size INTEGER NOT NULL,
-                    expires_at TIMESTAMPTZ,
-                    max_age_seconds BIGINT,
-                    max_age_attoseconds BIGINT
-                )
-                """, logger: logger)
-            // Tables made before the server's max-age was kept gain its columns in place.
-            try await connection.query(#"""
-                ALTER TABLE "\#(unescaped: table)"
-                    ADD COLUMN IF NOT EXISTS max_age_seconds BIGINT,
-                    ADD COLUMN IF NOT EXISTS max_age_attoseconds BIGINT
-                """#, logger: logger)
-            try await connection.query(
-                #"CREATE INDEX IF NOT EXISTS "\#(unescaped: table)_stored_at" ON "\#(unescaped: table)" (stored_at)"#,
-                logger: logger)
-            try await connection.query(
-                #"CREATE INDEX IF NOT EXISTS "\#(unescaped: table)_expires_at" ON "\#(unescaped: table)" (expires_at) WHERE expires_at IS NOT NULL"#,
-                logger: logger)
-        }
-        state.withLock { $0.tableReady = true }
-    }
-
-    private func storeError(_ operation: StoreError.Operation, key: String?, _ error: any Error, since started: ContinuousClock.Instant) -> any Error {
-        // The caller's task was cancelled: that is not the database's failure, and callers (a
-        // fallback chain) must see it as cancellation.
-        if Task.isCancelled, !(error is Timeout) { return CancellationError() }
-        let reason: String
-        var underlying: (any Error)? = error
-        switch error {
-        case Timeout.connect:
-            underlying = nil
-            let failure = connectFailures.latest(since: started) ?? "no connection within \(formatSeconds(connectTimeout))"
-            reason = "database unreachable at \(address): \(failure)"
-        case Timeout.busy:
-            underlying = nil
-            reason = "no free connection to \(address) within \(formatSeconds(max(connectTimeout, queryTimeout))): "
-                + "every pooled connection stayed busy"
-        case Timeout.query:
-            underlying = nil
-            reason = "no answer from the database at \(address) within \(formatSeconds(queryTimeout))"
-        case let error as PSQLError:
-            reason = Self.describe(error, address: address)
-        case let error as PostgresTransactionError:
-            // Creating the table: the first thing that went wrong is the story.
-            let cause = error.beginError ?? error.closureError ?? error.commitError ?? error.rollbackError
-            reason = "creating table \(table) failed: " + ((cause as? PSQLError).map { Self.describe($0, address: address) } ?? cause.map { "\($0)" } ?? "unknown error")
-        case is CancellationError:
-            return error
-        default:
-            reason = "\(error)"
-        }
-        return StoreError(store: description, operation: operation, key: key, reason: reason, underlying: underlying)
-    }
-
-    /// A `PSQLError` in words, without the query or its bind values.
-    static func describe(_ error: PSQLError, address: String) -> String {
-        switch error.code {
-        case .server:
-            let message = error.serverInfo?[.message] ?? "server error"
-            let state = error.serverInfo?[.sqlState].map { " (SQLSTATE \($0))" } ?? ""
-            return "\(message)\(state)"
-        case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .sslUnsupported:
-            let cause = error.underlying.map { ": \($0)" } ?? ": \(error.code)"
-            return "database unreachable at \(address)\(cause)"
-        case .poolClosed:
-            return "the connection pool is closed"
-        default:
-            return "\(error.code)" + (error.underlying.map { ": \($0)" } ?? "")
-        }
-    }
-
-    private func formatSeconds(_ duration: Duration) -> String {
-        let seconds = duration / .seconds(1)
-        return seconds == seconds.rounded() ? "\(Int(seconds)) s" : "\(seconds) s"
-    }
-
-    // MARK: Names
-
-    /// Whether `name` can be used as a table name: a plain identifier that fits PostgreSQL's limit with
-    /// the store's index suffixes.
-    static func isValidTableName(_ name: String) -> Bool {
-        guard let first = name.unicodeScalars.first, name.unicodeScalars.count <= 48 else { return false }
-        func isLetter(_ scalar: Unicode.Scalar) -> Bool {
-            ("a"..."z").contains(scalar) || ("A"..."Z").contains(scalar) || scalar == "_"
-        }
-        return isLetter(first) && name.unicodeScalars.allSatisfy { isLetter($0) || ("0"..."9").contains($0) }
-    }
-
-    /// `host:port` (or the socket path), and that followed by `/database`.
-    private static func endpoint(of configuration: PostgresClient.Configuration) -> (address: String, endpoint: String) {
-        let database = configuration.database.flatMap { $0.isEmpty ? nil : $0 } ?? configuration.username
-        let address: String
-        if let host = configuration.host {
-            address = (host.contains(":") ? "[\(host)]" : host) + ":\(configuration.port ?? 5432)"
-        } else {
-            address = configuration.unixSocketPath ?? "?"
-        }
-        return (address, "\(address)/\(database)")
     }
 }
 
 extension PostgresStore: CustomStringConvertible {
     /// `PostgresStore(host:port/database/table)`, never with credentials.
     public var description: String { "PostgresStore(\(endpoint)/\(table))" }
-}
-
-/// The most recent connection failure the pool reported, so an operation waiting for a connection
-/// can fail at once (the database refused, or rejected the credentials) and say why.
-final class ConnectFailureLog: Sendable {
-    private struct State: Sendable {
-        var latest: (message: String, at: ContinuousClock.Instant)?
-        var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
-        var cancelled: Set<UInt64> = []
-        var nextID: UInt64 = 0
-    }
-
-    private let state = Locked(State())
-
-    func record(_ message: String) {
-        let waiters = state.withLock { state in
-            state.latest = (message, ContinuousClock.now)
-            defer { state.waiters = [:] }
-            return Array(state.waiters.values)
-        }
-        for waiter in waiters { waiter.resume() }
-    }
-
-    /// The last failure reported at or after `instant`.
-    func latest(since instant: ContinuousClock.Instant) -> String? {
-        state.withLock { state in
-            guard let latest = state.latest, latest.at >= instant else { return nil }
-            return latest.message
-        }
-    }
-
-    /// Returns once a failure has been reported at or after `instant` (at once if one was), or when the
-    /// calling task is cancelled.
-    func waitForFailure(since instant: ContinuousClock.Instant) async {
-        let id = state.withLock { state in
-            state.nextID += 1
-            return state.nextID
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let resumeNow = state.withLock { state in
-                    if let latest = state.latest, latest.at >= instant { return true }
-                    if state.cancelled.remove(id) != nil { return true }
-                    state.waiters[id] = continuation
-                    return false
-                }
-                if resumeNow { continuation.resume() }
-            }
-        } onCancel: {
-            let waiter = state.withLock { state in
-                let waiter = state.waiters.removeValue(forKey: id)
-                // Cancelled before it started waiting: it must not start.
-                if waiter == nil { state.cancelled.insert(id) }
-                return waiter
-            }
-            waiter?.resume()
-        }
-        state.withLock { _ = $0.cancelled.remove(id) }
-    }
-}
-
-/// The connection pool's background logger: notes connection failures, and forwards the pool's
-/// messages to the store's logger (`info` and `notice` demoted to `debug`).
-struct PoolLogHandler: LogHandler {
-    var forward: Logger
-    let failures: ConnectFailureLog
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level
-
-    init(forward: Logger, failures: ConnectFailureLog) {
-        self.forward = forward
-        self.failures = failures
-        // Connection failures arrive at `info`; below that, only what the store's logger wants.
-        self.logLevel = min(forward.logLevel, .info)
-    }
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        let merged = metadata.merging(event.metadata ?? [:]) { _, new in new }
-        if let error = merged["psql_error"], "\(event.message)".lowercased().contains("connection creation failed") {
-            failures.record(ConnectFailureLog.summarize("\(error)"))
-        }
-        // The pool's routine messages (a failed attempt, retried with backoff, arrives at `info`
-        // every few seconds while the database is down) are diagnostics: the store reports failures
-        // through its errors. They are forwarded at `debug`; warnings and errors keep their level.
-        let level = event.level <= .notice ? min(event.level, .debug) : event.level
-        guard level >= forward.logLevel else { return }
-        forward.log(
-            level: level, event.message, metadata: merged, source: event.source,
-            file: event.file, function: event.function, line: event.line)
-    }
-}
-
-extension ConnectFailureLog {
-    /// A connection error's debug text (PostgresNIO logs `String(reflecting: error)`) in a few words:
-    /// the system error (`Connection refused (errno: 111)`), or the server's message and SQLSTATE
-    /// (`password authentication failed for user "app" (SQLSTATE 28P01)`), or the underlying error
-    /// (`Connect timeout (1 s)`), or the text itself, shortened.
-    static func summarize(_ text: String) -> String {
-        if let errno = try? Regex(#"([A-Za-z][A-Za-z ]*[A-Za-z])\)? \((errno: \d+)\)"#),
-           let match = text.firstMatch(of: errno),
-           let reason = match.output[1].substring, let number = match.output[2].substring {
-            return "\(reason) (\(number))"
-        }
-        if let message = field("message", in: text) {
-            return message + (field("sqlState", in: text).map { " (SQLSTATE \($0))" } ?? "")
-        }
-        // `PSQLError(code: connectionError, underlying: Connect timeout (1 s))`: the underlying error.
-        if text.hasPrefix("PSQLError("), text.hasSuffix(")"), let start = text.range(of: "underlying: ") {
-            let underlying = text[start.upperBound...].dropLast()
-            if !underlying.isEmpty, underlying.count <= 300 { return String(underlying) }
-        }
-        return text.count > 300 ? String(text.prefix(300)) + "…" : text
-    }
-
-    /// The value of `name: value` in a PSQLError's server-info list (`[name: value, other: …]`).
-    private static func field(_ name: String, in text: String) -> String? {
-        guard let start = text.range(of: "\(name): ") else { return nil }
-        let rest = text[start.upperBound...]
-        // A value runs to the next ", word: " or the closing bracket.
-        let end = rest.range(of: #", [A-Za-z]+: |\]"#, options: .regularExpression)?.lowerBound ?? rest.endIndex
-        return String(rest[..<end])
-    }
 }
 #endif

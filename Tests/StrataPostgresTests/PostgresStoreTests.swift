@@ -186,18 +186,6 @@ struct PostgresStoreOfflineTests {
         let error = await #expect(throws: StoreError.self) { try await store.retrieve("feed") }
         #expect(error?.reason == "the store was shut down")
     }
-
-    @Test("connection error texts are summarised to their cause", arguments: [
-        ("PSQLError(code: connectionError, underlying: Connection errors: SingleConnectionFailure(target: [IPv4]127.0.0.1/127.0.0.1:1, error: connection reset (error set): Connection refused) (errno: 111))",
-         "Connection refused (errno: 111)"),
-        ("PSQLError(code: server, serverInfo: [file: auth.c, line: 326, localizedSeverity: FATAL, message: password authentication failed for user \"strata\", routine: auth_failed, severity: FATAL, sqlState: 28P01])",
-         "password authentication failed for user \"strata\" (SQLSTATE 28P01)"),
-        ("PSQLError(code: connectionError, underlying: Connect timeout (1 s))", "Connect timeout (1 s)"),
-        ("something else", "something else"),
-    ])
-    func summarisesConnectionErrors(_ text: String, _ expected: String) {
-        #expect(ConnectFailureLog.summarize(text) == expected)
-    }
 }
 
 /// A TCP socket on 127.0.0.1 that listens but never accepts: the kernel completes the handshake, and

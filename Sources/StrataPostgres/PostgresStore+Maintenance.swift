@@ -1,0 +1,129 @@
+#if Postgres
+import Foundation
+import Logging
+import PostgresNIO
+@_spi(StrataInternals) import Strata
+
+extension PostgresStore {
+    /// The number of rows in the table.
+    /// - Throws: `StoreError` (operation `retrieve`) when the database is unreachable.
+    public var count: Int {
+        get async throws {
+            try await perform(.retrieve, key: nil) { [table] connection, logger in
+                try await Self.singleInteger(connection.query(#"SELECT count(*) FROM "\#(unescaped: table)""#, logger: logger))
+            }
+        }
+    }
+
+    /// Removes every row (the table stays).
+    /// - Throws: `StoreError` (operation `delete`) when the database is unreachable.
+    public func removeAll() async throws {
+        try await perform(.delete, key: nil) { [table] connection, logger in
+            try await Self.drain(connection.query(#"DELETE FROM "\#(unescaped: table)""#, logger: logger))
+        }
+    }
+
+    /// Removes the rows stored strictly before `date` and returns how many there were.
+    /// - Throws: `StoreError` (operation `delete`) when the database is unreachable.
+    @discardableResult
+    public func removeEntries(storedBefore date: Date) async throws -> Int {
+        let seconds = date.timeIntervalSinceReferenceDate
+        // `stored_at` (microseconds, truncated: monotonic) narrows the rows through its index;
+        // `stored_at_seconds` makes the comparison exact.
+        return try await perform(.delete, key: nil) { [table] connection, logger in
+            try await Self.singleInteger(connection.query("""
+                WITH removed AS (
+                    DELETE FROM "\(unescaped: table)" WHERE stored_at <= \(date) AND stored_at_seconds < \(seconds) RETURNING 1
+                )
+                SELECT count(*) FROM removed
+                """, logger: logger))
+        }
+    }
+
+    /// Removes the rows nobody has inserted or read since `date` and returns how many there were.
+    ///
+    /// Reads refresh `last_access` at most once a minute, so this is exact to about a minute.
+    /// - Throws: `StoreError` (operation `delete`) when the database is unreachable.
+    @discardableResult
+    public func removeEntries(lastAccessedBefore date: Date) async throws -> Int {
+        try await perform(.delete, key: nil) { [table] connection, logger in
+            try await Self.singleInteger(connection.query(
+                #"WITH removed AS (DELETE FROM "\#(unescaped: table)" WHERE last_access < \#(date) RETURNING 1) SELECT count(*) FROM removed"#,
+                logger: logger))
+        }
+    }
+
+    /// Removes the rows whose `expires_at` has passed (rows written by a store with a ``maxAge``)
+    /// and returns how many there were. A store with a `maxAge` also does this by itself after
+    /// inserts, at most once a minute.
+    /// - Throws: `StoreError` (operation `delete`) when the database is unreachable.
+    @discardableResult
+    public func removeExpiredEntries() async throws -> Int {
+        let now = now()
+        return try await perform(.delete, key: nil) { [table] connection, logger in
+            try await Self.singleInteger(connection.query(
+                #"WITH removed AS (DELETE FROM "\#(unescaped: table)" WHERE expires_at <= \#(now) RETURNING 1) SELECT count(*) FROM removed"#,
+                logger: logger))
+        }
+    }
+
+    /// Whether this store (with a ``maxAge``) should sweep now; marks the sweep as done if so.
+    func sweepIsDue(now: Date) -> Bool {
+        guard maxAge != nil else { return false }
+        return state.withLock { state in
+            if let last = state.lastSweep, now >= last, now.timeIntervalSince(last) < Self.sweepInterval { return false }
+            state.lastSweep = now
+            return true
+        }
+    }
+
+    /// The sweep after an insert: its own statement, so the insert stands whatever happens here. A
+    /// failure is logged, not thrown (the insert succeeded).
+    func sweepExpiredRows() async {
+        do {
+            let swept = try await removeExpiredEntries()
+            if swept > 0 {
+                logger.debug("swept expired cache rows", metadata: ["store": "\(description)", "count": "\(swept)"])
+            }
+        } catch {
+            logger.warning("could not sweep expired cache rows", metadata: ["store": "\(description)", "error": "\(error)"])
+        }
+    }
+
+    /// Deletes the undecodable row for `key` (only if it still holds `value`, so a fresh row another
+    /// writer put there meanwhile survives) and logs why. A failure to delete is logged, not thrown:
+    /// the read is a miss either way.
+    func discard(key: String, value: Data?, reason: String) async {
+        logger.warning(
+            "removing undecodable cache row",
+            metadata: ["store": "\(description)", "key": "\(key)", "reason": "\(reason)"])
+        do {
+            try await perform(.delete, key: key) { [table] connection, logger in
+                if let value {
+                    try await Self.drain(connection.query(
+                        #"DELETE FROM "\#(unescaped: table)" WHERE key = \#(key) AND value = \#(value)"#, logger: logger))
+                } else {
+                    try await Self.drain(connection.query(
+                        #"DELETE FROM "\#(unescaped: table)" WHERE key = \#(key)"#, logger: logger))
+                }
+            }
+        } catch {
+            logger.warning(
+                "could not remove undecodable cache row",
+                metadata: ["store": "\(description)", "key": "\(key)", "error": "\(error)"])
+        }
+    }
+
+    /// Reads the result to its end, so the statement has completed before the connection is reused.
+    static func drain(_ rows: PostgresRowSequence) async throws {
+        for try await _ in rows {}
+    }
+
+    /// The single integer a `SELECT count(*)` returns.
+    static func singleInteger(_ rows: PostgresRowSequence) async throws -> Int {
+        var count = 0
+        for try await value in rows.decode(Int64.self) { count = Int(value) }
+        return count
+    }
+}
+#endif
