@@ -133,7 +133,7 @@ struct CoalescedTests {
         #expect(try await sut.load() == 2)
         #expect(base.loadCount == 2)
         #expect(sut.inFlightCount == 0)
-        #expect(sut.flights.state.withLock { $0.finishedEarly.isEmpty && $0.unregistered.isEmpty })
+        #expect(sut.flights.storage.withLock { $0.machine.finishedEarly.isEmpty && $0.machine.unregistered.isEmpty })
     }
 
     @Test func anObservingCallerJoiningAnUnobservedLoadGetsTheValueAndTheSharedLoadsEvents() async throws {
