@@ -15,11 +15,21 @@
 public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     /// The decisions (``CoalescerStateMachine``) and the test kit's registration waiters, under one
     /// lock. Every method below calls the machine under the lock and acts on its answer after.
-    let storage = Locked(Storage())
+    @usableFromInline let storage = InlinableLocked(Storage())
 
+    @usableFromInline
     struct Storage: Sendable {
-        var machine = Machine()
+        @usableFromInline var machine = Machine()
         var registrationWaiters = CountWaiters()
+
+        @usableFromInline init() {}
+
+        /// Resumes the test kit's waiters whose count of registrations is reached (not inlinable:
+        /// `CountWaiters` is SPI).
+        @usableFromInline
+        mutating func resumeRegistrationWaiters() {
+            registrationWaiters.resumeReached(machine.registrations)
+        }
     }
 
     public init() {}
@@ -29,27 +39,36 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
 
     /// How a waiter is answered: the outcome and whether it joined another caller's load, or `nil`
     /// when it must start over.
-    typealias Waiting = CheckedContinuation<(Outcome, Bool)?, Never>
-    typealias Machine = CoalescerStateMachine<Key, Outcome, Waiting, Task<Void, Never>>
+    @usableFromInline typealias Waiting = CheckedContinuation<(Outcome, Bool)?, Never>
+    @usableFromInline typealias Machine = CoalescerStateMachine<Key, Outcome, Waiting, Task<Void, Never>>
 
+    @usableFromInline
     struct Outcome: Sendable {
-        var result: Result<Value, any Error>
-        var events: [LoadEvent]
+        @usableFromInline var result: Result<Value, any Error>
+        @usableFromInline var events: [LoadEvent]
 
-        static var cancelled: Outcome { Outcome(result: .failure(CancellationError()), events: []) }
+        @usableFromInline
+        init(result: Result<Value, any Error>, events: [LoadEvent]) {
+            self.result = result
+            self.events = events
+        }
+
+        @usableFromInline static var cancelled: Outcome { Outcome(result: .failure(CancellationError()), events: []) }
     }
 
     /// A caller arrives for `key`: it leads a new load, joins the one in flight, or goes alone.
+    @inlinable
     func arrive(_ key: Key) -> Machine.Arrival {
         storage.withLock { $0.machine.arrive(key) }
     }
 
     /// The leader hands over the task running `flight`: the outcome when the load already ended,
     /// otherwise `nil` (the task is escalated to the priority of callers who joined meanwhile).
+    @inlinable
     func handOver(_ task: Task<Void, Never>, key: Key, flight: UInt64) -> Outcome? {
         let handover = storage.withLock { storage in
             let handover = storage.machine.handOver(task, key: key, flight: flight)
-            storage.registrationWaiters.resumeReached(storage.machine.registrations)
+            storage.resumeRegistrationWaiters()
             return handover
         }
         switch handover {
@@ -62,22 +81,25 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
     }
 
     /// The leader of `flight` waits with `continuation`.
+    @inlinable
     func leaderWaits(_ continuation: Waiting, id: Int, key: Key, flight: UInt64) {
         let registration = storage.withLock { $0.machine.leaderWaits(continuation, id: id, key: key, flight: flight) }
         carryOut(registration, joined: false, priority: nil)
     }
 
     /// A joiner waits with `continuation`, at the caller's `priority`.
+    @inlinable
     func join(_ continuation: Waiting, id: Int, key: Key, priority: TaskPriority) {
         let registration = storage.withLock { storage in
             let registration = storage.machine.join(continuation, id: id, key: key, priority: priority)
-            storage.registrationWaiters.resumeReached(storage.machine.registrations)
+            storage.resumeRegistrationWaiters()
             return registration
         }
         carryOut(registration, joined: true, priority: priority)
     }
 
-    private func carryOut(_ registration: Machine.Registration, joined: Bool, priority: TaskPriority?) {
+    @inlinable
+    func carryOut(_ registration: Machine.Registration, joined: Bool, priority: TaskPriority?) {
         switch registration {
         case .registered(let work): Self.escalate(work, to: priority)
         case .resume(let waiter, let outcome): waiter.resume(returning: (outcome, joined))
@@ -87,6 +109,7 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
     }
 
     /// Hands `outcome` to every waiter of `flight`.
+    @inlinable
     func finish(key: Key, flight: UInt64, with outcome: Outcome) {
         let waiters = storage.withLock { $0.machine.finish(key: key, flight: flight, with: outcome) }
         for (waiter, joined) in waiters { waiter.resume(returning: (outcome, joined)) }
@@ -94,12 +117,14 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
 
     /// The shared load of `flight` sent a non-idempotent request: it stays its leader's, and the
     /// callers that joined it start over (each sends its own request).
+    @inlinable
     func markWrite(key: Key, flight: UInt64) {
         let ejected = storage.withLock { $0.machine.markWrite(key: key, flight: flight) }
         for waiter in ejected { waiter.resume(returning: nil) }
     }
 
     /// Releases waiter `id` with `CancellationError`; cancels the shared load when it was the last.
+    @inlinable
     func cancel(_ id: Int, key: Key) {
         let (released, abandoned) = storage.withLock { $0.machine.cancel(id, key: key) }
         abandoned?.cancel()
@@ -114,6 +139,7 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
     }
 
     /// Raises `task` to `priority` (a caller of higher priority is waiting for it).
+    @inlinable
     static func escalate(_ task: Task<Void, Never>?, to priority: TaskPriority?) {
         guard let task, let priority else { return }
         // Escalation only ever raises a task's priority; a lower one is ignored.

@@ -6,26 +6,37 @@
 /// escalate. ``Coalescer`` holds one under its lock, calls it there, and carries out the action after
 /// the lock is released. The machine is generic over the waiter and the work so that its tests drive
 /// it with plain tokens, without tasks.
+@usableFromInline
 struct CoalescerStateMachine<Key: Hashable & Sendable, Outcome: Sendable, Waiter: Sendable, Work: Sendable>: Sendable {
+    @usableFromInline init() {}
+
     /// One load in flight.
+    @usableFromInline
     struct Entry: Sendable {
-        var flight: UInt64
+        @usableFromInline var flight: UInt64
         /// The shared load, once its leader has handed it over (`nil` while it runs inline).
-        var work: Work?
+        @usableFromInline var work: Work?
         /// The leader, until it waits (a load that finishes before then keeps its outcome in
         /// `finishedEarly` for the leader to take).
-        var pendingLeader: Int?
+        @usableFromInline var pendingLeader: Int?
         /// Each waiter, and whether it joined a load another caller started.
-        var waiters: [Int: (waiter: Waiter, joined: Bool)] = [:]
+        @usableFromInline var waiters: [Int: (waiter: Waiter, joined: Bool)] = [:]
         /// The load sent a non-idempotent request: it is its leader's alone, nobody joins it.
-        var isWrite = false
+        @usableFromInline var isWrite = false
         /// The highest priority of a caller that joined before the work was handed over.
-        var wantedPriority: TaskPriority?
+        @usableFromInline var wantedPriority: TaskPriority?
 
-        var isAbandoned: Bool { pendingLeader == nil && waiters.isEmpty }
+        @usableFromInline var isAbandoned: Bool { pendingLeader == nil && waiters.isEmpty }
+
+        @usableFromInline
+        init(flight: UInt64, pendingLeader: Int?) {
+            self.flight = flight
+            self.pendingLeader = pendingLeader
+        }
     }
 
     /// What a caller who arrives does.
+    @usableFromInline
     enum Arrival: Sendable, Equatable {
         /// The load in flight is a write: send this one alone.
         case alone
@@ -36,6 +47,7 @@ struct CoalescerStateMachine<Key: Hashable & Sendable, Outcome: Sendable, Waiter
     }
 
     /// What the leader does once its work exists.
+    @usableFromInline
     enum Handover: Sendable {
         /// The load already finished: take its outcome, wait for nothing.
         case finished(Outcome)
@@ -44,6 +56,7 @@ struct CoalescerStateMachine<Key: Hashable & Sendable, Outcome: Sendable, Waiter
     }
 
     /// What becomes of a waiter that asks to wait.
+    @usableFromInline
     enum Registration: Sendable {
         /// Registered: it is resumed later. Escalate `work` (when known) to the caller's priority.
         case registered(escalate: Work?)
@@ -55,21 +68,22 @@ struct CoalescerStateMachine<Key: Hashable & Sendable, Outcome: Sendable, Waiter
         case startOver(Waiter)
     }
 
-    private(set) var entries: [Key: Entry] = [:]
-    private var nextWaiter = 0
-    private var nextFlight: UInt64 = 0
+    @usableFromInline var entries: [Key: Entry] = [:]
+    @usableFromInline var nextWaiter = 0
+    @usableFromInline var nextFlight: UInt64 = 0
     /// Joiners between taking a number and registering; a cancellation in that window removes the
     /// number, so registration answers the waiter with cancellation at once.
-    private(set) var unregistered: Set<Int> = []
+    @usableFromInline var unregistered: Set<Int> = []
     /// Outcomes of loads that ended before their leader waited, by flight; empty between loads.
-    private(set) var finishedEarly: [UInt64: Outcome] = [:]
+    @usableFromInline var finishedEarly: [UInt64: Outcome] = [:]
     /// How many callers have registered with a load, ever (for `waitForWaiters(count:)`).
-    private(set) var registrations = 0
+    @usableFromInline var registrations = 0
 
     /// The number of loads in flight (one per key).
-    var inFlightCount: Int { entries.count }
+    @usableFromInline var inFlightCount: Int { entries.count }
 
     /// A caller arrives for `key`.
+    @inlinable
     mutating func arrive(_ key: Key) -> Arrival {
         let waiter = nextWaiter
         nextWaiter += 1
@@ -85,6 +99,7 @@ struct CoalescerStateMachine<Key: Hashable & Sendable, Outcome: Sendable, Waiter
     }
 
     /// The leader of `flight` created its `work` (which may already have run to its end).
+    @inlinable
     mutating func handOver(_ work: Work, key: Key, flight: UInt64) -> Handover {
         registrations += 1
         if let outcome = finishedEarly.removeValue(forKey: flight) { return .finished(outcome) }
@@ -98,6 +113,7 @@ struct CoalescerStateMachine<Key: Hashable & Sendable, Outcome: Sendable, Waiter
     }
 
     /// The leader of `flight` waits as `waiter`.
+    @inlinable
     mutating func leaderWaits(_ waiter: Waiter, id: Int, key: Key, flight: UInt64) -> Registration {
         if let outcome = finishedEarly.removeValue(forKey: flight) { return .resume(waiter, outcome) }
         guard let index = entries.index(forKey: key), entries.values[index].flight == flight,
@@ -111,6 +127,7 @@ struct CoalescerStateMachine<Key: Hashable & Sendable, Outcome: Sendable, Waiter
     }
 
     /// A caller that arrived as a joiner waits as `waiter`, at `priority`.
+    @inlinable
     mutating func join(_ waiter: Waiter, id: Int, key: Key, priority: TaskPriority) -> Registration {
         if unregistered.remove(id) == nil { return .cancelled(waiter) }  // cancelled before it got here
         guard let index = entries.index(forKey: key), !entries.values[index].isWrite else { return .startOver(waiter) }
@@ -125,6 +142,7 @@ struct CoalescerStateMachine<Key: Hashable & Sendable, Outcome: Sendable, Waiter
 
     /// `flight` finished with `outcome`: every waiter is answered (and the leader, if it has not
     /// waited yet, takes the outcome when it does).
+    @inlinable
     mutating func finish(key: Key, flight: UInt64, with outcome: Outcome) -> [(waiter: Waiter, joined: Bool)] {
         guard entries[key]?.flight == flight, let entry = entries.removeValue(forKey: key) else { return [] }
         if entry.pendingLeader != nil { finishedEarly[flight] = outcome }
@@ -133,6 +151,7 @@ struct CoalescerStateMachine<Key: Hashable & Sendable, Outcome: Sendable, Waiter
 
     /// `flight` sent a non-idempotent request: it stays its leader's; the callers that joined it are
     /// returned, to start over and send their own.
+    @inlinable
     mutating func markWrite(key: Key, flight: UInt64) -> [Waiter] {
         guard let index = entries.index(forKey: key), entries.values[index].flight == flight,
               !entries.values[index].isWrite else { return [] }
@@ -147,6 +166,7 @@ struct CoalescerStateMachine<Key: Hashable & Sendable, Outcome: Sendable, Waiter
 
     /// The caller `id` waiting for `key` was cancelled: its waiter to answer with cancellation (if it
     /// was waiting), and the work to cancel when it was the last one waiting.
+    @inlinable
     mutating func cancel(_ id: Int, key: Key) -> (released: (waiter: Waiter, joined: Bool)?, abandoned: Work?) {
         guard let index = entries.index(forKey: key) else {
             unregistered.remove(id)

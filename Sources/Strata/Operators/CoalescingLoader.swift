@@ -24,7 +24,7 @@ public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
     public typealias Output = Base.Output
 
     public let base: Base
-    let key: @Sendable (Input) -> Key
+    @usableFromInline let key: @Sendable (Input) -> Key
     /// The loads in flight this loader shares (with every chain built with the same coalescer).
     public let flights: Coalescer<Key, Output>
 
@@ -44,6 +44,7 @@ public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
         await flights.waitForRegistrations(count: count)
     }
 
+    @inlinable
     public func load(_ input: Input) async throws -> Output {
         try Task.checkCancellation()
         let key = key(input)
@@ -70,8 +71,9 @@ public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
     }
 
     /// Hands the shared load's events to this caller's recorder, then its value or error.
-    private func deliver(_ outcome: Outcome, joined: Bool) throws -> Output {
-        if let recorder = LoadRecorder.current {
+    @inlinable
+    func deliver(_ outcome: Outcome, joined: Bool) throws -> Output {
+        if let recorder = LoadRecorder.enclosing {
             if joined { recorder.deliver(.coalesced(tier: base.chainSummary)) }
             for event in outcome.events { recorder.deliver(event) }
         }
@@ -82,7 +84,8 @@ public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
     /// last waiter to leave cancels it, not the leader), started *immediately*: it runs on this thread
     /// until it first suspends, so a load that never suspends (a memory hit) is finished when the task
     /// is created, and the leader takes its outcome without a continuation or a thread hop.
-    private func lead(key: Key, input: Input, waiter: Int, flight: UInt64) async -> Outcome {
+    @inlinable
+    func lead(key: Key, input: Input, waiter: Int, flight: UInt64) async -> Outcome {
         // The flight's events are always collected (one recorder per flight, not per waiter): any
         // waiter may observe them, whether or not the caller that started the flight does.
         let recorder = LoadRecorder()
@@ -93,7 +96,7 @@ public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
             let attempt = LoadAttempt(onWrite: { flights.markWrite(key: key, flight: flight) })
             do {
                 result = .success(try await attempt.run {
-                    try await LoadRecorder.$current.withValue(recorder) { try await base.load(input) }
+                    try await LoadRecorder.recording(into: recorder) { try await base.load(input) }
                 })
             } catch {
                 result = .failure(error)
@@ -118,7 +121,7 @@ public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
         return answer?.0 ?? .cancelled
     }
 
-    typealias Outcome = Coalescer<Key, Output>.Outcome
+    @usableFromInline typealias Outcome = Coalescer<Key, Output>.Outcome
 }
 
 extension CoalescingLoader: LoaderDescribing {

@@ -24,12 +24,14 @@ public final class LoadRecorder: Sendable {
 
     private let storage = Locked<[LoadEvent]>([])
 
+    @usableFromInline
     init(parent: LoadRecorder? = nil, onEvent: (@Sendable (LoadEvent) -> Void)? = nil) {
         self.parent = parent
         self.onEvent = onEvent
     }
 
     /// The events recorded so far.
+    @usableFromInline
     var events: [LoadEvent] { storage.withLock { $0 } }
 
     /// Records `event` for the load running in the current task, if anyone is listening.
@@ -39,6 +41,7 @@ public final class LoadRecorder: Sendable {
     }
 
     /// Appends `event` here and in every enclosing recorder.
+    @usableFromInline
     func deliver(_ event: LoadEvent) {
         var next: LoadRecorder? = self
         while let recorder = next {
@@ -50,4 +53,14 @@ public final class LoadRecorder: Sendable {
 
     /// Whether the current task's load is being recorded (lets loaders skip building expensive events).
     public static var isRecording: Bool { current != nil }
+
+    /// The recorder of the enclosing load (for inlinable code, which cannot reach the task-local).
+    @usableFromInline
+    static var enclosing: LoadRecorder? { current }
+
+    /// Runs `body` with `recorder` as the current recorder (for inlinable code).
+    @usableFromInline
+    static func recording<T>(into recorder: LoadRecorder, _ body: () async throws -> T) async rethrows -> T {
+        try await $current.withValue(recorder) { try await body() }
+    }
 }

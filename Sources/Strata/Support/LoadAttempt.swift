@@ -31,6 +31,7 @@ public final class LoadAttempt: Sendable {
         var sentUnkeyedWrite = false
     }
 
+    @usableFromInline
     init(onWrite: (@Sendable () -> Void)? = nil) {
         let parent = LoadAttempt.current
         self.parent = parent
@@ -53,6 +54,7 @@ public final class LoadAttempt: Sendable {
     }
 
     /// Runs `body` as this attempt.
+    @usableFromInline
     func run<T>(_ body: () async throws -> T) async rethrows -> T {
         try await LoadAttempt.$current.withValue(self, operation: body)
     }
