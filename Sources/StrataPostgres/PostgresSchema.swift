@@ -1,9 +1,9 @@
 #if Postgres
 import Foundation
-import Logging
 import PostgresNIO
 @_spi(StrataInternals) import Strata
 
+/// The store's table: its name's rules, and creating it (safely while other processes do the same).
 extension PostgresStore {
     /// Creates the table and its indexes, once per store, safely while other processes do the same.
     func prepareTable(on connection: PostgresConnection) async throws {
@@ -44,15 +44,7 @@ extension PostgresStore {
         state.withLock { $0.tableReady = true }
     }
 
-    /// Throws the `open` failure for a table name that is not a plain identifier.
-    static func checkTableName(_ table: String, endpoint: String) throws(StoreError) {
-        guard isValidTableName(table) else {
-            throw StoreError(
-                store: "PostgresStore(\(endpoint))", operation: .open, key: nil,
-                reason: "table name \(String(reflecting: table)) is not a plain identifier "
-                    + "(letters, digits and _, not starting with a digit, at most 48 characters)")
-        }
-    }
+    // MARK: Names
 
     /// Whether `name` can be used as a table name: a plain identifier that fits PostgreSQL's limit with
     /// the store's index suffixes.
@@ -62,18 +54,6 @@ extension PostgresStore {
             ("a"..."z").contains(scalar) || ("A"..."Z").contains(scalar) || scalar == "_"
         }
         return isLetter(first) && name.unicodeScalars.allSatisfy { isLetter($0) || ("0"..."9").contains($0) }
-    }
-
-    /// `host:port` (or the socket path), and that followed by `/database`.
-    static func endpoint(of configuration: PostgresClient.Configuration) -> (address: String, endpoint: String) {
-        let database = configuration.database.flatMap { $0.isEmpty ? nil : $0 } ?? configuration.username
-        let address: String
-        if let host = configuration.host {
-            address = (host.contains(":") ? "[\(host)]" : host) + ":\(configuration.port ?? 5432)"
-        } else {
-            address = configuration.unixSocketPath ?? "?"
-        }
-        return (address, "\(address)/\(database)")
     }
 }
 #endif

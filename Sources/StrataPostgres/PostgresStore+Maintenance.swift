@@ -4,7 +4,10 @@ import Logging
 import PostgresNIO
 @_spi(StrataInternals) import Strata
 
+/// Counting, clearing and sweeping the table.
 extension PostgresStore {
+
+
     /// The number of rows in the table.
     /// - Throws: `StoreError` (operation `retrieve`) when the database is unreachable.
     public var count: Int {
@@ -67,6 +70,7 @@ extension PostgresStore {
         }
     }
 
+
     /// Whether this store (with a ``maxAge``) should sweep now; marks the sweep as done if so.
     func sweepIsDue(now: Date) -> Bool {
         guard maxAge != nil else { return false }
@@ -88,42 +92,6 @@ extension PostgresStore {
         } catch {
             logger.warning("could not sweep expired cache rows", metadata: ["store": "\(description)", "error": "\(error)"])
         }
-    }
-
-    /// Deletes the undecodable row for `key` (only if it still holds `value`, so a fresh row another
-    /// writer put there meanwhile survives) and logs why. A failure to delete is logged, not thrown:
-    /// the read is a miss either way.
-    func discard(key: String, value: Data?, reason: String) async {
-        logger.warning(
-            "removing undecodable cache row",
-            metadata: ["store": "\(description)", "key": "\(key)", "reason": "\(reason)"])
-        do {
-            try await perform(.delete, key: key) { [table] connection, logger in
-                if let value {
-                    try await Self.drain(connection.query(
-                        #"DELETE FROM "\#(unescaped: table)" WHERE key = \#(key) AND value = \#(value)"#, logger: logger))
-                } else {
-                    try await Self.drain(connection.query(
-                        #"DELETE FROM "\#(unescaped: table)" WHERE key = \#(key)"#, logger: logger))
-                }
-            }
-        } catch {
-            logger.warning(
-                "could not remove undecodable cache row",
-                metadata: ["store": "\(description)", "key": "\(key)", "error": "\(error)"])
-        }
-    }
-
-    /// Reads the result to its end, so the statement has completed before the connection is reused.
-    static func drain(_ rows: PostgresRowSequence) async throws {
-        for try await _ in rows {}
-    }
-
-    /// The single integer a `SELECT count(*)` returns.
-    static func singleInteger(_ rows: PostgresRowSequence) async throws -> Int {
-        var count = 0
-        for try await value in rows.decode(Int64.self) { count = Int(value) }
-        return count
     }
 }
 #endif

@@ -16,16 +16,16 @@ import PostgresNIO
 ///
 /// ## Lifecycle
 /// Three ways to run it:
-/// - **On its own.** Made from a URL or a `PostgresClient.Configuration`, the store owns its
+/// - **On its own** (the initializers with `url:` or `configuration:`): the store makes its own
 ///   `PostgresClient` and runs the client's `run()` in a task of its own from `init` on. Call
 ///   ``shutdown()`` when you are done (it closes the pool's connections); a store that is simply
 ///   released cancels that task too.
-/// - **On the application's client.** ``init(client:configuration:table:codec:connectTimeout:queryTimeout:maxAge:now:logger:)``
-///   uses a `PostgresClient` the application already runs (a server that also queries the database):
-///   the store never runs it and never shuts it down.
-/// - **As a swift-service-lifecycle `Service`.** Add the store to the server's `ServiceGroup` (after the
-///   client, when the client is the application's): its ``run()`` does the store's periodic
-///   maintenance and, on graceful shutdown or cancellation, shuts the store down.
+/// - **In a `ServiceGroup`** (swift-service-lifecycle): the store is a `Service`. Its ``run()`` sweeps
+///   expired rows every minute and, on cancellation or graceful shutdown, calls ``shutdown()``.
+/// - **On the application's client**
+///   (``init(client:configuration:table:codec:connectTimeout:queryTimeout:maxAge:now:logger:)``):
+///   the application runs the `PostgresClient` (and shuts it down); the store only uses it, and its
+///   ``shutdown()`` leaves the client running.
 ///
 /// Connections are opened on demand, so creating a store never fails because the database is down:
 /// the operations do.
@@ -57,16 +57,17 @@ import PostgresNIO
 ///
 /// ## Failures
 /// - An operation that cannot get a connection throws a `StoreError` whose reason starts
-///   `database unreachable at host:port:`, so a `fallingBack(to:)` can serve another tier. When an
-///   operation has waited a moment and the pool has not connected, the store probes the database with
-///   a connection of its own (`PostgresConnection.connect`) and reads PostgresNIO's typed `PSQLError`:
-///   a refused or unreachable server, rejected credentials (SQLSTATE 28P01, 28000) or a missing
-///   database (3D000) fail the operation at once, with the server's own words. A probe that cannot
-///   decide (a TLS setup of your own it cannot repeat) changes nothing: the operation fails after
-///   ``connectTimeout``. When the pool is merely busy (other operations keep getting connections) it
-///   waits up to ``queryTimeout`` instead.
-///   Once connected, an operation that gets no answer within ``queryTimeout`` closes its
-///   connection and throws. No operation hangs.
+///   `database unreachable at host:port:` and whose `underlying` error is a
+///   ``PostgresConnectionFailure`` stating the cause (``PostgresConnectionFailure/Cause``: refused,
+///   unreachable, TLS, authentication rejected, database missing), so a `fallingBack(to:)` can serve
+///   another tier. PostgresNIO's pool retries failed connection attempts without failing the
+///   waiting operation, so when an operation has waited briefly and no operation of the store got a
+///   connection, the store connects once by itself (`PostgresConnection.connect`, same settings) and
+///   classifies the typed `PSQLError` that attempt fails with; the operation fails as soon as that
+///   attempt does, or after ``connectTimeout`` when attempts hang. When the pool is merely busy
+///   (other operations keep getting connections) it waits up to ``queryTimeout`` instead. Once
+///   connected, an operation that gets no answer within ``queryTimeout`` closes its connection and
+///   throws. No operation hangs.
 /// - A row that no longer decodes (wrong length, bytes the codec rejects, columns of the wrong type) is
 ///   a miss: it is deleted (unless another writer replaced it meanwhile) and logged at `warning`.
 /// - Credentials never appear in ``description``, errors or logs.
@@ -91,13 +92,12 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     public let maxAge: Duration?
 
     let client: PostgresClient
-    /// The task running ``client`` when the store owns it; `nil` on the application's client.
-    private let runner: Task<Void, Never>?
+    /// The task running the store's own client; `nil` on an application's client.
+    let runner: Task<Void, Never>?
     let codec: any Codec<Value>
     let now: @Sendable () -> Date
     let logger: Logger
-    /// Asks the database directly why the pool cannot connect.
-    let probe: ConnectionProbe
+    let watchdog: PostgresConnectionWatchdog
     let state = Locked(State())
 
     struct State: Sendable {
@@ -129,44 +129,6 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     ///   - logger: where undecodable rows, sweeps and the connection pool's own messages go (the pool's
     ///     routine messages, such as each failed connection attempt, at `debug`).
     /// - Throws: `StoreError` (operation `open`) when `table` is not a plain identifier.
-    init(
-        configuration: PostgresClient.Configuration,
-        probeConfiguration: PostgresConnection.Configuration?,
-        table: String,
-        codec: some Codec<Value>,
-        connectTimeout: Duration,
-        queryTimeout: Duration,
-        maxAge: Duration?,
-        now: @escaping @Sendable () -> Date,
-        logger: Logger
-    ) throws(StoreError) {
-        let (address, endpoint) = Self.endpoint(of: configuration)
-        try Self.checkTableName(table, endpoint: endpoint)
-        precondition(connectTimeout > .zero && queryTimeout > .zero, "timeouts must be positive")
-        precondition(maxAge.map { $0 > .zero } ?? true, "maxAge must be positive")
-        var configuration = configuration
-        configuration.options.connectTimeout = connectTimeout
-        let client = PostgresClient(
-            configuration: configuration,
-            backgroundLogger: Logger(label: logger.label) { _ in DemotingLogHandler(forward: logger) })
-        self.client = client
-        self.runner = Task { await client.run() }
-        self.probe = ConnectionProbe(
-            configuration: probeConfiguration ?? ConnectionProbe.configuration(from: configuration),
-            connectTimeout: connectTimeout, logger: logger)
-        self.table = table
-        self.endpoint = endpoint
-        self.address = address
-        self.codec = codec
-        self.connectTimeout = connectTimeout
-        self.queryTimeout = queryTimeout
-        self.maxAge = maxAge
-        self.now = now
-        self.logger = logger
-    }
-
-    /// The designated initialiser, with the configuration of the store's connection probes when the
-    /// caller knows it exactly (the URL initialisers do: they know the TLS mode).
     public convenience init(
         configuration: PostgresClient.Configuration,
         table: String = "strata_cache",
@@ -178,30 +140,38 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         logger: Logger = Logger(label: "strata.postgresstore")
     ) throws(StoreError) {
         try self.init(
-            configuration: configuration, probeConfiguration: nil, table: table, codec: codec,
+            configuration: configuration, applicationClient: nil, table: table, codec: codec,
             connectTimeout: connectTimeout, queryTimeout: queryTimeout, maxAge: maxAge, now: now, logger: logger)
     }
 
-    /// Creates a store that works on a `PostgresClient` the application already runs.
+    /// Creates a store on a `PostgresClient` the application already runs.
     ///
-    /// The store never calls the client's `run()` and never shuts it down: the application does (for
-    /// example in the same `ServiceGroup`). ``shutdown()`` only stops the store.
+    /// The application owns the client: it runs it (`client.run()`, or in its `ServiceGroup`) for as
+    /// long as the store is used, and shuts it down. The store never runs it, and ``shutdown()`` leaves
+    /// it running (it only stops this store). Operations wait for a connection while the client is
+    /// not running, and fail after ``connectTimeout`` as unreachable.
     ///
     /// ```swift
     /// let client = PostgresClient(configuration: configuration)
-    /// let shared = try PostgresStore<[FeedItem]>(client: client, configuration: configuration, codec: JSONCodec())
-    /// let group = ServiceGroup(services: [client, shared], logger: logger)
-    /// try await group.run()
+    /// let store = try PostgresStore<[FeedItem]>(client: client, configuration: configuration)
+    /// try await withThrowingDiscardingTaskGroup { group in
+    ///     group.addTask { await client.run() }
+    ///     _ = try await store.retrieve("feed")
+    ///     group.cancelAll()  // the application stops its client when it is done
+    /// }
     /// ```
+    ///
     /// - Parameters:
-    ///   - client: the application's client.
-    ///   - configuration: the configuration `client` was made with: the store names the database with
-    ///     it (never with the password) and probes the database with it when the client cannot
-    ///     connect. It is not used to open the store's own pool.
-    ///   - table, codec, connectTimeout, queryTimeout, maxAge, now, logger: as for
+    ///   - client: the application's client. Its own `connectTimeout` applies to its connection
+    ///     attempts; the store's ``connectTimeout`` bounds how long an operation waits for one.
+    ///   - configuration: the configuration the client was made with (a `PostgresClient` does not
+    ///     expose its own): it names the database in ``description`` and errors, and the store uses it
+    ///     to connect once by itself to find out why the client gets no connection.
+    ///   - table, codec, connectTimeout, queryTimeout, maxAge, now: as in
     ///     ``init(configuration:table:codec:connectTimeout:queryTimeout:maxAge:now:logger:)``.
+    ///   - logger: where undecodable rows and sweeps go (the client logs to its own logger).
     /// - Throws: `StoreError` (operation `open`) when `table` is not a plain identifier.
-    public init(
+    public convenience init(
         client: PostgresClient,
         configuration: PostgresClient.Configuration,
         table: String = "strata_cache",
@@ -212,14 +182,62 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         now: @escaping @Sendable () -> Date = { Date() },
         logger: Logger = Logger(label: "strata.postgresstore")
     ) throws(StoreError) {
+        try self.init(
+            configuration: configuration, applicationClient: client, table: table, codec: codec,
+            connectTimeout: connectTimeout, queryTimeout: queryTimeout, maxAge: maxAge, now: now, logger: logger)
+    }
+
+    /// Creates a store on a `PostgresClient` the application already runs, that encodes values as JSON;
+    /// see ``init(client:configuration:table:codec:connectTimeout:queryTimeout:maxAge:now:logger:)``.
+    public convenience init(
+        client: PostgresClient,
+        configuration: PostgresClient.Configuration,
+        table: String = "strata_cache",
+        connectTimeout: Duration = .seconds(3),
+        queryTimeout: Duration = .seconds(30),
+        maxAge: Duration? = nil,
+        now: @escaping @Sendable () -> Date = { Date() },
+        logger: Logger = Logger(label: "strata.postgresstore")
+    ) throws(StoreError) where Value: Codable {
+        try self.init(
+            client: client, configuration: configuration, table: table, codec: JSONCodec<Value>(),
+            connectTimeout: connectTimeout, queryTimeout: queryTimeout, maxAge: maxAge, now: now, logger: logger)
+    }
+
+    /// The one designated initializer: on the application's client when `applicationClient` is given,
+    /// else on a client of the store's own, run from here on.
+    init(
+        configuration: PostgresClient.Configuration,
+        applicationClient: PostgresClient?,
+        table: String,
+        codec: some Codec<Value>,
+        connectTimeout: Duration,
+        queryTimeout: Duration,
+        maxAge: Duration?,
+        now: @escaping @Sendable () -> Date,
+        logger: Logger
+    ) throws(StoreError) {
         let (address, endpoint) = Self.endpoint(of: configuration)
-        try Self.checkTableName(table, endpoint: endpoint)
+        guard Self.isValidTableName(table) else {
+            throw StoreError(
+                store: "PostgresStore(\(endpoint))", operation: .open, key: nil,
+                reason: "table name \(String(reflecting: table)) is not a plain identifier "
+                    + "(letters, digits and _, not starting with a digit, at most 48 characters)")
+        }
         precondition(connectTimeout > .zero && queryTimeout > .zero, "timeouts must be positive")
         precondition(maxAge.map { $0 > .zero } ?? true, "maxAge must be positive")
-        self.client = client
-        self.runner = nil
-        self.probe = ConnectionProbe(
-            configuration: ConnectionProbe.configuration(from: configuration), connectTimeout: connectTimeout, logger: logger)
+        var configuration = configuration
+        if let applicationClient {
+            self.client = applicationClient
+            self.runner = nil
+        } else {
+            configuration.options.connectTimeout = connectTimeout
+            let client = PostgresClient(
+                configuration: configuration,
+                backgroundLogger: Logger(label: logger.label) { _ in PoolLogHandler(forward: logger) })
+            self.client = client
+            self.runner = Task { await client.run() }
+        }
         self.table = table
         self.endpoint = endpoint
         self.address = address
@@ -229,6 +247,10 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         self.maxAge = maxAge
         self.now = now
         self.logger = logger
+        self.watchdog = PostgresConnectionWatchdog(
+            configuration: configuration, address: address, connectTimeout: connectTimeout,
+            // The attempt's own messages, like the pool's: diagnostics at `debug`.
+            logger: Logger(label: logger.label) { _ in PoolLogHandler(forward: logger) })
     }
 
     /// Creates a store on the database at `url`, `postgres://user:password@host:port/database`.
@@ -249,9 +271,8 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         now: @escaping @Sendable () -> Date = { Date() },
         logger: Logger = Logger(label: "strata.postgresstore")
     ) throws(StoreError) {
-        let parsed = try PostgresURL.parse(url)
         try self.init(
-            configuration: parsed.configuration, probeConfiguration: parsed.probeConfiguration, table: table, codec: codec,
+            configuration: PostgresURL.configuration(from: url), table: table, codec: codec,
             connectTimeout: connectTimeout, queryTimeout: queryTimeout, maxAge: maxAge, now: now, logger: logger)
     }
 
@@ -289,9 +310,9 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         runner?.cancel()
     }
 
-    /// Stops the store: operations after this throw. A store that owns its client also closes the
-    /// connection pool and waits until it has stopped, for at most ``shutdownTimeout``; the
-    /// application's client is left running.
+    /// Stops the store: operations after this throw. A store with a client of its own also closes its
+    /// connection pool and waits until it has stopped, for at most ``shutdownTimeout``; a store on the
+    /// application's client leaves that client running.
     ///
     /// PostgresNIO's pool can fail to stop when one of its connections was closed under a running
     /// query (what the ``queryTimeout`` watchdog does); seen under load in the query-timeout test,
@@ -299,8 +320,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     /// connections are closed, and the process does not wait for its bookkeeping.
     public func shutdown() async {
         state.withLock { $0.isShutDown = true }
-        // The application's client is the application's to stop.
-        guard let runner else { return }
+        guard let runner else { return }  // the application's client: not the store's to stop
         runner.cancel()
         let stopped = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             let answered = Locked(false)
@@ -462,14 +482,208 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         }
     }
 
-    enum RowRead: Sendable {
+    // MARK: Internals
+
+    private enum RowRead: Sendable {
         case row(value: Data, seconds: Double, etag: String?, lastModified: String?, size: Int32, maxAge: Duration?)
         case malformed(String)
+    }
+
+
+
+    /// Deletes the undecodable row for `key` (only if it still holds `value`, so a fresh row another
+    /// writer put there meanwhile survives) and logs why. A failure to delete is logged, not thrown:
+    /// the read is a miss either way.
+    private func discard(key: String, value: Data?, reason: String) async {
+        logger.warning(
+            "removing undecodable cache row",
+            metadata: ["store": "\(description)", "key": "\(key)", "reason": "\(reason)"])
+        do {
+            try await perform(.delete, key: key) { [table] connection, logger in
+                if let value {
+                    try await Self.drain(connection.query(
+                        #"DELETE FROM "\#(unescaped: table)" WHERE key = \#(key) AND value = \#(value)"#, logger: logger))
+                } else {
+                    try await Self.drain(connection.query(
+                        #"DELETE FROM "\#(unescaped: table)" WHERE key = \#(key)"#, logger: logger))
+                }
+            }
+        } catch {
+            logger.warning(
+                "could not remove undecodable cache row",
+                metadata: ["store": "\(description)", "key": "\(key)", "error": "\(error)"])
+        }
+    }
+
+    /// Reads the result to its end, so the statement has completed before the connection is reused.
+    static func drain(_ rows: PostgresRowSequence) async throws {
+        for try await _ in rows {}
+    }
+
+    /// The single integer a `SELECT count(*)` returns.
+    static func singleInteger(_ rows: PostgresRowSequence) async throws -> Int {
+        var count = 0
+        for try await value in rows.decode(Int64.self) { count = Int(value) }
+        return count
+    }
+
+    /// An operation racing its watchdog: who answered, and the two tasks to stop.
+    private struct Race: Sendable {
+        var answered = false
+        var cancelled = false
+        var tasks: [Task<Void, Never>] = []
+    }
+
+
+
+    /// Runs `body` on a pooled connection (creating the table first, once), and turns every failure
+    /// into a `StoreError`.
+    ///
+    /// A watchdog (``watch(_:started:)``) bounds both the wait for a connection and the work on it.
+    func perform<T: Sendable>(
+        _ operation: StoreError.Operation,
+        key: String?,
+        _ body: @escaping @Sendable (PostgresConnection, Logger) async throws -> T
+    ) async throws -> T {
+        if state.withLock({ $0.isShutDown }) {
+            throw StoreError(store: description, operation: operation, key: key, reason: "the store was shut down")
+        }
+        let started = ContinuousClock.now
+        let lease = Locked(Lease.waiting)
+        do {
+            // The operation and its watchdog race; the first to finish answers. The operation runs in
+            // a task of its own that the call does not wait for once the watchdog has given up:
+            // PostgresNIO's pool does not always let go of a lease it cannot serve (seen under load
+            // after the watchdog closed a connection under a running query), and the store's bound
+            // must not depend on it. The abandoned operation is cancelled and its connection closed.
+            let race = Locked(Race())
+            return try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+                    let answer: @Sendable (Result<T, any Error>) -> Void = { result in
+                        let (first, tasks) = race.withLock { race in
+                            defer { race.answered = true }
+                            return (!race.answered, race.tasks)
+                        }
+                        guard first else { return }
+                        for task in tasks { task.cancel() }  // the other side, no longer needed
+                        continuation.resume(with: result)
+                    }
+                    let operation = Task {
+                        do {
+                            answer(.success(try await self.client.withConnection { connection in
+                                let proceed = lease.withLock { lease in
+                                    guard case .waiting = lease else { return false }
+                                    lease = .leased(connection, at: .now)
+                                    return true
+                                }
+                                guard proceed else { throw CancellationError() }
+                                self.noteProgress()
+                                defer {
+                                    lease.withLock { lease in
+                                        if case .leased = lease { lease = .finished }
+                                    }
+                                }
+                                try await self.prepareTable(on: connection)
+                                let result = try await body(connection, self.logger)
+                                self.noteProgress()
+                                return result
+                            }))
+                        } catch {
+                            answer(.failure(error))
+                        }
+                    }
+                    let watchdog = Task {
+                        do {
+                            try await self.watch(lease, started: started)
+                        } catch is CancellationError {
+                            // The operation answered first (this is then a no-op), or the caller
+                            // was cancelled: answer at once, whatever the pool does with the lease.
+                            answer(.failure(CancellationError()))
+                        } catch {
+                            answer(.failure(error))
+                        }
+                    }
+                    let cancelNow = race.withLock { race in
+                        race.tasks = [operation, watchdog]
+                        return race.cancelled || race.answered
+                    }
+                    if cancelNow {
+                        operation.cancel()
+                        watchdog.cancel()
+                    }
+                }
+            } onCancel: {
+                let tasks = race.withLock { race in
+                    race.cancelled = true
+                    return race.tasks
+                }
+                for task in tasks { task.cancel() }
+            }
+        } catch {
+            // Once the watchdog gave up, whatever the operation threw (a closed connection, a
+            // cancelled lease) is a consequence; the timeout is the story.
+            let timeout: Timeout? = lease.withLock { lease in
+                if case .timedOut(let timeout) = lease { return timeout }
+                return nil
+            }
+            throw storeError(operation, key: key, timeout ?? error, since: started)
+        }
+    }
+
+
+
+
+
+
+
+
+
+    /// `host:port` (or the socket path), and that followed by `/database`.
+    private static func endpoint(of configuration: PostgresClient.Configuration) -> (address: String, endpoint: String) {
+        let database = configuration.database.flatMap { $0.isEmpty ? nil : $0 } ?? configuration.username
+        let address: String
+        if let host = configuration.host {
+            address = (host.contains(":") ? "[\(host)]" : host) + ":\(configuration.port ?? 5432)"
+        } else {
+            address = configuration.unixSocketPath ?? "?"
+        }
+        return (address, "\(address)/\(database)")
     }
 }
 
 extension PostgresStore: CustomStringConvertible {
     /// `PostgresStore(host:port/database/table)`, never with credentials.
     public var description: String { "PostgresStore(\(endpoint)/\(table))" }
+}
+
+/// The connection pool's background logger: forwards the pool's messages to the store's logger
+/// (`info` and `notice` demoted to `debug`). It only forwards; connection failures are found from
+/// typed errors by ``PostgresConnectionWatchdog``.
+struct PoolLogHandler: LogHandler {
+    var forward: Logger
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level
+
+    init(forward: Logger) {
+        self.forward = forward
+        self.logLevel = forward.logLevel
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        let merged = metadata.merging(event.metadata ?? [:]) { _, new in new }
+        // The pool's routine messages (a failed attempt, retried with backoff, arrives at `info`
+        // every few seconds while the database is down) are diagnostics: the store reports failures
+        // through its errors. They are forwarded at `debug`; warnings and errors keep their level.
+        let level = event.level <= .notice ? min(event.level, .debug) : event.level
+        guard level >= forward.logLevel else { return }
+        forward.log(
+            level: level, event.message, metadata: merged, source: event.source,
+            file: event.file, function: event.function, line: event.line)
+    }
 }
 #endif

@@ -1,9 +1,145 @@
 #if Postgres
 import Foundation
-import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
 import PostgresNIO
 @_spi(StrataInternals) import Strata
 
+/// Why a ``PostgresStore`` could not get a connection: the `underlying` error of the `StoreError` an
+/// operation throws when the database cannot be reached or refuses the store.
+///
+/// Found from PostgresNIO's typed `PSQLError` (its `code`, its server fields' SQLSTATE and the
+/// SwiftNIO error under it) of a connection attempt the store makes itself, never from log text.
+///
+/// ```swift
+/// do {
+///     _ = try await store.retrieve("feed")
+/// } catch let error as StoreError {
+///     if let failure = error.underlying as? PostgresConnectionFailure, failure.cause == .authenticationRejected {
+///         print("check the credentials: \(failure.detail)")
+///     }
+/// }
+/// ```
+public struct PostgresConnectionFailure: Error, Sendable, CustomStringConvertible {
+    /// Which layer failed.
+    public enum Cause: String, Sendable, Hashable {
+        /// Nothing accepts connections at the address (TCP: connection refused).
+        case refused
+        /// The address could not be reached in time, or not at all (no route, unknown host, connect
+        /// timeout, a server that never answers).
+        case unreachable
+        /// TLS could not be set up: the server does not offer it where it is required, or the
+        /// handshake failed.
+        case tls
+        /// The server rejected the credentials (SQLSTATE 28P01 or 28000, or an authentication
+        /// method the client cannot use).
+        case authenticationRejected
+        /// The database does not exist on the server (SQLSTATE 3D000).
+        case databaseMissing
+        /// The server closed the connection while it was being set up.
+        case serverClosedConnection
+        /// Anything else the server or the connection reported.
+        case other
+    }
+
+    /// Which layer failed.
+    public var cause: Cause
+    /// The server, `host:port` (or the socket path), without credentials.
+    public var address: String
+    /// What went wrong, in a few words (the server's message and SQLSTATE for server errors).
+    public var detail: String
+    /// The server's SQLSTATE, for failures the server reported.
+    public var sqlState: String?
+    /// PostgresNIO's error, when there is one (never carries the password).
+    public var error: PSQLError?
+
+    public init(cause: Cause, address: String, detail: String, sqlState: String? = nil, error: PSQLError? = nil) {
+        self.cause = cause
+        self.address = address
+        self.detail = detail
+        self.sqlState = sqlState
+        self.error = error
+    }
+
+    /// `database unreachable at host:port: detail`.
+    public var description: String { "database unreachable at \(address): \(detail)" }
+
+    /// Classifies the error a connection attempt failed with.
+    static func classify(_ error: any Error, address: String) -> PostgresConnectionFailure {
+        guard let psql = error as? PSQLError else {
+            return classifyTransport(error, address: address, psql: nil)
+                ?? PostgresConnectionFailure(cause: .other, address: address, detail: "\(error)")
+        }
+        switch psql.code {
+        case .server:
+            let state = psql.serverInfo?[.sqlState]
+            let message = psql.serverInfo?[.message] ?? "server error"
+            let detail = message + (state.map { " (SQLSTATE \($0))" } ?? "")
+            let cause: Cause
+            switch state {
+            case "28P01", "28000": cause = .authenticationRejected
+            case "3D000": cause = .databaseMissing
+            default: cause = .other
+            }
+            return PostgresConnectionFailure(cause: cause, address: address, detail: detail, sqlState: state, error: psql)
+        case .unsupportedAuthMechanism, .authMechanismRequiresPassword, .saslError:
+            return PostgresConnectionFailure(
+                cause: .authenticationRejected, address: address, detail: "authentication failed: \(psql.code)", error: psql)
+        case .sslUnsupported:
+            return PostgresConnectionFailure(
+                cause: .tls, address: address, detail: "the server does not support TLS, which is required", error: psql)
+        case .failedToAddSSLHandler, .receivedUnencryptedDataAfterSSLRequest:
+            return PostgresConnectionFailure(cause: .tls, address: address, detail: "TLS setup failed: \(psql.code)", error: psql)
+        case .serverClosedConnection:
+            if let underlying = psql.underlying, let transport = classifyTransport(underlying, address: address, psql: psql) {
+                return transport
+            }
+            return PostgresConnectionFailure(
+                cause: .serverClosedConnection, address: address, detail: "the server closed the connection", error: psql)
+        default:
+            if let underlying = psql.underlying, let transport = classifyTransport(underlying, address: address, psql: psql) {
+                return transport
+            }
+            return PostgresConnectionFailure(
+                cause: .other, address: address, detail: "\(psql.code)" + (psql.underlying.map { ": \($0)" } ?? ""),
+                error: psql)
+        }
+    }
+
+    /// The SwiftNIO error under a connection failure: refused, unreachable or TLS.
+    private static func classifyTransport(_ error: any Error, address: String, psql: PSQLError?) -> PostgresConnectionFailure? {
+        switch error {
+        case let error as NIOConnectionError:
+            // Each address tried failed; refused when every one was refused.
+            let failures = error.connectionErrors.compactMap { classifyTransport($0.error, address: address, psql: psql) }
+            if let first = failures.first {
+                return failures.allSatisfy({ $0.cause == .refused }) ? first : (failures.first { $0.cause != .refused } ?? first)
+            }
+            if let dns = error.dnsAAAAError ?? error.dnsAError {
+                return PostgresConnectionFailure(cause: .unreachable, address: address, detail: "host not found: \(dns)", error: psql)
+            }
+            return PostgresConnectionFailure(cause: .unreachable, address: address, detail: "no address to connect to", error: psql)
+        case let error as IOError:
+            if error.errnoCode == ECONNREFUSED {
+                return PostgresConnectionFailure(
+                    cause: .refused, address: address, detail: "Connection refused (errno: \(error.errnoCode))", error: psql)
+            }
+            return PostgresConnectionFailure(cause: .unreachable, address: address, detail: "\(error)", error: psql)
+        case ChannelError.connectTimeout(let amount):
+            let seconds = Double(amount.nanoseconds) / 1e9
+            let text = seconds == seconds.rounded() ? "\(Int(seconds)) s" : "\(seconds) s"
+            return PostgresConnectionFailure(cause: .unreachable, address: address, detail: "Connect timeout (\(text))", error: psql)
+        case let error as NIOSSLError:
+            return PostgresConnectionFailure(cause: .tls, address: address, detail: "TLS handshake failed: \(error)", error: psql)
+        case let error as BoringSSLError:
+            return PostgresConnectionFailure(cause: .tls, address: address, detail: "TLS handshake failed: \(error)", error: psql)
+        default:
+            return nil
+        }
+    }
+}
+/// Turning what went wrong into the `StoreError` an operation throws.
 extension PostgresStore {
     func storeError(_ operation: StoreError.Operation, key: String?, _ error: any Error, since started: ContinuousClock.Instant) -> any Error {
         // The caller's task was cancelled: that is not the database's failure, and callers (a
@@ -13,9 +149,11 @@ extension PostgresStore {
         var underlying: (any Error)? = error
         switch error {
         case Timeout.connect:
-            underlying = nil
-            let failure = probe.failure(since: started - ConnectionProbe.reuse) ?? "no connection within \(formatSeconds(connectTimeout))"
-            reason = "database unreachable at \(address): \(failure)"
+            // Typed either way: what the store's own connection attempt failed with, or no answer in time.
+            let failure = watchdog.failure(since: started) ?? PostgresConnectionFailure(
+                cause: .unreachable, address: address, detail: "no connection within \(formatSeconds(connectTimeout))")
+            underlying = failure
+            reason = failure.description
         case Timeout.busy:
             underlying = nil
             reason = "no free connection to \(address) within \(formatSeconds(max(connectTimeout, queryTimeout))): "
@@ -55,8 +193,7 @@ extension PostgresStore {
     }
 
     func formatSeconds(_ duration: Duration) -> String {
-        let seconds = duration / .seconds(1)
-        return seconds == seconds.rounded() ? "\(Int(seconds)) s" : "\(seconds) s"
+        PostgresConnectionWatchdog.format(duration)
     }
 }
 #endif

@@ -8,14 +8,6 @@ enum PostgresURL {
     /// The configuration `url` describes.
     /// - Throws: `StoreError` (operation `open`) naming what is wrong, with the URL's credentials removed.
     static func configuration(from url: String) throws(StoreError) -> PostgresClient.Configuration {
-        try parse(url).configuration
-    }
-
-    /// The client configuration `url` describes, and the same for a single probe connection (with
-    /// the same TLS mode; `nil` when no TLS context can be made here).
-    static func parse(_ url: String) throws(StoreError) -> (
-        configuration: PostgresClient.Configuration, probeConfiguration: PostgresConnection.Configuration?
-    ) {
         let shown = URL(string: url).map { Redaction.redactedString(for: $0) } ?? "<unparseable URL>"
         func failure(_ reason: String) -> StoreError {
             StoreError(store: "PostgresStore(\(shown))", operation: .open, key: nil, reason: reason)
@@ -42,31 +34,21 @@ enum PostgresURL {
             throw failure("the path must be a single database name")
         }
         let tls: PostgresClient.Configuration.TLS
-        let probeTLS: PostgresConnection.Configuration.TLS?
         switch components.queryItems?.first(where: { $0.name == "sslmode" })?.value {
         case nil, "prefer", "allow":
             tls = .prefer(.makeClientConfiguration())
-            probeTLS = (try? NIOSSLContext(configuration: .makeClientConfiguration())).map { .prefer($0) }
         case "disable":
             tls = .disable
-            probeTLS = .disable
         case "require", "verify-ca", "verify-full":
             tls = .require(.makeClientConfiguration())
-            probeTLS = (try? NIOSSLContext(configuration: .makeClientConfiguration())).map { .require($0) }
         case let other?:
             throw failure("sslmode '\(other)' is not one of disable, allow, prefer, require, verify-ca, verify-full")
         }
         // Brackets of an IPv6 literal are URL syntax, not part of the address.
         let bareHost = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
-        let configuration = PostgresClient.Configuration(
+        return PostgresClient.Configuration(
             host: bareHost, port: port, username: username, password: components.password,
             database: database.isEmpty ? nil : database, tls: tls)
-        let probeConfiguration = probeTLS.map {
-            PostgresConnection.Configuration(
-                host: bareHost, port: port, username: username, password: components.password,
-                database: database.isEmpty ? nil : database, tls: $0)
-        }
-        return (configuration, probeConfiguration)
     }
 }
 #endif

@@ -215,6 +215,10 @@ struct PostgresStoreServerTests {
             #expect(started.duration(to: clock.now) < TestServer.connectTimeout)
             #expect(error?.reason.contains("password authentication failed") == true, "\(String(describing: error))")
             #expect(error?.reason.contains("SQLSTATE 28P01") == true, "\(String(describing: error))")
+            let failure = error?.underlying as? PostgresConnectionFailure
+            #expect(failure?.cause == .authenticationRejected, "\(String(describing: error?.underlying))")
+            #expect(failure?.sqlState == "28P01")
+            #expect(failure?.error?.code == .server)
             #expect(error?.description.contains("wrong-pw-91c2") == false)
             #expect(!logs.entries.isEmpty)
             for entry in logs.entries {

@@ -102,6 +102,11 @@ struct PostgresStoreOfflineTests {
             #expect(error.store == "PostgresStore(127.0.0.1:1/strata/strata_cache)")
             #expect(error.reason.hasPrefix("database unreachable at 127.0.0.1:1: "), "\(error.reason)")
             #expect(error.reason.lowercased().contains("connection refused"), "\(error.reason)")
+            // The cause is typed, from PostgresNIO's error of the store's own connection attempt.
+            let failure = error.underlying as? PostgresConnectionFailure
+            #expect(failure?.cause == .refused, "\(String(describing: error.underlying))")
+            #expect(failure?.address == "127.0.0.1:1")
+            #expect(failure?.error?.code == .connectionError)
             // PostgresNIO's pool alone keeps a lease waiting 60 s (until its circuit breaker trips), and
             // the connect timeout is 10 minutes: the store fails on the pool's first refused attempt. It
             // takes milliseconds; the margin is for a loaded CI run, where the whole test process was
@@ -162,6 +167,7 @@ struct PostgresStoreOfflineTests {
         #expect(
             [prefix + "no connection within 1 s", prefix + "Connect timeout (1 s)"].contains(error?.reason),
             "\(String(describing: error))")
+        #expect((error?.underlying as? PostgresConnectionFailure)?.cause == .unreachable)
         #expect(elapsed >= .seconds(1) && elapsed < Self.failsFastBound, "took \(elapsed)")
         await store.shutdown()
     }
