@@ -76,11 +76,16 @@ public struct AsyncHTTPTransport: HTTPTransport {
                 fields.append(HTTPField(name: fieldName, value: value))
             }
             let declared = response.headers.first(name: "content-length").flatMap { Int($0) }
+            // The body's iterator exists before any early exit: when it goes away unfinished,
+            // AsyncHTTPClient fails the request and closes the connection. A body that was never
+            // iterated is not always cancelled at once (a CI run saw the server send the whole
+            // declared gigabyte after this check had thrown).
+            var chunks = response.body.makeAsyncIterator()
             if let limit, let declared, declared > limit {
                 throw HTTPError.bodyTooLarge(url: url, limit: limit, received: 0, contentLength: declared)
             }
             var data = Data()
-            for try await chunk in response.body {
+            while let chunk = try await chunks.next() {
                 let received = data.count + chunk.readableBytes
                 if let limit, received > limit {
                     // Leaving the loop drops the rest of the body: the connection is closed.
