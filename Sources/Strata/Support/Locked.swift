@@ -18,20 +18,17 @@ import Musl
 /// this package is tested on Linux only. One implementation everywhere keeps what CI checks identical
 /// to what ships.
 @_spi(StrataInternals)
-public struct Locked<State>: @unchecked Sendable {
-    // @unchecked: `ManagedBuffer` is never Sendable, so the compiler cannot see this. The state is only
-    // read or written inside `LockedBuffer.withLock`, which holds the buffer's mutex (see there), and
-    // `init` requires `State: Sendable`, so values leaving the lock are Sendable.
-    @usableFromInline let buffer: LockedBuffer<State>
+public struct Locked<State>: Sendable {
+    @usableFromInline let guarded: InlinableLocked<State>
 
     public init(_ initial: State) where State: Sendable {
-        buffer = LockedBuffer.make(initial)
+        guarded = InlinableLocked(initial)
     }
 
     /// Runs `body` with exclusive access to the state.
     @inlinable
     public func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
-        try buffer.withLock(body)
+        try guarded.withLock(body)
     }
 
     /// Runs `body` with exclusive access to the state, calling `onContention` first when another
@@ -39,7 +36,7 @@ public struct Locked<State>: @unchecked Sendable {
     public func withLock<Result>(
         onContention: () -> Void, _ body: (inout State) throws -> Result
     ) rethrows -> Result {
-        try buffer.withUnsafeMutablePointers { state, mutex in
+        try guarded.buffer.withUnsafeMutablePointers { state, mutex in
             if pthread_mutex_trylock(mutex) != 0 {
                 onContention()
                 pthread_mutex_lock(mutex)
@@ -88,12 +85,17 @@ final class LockedBuffer<State>: ManagedBuffer<State, pthread_mutex_t> {
     }
 }
 
-/// ``LockedBuffer`` as a `Sendable` value, for internal state that inlinable code reads (SPI ``Locked``
-/// cannot be used there).
+/// ``LockedBuffer`` as a `Sendable` value: the one type that vouches for the buffer's thread safety.
+/// ``Locked`` (SPI, for other modules) wraps it; Strata's inlinable hot paths use it directly, since
+/// SPI declarations cannot appear in inlinable code.
 @usableFromInline
 struct InlinableLocked<State>: @unchecked Sendable {
-    // @unchecked: as for `Locked`: the state is only touched inside `LockedBuffer.withLock`, under its
-    // mutex, and `init` requires `State: Sendable`.
+    // @unchecked: `ManagedBuffer` is never Sendable, so the compiler cannot see this. The state (the
+    // buffer's header) is only read or written between `pthread_mutex_lock` and
+    // `pthread_mutex_unlock` on the buffer's mutex (`LockedBuffer.withLock`, and `Locked`'s
+    // `withLock(onContention:)`); `buffer` is not public; the mutex is initialised in
+    // `LockedBuffer.make` before the buffer is returned and destroyed only in its `deinit`, when no
+    // reference is left; `init` requires `State: Sendable`, so values leaving the lock are Sendable.
     @usableFromInline let buffer: LockedBuffer<State>
 
     @usableFromInline
