@@ -56,7 +56,8 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
-            ]
+            ],
+            swiftSettings: callerIsolated
         ),
         // Empty unless the `SQLite` trait is enabled.
         .target(
@@ -119,3 +120,9 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// SE-0461: a nonisolated `async` function runs on its caller's executor unless it says `@concurrent`.
+// A memory hit asked for on the main actor is then answered on the main actor, with no hop to the
+// global executor and back; the work that must not run there (blocking I/O, decoding a large body)
+// is marked `@concurrent` or runs on `BlockingIOPool`.
+var callerIsolated: [SwiftSetting] { [.enableUpcomingFeature("NonisolatedNonsendingByDefault")] }

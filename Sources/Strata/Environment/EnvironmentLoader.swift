@@ -17,7 +17,7 @@ public struct EnvironmentLoader<Base: Loader>: Loader {
     public func load(_ input: Input) async throws -> Output {
         var environment = LoadEnvironment.current
         adjust(&environment)
-        return try await LoadEnvironment.$current.withValue(environment) {
+        return try await LoadEnvironment.$current.binding(environment) {
             try await base.load(input)
         }
     }

@@ -46,7 +46,7 @@ public struct StaleWhileRevalidatingLoader<Remote: Loader, S: Store>: Sendable w
         let freshTier = WriteThroughLoader(base: remote, store: store, key: { _ in key })
         let environment = environment ?? LoadEnvironment.current
         let task = Task {
-            await LoadEnvironment.$current.withValue(environment) {
+            await LoadEnvironment.$current.binding(environment) {
                 do {
                     if let cached = try? await cachedTier.loadServed(input) {
                         continuation.yield(cached)

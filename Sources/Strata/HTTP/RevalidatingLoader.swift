@@ -77,7 +77,7 @@ public struct RevalidatingLoader<Input: Sendable, S: Store>: Loader {
             return cached.value
         }
         try checkReply(reply, to: request, url: url, options: http.options)
-        let value = try decodeBody(reply)
+        let value = try await decodeBody(reply)
         LoadRecorder.record(.served(Provenance(origin: .remote, tier: LoadRecorder.tierName(default: description), age: .zero)))
         if reply.status != .partialContent, !(honorsCacheControl && reply.headerFields.cacheControl.noStore) {
             await store.insertReportingFailure(
@@ -135,7 +135,10 @@ public struct RevalidatingLoader<Input: Sendable, S: Store>: Loader {
         }
     }
 
-    private func decodeBody(_ reply: HTTPReply) throws -> S.Value {
+    /// `@concurrent`: decoding a body is CPU work that must not hold the caller's actor (a fresh hit
+    /// above is answered on it; a new body is decoded on the global executor).
+    @concurrent
+    private func decodeBody(_ reply: HTTPReply) async throws -> S.Value {
         do {
             return try decode(reply)
         } catch let error as HTTPError {

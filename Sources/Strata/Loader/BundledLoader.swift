@@ -46,6 +46,8 @@ public struct BundledLoader: Loader {
         self.bundlePath = fileURL.deletingLastPathComponent().path
     }
 
+    /// `@concurrent`: reading the file blocks, so it never runs on the caller's actor.
+    @concurrent
     public func load(_ input: Void) async throws -> Data {
         guard let url else { throw BundledResourceError.notFound(resource: resource, bundle: bundlePath) }
         let data: Data

@@ -16,7 +16,7 @@ public struct ClosureLoader<Input: Sendable, Output: Sendable>: Loader {
     }
 
     @inlinable
-    public func load(_ input: Input) async throws -> Output {
+    public nonisolated(nonsending) func load(_ input: Input) async throws -> Output {
         try await body(input)
     }
 }

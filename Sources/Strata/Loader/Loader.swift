@@ -22,13 +22,18 @@ public protocol Loader<Input, Output>: Sendable {
     associatedtype Output: Sendable
 
     /// Produces the output for `input`, or throws the error of the layer that failed.
-    func load(_ input: Input) async throws -> Output
+    ///
+    /// `nonisolated(nonsending)` (SE-0461): the load runs on the caller's executor. A chain asked on
+    /// the main actor for a value a memory store holds answers on the main actor, without leaving the
+    /// main thread; the operators whose work must not run there (decoding, reading a bundled file,
+    /// racing a timeout, a store's blocking I/O) move it off the caller's executor themselves.
+    nonisolated(nonsending) func load(_ input: Input) async throws -> Output
 }
 
 extension Loader where Input == Void {
     /// Loads the single resource this loader stands for.
     @inlinable
-    public func load() async throws -> Output {
+    public nonisolated(nonsending) func load() async throws -> Output {
         try await load(())
     }
 }

@@ -119,7 +119,7 @@ func observeLoad<Base: Loader, C: Clock>(
     let recorder = LoadRecorder(parent: LoadRecorder.current, onEvent: onEvent)
     let result: Result<Base.Output, any Error>
     do {
-        result = .success(try await LoadRecorder.$current.withValue(recorder) { try await base.load(input) })
+        result = .success(try await LoadRecorder.$current.binding(recorder) { try await base.load(input) })
     } catch {
         result = .failure(error)
     }

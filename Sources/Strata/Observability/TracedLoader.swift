@@ -41,10 +41,10 @@ public struct TracedLoader<Base: Loader>: Loader {
         // A span nobody records (the no-op tracer, a sampled-out trace) gets no attributes or events:
         // building them (redaction included) would be thrown away.
         guard span.isRecording else {
-            return try await InstrumentationContext.$current.withValue(span.context) { try await base.load(input) }
+            return try await InstrumentationContext.$current.binding(span.context) { try await base.load(input) }
         }
         span.attributes["strata.loader"] = redactedName
-        let (result, report) = await InstrumentationContext.$current.withValue(span.context) {
+        let (result, report) = await InstrumentationContext.$current.binding(span.context) {
             await observeLoad(base, input, loader: name, clock: ContinuousClock()) { event in
                 span.addEvent(SpanEvent(name: event.kind, attributes: ["strata.event": .string(Redaction.redactingSecrets(in: event.description))]))
             }

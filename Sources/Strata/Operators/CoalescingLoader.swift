@@ -89,7 +89,7 @@ public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
         // The flight's events are always collected (one recorder per flight, not per waiter): any
         // waiter may observe them, whether or not the caller that started the flight does.
         let recorder = LoadRecorder()
-        let operation: @Sendable () async -> Void = { [base, flights] in
+        let operation: @concurrent @Sendable () async -> Void = { [base, flights] in
             let result: Result<Output, any Error>
             // A write (a non-idempotent request) is never shared: when the load reports one, the
             // callers that joined it start over and send their own.

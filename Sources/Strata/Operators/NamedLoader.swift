@@ -15,7 +15,7 @@ public struct NamedLoader<Base: Loader>: Loader {
     public func load(_ input: Input) async throws -> Output {
         // Names matter only to someone recording provenance; otherwise this is a plain forward.
         guard LoadRecorder.isRecording else { return try await base.load(input) }
-        return try await LoadRecorder.$tierName.withValue(name) { try await base.load(input) }
+        return try await LoadRecorder.$tierName.binding(name) { try await base.load(input) }
     }
 }
 

@@ -60,7 +60,7 @@ public final class LoadRecorder: Sendable {
 
     /// Runs `body` with `recorder` as the current recorder (for inlinable code).
     @usableFromInline
-    static func recording<T>(into recorder: LoadRecorder, _ body: () async throws -> T) async rethrows -> T {
-        try await $current.withValue(recorder) { try await body() }
+    static func recording<T: Sendable>(into recorder: LoadRecorder, _ body: sending () async throws -> T) async rethrows -> T {
+        try await $current.binding(recorder, body)
     }
 }

@@ -28,7 +28,7 @@ extension Loader {
     /// ```
     public func loadServed(_ input: Input) async throws -> Served<Output> {
         let recorder = LoadRecorder(parent: LoadRecorder.current)
-        let value = try await LoadRecorder.$current.withValue(recorder) {
+        let value = try await LoadRecorder.$current.binding(recorder) {
             try await load(input)
         }
         let events = recorder.events

@@ -17,16 +17,23 @@ import Foundation
 ///   while a refresh runs is never overwritten with the value the refresh read.
 /// - Failures the store cannot hide (I/O errors, permissions) throw ``StoreError``.
 /// - All methods may be called concurrently from any task.
+/// - The requirements are `nonisolated(nonsending)` (SE-0461): they run on the caller's executor, so
+///   a hit asked for on the main actor is answered there, without a hop to the global executor and
+///   back. A store whose work blocks (file or database I/O) or costs real CPU time (decoding a large
+///   value) moves that work off the caller's executor itself: mark the method `@concurrent`, or hand
+///   the work to a thread of its own, as ``FileStore`` does. A conformance written with plain `async`
+///   methods in a module that does not adopt SE-0461's default still satisfies the requirements;
+///   it is then called with a hop.
 public protocol Store<Key, Value>: Sendable {
     associatedtype Key: Hashable & Sendable
     associatedtype Value: Sendable
 
     /// The entry stored for `key`, or `nil` when there is none (or it was unreadable).
-    func retrieve(_ key: Key) async throws -> Cached<Value>?
+    nonisolated(nonsending) func retrieve(_ key: Key) async throws -> Cached<Value>?
     /// Stores `entry` under `key`, replacing any previous entry.
-    func insert(_ entry: Cached<Value>, for key: Key) async throws
+    nonisolated(nonsending) func insert(_ entry: Cached<Value>, for key: Key) async throws
     /// Removes the entry for `key`; succeeds when there is none.
-    func delete(_ key: Key) async throws
+    nonisolated(nonsending) func delete(_ key: Key) async throws
     /// Re-stamps the entry for `key` with `storedAt` and `validators` without rewriting its value
     /// (after the server confirmed it with HTTP 304); returns `false` when there is no entry.
     ///
@@ -34,12 +41,12 @@ public protocol Store<Key, Value>: Sendable {
     /// `UPDATE … WHERE key = ?`) that `insert` and `delete` take, so an `insert` that runs at the same
     /// time is never overwritten with the value this method read. The default implementation is not
     /// atomic (a read, then an insert: see its documentation in the `Store` extension).
-    func refresh(_ key: Key, storedAt: Date, validators: CacheValidators) async throws -> Bool
+    nonisolated(nonsending) func refresh(_ key: Key, storedAt: Date, validators: CacheValidators) async throws -> Bool
 
     /// Removes every entry (a "log out, clear caches" flow is one call per store). Afterwards nothing
     /// is retrievable, the store stays usable, and a store with limits counts them from zero again.
     /// - Throws: ``StoreError`` (`.delete`, no key) when entries could not be removed.
-    func removeAll() async throws
+    nonisolated(nonsending) func removeAll() async throws
 
     /// The kind of source this store is, reported as the ``Provenance/origin`` of values it serves.
     ///

@@ -63,6 +63,7 @@ public final class UserDefaultsStore<Value: Sendable>: Store, Sendable {
         return defaults
     }
 
+    @concurrent
     public func retrieve(_ key: String) async throws -> Cached<Value>? {
         try withDefaults { defaults in
             let defaultsKey = keyPrefix + key
@@ -88,6 +89,7 @@ public final class UserDefaultsStore<Value: Sendable>: Store, Sendable {
         }
     }
 
+    @concurrent
     public func insert(_ entry: Cached<Value>, for key: String) async throws {
         let data = try EntryEnvelope.encode(entry, key: key, codec: codec, store: description)
         try withDefaults { $0.set(data, forKey: keyPrefix + key) }
@@ -96,6 +98,7 @@ public final class UserDefaultsStore<Value: Sendable>: Store, Sendable {
     /// Re-stamps the entry for `key` by rewriting its envelope's header around the same payload
     /// bytes (the value is not decoded or encoded again); `false` when there is no readable entry
     /// (an unreadable one is removed, as ``retrieve(_:)`` does).
+    @concurrent
     public func refresh(_ key: String, storedAt: Date, validators: CacheValidators) async throws -> Bool {
         try withDefaults { defaults in
             let defaultsKey = keyPrefix + key

@@ -55,8 +55,8 @@ public final class LoadAttempt: Sendable {
 
     /// Runs `body` as this attempt.
     @usableFromInline
-    func run<T>(_ body: () async throws -> T) async rethrows -> T {
-        try await LoadAttempt.$current.withValue(self, operation: body)
+    func run<T: Sendable>(_ body: sending () async throws -> T) async rethrows -> T {
+        try await LoadAttempt.$current.binding(self, body)
     }
 
     /// Tells the operators around the current load that it is sending a non-idempotent request:
