@@ -93,3 +93,34 @@ struct ErrorBodySecrecyTests {
         #expect(try await HTTPLoader(url: Self.url, maxBodyBytes: 2048, transport: client).load().body.count == 2048)
     }
 }
+
+/// The byte scan that decides whether a redaction pattern needs to run at all: it must never miss a
+/// needle (a miss would leave a secret in place), whatever the case.
+@Suite("Redaction pre-check")
+struct RedactionPrecheckTests {
+    @Test(arguments: [
+        ("Authorization: Bearer abc", "bearer", true),
+        ("AUTHORIZATION=x", "authorization", true),
+        ("Set-Cookie: a=b", "cookie", true),
+        ("X-API-KEY: k", "api-key", true),
+        ("HTTPS://host/x", "://", true),
+        ("token EYJhbGci.x.y", "eyj", true),
+        ("fresh local", "bearer", false),
+        ("bear", "bearer", false),
+        ("", "://", false),
+        ("ünïcødé Bearer", "bearer", true),
+    ])
+    func findsNeedleInAnyCase(text: String, needle: String, expected: Bool) {
+        let found: Bool
+        switch needle {
+        case "bearer": found = Redaction.asciiContainsIgnoringCase(text, "bearer")
+        case "authorization": found = Redaction.asciiContainsIgnoringCase(text, "authorization")
+        case "cookie": found = Redaction.asciiContainsIgnoringCase(text, "cookie")
+        case "api-key": found = Redaction.asciiContainsIgnoringCase(text, "api-key")
+        case "://": found = Redaction.asciiContainsIgnoringCase(text, "://")
+        default: found = Redaction.asciiContainsIgnoringCase(text, "eyj")
+        }
+        #expect(found == expected)
+        #expect(found == text.lowercased().contains(needle), "agrees with Foundation's lowercased search")
+    }
+}

@@ -17,6 +17,7 @@ let benchmarks: @Sendable () -> Void = {
     )
     registerChainBenchmarks()
     registerMemoryStoreBenchmarks()
+    registerProductionChainBenchmarks()
     registerFileStoreBenchmarks()
     registerSQLiteStoreBenchmarks()
     registerCoalescingBenchmarks()

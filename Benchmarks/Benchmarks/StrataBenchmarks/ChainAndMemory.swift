@@ -74,3 +74,57 @@ func registerMemoryStoreBenchmarks() {
         }
     }
 }
+
+/// The README's production chain (``Scenarios/readmeChain(memory:)``) on a memory hit, against a direct
+/// `await` of the same store; and the chain, the 5-operator chain and a MemoryStore hit awaited by
+/// main-actor code, against the same baselines run on the main actor. A hit from the main actor must
+/// not leave it (tests prove it; these rows show what it costs).
+func registerProductionChainBenchmarks() {
+    guard #available(macOS 15, *) else { return }
+    let feed = BenchmarkFeed.make()
+    let memory = MemoryStore<String, [Article]>()
+    let readme = Scenarios.readmeChain(memory: memory)
+    let chain5 = Scenarios.chain5(memory: memory)
+    let articles = BenchmarkFeed.make()
+    let keys = articles.map { "article-\($0.id)" }
+    let hits = MemoryStore<String, Article>()
+    let mutex = MutexDictionary(Dictionary(uniqueKeysWithValues: zip(keys, articles)))
+    let setup: Benchmark.BenchmarkSetupHook = {
+        try await memory.insert(feed, for: Scenarios.feedKey, storedAt: Date())
+        for (key, article) in zip(keys, articles) { try await hits.insert(article, for: key, storedAt: Date()) }
+    }
+    let configuration = Benchmark.Configuration(scalingFactor: .kilo, setup: setup)
+
+    Benchmark("ReadmeChain.strata (1000 loads)", configuration: configuration) { benchmark in
+        for _ in benchmark.scaledIterations { blackHole(try await readme.load()) }
+    }
+    Benchmark("ReadmeChain.baseline (1000 loads)", configuration: configuration) { benchmark in
+        for _ in benchmark.scaledIterations { blackHole(try await memory.retrieve(Scenarios.feedKey)!.value) }
+    }
+    Benchmark("ReadmeChainMain.strata (1000 loads)", configuration: configuration) { benchmark in
+        try await Scenarios.onMainActor(benchmark.scaledIterations.count) { _ in blackHole(try await readme.load()) }
+    }
+    Benchmark("ReadmeChainMain.baseline (1000 loads)", configuration: configuration) { benchmark in
+        try await Scenarios.onMainActor(benchmark.scaledIterations.count) { _ in
+            blackHole(try await memory.retrieve(Scenarios.feedKey)!.value)
+        }
+    }
+    Benchmark("Chain5Main.strata (1000 loads)", configuration: configuration) { benchmark in
+        try await Scenarios.onMainActor(benchmark.scaledIterations.count) { _ in blackHole(try await chain5.load()) }
+    }
+    Benchmark("Chain5Main.baseline (1000 loads)", configuration: configuration) { benchmark in
+        try await Scenarios.onMainActor(benchmark.scaledIterations.count) { _ in
+            blackHole(try await memory.retrieve(Scenarios.feedKey)!.value)
+        }
+    }
+    Benchmark("MemoryHitMain.strata (1000 loads)", configuration: configuration) { benchmark in
+        try await Scenarios.onMainActor(benchmark.scaledIterations.count) { index in
+            blackHole(try await hits.retrieve(keys[index % keys.count]))
+        }
+    }
+    Benchmark("MemoryHitMain.baseline (1000 loads)", configuration: configuration) { benchmark in
+        await Scenarios.onMainActor(benchmark.scaledIterations.count) { index in
+            blackHole(mutex.value(for: keys[index % keys.count]))
+        }
+    }
+}

@@ -25,6 +25,7 @@ let scenarios = [
     "chain5", "chain5-baseline", "memory-hit", "mutex-hit", "file-read-json", "file-read-binary",
     "file-read-baseline", "file-write-json", "file-write-baseline", "json-decode", "binary-decode",
     "coalesced-10k", "tasks-10k", "sqlite-read", "sqlite-read-baseline", "sqlite-write", "sqlite-write-baseline",
+    "readme-chain", "main-readme-chain", "main-chain5", "main-direct", "main-memory-hit", "main-mutex-hit",
 ]
 let arguments = CommandLine.arguments
 guard arguments.count == 3, scenarios.contains(arguments[1]), let iterations = Int(arguments[2]), iterations > 0 else {
@@ -45,6 +46,35 @@ func run() async throws {
             for _ in 0..<iterations { consume(try await chain.load()) }
         } else {
             for _ in 0..<iterations { consume(try await memory.retrieve(Scenarios.feedKey)!.value) }
+        }
+    case "readme-chain":
+        let memory = try await Scenarios.memoryHoldingFeed(feed)
+        let chain = Scenarios.readmeChain(memory: memory)
+        for _ in 0..<iterations { consume(try await chain.load()) }
+    case "main-readme-chain", "main-chain5", "main-direct":
+        // The same loads, awaited by main-actor code (the main thread runs the main queue below).
+        let memory = try await Scenarios.memoryHoldingFeed(feed)
+        let readme = Scenarios.readmeChain(memory: memory)
+        let chain5 = Scenarios.chain5(memory: memory)
+        try await Scenarios.onMainActor(iterations) { _ in
+            switch scenario {
+            case "main-readme-chain": consume(try await readme.load())
+            case "main-chain5": consume(try await chain5.load())
+            default: consume(try await memory.retrieve(Scenarios.feedKey)!.value)
+            }
+        }
+    case "main-memory-hit", "main-mutex-hit":
+        guard #available(macOS 15, *) else { fatalError("Synchronization.Mutex needs macOS 15") }
+        let keys = feed.map { "article-\($0.id)" }
+        let memory = MemoryStore<String, Article>()
+        for (key, article) in zip(keys, feed) { try await memory.insert(article, for: key, storedAt: Date()) }
+        let mutex = MutexDictionary(Dictionary(uniqueKeysWithValues: zip(keys, feed)))
+        try await Scenarios.onMainActor(iterations) { index in
+            if scenario == "main-memory-hit" {
+                consume(try await memory.retrieve(keys[index % keys.count]))
+            } else {
+                consume(mutex.value(for: keys[index % keys.count]))
+            }
         }
     case "memory-hit", "mutex-hit":
         let keys = feed.map { "article-\($0.id)" }
@@ -158,8 +188,18 @@ Task.detached {
         exit(1)
     }
     finished.signal()
+    // Wakes the main thread's run loop (main-actor scenarios) to see that the run finished.
+    DispatchQueue.main.async {}
 }
-finished.wait()
+if scenario.hasPrefix("main-") {
+    // The main-actor scenarios need the main queue run: a run loop does it (not `dispatch_main`,
+    // which parks in the `sigsuspend` valgrind cannot follow).
+    while finished.wait(timeout: .now()) == .timedOut {
+        _ = RunLoop.main.run(mode: .default, before: .distantFuture)
+    }
+} else {
+    finished.wait()
+}
 if ProcessInfo.processInfo.environment["STRATA_PROBE_KEEP"] == nil {
     try? FileManager.default.removeItem(at: directory)
 } else {

@@ -34,6 +34,50 @@ public enum Scenarios {
             .coalesced()
     }
 
+    /// The README's production chain ("A production chain"), verbatim but for the store: a
+    /// `MemoryStore` in place of the `FileStore`, so a hit is a memory hit. Logs go at `.info` into a
+    /// handler that drops every line (the level is enabled, so `logged` does its work); tracing and
+    /// metrics are the process's defaults, the no-op tracer and the no-op metrics backend.
+    ///
+    /// ```
+    /// coalesced → metered → traced → logged(.info) → fallback
+    ///     ├── named "fresh local" → MemoryStore [max age 1d]      ← the hit
+    ///     ├── named "remote" → writingThrough → guarded → retrying → timingOut → decoding → HTTP GET
+    ///     └── named "stale local" → MemoryStore [any age]
+    /// ```
+    /// The remote points at a port nothing listens on; a hit never reaches it.
+    public static func readmeChain(memory store: MemoryStore<String, [Article]>) -> some Loader<Void, [Article]> {
+        let feedURL = URL(string: "http://127.0.0.1:9/feed")!
+        let api = CircuitBreaker(name: "api", clock: ContinuousClock())
+        let remote = HTTPLoader(url: feedURL).decoding([Article].self)
+            .timingOut(after: .seconds(5))
+            .retrying(.exponential(attempts: 3))
+            .guarded(by: api)
+            .writingThrough(to: store, key: "feed")
+        return store.loader(key: "feed", freshness: .maxAge(.hours(24))).named("fresh local")
+            .fallingBack(to: remote.named("remote"))
+            .fallingBack(to: store.loader(key: "feed", freshness: .any).named("stale local"))
+            .logged(to: droppingInfoLogger(label: "app.feed"))
+            .traced("load feed")
+            .metered("feed")
+            .coalesced()
+            .environment(LoadEnvironment(logger: droppingInfoLogger(label: "app.cache")))
+    }
+
+    /// A logger at `.info` whose handler drops every line it is given.
+    public static func droppingInfoLogger(label: String) -> Logger {
+        Logger(label: label, factory: { _ in DroppingLogHandler() })
+    }
+
+    /// Runs `body` `count` times on the main actor: the loop of the main-actor scenarios, so each
+    /// load is awaited by main-actor code, as a view model's is.
+    @MainActor
+    public static func onMainActor(
+        _ count: Int, _ body: @MainActor (Int) async throws -> Void
+    ) async rethrows {
+        for index in 0..<count { try await body(index) }
+    }
+
     /// A `MemoryStore` holding `value` under ``feedKey``.
     public static func memoryHoldingFeed(_ value: [Article]) async throws -> MemoryStore<String, [Article]> {
         let memory = MemoryStore<String, [Article]>()
@@ -80,6 +124,18 @@ public final class Gate: Sendable {
         }
         for continuation in waiting { continuation.resume() }
     }
+}
+
+/// A log handler at `.info` that drops every line: what a chain logging into a quiet handler pays.
+public struct DroppingLogHandler: LogHandler {
+    public var logLevel: Logger.Level = .info
+    public var metadata: Logger.Metadata = [:]
+    public init() {}
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+    public func log(event: LogEvent) {}
 }
 
 /// Counts calls from any thread.

@@ -21,8 +21,12 @@ public enum Redaction {
     /// tracking and error descriptions pass every message and metadata value through it; use it for
     /// logs of your own.
     public static func redactingSecrets(in text: String) -> String {
+        // Each pattern runs only when the text holds what it needs to match (a scheme, a query, a
+        // header name, the word "bearer", a JWT's header), so a tier or loader name ("fresh local")
+        // costs a scan of its bytes, not a pass of every pattern. (A regex literal is parsed each
+        // time the function runs, and `Regex` is not `Sendable`, so it cannot be kept in a `static`.)
         var result = text
-        if text.contains("://") {
+        if asciiContainsIgnoringCase(text, "://") {
             result = result.replacing(#/([A-Za-z][A-Za-z0-9+.\-]*://)[^\s/@]+@/#) { match in "\(match.output.1)***@" }
             result = result.replacing(#/[A-Za-z][A-Za-z0-9+.\-]*://[^\s/?#]+(/[^\s?#]*)/#) { match in
                 let path = String(match.output.1)
@@ -30,21 +34,39 @@ public enum Redaction {
                 return redacted == path ? String(match.output.0) : String(match.output.0.dropLast(path.count)) + redacted
             }
         }
-        if text.contains(where: { $0 == "?" || $0 == "&" }) {
+        if text.utf8.contains(where: { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "&") }) {
             result = result.replacing(#/([?&][^\s=&#?]+)=[^\s&#]+/#) { match in "\(match.output.1)=***" }
         }
-        if text.contains(where: { $0 == ":" || $0 == "=" }) {
-            result = result.replacing(
-                #/(?i)\b(authorization|proxy-authorization|cookie|set-cookie|x-api-key|api-key)(["']?\s*[:=]\s*)[^\n]+/#
-            ) { match in "\(match.output.1)\(match.output.2)***" }
+        if text.utf8.contains(where: { $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: "=") }),
+           asciiContainsIgnoringCase(text, "authorization") || asciiContainsIgnoringCase(text, "cookie")
+            || asciiContainsIgnoringCase(text, "api-key") {
+            result = result.replacing(#/(?i)\b(authorization|proxy-authorization|cookie|set-cookie|x-api-key|api-key)(["']?\s*[:=]\s*)[^\n]+/#) { match in "\(match.output.1)\(match.output.2)***" }
         }
-        if text.contains(" ") {
+        if asciiContainsIgnoringCase(text, "bearer") {
             result = result.replacing(#/(?i)\bbearer\s+[A-Za-z0-9._~+\/=\-]+/#) { _ in "Bearer ***" }
         }
-        if text.contains("eyJ") {
+        if asciiContainsIgnoringCase(text, "eyj") {
             result = result.replacing(#/\beyJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]*/#) { _ in "***" }
         }
         return result
+    }
+
+    /// Whether `text` contains `needle` (lowercase ASCII), ignoring the case of ASCII letters.
+    static func asciiContainsIgnoringCase(_ text: String, _ needle: StaticString) -> Bool {
+        let pattern = UnsafeBufferPointer(start: needle.utf8Start, count: needle.utf8CodeUnitCount)
+        func search(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+            guard bytes.count >= pattern.count else { return false }
+            for start in 0...(bytes.count - pattern.count) {
+                var offset = 0
+                while offset < pattern.count, bytes[start + offset] | 0x20 == pattern[offset] { offset += 1 }
+                if offset == pattern.count { return true }
+            }
+            return false
+        }
+        // `| 0x20` lowercases ASCII letters and leaves `-`, `:` and `/` as they are; another byte it
+        // maps onto a needle's byte only makes a pattern run that finds nothing.
+        if let found = text.utf8.withContiguousStorageIfAvailable(search) { return found }
+        return Array(text.utf8).withUnsafeBufferPointer(search)
     }
 
     /// `url` for messages and logs: user and password removed, each query value and each path segment
