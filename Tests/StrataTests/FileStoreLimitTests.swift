@@ -90,6 +90,7 @@ struct FileStoreLimitTests {
         let first = makeSUT(countLimit: 3)
         for n in 1...3 { try await first.insert(item(n), for: "k\(n)", storedAt: referenceDate) }
         _ = try await first.retrieve("k1")  // order now, least recent first: k2, k3, k1
+        try await first.delete("absent")  // a write: it carries the instance's reads into the journal
 
         let reopened = makeSUT(countLimit: 3)
         try await reopened.insert(item(4), for: "k4", storedAt: referenceDate)
@@ -101,17 +102,66 @@ struct FileStoreLimitTests {
         #expect(try again.index?.synchronizedNamesByRecency() == ["k5", "k4", "k1"].map { EntryName(key: $0) })
     }
 
-    @Test func readsThroughAnotherInstance_countAsUse() async throws {
+    @Test func readsThroughAnotherInstance_countOnceThatInstanceWrites() async throws {
         let writer = makeSUT(countLimit: 2)
         let reader = makeSUT(countLimit: 2)
         try await writer.insert(item(1), for: "k1", storedAt: referenceDate)
         try await writer.insert(item(2), for: "k2", storedAt: referenceDate)
         #expect(try await reader.retrieve("k1")?.value == item(1))
+        try await reader.delete("absent")  // the reader's next write appends its read of k1
 
         try await writer.insert(item(3), for: "k3", storedAt: referenceDate)
 
         #expect(entryFiles() == Set(["k1", "k3"].map(fileName)))
         #expect(try await reader.retrieve("k2") == nil, "evicted by the other instance: simply a miss")
+    }
+
+    @Test func reads_writeNothing_andTheNextWriteRecordsThemInOrder() async throws {
+        let sut = makeSUT(countLimit: 3)
+        for n in 1...3 { try await sut.insert(item(n), for: "k\(n)", storedAt: referenceDate) }
+        let journal = try Data(contentsOf: URL(fileURLWithPath: journalPath))
+
+        _ = try await sut.retrieve("k1")
+        _ = try await sut.retrieve("k2")
+        _ = try await sut.retrieve("k1")
+        // Nothing written for the reads: the journal is byte for byte what it was, and no other
+        // instance can see them yet.
+        #expect(try Data(contentsOf: URL(fileURLWithPath: journalPath)) == journal)
+        #expect(try makeSUT(countLimit: 3).index?.synchronizedNamesByRecency() == ["k3", "k2", "k1"].map { EntryName(key: $0) })
+
+        // This instance's next write appends them (k1, k2, k1), then its own record, then evicts by
+        // the recency they give: k3 (least recent) goes.
+        try await sut.insert(item(4), for: "k4", storedAt: referenceDate)
+        #expect(entryFiles() == Set(["k1", "k2", "k4"].map(fileName)))
+        #expect(try makeSUT(countLimit: 3).index?.synchronizedNamesByRecency() == ["k4", "k1", "k2"].map { EntryName(key: $0) })
+    }
+
+    /// Another process holding the index lock (a long compaction, or a file that iOS data protection
+    /// keeps locked) does not stop reads: they never take the lock.
+    @Test(.timeLimit(.minutes(1)))
+    func reads_doNotWaitForTheIndexLock() async throws {
+        let sut = makeSUT(countLimit: 3)
+        try await sut.insert(item(1), for: "k1", storedAt: referenceDate)
+        let fd = open(url.appendingPathComponent(IndexJournal.lockFileName).path, O_RDWR)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        try #require(flock(fd, LOCK_EX) == 0)
+        defer { flock(fd, LOCK_UN) }
+
+        #expect(try await sut.retrieve("k1")?.value == item(1))
+        #expect(try await sut.retrieve("k1")?.value == item(1))
+    }
+
+    @Test func readsOfAnEntryRemovedMeanwhile_doNotReviveIt() async throws {
+        let sut = makeSUT(countLimit: 3)
+        let other = makeSUT(countLimit: 3)
+        try await sut.insert(item(1), for: "k1", storedAt: referenceDate)
+        try await sut.insert(item(2), for: "k2", storedAt: referenceDate)
+        _ = try await sut.retrieve("k1")
+        try await other.delete("k1")
+
+        try await sut.insert(item(3), for: "k3", storedAt: referenceDate)
+        #expect(try sut.index?.synchronizedNamesByRecency() == ["k3", "k2"].map { EntryName(key: $0) })
     }
 
     @Test func eviction_happensOnWriteNotOnRead() async throws {
@@ -239,7 +289,8 @@ struct FileStoreLimitTests {
         // k2 counted (k1, least recently used, was evicted for k5); k3 is unknown to the index so far.
         #expect(entryFiles() == Set(["k2", "k3", "k4", "k5"].map(fileName)))
 
-        for _ in 0...FileStoreIndex.minimumCompactionRecords { _ = try await sut.retrieve("k5") }
+        // Writes grow the journal (reads do not): k5 written again and again.
+        for _ in 0...FileStoreIndex.minimumCompactionRecords { try await sut.insert(item(5), for: "k5", storedAt: referenceDate) }
         #expect(sut.ioCounts.withLock { $0.compactions } == 1)
         try await sut.insert(item(6), for: "k6", storedAt: referenceDate)
 
@@ -267,13 +318,15 @@ struct FileStoreLimitTests {
         for n in 1...3 { try await sut.insert(item(n), for: "k\(n)", storedAt: referenceDate) }
         for round in 0..<400 { _ = try await sut.retrieve("k\(round % 3 + 1)") }
         _ = try await sut.retrieve("k2")  // order now, most recent first: k2, then k1 (round 399), then k3
+        // The insert appends the 401 reads, in order, then its own record, and compacts.
+        try await sut.insert(item(4), for: "k4", storedAt: referenceDate)
 
         #expect(sut.ioCounts.withLock { $0.compactions } >= 1)
         let size = try #require(FileManager.default.attributesOfItem(atPath: journalPath)[.size] as? Int)
         let records = (size - IndexJournal.headerSize) / IndexJournal.recordSize
         #expect(records <= FileStoreIndex.minimumCompactionRecords + 1)
         let reopened = makeSUT(countLimit: 10)
-        #expect(try reopened.index?.synchronizedNamesByRecency() == ["k2", "k1", "k3"].map { EntryName(key: $0) })
+        #expect(try reopened.index?.synchronizedNamesByRecency() == ["k4", "k2", "k1", "k3"].map { EntryName(key: $0) })
     }
 
     @Test func staleTemporaryFiles_areSweptOnRebuild_freshOnesAreLeftAlone() async throws {
@@ -300,7 +353,7 @@ struct FileStoreLimitTests {
         try Data("half an entry".utf8).write(to: URL(fileURLWithPath: stale))
         try setModificationDate(Date().addingTimeInterval(-2 * FileStoreIndex.staleTemporaryAge), of: stale)
 
-        for _ in 0...FileStoreIndex.minimumCompactionRecords { _ = try await sut.retrieve("k1") }
+        for _ in 0...FileStoreIndex.minimumCompactionRecords { try await sut.insert(item(1), for: "k1", storedAt: referenceDate) }
 
         #expect(sut.ioCounts.withLock { ($0.compactions, $0.temporaryFilesSwept) } == (1, 1))
         #expect(!FileManager.default.fileExists(atPath: stale))

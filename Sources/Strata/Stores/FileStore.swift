@@ -30,7 +30,10 @@ import Musl
 /// goes over a limit. It keeps an index for that: an append-only journal (`.strata-index`, next to a
 /// `.strata-index.lock` file) of accesses and removals, so opening a store costs the same with ten
 /// entries or a million. The journal is read on the first insert, not when the store is created;
-/// retrieves and deletes only append a record. The entry files stay the truth: a missing or damaged
+/// a delete only appends a record, and a retrieve writes nothing: the reads are kept in memory and
+/// appended, in order, by this store's next write (so its evictions always count them; another
+/// process sees them from then on, and reads never followed by a write are forgotten when the
+/// process ends). The entry files stay the truth: a missing or damaged
 /// journal is rebuilt from one listing of the directory, and compaction (once the journal holds more
 /// than twice as many records as live entries) drops entries whose files are gone, adopts files it
 /// does not know, and sweeps temporary files left behind by a crash mid-write. Stores with limits in

@@ -29,7 +29,8 @@ struct FileStoreIOCounts: Sendable, Equatable {
 /// and removals in the store's directory, guarded across processes by `flock` on a lock file.
 ///
 /// - Opening costs nothing: the journal is read on the first insert (the first operation that needs
-///   to know what to evict), not before. Reads and deletes only append a record.
+///   to know what to evict), not before. A delete only appends a record; a read writes nothing (its
+///   recency is appended by this instance's next write).
 /// - The entry files are the truth. A missing or damaged journal is rebuilt from a directory listing
 ///   (the one time the store lists its directory outside compaction); compaction also lists the
 ///   directory, drops entries whose files are gone, adopts files the journal does not know, and
@@ -120,23 +121,25 @@ final class FileStoreIndex: Sendable {
         }
     }
 
-    /// Records that `name` (at `path`) was just read, making it the most recently used entry.
-    /// Best effort: a read never fails because its bookkeeping did.
+    /// Notes that `name` was just read, making it the most recently used entry. It writes nothing: a
+    /// read never takes the `flock` or appends to the journal (no disk write per read, which wears
+    /// flash and fails while iOS data protection keeps the file locked). The reads noted since the
+    /// last write are appended to the journal by the next operation of this instance that writes it
+    /// (an insert, which evicts by recency only after that, a delete, a removal), in the order they
+    /// happened. So eviction in this process always sees its reads; another process sees them once this
+    /// one writes, and reads not followed by a write before the process ends are not remembered.
     func recordAccess(_ name: EntryName, at path: String) {
-        bestEffort("record a read") {
-            try exclusively { state in
-                guard try synchronize(&state, load: false) else { return }
-                var info = stat()
-                if lstat(path, &info) != 0 {
-                    // Removed by another process between our read and now: the index must not revive it.
-                    if state.entries?.peek(name) != nil { try append(.remove(name), to: &state) }
-                    return
-                }
-                try append(.access(name, size: Int(info.st_size)), to: &state)
-                try compactIfNeeded(&state)
+        state.withLock { state in
+            if state.pendingAccesses.count >= Self.maximumPendingAccesses {
+                // A process that only reads: keep the most recent half (recency is best effort).
+                state.pendingAccesses.removeFirst(Self.maximumPendingAccesses / 2)
             }
+            state.pendingAccesses.append(name)
         }
     }
+
+    /// The most reads kept in memory between two writes of the journal.
+    static let maximumPendingAccesses = 4096
 
     /// Records that `name` is gone (a miss for an entry the index still counts, or a corrupt entry
     /// that was removed). Best effort.
@@ -190,12 +193,35 @@ final class FileStoreIndex: Sendable {
 
     /// Runs `body` with the index to itself: the instance's mutex, then an exclusive `flock` on the
     /// lock file (which is never replaced, unlike the journal). `nil` when the directory does not exist.
+    /// The reads noted since the last write (``recordAccess(_:at:)``) are appended first, so the
+    /// journal's order stays the order things happened in this process.
     @discardableResult
     private func exclusively<Result>(_ body: (inout State) throws -> Result) throws -> Result? {
         try state.withLock { state -> Result? in
             guard try lock(&state) else { return nil }
             defer { _ = flock(state.lockFD, LOCK_UN) }
+            flushPendingAccesses(&state)
             return try body(&state)
+        }
+    }
+
+    /// Appends the reads noted since the last write, each as an access with the entry's current size.
+    /// A file gone meanwhile (removed by another process) is skipped: a read must not revive it.
+    /// Best effort, like the reads themselves.
+    private func flushPendingAccesses(_ state: inout State) {
+        guard !state.pendingAccesses.isEmpty else { return }
+        let names = state.pendingAccesses
+        state.pendingAccesses.removeAll(keepingCapacity: true)
+        bestEffort("record reads") {
+            guard try synchronize(&state, load: false) else { return }
+            var records: [IndexJournal.Record] = []
+            records.reserveCapacity(names.count)
+            for name in names {
+                var info = stat()
+                guard lstat(directoryPath + "/" + name.fileName, &info) == 0 else { continue }
+                records.append(.access(name, size: Int(info.st_size)))
+            }
+            try append(records, to: &state)
         }
     }
 
@@ -365,14 +391,21 @@ final class FileStoreIndex: Sendable {
 
     /// Appends `record` at the end of the journal (the lock is held, so the end is ours).
     private func append(_ record: IndexJournal.Record, to state: inout State) throws {
-        guard var journal = state.journal else { return }
-        let bytes = IndexJournal.encode(record)
+        try append([record], to: &state)
+    }
+
+    /// Appends `records`, in order, with one write.
+    private func append(_ records: [IndexJournal.Record], to state: inout State) throws {
+        guard var journal = state.journal, !records.isEmpty else { return }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(records.count * IndexJournal.recordSize)
+        for record in records { bytes += IndexJournal.encode(record) }
         let offset = IndexJournal.headerSize + journal.records * IndexJournal.recordSize
         try writeFully(journal.fd, bytes, at: offset, path: journalPath)
-        journal.records += 1
+        journal.records += records.count
         if state.entries != nil {
-            Self.apply(record, to: &state.entries!)
-            journal.applied += 1
+            for record in records { Self.apply(record, to: &state.entries!) }
+            journal.applied += records.count
         }
         state.journal = journal
     }
@@ -517,6 +550,8 @@ final class FileStoreIndex: Sendable {
 
     struct State: Sendable {
         var lockFD: Int32 = -1
+        /// Reads not yet in the journal, oldest first (see ``recordAccess(_:at:)``).
+        var pendingAccesses: [EntryName] = []
         var journal: OpenJournal?
         /// The entries by recency, with their sizes; `nil` until the journal is loaded.
         var entries: LRUList<EntryName, Int>?
