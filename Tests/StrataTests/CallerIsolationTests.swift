@@ -2,6 +2,8 @@ import Dispatch
 import Foundation
 import Logging
 import Metrics
+import MetricsTestKit
+import InMemoryTracing
 import Testing
 import Tracing
 
@@ -77,8 +79,10 @@ struct CallerIsolationTests {
             case .named: AnyLoader(probe.named("n"))
             case .fallingBack: AnyLoader(probe.fallingBack(to: failing))
             case .logged: AnyLoader(probe.logged(to: quietLogger))
-            case .traced: AnyLoader(probe.traced("t", tracer: NoOpTracer()))
-            case .metered: AnyLoader(probe.metered("m", factory: NOOPMetricsHandler.instance))
+            // A recording tracer and a real metrics backend: with the no-op ones these operators are a
+            // plain call (see the README chain's test for those).
+            case .traced: AnyLoader(probe.traced("t", tracer: InMemoryTracer()))
+            case .metered: AnyLoader(probe.metered("m", factory: TestMetrics()))
             case .coalesced: AnyLoader(probe.coalesced())
             case .environment: AnyLoader(probe.environment(LoadEnvironment(logger: quietLogger)))
             case .tracked: AnyLoader(probe.tracked(by: DroppingAnalytics()))

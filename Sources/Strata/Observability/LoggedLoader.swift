@@ -28,6 +28,8 @@ public struct LoggedLoader<Base: Loader>: Loader {
     /// chain's description does not change), not on every load.
     let name: String
     let redactedName: String
+    /// The lowest level this operator logs at: below the logger's level, a load is a plain call.
+    @usableFromInline let quietestLevel: Logger.Level
 
     init(base: Base, logger: Logger, level: Logger.Level, failureLevel: Logger.Level) {
         self.base = base
@@ -36,12 +38,17 @@ public struct LoggedLoader<Base: Loader>: Loader {
         self.failureLevel = failureLevel
         self.name = base.chainSummary
         self.redactedName = Redaction.redactingSecrets(in: name)
+        self.quietestLevel = max(level, failureLevel, .warning)
     }
 
+    @inlinable
     public func load(_ input: Input) async throws -> Output {
-        guard logger.logLevel <= max(level, failureLevel, .warning) else {
-            return try await base.load(input)
-        }
+        guard logger.logLevel <= quietestLevel else { return try await base.load(input) }
+        return try await loadLogged(input)
+    }
+
+    @usableFromInline
+    func loadLogged(_ input: Input) async throws -> Output {
         let name = name
         let redactedName = redactedName
         let logger = logger

@@ -29,15 +29,26 @@ public struct MeteredLoader<Base: Loader>: Loader {
     let metrics: Metrics
     /// The chain's summary, made once when the operator is built.
     let summary: String
+    /// The factory is swift-metrics' no-op backend (what `MetricsSystem.factory` is when no backend was
+    /// bootstrapped): every metric would be dropped, so a load is a plain call to the base.
+    @usableFromInline let isNoOp: Bool
 
     init(base: Base, name: String, factory: any MetricsFactory) {
         self.base = base
         self.name = name
         self.metrics = Metrics(name: name, factory: factory)
         self.summary = base.chainSummary
+        self.isNoOp = factory is NOOPMetricsHandler
     }
 
+    @inlinable
     public func load(_ input: Input) async throws -> Output {
+        if isNoOp { return try await base.load(input) }
+        return try await loadMetered(input)
+    }
+
+    @usableFromInline
+    func loadMetered(_ input: Input) async throws -> Output {
         let (result, report) = await observeLoad(base, input, loader: summary, clock: ContinuousClock())
         metrics.record(report)
         return try result.get()

@@ -22,6 +22,10 @@ public struct TracedLoader<Base: Loader>: Loader {
     /// The chain's summary and its redacted form, made once when the operator is built.
     let name: String
     let redactedName: String
+    /// The tracer is the no-op tracer (what `InstrumentationSystem.tracer` is when no tracing backend
+    /// was bootstrapped): its spans record nothing and carry the context they were given, so a load
+    /// is a plain call to the base.
+    @usableFromInline let isNoOp: Bool
 
     init(base: Base, operationName: String, tracer: any Tracer) {
         self.base = base
@@ -29,9 +33,17 @@ public struct TracedLoader<Base: Loader>: Loader {
         self.tracer = tracer
         self.name = base.chainSummary
         self.redactedName = Redaction.redactingSecrets(in: name)
+        self.isNoOp = tracer is NoOpTracer
     }
 
+    @inlinable
     public func load(_ input: Input) async throws -> Output {
+        if isNoOp { return try await base.load(input) }
+        return try await traceLoad(input)
+    }
+
+    @usableFromInline
+    func traceLoad(_ input: Input) async throws -> Output {
         try await traceLoad(input, tracer: tracer)
     }
 

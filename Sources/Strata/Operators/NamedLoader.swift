@@ -12,10 +12,16 @@ public struct NamedLoader<Base: Loader>: Loader {
         self.name = name
     }
 
+    @inlinable
     public func load(_ input: Input) async throws -> Output {
         // Names matter only to someone recording provenance; otherwise this is a plain forward.
         guard LoadRecorder.isRecording else { return try await base.load(input) }
-        return try await LoadRecorder.$tierName.binding(name) { try await base.load(input) }
+        return try await loadNamed(input)
+    }
+
+    @usableFromInline
+    func loadNamed(_ input: Input) async throws -> Output {
+        try await LoadRecorder.$tierName.binding(name) { try await base.load(input) }
     }
 }
 

@@ -42,6 +42,10 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
         self.key = key
     }
 
+    /// A hit the policy accepts without the clock (``FreshnessPolicy/any``), with nobody recording,
+    /// is served inline: `@inlinable`, so a chain specialises it with the store's own (inlinable)
+    /// lookup. Every other path (a miss, an age to judge, an event to record) is `serve(_:key:)`.
+    @inlinable
     public func load(_ input: Input) async throws -> S.Value {
         let key = key(input)
         // Descriptions are built only on the paths that report them, never on a plain hit.
@@ -51,9 +55,26 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
         } catch is CancellationError {
             throw CancellationError()
         } catch {
-            throw CacheLoadError.unreadable(store: store.storeDescription, key: "\(key)", underlying: error)
+            throw unreadable(key, error)
         }
-        guard let cached else { throw CacheLoadError.empty(store: store.storeDescription, key: "\(key)") }
+        guard let cached else { throw empty(key) }
+        if policy.acceptsAnyAge, !LoadRecorder.isRecording { return cached.value }
+        return try serve(cached, key: key)
+    }
+
+    @usableFromInline
+    func unreadable(_ key: S.Key, _ error: any Error) -> CacheLoadError {
+        CacheLoadError.unreadable(store: store.storeDescription, key: "\(key)", underlying: error)
+    }
+
+    @usableFromInline
+    func empty(_ key: S.Key) -> CacheLoadError {
+        CacheLoadError.empty(store: store.storeDescription, key: "\(key)")
+    }
+
+    /// Judges `cached`'s age (unless the policy accepts any) and records what served it.
+    @usableFromInline
+    func serve(_ cached: Cached<S.Value>, key: S.Key) throws -> S.Value {
         if policy.acceptsAnyAge {
             // No freshness to judge: the clock is read only when a load report wants the age.
             LoadRecorder.record(.served(Provenance(
