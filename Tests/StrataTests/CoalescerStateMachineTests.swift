@@ -156,4 +156,102 @@ struct CoalescerStateMachineTests {
         #expect(machine.markWrite(key: "k", flight: 0).isEmpty)
         #expect(machine.inFlightCount == 1)
     }
+    /// `Coalescer` resumes `UnsafeContinuation`s: a waiter answered twice would be undefined
+    /// behaviour, and one never answered would hang its caller. So, over many random interleavings of
+    /// every event (arrivals, handovers, waits, joins, finishes, cancellations, writes, on two keys):
+    /// no waiter is ever handed out twice, and once every load has finished, every waiter that was
+    /// stored has been answered.
+    @Test(arguments: 0..<4)
+    func randomInterleavings_answerEveryWaiterExactlyOnce(seedBlock: Int) {
+        for run in 0..<250 {
+            var random = SplitMix64(seed: UInt64(seedBlock * 1_000 + run))
+            var machine = Machine()
+            enum Caller { case new, joining(Int), leading(Int, UInt64), leaderReady(Int, UInt64), waiting(Int), done }
+            var callers: [(key: String, state: Caller)] = (0..<6).map { _ in (random.next() % 2 == 0 ? "a" : "b", .new) }
+            var answered: [String: Int] = [:]
+            var stored: Set<String> = []
+            var flights: [(key: String, flight: UInt64)] = []
+            func answer(_ waiter: String) { answered[waiter, default: 0] += 1 }
+            func handle(_ registration: Machine.Registration, token: String, caller: Int) {
+                switch registration {
+                case .registered:
+                    stored.insert(token)
+                    callers[caller].state = .waiting(Int(token.dropFirst())!)
+                case .resume(let waiter, _), .cancelled(let waiter), .startOver(let waiter):
+                    answer(waiter)
+                    callers[caller].state = .done
+                }
+            }
+            func cancel(_ id: Int, key: String) {
+                let (released, _) = machine.cancel(id, key: key)
+                if let released { answer(released.waiter) }
+            }
+            for _ in 0..<40 {
+                let index = Int(random.next() % UInt64(callers.count))
+                let key = callers[index].key
+                switch random.next() % 4 {
+                case 0:
+                    // The caller takes its next step.
+                    switch callers[index].state {
+                    case .new:
+                        switch machine.arrive(key) {
+                        case .alone: callers[index].state = .done
+                        case .join(let id): callers[index].state = .joining(id)
+                        case .lead(let id, let flight):
+                            flights.append((key, flight))
+                            callers[index].state = .leading(id, flight)
+                        }
+                    case .joining(let id):
+                        handle(machine.join("w\(id)", id: id, key: key, priority: .medium), token: "w\(id)", caller: index)
+                    case .leading(let id, let flight):
+                        switch machine.handOver("work", key: key, flight: flight) {
+                        case .finished: callers[index].state = .done
+                        case .wait: callers[index].state = .leaderReady(id, flight)
+                        }
+                    case .leaderReady(let id, let flight):
+                        handle(machine.leaderWaits("w\(id)", id: id, key: key, flight: flight), token: "w\(id)", caller: index)
+                    case .waiting, .done:
+                        break
+                    }
+                case 1:
+                    // A load in flight finishes.
+                    if let (key, flight) = flights.randomElement(using: &random) {
+                        for (waiter, _) in machine.finish(key: key, flight: flight, with: 1) { answer(waiter) }
+                    }
+                case 2:
+                    // The caller is cancelled, wherever it is.
+                    switch callers[index].state {
+                    case .joining(let id), .leading(let id, _), .leaderReady(let id, _), .waiting(let id): cancel(id, key: key)
+                    case .new, .done: break
+                    }
+                default:
+                    // A load in flight turns out to write.
+                    if let (key, flight) = flights.randomElement(using: &random) {
+                        for waiter in machine.markWrite(key: key, flight: flight) { answer(waiter) }
+                    }
+                }
+                #expect(answered.values.allSatisfy { $0 == 1 }, "run \(run): a waiter was answered twice: \(answered)")
+            }
+            // Every load ends.
+            for (key, flight) in flights {
+                for (waiter, _) in machine.finish(key: key, flight: flight, with: 1) { answer(waiter) }
+            }
+            #expect(answered.values.allSatisfy { $0 == 1 }, "run \(run): a waiter was answered twice: \(answered)")
+            #expect(stored.isSubset(of: Set(answered.keys)), "run \(run): waiters left unanswered: \(stored.subtracting(answered.keys))")
+            #expect(machine.inFlightCount == 0)
+        }
+    }
+}
+
+/// A small seeded generator (SplitMix64), so every interleaving can be replayed from its seed.
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
 }

@@ -55,7 +55,7 @@ public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
             case .join(let waiter):
                 let priority = Task.currentPriority
                 let answer = await withTaskCancellationHandler {
-                    await withCheckedContinuation { continuation in
+                    await withUnsafeContinuation { continuation in
                         flights.join(continuation, id: waiter, key: key, priority: priority)
                     }
                 } onCancel: {
@@ -111,7 +111,7 @@ public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
         }
         if let finished = flights.handOver(task, key: key, flight: flight) { return finished }
         let answer = await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
+            await withUnsafeContinuation { continuation in
                 flights.leaderWaits(continuation, id: waiter, key: key, flight: flight)
             }
         } onCancel: {
