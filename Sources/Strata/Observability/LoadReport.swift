@@ -111,15 +111,16 @@ extension LoadEvent {
 
 /// Runs one load of `base` under a recorder of its own, timing it on `clock`; `onEvent` sees each
 /// event as it happens. The shared core of the observing operators.
+@inlinable
 func observeLoad<Base: Loader, C: Clock>(
     _ base: Base, _ input: Base.Input, loader: String, clock: C,
     onEvent: (@Sendable (LoadEvent) -> Void)? = nil
 ) async -> (result: Result<Base.Output, any Error>, report: LoadReport) where C.Duration == Duration {
     let start = clock.now
-    let recorder = LoadRecorder(parent: LoadRecorder.current, onEvent: onEvent)
+    let recorder = LoadRecorder(parent: LoadRecorder.enclosing, onEvent: onEvent)
     let result: Result<Base.Output, any Error>
     do {
-        result = .success(try await LoadRecorder.$current.binding(recorder) { try await base.load(input) })
+        result = .success(try await LoadRecorder.recording(into: recorder) { try await base.load(input) })
     } catch {
         result = .failure(error)
     }

@@ -26,8 +26,8 @@ public struct LoggedLoader<Base: Loader>: Loader {
     public let failureLevel: Logger.Level
     /// The chain's one-line summary and its redacted form, made once when the operator is built (a
     /// chain's description does not change), not on every load.
-    let name: String
-    let redactedName: String
+    @usableFromInline let name: String
+    @usableFromInline let redactedName: String
     /// The lowest level this operator logs at: below the logger's level, a load is a plain call.
     @usableFromInline let quietestLevel: Logger.Level
 
@@ -47,7 +47,7 @@ public struct LoggedLoader<Base: Loader>: Loader {
         return try await loadLogged(input)
     }
 
-    @usableFromInline
+    @inlinable
     func loadLogged(_ input: Input) async throws -> Output {
         let name = name
         let redactedName = redactedName
@@ -84,7 +84,8 @@ public struct LoggedLoader<Base: Loader>: Loader {
         return try result.get()
     }
 
-    private static func log(_ event: LoadEvent, redactedLoader: String, logger: Logger, level: Logger.Level) {
+    @usableFromInline
+    static func log(_ event: LoadEvent, redactedLoader: String, logger: Logger, level: Logger.Level) {
         let eventLevel: Logger.Level
         switch event {
         case .served, .cacheWritten, .coalesced, .revalidated: eventLevel = .debug

@@ -28,6 +28,7 @@ public struct Provenance: Sendable, Hashable, CustomStringConvertible {
 
 /// The tier that served the value: the last `.served` event after the last `.tierFailed` one. A tier
 /// that reported `.served` and then failed (a response that did not decode) is not the one that served.
+@usableFromInline
 func servingProvenance(in events: [LoadEvent]) -> Provenance? {
     for event in events.reversed() {
         switch event {
