@@ -16,7 +16,7 @@ public struct ClosureLoader<Input: Sendable, Output: Sendable>: Loader {
     }
 
     @inlinable
-    public nonisolated(nonsending) func load(_ input: Input) async throws -> Output {
+    public func load(_ input: Input) async throws -> Output {
         try await body(input)
     }
 }

@@ -12,7 +12,7 @@ public struct MapLoader<Base: Loader, Output: Sendable>: Loader {
     }
 
     @inlinable
-    public nonisolated(nonsending) func load(_ input: Input) async throws -> Output {
+    public func load(_ input: Input) async throws -> Output {
         try transform(try await base.load(input))
     }
 }
@@ -38,7 +38,7 @@ public struct MapInputLoader<Base: Loader, Input: Sendable>: Loader {
     }
 
     @inlinable
-    public nonisolated(nonsending) func load(_ input: Input) async throws -> Output {
+    public func load(_ input: Input) async throws -> Output {
         try await base.load(try transform(input))
     }
 }
@@ -62,7 +62,7 @@ public struct MapErrorLoader<Base: Loader>: Loader {
     }
 
     @inlinable
-    public nonisolated(nonsending) func load(_ input: Input) async throws -> Output {
+    public func load(_ input: Input) async throws -> Output {
         do {
             return try await base.load(input)
         } catch {
