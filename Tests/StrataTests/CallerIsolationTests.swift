@@ -25,6 +25,7 @@ struct CallerIsolationTests {
             return itemB
         }
         .writingThrough(to: store, key: "feed")
+        .coalesced()
         return store.loader(key: "feed", freshness: .maxAge(.hours(24)))
             .map { item in
                 threads.note()
@@ -36,7 +37,6 @@ struct CallerIsolationTests {
             .logged(to: quietLogger)
             .traced("load feed", tracer: NoOpTracer())
             .metered("feed", factory: NOOPMetricsHandler.instance)
-            .coalesced()
             .environment(LoadEnvironment(logger: quietLogger))
     }
 

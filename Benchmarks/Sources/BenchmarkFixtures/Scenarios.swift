@@ -40,9 +40,9 @@ public enum Scenarios {
     /// metrics are the process's defaults, the no-op tracer and the no-op metrics backend.
     ///
     /// ```
-    /// coalesced → metered → traced → logged(.info) → fallback
+    /// metered → traced → logged(.info) → fallback
     ///     ├── named "fresh local" → MemoryStore [max age 1d]      ← the hit
-    ///     ├── named "remote" → writingThrough → guarded → retrying → timingOut → decoding → HTTP GET
+    ///     ├── named "remote" → coalesced → writingThrough → guarded → retrying → timingOut → decoding → HTTP GET
     ///     └── named "stale local" → MemoryStore [any age]
     /// ```
     /// The remote points at a port nothing listens on; a hit never reaches it.
@@ -54,13 +54,13 @@ public enum Scenarios {
             .retrying(.exponential(attempts: 3))
             .guarded(by: api)
             .writingThrough(to: store, key: "feed")
+            .coalesced()
         return store.loader(key: "feed", freshness: .maxAge(.hours(24))).named("fresh local")
             .fallingBack(to: remote.named("remote"))
             .fallingBack(to: store.loader(key: "feed", freshness: .any).named("stale local"))
             .logged(to: droppingInfoLogger(label: "app.feed"))
             .traced("load feed")
             .metered("feed")
-            .coalesced()
             .environment(LoadEnvironment(logger: droppingInfoLogger(label: "app.cache")))
     }
 
