@@ -85,13 +85,12 @@ func registerProductionChainBenchmarks() {
     let memory = MemoryStore<String, [Article]>()
     let readme = Scenarios.readmeChain(memory: memory)
     let chain5 = Scenarios.chain5(memory: memory)
-    let articles = BenchmarkFeed.make()
-    let keys = articles.map { "article-\($0.id)" }
+    let keys = feed.map { "article-\($0.id)" }
     let hits = MemoryStore<String, Article>()
-    let mutex = MutexDictionary(Dictionary(uniqueKeysWithValues: zip(keys, articles)))
+    let mutex = MutexDictionary(Dictionary(uniqueKeysWithValues: zip(keys, feed)))
     let setup: Benchmark.BenchmarkSetupHook = {
         try await memory.insert(feed, for: Scenarios.feedKey, storedAt: Date())
-        for (key, article) in zip(keys, articles) { try await hits.insert(article, for: key, storedAt: Date()) }
+        for (key, article) in zip(keys, feed) { try await hits.insert(article, for: key, storedAt: Date()) }
     }
     let configuration = Benchmark.Configuration(scalingFactor: .kilo, setup: setup)
 

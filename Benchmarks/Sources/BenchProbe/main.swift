@@ -25,7 +25,7 @@ let scenarios = [
     "chain5", "chain5-baseline", "memory-hit", "mutex-hit", "file-read-json", "file-read-binary",
     "file-read-baseline", "file-write-json", "file-write-baseline", "json-decode", "binary-decode",
     "coalesced-10k", "tasks-10k", "sqlite-read", "sqlite-read-baseline", "sqlite-write", "sqlite-write-baseline",
-    "readme-chain", "main-readme-chain", "main-chain5", "main-direct", "main-memory-hit", "main-mutex-hit",
+    "readme-chain", "main-readme-chain", "main-chain5", "main-chain5-baseline", "main-memory-hit", "main-mutex-hit",
 ]
 let arguments = CommandLine.arguments
 guard arguments.count == 3, scenarios.contains(arguments[1]), let iterations = Int(arguments[2]), iterations > 0 else {
@@ -36,56 +36,38 @@ let scenario = arguments[1]
 let feed = BenchmarkFeed.make()
 let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("strata-probe-\(getpid())")
 
+/// Runs `load` `iterations` times (with the iteration's index): from main-actor code for the `main-`
+/// scenarios (the main thread runs the main queue below), from this task for the others.
+func repeatLoads(_ load: @Sendable (Int) async throws -> Void) async throws {
+    if scenario.hasPrefix("main-") {
+        try await Scenarios.onMainActor(iterations) { try await load($0) }
+    } else {
+        for index in 0..<iterations { try await load(index) }
+    }
+}
+
 /// Runs `scenario` `iterations` times.
 func run() async throws {
     switch scenario {
-    case "chain5", "chain5-baseline":
+    case "chain5", "chain5-baseline", "readme-chain", "main-chain5", "main-chain5-baseline", "main-readme-chain":
         let memory = try await Scenarios.memoryHoldingFeed(feed)
-        let chain = Scenarios.chain5(memory: memory)
-        if scenario == "chain5" {
-            for _ in 0..<iterations { consume(try await chain.load()) }
-        } else {
-            for _ in 0..<iterations { consume(try await memory.retrieve(Scenarios.feedKey)!.value) }
-        }
-    case "readme-chain":
-        let memory = try await Scenarios.memoryHoldingFeed(feed)
-        let chain = Scenarios.readmeChain(memory: memory)
-        for _ in 0..<iterations { consume(try await chain.load()) }
-    case "main-readme-chain", "main-chain5", "main-direct":
-        // The same loads, awaited by main-actor code (the main thread runs the main queue below).
-        let memory = try await Scenarios.memoryHoldingFeed(feed)
-        let readme = Scenarios.readmeChain(memory: memory)
         let chain5 = Scenarios.chain5(memory: memory)
-        try await Scenarios.onMainActor(iterations) { _ in
-            switch scenario {
-            case "main-readme-chain": consume(try await readme.load())
-            case "main-chain5": consume(try await chain5.load())
-            default: consume(try await memory.retrieve(Scenarios.feedKey)!.value)
-            }
+        let readme = Scenarios.readmeChain(memory: memory)
+        switch scenario.replacingOccurrences(of: "main-", with: "") {
+        case "chain5": try await repeatLoads { _ in consume(try await chain5.load()) }
+        case "readme-chain": try await repeatLoads { _ in consume(try await readme.load()) }
+        default: try await repeatLoads { _ in consume(try await memory.retrieve(Scenarios.feedKey)!.value) }
         }
-    case "main-memory-hit", "main-mutex-hit":
+    case "memory-hit", "mutex-hit", "main-memory-hit", "main-mutex-hit":
         guard #available(macOS 15, *) else { fatalError("Synchronization.Mutex needs macOS 15") }
         let keys = feed.map { "article-\($0.id)" }
-        let memory = MemoryStore<String, Article>()
-        for (key, article) in zip(keys, feed) { try await memory.insert(article, for: key, storedAt: Date()) }
-        let mutex = MutexDictionary(Dictionary(uniqueKeysWithValues: zip(keys, feed)))
-        try await Scenarios.onMainActor(iterations) { index in
-            if scenario == "main-memory-hit" {
-                consume(try await memory.retrieve(keys[index % keys.count]))
-            } else {
-                consume(mutex.value(for: keys[index % keys.count]))
-            }
-        }
-    case "memory-hit", "mutex-hit":
-        let keys = feed.map { "article-\($0.id)" }
-        if scenario == "memory-hit" {
+        if scenario.hasSuffix("memory-hit") {
             let memory = MemoryStore<String, Article>()
             for (key, article) in zip(keys, feed) { try await memory.insert(article, for: key, storedAt: Date()) }
-            for index in 0..<iterations { consume(try await memory.retrieve(keys[index % keys.count])) }
+            try await repeatLoads { index in consume(try await memory.retrieve(keys[index % keys.count])) }
         } else {
-            guard #available(macOS 15, *) else { fatalError("Synchronization.Mutex needs macOS 15") }
             let mutex = MutexDictionary(Dictionary(uniqueKeysWithValues: zip(keys, feed)))
-            for index in 0..<iterations { consume(mutex.value(for: keys[index % keys.count])) }
+            try await repeatLoads { index in consume(mutex.value(for: keys[index % keys.count])) }
         }
     case "file-read-json", "file-read-binary", "file-write-json":
         let store = scenario == "file-read-binary"

@@ -28,8 +28,6 @@ public struct LoggedLoader<Base: Loader>: Loader {
     /// chain's description does not change), not on every load.
     @usableFromInline let name: String
     @usableFromInline let redactedName: String
-    /// The lowest level this operator logs at: below the logger's level, a load is a plain call.
-    @usableFromInline let quietestLevel: Logger.Level
 
     init(base: Base, logger: Logger, level: Logger.Level, failureLevel: Logger.Level) {
         self.base = base
@@ -38,12 +36,12 @@ public struct LoggedLoader<Base: Loader>: Loader {
         self.failureLevel = failureLevel
         self.name = base.chainSummary
         self.redactedName = Redaction.redactingSecrets(in: name)
-        self.quietestLevel = max(level, failureLevel, .warning)
     }
 
     @inlinable
     public func load(_ input: Input) async throws -> Output {
-        guard logger.logLevel <= quietestLevel else { return try await base.load(input) }
+        // Below the logger's level every line this operator writes is dropped: a plain call.
+        guard logger.logLevel <= max(level, failureLevel, .warning) else { return try await base.load(input) }
         return try await loadLogged(input)
     }
 

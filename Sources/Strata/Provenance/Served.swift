@@ -28,9 +28,7 @@ extension Loader {
     /// ```
     public func loadServed(_ input: Input) async throws -> Served<Output> {
         let recorder = LoadRecorder(parent: LoadRecorder.current)
-        let value = try await LoadRecorder.$current.binding(recorder) {
-            try await load(input)
-        }
+        let value = try await LoadRecorder.recording(into: recorder) { try await load(input) }
         let events = recorder.events
         return Served(value: value, provenance: servingProvenance(in: events) ?? Provenance(origin: .unknown, tier: self.chainSummary), events: events)
     }

@@ -207,7 +207,7 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
         }
         do {
             let value = try codec.decode(payload)
-            index?.recordAccess(name, at: path)
+            index?.recordAccess(name)
             return Cached(value: value, storedAt: header.storedAt, validators: header.validators)
         } catch {
             discardCorrupt(name, path: path, inode: contents.inode, key: key, reason: "payload does not decode: \(error)")

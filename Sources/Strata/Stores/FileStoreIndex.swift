@@ -128,17 +128,16 @@ final class FileStoreIndex: Sendable {
     /// (an insert, which evicts by recency only after that, a delete, a removal), in the order they
     /// happened. So eviction in this process always sees its reads; another process sees them once this
     /// one writes, and reads not followed by a write before the process ends are not remembered.
-    func recordAccess(_ name: EntryName, at path: String) {
+    func recordAccess(_ name: EntryName) {
         state.withLock { state in
-            if state.pendingAccesses.count >= Self.maximumPendingAccesses {
-                // A process that only reads: keep the most recent half (recency is best effort).
-                state.pendingAccesses.removeFirst(Self.maximumPendingAccesses / 2)
-            }
-            state.pendingAccesses.append(name)
+            // Only each entry's latest read matters to the order, so an entry is noted once.
+            state.pendingAccesses.upsert(name, (), cost: 0)
+            // A process that only reads: the least recent reads go first (recency is best effort).
+            if state.pendingAccesses.count > Self.maximumPendingAccesses { state.pendingAccesses.removeLeastRecent() }
         }
     }
 
-    /// The most reads kept in memory between two writes of the journal.
+    /// The most entries whose reads are kept in memory between two writes of the journal.
     static let maximumPendingAccesses = 4096
 
     /// Records that `name` is gone (a miss for an entry the index still counts, or a corrupt entry
@@ -193,7 +192,7 @@ final class FileStoreIndex: Sendable {
 
     /// Runs `body` with the index to itself: the instance's mutex, then an exclusive `flock` on the
     /// lock file (which is never replaced, unlike the journal). `nil` when the directory does not exist.
-    /// The reads noted since the last write (``recordAccess(_:at:)``) are appended first, so the
+    /// The reads noted since the last write (``recordAccess(_:)``) are appended first, so the
     /// journal's order stays the order things happened in this process.
     @discardableResult
     private func exclusively<Result>(_ body: (inout State) throws -> Result) throws -> Result? {
@@ -209,9 +208,9 @@ final class FileStoreIndex: Sendable {
     /// A file gone meanwhile (removed by another process) is skipped: a read must not revive it.
     /// Best effort, like the reads themselves.
     private func flushPendingAccesses(_ state: inout State) {
-        guard !state.pendingAccesses.isEmpty else { return }
-        let names = state.pendingAccesses
-        state.pendingAccesses.removeAll(keepingCapacity: true)
+        guard state.pendingAccesses.count > 0 else { return }
+        let names = state.pendingAccesses.entriesFromLeastRecent().map(\.key)
+        state.pendingAccesses = LRUList()
         bestEffort("record reads") {
             guard try synchronize(&state, load: false) else { return }
             var records: [IndexJournal.Record] = []
@@ -399,7 +398,7 @@ final class FileStoreIndex: Sendable {
         guard var journal = state.journal, !records.isEmpty else { return }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(records.count * IndexJournal.recordSize)
-        for record in records { bytes += IndexJournal.encode(record) }
+        for record in records { IndexJournal.append(record, to: &bytes) }
         let offset = IndexJournal.headerSize + journal.records * IndexJournal.recordSize
         try writeFully(journal.fd, bytes, at: offset, path: journalPath)
         journal.records += records.count
@@ -550,8 +549,9 @@ final class FileStoreIndex: Sendable {
 
     struct State: Sendable {
         var lockFD: Int32 = -1
-        /// Reads not yet in the journal, oldest first (see ``recordAccess(_:at:)``).
-        var pendingAccesses: [EntryName] = []
+        /// Entries read since the journal was last written, by the recency of their latest read (see
+        /// ``recordAccess(_:)``).
+        var pendingAccesses = LRUList<EntryName, Void>()
         var journal: OpenJournal?
         /// The entries by recency, with their sizes; `nil` until the journal is loaded.
         var entries: LRUList<EntryName, Int>?
