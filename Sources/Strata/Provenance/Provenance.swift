@@ -11,17 +11,22 @@ public struct Provenance: Sendable, Hashable, CustomStringConvertible {
     /// How old the value was when it was served: `now - storedAt` for cached values, zero for fresh ones,
     /// `nil` when unknown (bundled data).
     public var age: Duration?
+    /// How many queued writes (an ``Outbox``'s pending entries) were applied on top of the value by
+    /// ``Loader/overlayingPending(_:scope:apply:)``; 0 when it is the source's value as it is.
+    public var pendingWrites: Int
 
-    public init(origin: Origin, tier: String, storedAt: Date? = nil, age: Duration? = nil) {
+    public init(origin: Origin, tier: String, storedAt: Date? = nil, age: Duration? = nil, pendingWrites: Int = 0) {
         self.origin = origin
         self.tier = tier
         self.storedAt = storedAt
         self.age = age
+        self.pendingWrites = pendingWrites
     }
 
     public var description: String {
         var text = "\(origin) via \(tier)"
         if let age { text += ", age \(age.formattedAge)" }
+        if pendingWrites > 0 { text += ", pending (\(pendingWrites))" }
         return text
     }
 }

@@ -1,0 +1,122 @@
+import Foundation
+import HTTPTypes
+import Metrics
+
+extension Outbox {
+    /// What a failed attempt means for its write.
+    struct Classified {
+        enum Disposition {
+            /// Try again after a backoff (at least `requested`, a `Retry-After`).
+            case retryLater(requested: Duration?)
+            /// 401: refresh the authorization, send once more.
+            case unauthorized
+            /// 409/412: the conflict policy decides.
+            case conflict(OutboxConflict)
+            /// Park it.
+            case park(DeadLetter.Reason)
+        }
+
+        var failure: OutboxFailure
+        var body: Data?
+        var disposition: Disposition
+    }
+
+    /// The class of `error`: no answer and 408/429/5xx are retried, 401 refreshes, 409/412 are
+    /// conflicts, anything else parks the write.
+    static func classify(_ error: any Error, at now: Date) -> Classified {
+        if let conflict = error as? OutboxConflict {
+            return Classified(
+                failure: OutboxFailure(class: .conflict, message: conflict.description, status: conflict.status, at: now),
+                body: conflict.body, disposition: .conflict(conflict))
+        }
+        if let unreadable = error as? UnreadablePayload {
+            return Classified(
+                failure: OutboxFailure(class: .permanent, message: unreadable.description, at: now), body: nil,
+                disposition: .park(.unreadablePayload))
+        }
+        if let http = error as? HTTPError {
+            switch http {
+            case .transport:
+                return Classified(
+                    failure: OutboxFailure(class: .unreachable, message: http.description, at: now), body: nil,
+                    disposition: .retryLater(requested: nil))
+            case .status(let code, _, let fields, let body):
+                let failure = { (kind: OutboxFailure.Class) in OutboxFailure(class: kind, message: http.description, status: code, at: now) }
+                if code == 401 {
+                    return Classified(failure: failure(.unauthorized), body: body, disposition: .unauthorized)
+                }
+                if code == 409 || code == 412 {
+                    let conflict = OutboxConflict(status: code, serverVersion: fields[.eTag], body: body)
+                    return Classified(failure: failure(.conflict), body: body, disposition: .conflict(conflict))
+                }
+                if http.isTransientFailure {
+                    return Classified(
+                        failure: failure(.transient), body: body,
+                        disposition: .retryLater(requested: http.requestedRetryDelay(now: now)))
+                }
+                return Classified(failure: failure(.permanent), body: body, disposition: .park(.rejected))
+            default:
+                break
+            }
+        }
+        if error is TimeoutError {
+            return Classified(
+                failure: OutboxFailure(class: .unreachable, message: "\(error)", at: now), body: nil,
+                disposition: .retryLater(requested: nil))
+        }
+        if let classifying = error as? any FailureClassifying, classifying.isTransientFailure {
+            return Classified(
+                failure: OutboxFailure(class: .transient, message: "\(error)", at: now), body: nil,
+                disposition: .retryLater(requested: classifying.requestedRetryDelay(now: now)))
+        }
+        let status = (error as? HTTPError)?.statusCode
+        return Classified(
+            failure: OutboxFailure(class: .permanent, message: "\(error)", status: status, at: now), body: nil,
+            disposition: .park(.rejected))
+    }
+}
+
+/// The outbox's counters and gauges (swift-metrics), dimension `outbox`.
+struct OutboxMetrics: Sendable {
+    enum DiscardReason: String, CaseIterable {
+        case discardedByRequest = "discarded"
+        case conflictServerWins = "conflict_server_wins"
+    }
+
+    let enqueued: Counter
+    let delivered: Counter
+    let storageFailures: Counter
+    let pending: Gauge
+    let parkedNow: Gauge
+    private let failureCounters: [OutboxFailure.Class: Counter]
+    private let parkedCounters: [DeadLetter.Reason: Counter]
+    private let discardCounters: [DiscardReason: Counter]
+
+    /// Every counter is made here, once: a failure path builds none.
+    init(name: String, factory: any MetricsFactory) {
+        let outbox = ("outbox", name)
+        enqueued = Counter(label: "strata_outbox_enqueued_total", dimensions: [outbox], factory: factory)
+        delivered = Counter(label: "strata_outbox_delivered_total", dimensions: [outbox], factory: factory)
+        storageFailures = Counter(label: "strata_outbox_storage_failures_total", dimensions: [outbox], factory: factory)
+        pending = Gauge(label: "strata_outbox_pending", dimensions: [outbox], factory: factory)
+        parkedNow = Gauge(label: "strata_outbox_parked", dimensions: [outbox], factory: factory)
+        failureCounters = Dictionary(uniqueKeysWithValues: OutboxFailure.Class.allCases.map { kind in
+            (kind, Counter(label: "strata_outbox_attempt_failures_total", dimensions: [outbox, ("class", kind.rawValue)], factory: factory))
+        })
+        parkedCounters = Dictionary(uniqueKeysWithValues: DeadLetter.Reason.allCases.map { reason in
+            (reason, Counter(label: "strata_outbox_parked_total", dimensions: [outbox, ("reason", reason.rawValue)], factory: factory))
+        })
+        discardCounters = Dictionary(uniqueKeysWithValues: DiscardReason.allCases.map { why in
+            (why, Counter(label: "strata_outbox_removed_undelivered_total", dimensions: [outbox, ("reason", why.rawValue)], factory: factory))
+        })
+    }
+
+    /// Failed attempts, by class.
+    func failures(_ kind: OutboxFailure.Class) -> Counter { failureCounters[kind]! }
+
+    /// Writes parked, by reason.
+    func parked(_ reason: DeadLetter.Reason) -> Counter { parkedCounters[reason]! }
+
+    /// Writes removed undelivered, by why.
+    func discarded(_ why: DiscardReason) -> Counter { discardCounters[why]! }
+}

@@ -1,0 +1,99 @@
+import Foundation
+
+/// A read with the pending writes of an ``Outbox`` applied on top; built by
+/// ``Loader/overlayingPending(_:scope:apply:)``.
+public struct PendingOverlayLoader<Base: Loader>: Loader {
+    public typealias Input = Base.Input
+    public typealias Output = Base.Output
+
+    public let base: Base
+    public let outbox: Outbox
+    let scope: @Sendable (Input) -> String
+    let apply: @Sendable ([OutboxEntry], Output) throws -> Output
+
+    public func load(_ input: Input) async throws -> Output {
+        let scope = scope(input)
+        guard LoadRecorder.isRecording else {
+            return try await overlay(scope: scope, on: try await base.load(input)).value
+        }
+        let recorder = LoadRecorder(parent: LoadRecorder.enclosing)
+        let value = try await LoadRecorder.recording(into: recorder) { try await base.load(input) }
+        let (overlaid, applied) = try await overlay(scope: scope, on: value)
+        if applied > 0 {
+            var provenance = servingProvenance(in: recorder.events)
+                ?? Provenance(origin: .unknown, tier: LoadRecorder.tierName(default: base.chainSummary))
+            provenance.pendingWrites = applied
+            LoadRecorder.record(.served(provenance))
+        }
+        return overlaid
+    }
+
+    /// `value` with the scope's pending writes applied, and how many there were. The outbox failing
+    /// to read its storage is logged and the value is served as it is.
+    private func overlay(scope: String, on value: Output) async throws -> (value: Output, applied: Int) {
+        let pending: [OutboxEntry]
+        do {
+            pending = try await outbox.pendingEntries(scope: scope)
+        } catch {
+            outbox.logger.warning(
+                "pending writes not shown: the outbox could not be read",
+                metadata: ["outbox": "\(outbox.name)", "outbox.scope": "\(scope)", "error": "\(error)"])
+            return (value, 0)
+        }
+        guard !pending.isEmpty else { return (value, 0) }
+        return (try apply(pending, value), pending.count)
+    }
+}
+
+extension PendingOverlayLoader: LoaderDescribing {
+    public var loaderNode: LoaderNode {
+        LoaderNode(label: "overlaying pending writes of \(outbox.name)", summary: base.chainSummary, children: [base.chainNode])
+    }
+}
+
+extension Loader {
+    /// This read with the writes still queued in `outbox` for its scope applied on top, so the app
+    /// shows what the user did before the server has it ("read your writes").
+    ///
+    /// Every load applies the writes pending *now* to the value the base loaded *now*: a fresh value
+    /// from the server gets the still-pending writes applied again (rebase); a delivered write is no
+    /// longer applied (the server's value has it); a parked write is rolled back out of reads. The
+    /// provenance says how many were applied: `remote via posts, pending (2)`.
+    ///
+    /// ```swift
+    /// let posts = remotePosts
+    ///     .overlayingPending(outbox, scope: { _ in "/posts" }) { pending, posts in
+    ///         posts + pending.compactMap { try? $0.decoded(Post.self) }
+    ///     }
+    /// ```
+    /// - Parameters:
+    ///   - scope: the outbox scope whose writes change this input's value (for HTTP writes, by
+    ///     default the URL's path: ``Outbox/defaultScope(for:)``).
+    ///   - apply: the value with the pending writes (oldest first) applied. It runs on every load
+    ///     that has pending writes, so keep it a pure function of its arguments.
+    public func overlayingPending(
+        _ outbox: Outbox,
+        scope: @escaping @Sendable (Input) -> String,
+        apply: @escaping @Sendable (_ pending: [OutboxEntry], _ base: Output) throws -> Output
+    ) -> PendingOverlayLoader<Self> {
+        PendingOverlayLoader(base: self, outbox: outbox, scope: scope, apply: apply)
+    }
+}
+
+extension OutboxEntry {
+    /// The write as `Value`, decoded from JSON: the payload of a typed write, or the body of an HTTP
+    /// write (kind ``Outbox/httpKind``).
+    public func decoded<Value: Decodable>(_ type: Value.Type, decoder: JSONDecoder = JSONDecoder()) throws -> Value {
+        if kind == Outbox.httpKind {
+            let request = try JSONDecoder().decode(OutboxRequest.self, from: payload)
+            return try decoder.decode(Value.self, from: request.body ?? Data())
+        }
+        return try decoder.decode(Value.self, from: payload)
+    }
+
+    /// The stored request of an HTTP write (kind ``Outbox/httpKind``), or `nil` for other kinds.
+    public var request: OutboxRequest? {
+        guard kind == Outbox.httpKind else { return nil }
+        return try? JSONDecoder().decode(OutboxRequest.self, from: payload)
+    }
+}
