@@ -147,7 +147,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
     /// Registers a handler for writes of `kind` whose payload is `Write` as JSON (queued with
     /// ``enqueue(_:kind:scope:host:baseVersion:)``). A payload that does not decode parks the write
     /// (``DeadLetter/Reason/unreadablePayload``).
-    public func register<Write: Decodable>(
+    public func register<Write: Decodable & Sendable>(
         _ kind: String, as type: Write.Type,
         conflicts: OutboxConflictPolicy = .manual,
         refreshAuthorization: (@Sendable () async throws -> Void)? = nil,
@@ -326,8 +326,8 @@ public final class Outbox: Sendable, CustomStringConvertible {
     @concurrent
     public func drain() async throws -> OutboxDrainReport {
         try await ensureLoaded()
-        await parkExpired()
         var report = OutboxDrainReport()
+        report.parked += await parkExpired()
         state.withLock { $0.drains += 1 }
         changed()
         defer {
@@ -473,7 +473,9 @@ public final class Outbox: Sendable, CustomStringConvertible {
             return heads().values.filter { !busyScopes.contains($0.scope) }.map(\.nextAttemptAt).min()
         }
 
-        /// Makes entries that failed for want of an answer due at `now` (those to `host`, or all).
+        /// Makes entries that failed for want of an answer due at `now` (those to `host`, or all);
+        /// whether there were any.
+        @discardableResult
         mutating func makeUnreachableDue(now: Date, host: String?) -> Bool {
             var any = false
             for (id, entry) in entries where entry.isPending && entry.lastFailure?.class == .unreachable && entry.nextAttemptAt > now {
@@ -663,16 +665,18 @@ public final class Outbox: Sendable, CustomStringConvertible {
         return nil
     }
 
-    /// Parks pending writes past the retention's age, even while offline.
-    private func parkExpired() async {
-        guard retention.maxAge != nil else { return }
+    /// Parks pending writes past the retention's age, even while offline; returns how many.
+    private func parkExpired() async -> Int {
+        guard retention.maxAge != nil else { return 0 }
         let now = environment.now()
         let expired = state.withLock { state in
             state.entries.values.filter { $0.isPending && !state.busyScopes.contains($0.scope) }
         }.compactMap { entry in retentionExceeded(entry, now: now).map { (entry, $0) } }
-        for (entry, reason) in expired {
-            _ = await park(entry, DeadLetter(reason: .retentionExceeded, detail: reason, parkedAt: now))
+        var parked = 0
+        for (entry, reason) in expired where await park(entry, DeadLetter(reason: .retentionExceeded, detail: reason, parkedAt: now)) == .parked {
+            parked += 1
         }
+        return parked
     }
 
     /// Saves `entry` and mirrors it; `false` (logged) when the storage failed.

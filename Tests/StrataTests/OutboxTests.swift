@@ -1,0 +1,703 @@
+import Foundation
+import Logging
+@testable @_spi(StrataInternals) import Strata
+import StrataTesting
+import Testing
+
+/// An HTTP server in a closure: answers each request with what `respond` returns (or throws), and
+/// records every request.
+final class ScriptedServer: HTTPTransport, Sendable {
+    typealias Respond = @Sendable (SentRequest, Int) throws -> HTTPReply
+    private let state: Locked<(requests: [SentRequest], respond: Respond)>
+
+    init(_ respond: @escaping Respond = { request, _ in HTTPReply(url: request.url, statusCode: 201) }) {
+        state = Locked((requests: [], respond: respond))
+    }
+
+    var requests: [SentRequest] { state.withLock { $0.requests } }
+
+    /// Replaces how it answers from now on.
+    func answer(_ respond: @escaping Respond) { state.withLock { $0.respond = respond } }
+
+    func send(_ request: HTTPRequest, body: Data?, options: HTTPRequestOptions) async throws -> HTTPReply {
+        let sent = SentRequest(request: request, body: body, options: options)
+        let (respond, index) = state.withLock { state in
+            state.requests.append(sent)
+            return (state.respond, state.requests.count - 1)
+        }
+        return try respond(sent, index)
+    }
+
+    static func unreachable(_ request: SentRequest) -> HTTPError {
+        .transport(url: request.url, reason: "connection refused", underlying: nil)
+    }
+}
+
+/// An outbox over real files, on a manual clock, with backoffs that take exactly their computed value.
+struct OutboxFixture {
+    let directory: TemporaryDirectory
+    let clock = ManualClock()
+    let server: ScriptedServer
+    let logs = LogCapture()
+
+    init(server: ScriptedServer = ScriptedServer()) throws {
+        directory = try TemporaryDirectory(prefix: "strata-outbox")
+        self.server = server
+    }
+
+    var storage: FileOutboxStorage { FileOutboxStorage(directory: directory.url) }
+
+    func outbox(
+        retention: OutboxRetention = OutboxRetention(), conflicts: OutboxConflictPolicy = .manual,
+        refreshAuthorization: (@Sendable () async throws -> Void)? = nil,
+        authorize: (@Sendable (inout HTTPRequest) async throws -> Void)? = nil
+    ) -> Outbox {
+        let outbox = Outbox(
+            storage: storage, environment: clock.environment(logger: logs.logger),
+            retry: OutboxRetryPolicy(initialDelay: .seconds(10), jitter: 0.5, random: { 0 }), retention: retention)
+        outbox.registerHTTP(
+            transport: server, conflicts: conflicts, authorize: authorize, refreshAuthorization: refreshAuthorization)
+        return outbox
+    }
+
+    static let base = URL(string: "https://api.example.com")!
+
+    static func post(_ path: String = "/posts", json: String = #"{"title":"t"}"#) -> (HTTPRequest, Data) {
+        var request = HTTPRequest(method: .post, url: base.appendingPathComponent(path))
+        request.headerFields[.contentType] = "application/json"
+        return (request, Data(json.utf8))
+    }
+}
+
+@Suite("Outbox: durable, once, in order", .timeLimit(.minutes(1)))
+struct OutboxTests {
+    @Test("a queued write is on disk when enqueue returns; a new process sends it with the same key")
+    func relaunchSendsWhatAnEarlierProcessQueued() async throws {
+        let fixture = try OutboxFixture()
+        let (request, body) = OutboxFixture.post()
+        let entry = try await {
+            let first = fixture.outbox()
+            first.connectivityChanged(isOnline: false)
+            return try await first.enqueue(request, body: body)
+        }()
+        // Another instance over the same directory: what a relaunched app makes.
+        let relaunched = fixture.outbox()
+        #expect(try await relaunched.entries().map(\.id) == [entry.id])
+        let report = try await relaunched.drain()
+        #expect(report.delivered == 1)
+        #expect(fixture.server.requests.count == 1)
+        #expect(fixture.server.requests.first?.headers["Idempotency-Key"] == entry.idempotencyKey)
+        #expect(fixture.server.requests.first?.body == body)
+        #expect(try await fixture.storage.loadAll().isEmpty)
+    }
+
+    @Test("every attempt of one write carries the same Idempotency-Key; writes get different ones")
+    func idempotencyKeyIsStablePerWrite() async throws {
+        let server = ScriptedServer { request, index in
+            // The first attempt's answer is lost; the server has applied it.
+            if index == 0 { throw ScriptedServer.unreachable(request) }
+            return HTTPReply(url: request.url, statusCode: 201)
+        }
+        let fixture = try OutboxFixture(server: server)
+        let outbox = fixture.outbox()
+        let (request, body) = OutboxFixture.post()
+        let first = try await outbox.enqueue(request, body: body)
+        let second = try await outbox.enqueue(request, body: body)
+        #expect(try await outbox.drain().deferred == 1)
+        fixture.clock.advance(by: .seconds(10))
+        #expect(try await outbox.drain().delivered == 2)
+        let keys = server.requests.map { $0.headers["Idempotency-Key"] }
+        #expect(keys == [first.idempotencyKey, first.idempotencyKey, second.idempotencyKey])
+        #expect(first.idempotencyKey != second.idempotencyKey)
+    }
+
+    @Test("ids are UUIDv7: version 7, variant 10, ordered by creation time")
+    func idsAreVersion7() async throws {
+        let fixture = try OutboxFixture()
+        let outbox = fixture.outbox()
+        outbox.connectivityChanged(isOnline: false)
+        var ids: [UUID] = []
+        for _ in 0..<3 {
+            ids.append(try await outbox.enqueue(kind: "note", scope: "s", payload: Data()).id)
+            fixture.clock.advance(by: .milliseconds(2))
+        }
+        for id in ids {
+            #expect(id.uuid.6 >> 4 == 7)
+            #expect(id.uuid.8 >> 6 == 0b10)
+        }
+        let millis = ids.map { id in
+            withUnsafeBytes(of: id.uuid) { bytes in bytes.prefix(6).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
+        }
+        #expect(millis == millis.sorted())
+        #expect(millis.first == UInt64(fixture.clock.startDate.timeIntervalSince1970 * 1000))
+    }
+
+    @Test("credentials are never written to the outbox; authorize adds them to each attempt")
+    func credentialsAreNotStored() async throws {
+        let fixture = try OutboxFixture()
+        let outbox = fixture.outbox(authorize: { request in request.headerFields[.authorization] = "Bearer fresh" })
+        var (request, body) = OutboxFixture.post()
+        request.headerFields[.authorization] = "Bearer secret-token"
+        request.headerFields[.cookie] = "session=secret-cookie"
+        outbox.connectivityChanged(isOnline: false)
+        try await outbox.enqueue(request, body: body)
+        for name in try FileManager.default.contentsOfDirectory(atPath: fixture.directory.url.path) {
+            let text = try String(contentsOf: fixture.directory.appending(name), encoding: .utf8)
+            #expect(!text.contains("secret"))
+        }
+        outbox.connectivityChanged(isOnline: true)
+        try await outbox.drain()
+        #expect(fixture.server.requests.first?.headers["Authorization"] == "Bearer fresh")
+        #expect(fixture.server.requests.first?.headers["Cookie"] == nil)
+    }
+}
+
+@Suite("Outbox: failure classes", .timeLimit(.minutes(1)))
+struct OutboxFailureTests {
+    @Test("a 503 with Retry-After waits as long as asked, keeps the attempt count, then delivers")
+    func serverErrorBacksOffHonouringRetryAfter() async throws {
+        let server = ScriptedServer { request, index in
+            index == 0 ? HTTPReply(url: request.url, statusCode: 503, headers: ["Retry-After": "120"]) : HTTPReply(url: request.url, statusCode: 201)
+        }
+        let fixture = try OutboxFixture(server: server)
+        let outbox = fixture.outbox()
+        let (request, body) = OutboxFixture.post()
+        let entry = try await outbox.enqueue(request, body: body)
+        #expect(try await outbox.drain().deferred == 1)
+        let waiting = try #require(try await outbox.entry(entry.id))
+        #expect(waiting.attempts == 1)
+        #expect(waiting.lastFailure?.class == .transient)
+        #expect(waiting.lastFailure?.status == 503)
+        #expect(waiting.nextAttemptAt == fixture.clock.date.addingTimeInterval(120))
+        // Persisted: a relaunch keeps the count and the wait.
+        #expect(try await fixture.outbox().entry(entry.id) == waiting)
+
+        fixture.clock.advance(by: .seconds(119))
+        #expect(try await outbox.drain() == OutboxDrainReport())
+        fixture.clock.advance(by: .seconds(1))
+        #expect(try await outbox.drain().delivered == 1)
+        #expect(server.requests.count == 2)
+    }
+
+    @Test(
+        "backoff grows exponentially, is capped, and jitter only shortens it",
+        arguments: [(1, 0.0, 10.0), (2, 0.0, 20.0), (3, 0.0, 40.0), (20, 0.0, 300.0), (1, 0.999_999, 5.0), (3, 0.5, 30.0)])
+    func backoff(attempt: Int, random: Double, seconds: Double) {
+        let policy = OutboxRetryPolicy(initialDelay: .seconds(10), maxDelay: .seconds(300), jitter: 0.5, random: { random })
+        let delay = policy.delay(afterAttempt: attempt, requested: nil)
+        #expect(abs(Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18 - seconds) < 0.001)
+    }
+
+    @Test("offline, nothing is attempted; back online, a write that found no server goes at once")
+    func offlinePausesAndOnlineResumes() async throws {
+        let server = ScriptedServer { request, _ in throw ScriptedServer.unreachable(request) }
+        let fixture = try OutboxFixture(server: server)
+        let outbox = fixture.outbox()
+        let (request, body) = OutboxFixture.post()
+        let entry = try await outbox.enqueue(request, body: body)
+        #expect(try await outbox.drain().deferred == 1)
+        #expect(try await outbox.entry(entry.id)?.lastFailure?.class == .unreachable)
+
+        outbox.connectivityChanged(isOnline: false)
+        fixture.clock.advance(by: .seconds(3600))
+        #expect(try await outbox.drain() == OutboxDrainReport())
+        #expect(server.requests.count == 1)
+        #expect(outbox.status.isOnline == false)
+
+        server.answer { request, _ in HTTPReply(url: request.url, statusCode: 201) }
+        outbox.connectivityChanged(isOnline: true)
+        #expect(try await outbox.drain().delivered == 1)
+        #expect(server.requests.count == 2)
+    }
+
+    @Test("coming back online makes an unreachable write due before its backoff ends")
+    func onlineSkipsTheBackoffOfUnreachableWrites() async throws {
+        let server = ScriptedServer { request, index in
+            if index == 0 { throw ScriptedServer.unreachable(request) }
+            return HTTPReply(url: request.url, statusCode: 201)
+        }
+        let fixture = try OutboxFixture(server: server)
+        let outbox = fixture.outbox()
+        let (request, body) = OutboxFixture.post()
+        try await outbox.enqueue(request, body: body)
+        try await outbox.drain()
+        outbox.connectivityChanged(isOnline: false)
+        outbox.connectivityChanged(isOnline: true)
+        #expect(try await outbox.drain().delivered == 1)
+    }
+
+    @Test("a successful answer from the write's host makes it due; another host's does not")
+    func reachabilityOfTheHostTriggersTheWrite() async throws {
+        let server = ScriptedServer { request, index in
+            if index == 0 { throw ScriptedServer.unreachable(request) }
+            return HTTPReply(url: request.url, statusCode: 200)
+        }
+        let fixture = try OutboxFixture(server: server)
+        let outbox = fixture.outbox()
+        let (request, body) = OutboxFixture.post()
+        try await outbox.enqueue(request, body: body)
+        try await outbox.drain()
+
+        let reads = server.reportingReachability(to: outbox)
+        _ = try await reads.send(HTTPRequest(method: .get, url: URL(string: "https://elsewhere.example.org/feed")!), body: nil, options: .init())
+        #expect(try await outbox.drain() == OutboxDrainReport())
+        _ = try await reads.send(HTTPRequest(method: .get, url: URL(string: "https://API.example.com:443/feed")!), body: nil, options: .init())
+        #expect(try await outbox.drain().delivered == 1)
+    }
+
+    @Test("a 422 parks the write with its status and body; it is never dropped", arguments: [400, 403, 404, 410, 422])
+    func permanentFailureParks(status: Int) async throws {
+        let server = ScriptedServer { request, _ in
+            HTTPReply(url: request.url, statusCode: status, body: Data(#"{"error":"title is required"}"#.utf8))
+        }
+        let fixture = try OutboxFixture(server: server)
+        let outbox = fixture.outbox()
+        let (request, body) = OutboxFixture.post()
+        let entry = try await outbox.enqueue(request, body: body)
+        #expect(try await outbox.drain().parked == 1)
+        let letter = try #require(try await outbox.deadLetters().first?.deadLetter)
+        #expect(letter.reason == .rejected)
+        #expect(letter.status == status)
+        #expect(letter.body.map { String(decoding: $0, as: UTF8.self) } == #"{"error":"title is required"}"#)
+        #expect(outbox.status.parked == 1)
+        #expect(outbox.status.pending == 0)
+        // On disk as a dead letter, for the next process too.
+        #expect(try await fixture.storage.loadAll().first?.deadLetter?.status == status)
+        // Not attempted again by later drains.
+        #expect(try await outbox.drain() == OutboxDrainReport())
+        #expect(server.requests.count == 1)
+        // Logged, with what it was.
+        let line = try #require(fixture.logs.entries.first { $0.message.contains("parked") })
+        #expect(line.level == .warning)
+        #expect(line.metadata["outbox.id"] == "\(entry.idempotencyKey)")
+        #expect(line.metadata["http.status"] == "\(status)")
+    }
+
+    @Test("dead letters: retry puts one back in the queue, discard removes it, a pending write cannot be discarded")
+    func deadLettersCanBeActedOn() async throws {
+        let server = ScriptedServer { request, _ in HTTPReply(url: request.url, statusCode: 422) }
+        let fixture = try OutboxFixture(server: server)
+        let outbox = fixture.outbox()
+        let (request, body) = OutboxFixture.post()
+        let kept = try await outbox.enqueue(request, body: body, scope: "a")
+        let dropped = try await outbox.enqueue(request, body: body, scope: "b")
+        try await outbox.drain()
+        #expect(try await outbox.deadLetters().map(\.id) == [kept.id, dropped.id])
+
+        server.answer { request, _ in HTTPReply(url: request.url, statusCode: 201) }
+        try await outbox.retry(kept.id)
+        #expect(try await outbox.entry(kept.id)?.isPending == true)
+        #expect(try await outbox.entry(kept.id)?.attempts == 0)
+        try await outbox.drain()
+        #expect(try await outbox.entry(kept.id) == nil)
+
+        try await outbox.discard(dropped.id)
+        #expect(try await outbox.entries().isEmpty)
+        #expect(try await fixture.storage.loadAll().isEmpty)
+        #expect(fixture.logs.entries.contains { $0.message.contains("discarded") && $0.metadata["outbox.id"] == "\(dropped.idempotencyKey)" })
+
+        outbox.connectivityChanged(isOnline: false)
+        let pending = try await outbox.enqueue(request, body: body)
+        await #expect(throws: OutboxError.self) { try await outbox.discard(pending.id) }
+        await #expect(throws: OutboxError.self) { try await outbox.retry(pending.id) }
+        await #expect(throws: OutboxError.self) { try await outbox.retry(UUID()) }
+        #expect(try await outbox.entry(pending.id) != nil)
+    }
+
+    @Test("a 401 runs the auth refresh, then sends once more; still 401 parks it")
+    func unauthorizedRefreshesOnce() async throws {
+        let refreshes = Locked(0)
+        let server = ScriptedServer { request, _ in
+            HTTPReply(url: request.url, statusCode: request.headers["Authorization"] == "Bearer 1" ? 201 : 401)
+        }
+        let fixture = try OutboxFixture(server: server)
+        let outbox = fixture.outbox(
+            refreshAuthorization: { refreshes.withLock { $0 += 1 } },
+            authorize: { request in request.headerFields[.authorization] = "Bearer \(refreshes.withLock { $0 })" })
+        let (request, body) = OutboxFixture.post()
+        try await outbox.enqueue(request, body: body)
+        #expect(try await outbox.drain().delivered == 1)
+        #expect(server.requests.map { $0.headers["Authorization"] } == ["Bearer 0", "Bearer 1"])
+
+        server.answer { request, _ in HTTPReply(url: request.url, statusCode: 401) }
+        let refused = try await outbox.enqueue(request, body: body)
+        #expect(try await outbox.drain().parked == 1)
+        #expect(try await outbox.entry(refused.id)?.deadLetter?.reason == .unauthorized)
+        #expect(refreshes.withLock { $0 } == 2)
+        #expect(try await outbox.entry(refused.id)?.attempts == 2)
+    }
+
+    @Test("an entry of a kind no handler knows is parked, and comes back when its kind is registered")
+    func unknownKindIsParkedNotDropped() async throws {
+        let fixture = try OutboxFixture()
+        let outbox = fixture.outbox()
+        let entry = try await outbox.enqueue(kind: "like", scope: "post/1", payload: Data("{}".utf8))
+        #expect(try await outbox.drain().parked == 1)
+        #expect(try await outbox.entry(entry.id)?.deadLetter?.reason == .unknownKind)
+
+        let delivered = Locked<[UUID]>([])
+        outbox.register("like") { delivery in
+            delivered.withLock { $0.append(delivery.entry.id) }
+            return .delivered
+        }
+        let status = outbox.statusUpdates()
+        for await update in status where update.pending == 1 { break }
+        #expect(try await outbox.drain().delivered == 1)
+        #expect(delivered.withLock { $0 } == [entry.id])
+    }
+
+    @Test("retention: a write failing past the attempt limit is parked with the reason, not deleted")
+    func retentionByAttemptsParks() async throws {
+        let server = ScriptedServer { request, _ in HTTPReply(url: request.url, statusCode: 500) }
+        let fixture = try OutboxFixture(server: server)
+        let outbox = fixture.outbox(retention: OutboxRetention(maxAttempts: 3, maxAge: nil))
+        let (request, body) = OutboxFixture.post()
+        let entry = try await outbox.enqueue(request, body: body)
+        for _ in 0..<2 {
+            #expect(try await outbox.drain().deferred == 1)
+            fixture.clock.advance(by: .seconds(3600))
+        }
+        #expect(try await outbox.drain().parked == 1)
+        let parked = try #require(try await outbox.entry(entry.id))
+        #expect(parked.deadLetter?.reason == .retentionExceeded)
+        #expect(parked.deadLetter?.status == 500)
+        #expect(parked.attempts == 3)
+        #expect(server.requests.count == 3)
+    }
+
+    @Test("retention: a write queued longer than the age limit is parked, even offline")
+    func retentionByAgeParksOffline() async throws {
+        let fixture = try OutboxFixture()
+        let outbox = fixture.outbox(retention: OutboxRetention(maxAttempts: nil, maxAge: .seconds(86_400)))
+        outbox.connectivityChanged(isOnline: false)
+        let (request, body) = OutboxFixture.post()
+        let entry = try await outbox.enqueue(request, body: body)
+        fixture.clock.advance(by: .seconds(86_401))
+        #expect(try await outbox.drain().parked == 1)
+        #expect(try await outbox.entry(entry.id)?.deadLetter?.reason == .retentionExceeded)
+        #expect(fixture.server.requests.isEmpty)
+    }
+
+    @Test("a storage that cannot save fails enqueue with a typed error: the write is not reported queued")
+    func enqueueFailsWhenTheStorageFails() async throws {
+        let fixture = try OutboxFixture()
+        let outbox = Outbox(storage: RefusingOutboxStorage(), environment: fixture.clock.environment(logger: fixture.logs.logger))
+        let (request, body) = OutboxFixture.post()
+        await #expect {
+            try await outbox.enqueue(request, body: body)
+        } throws: { error in
+            guard case OutboxError.storage(let underlying) = error else { return false }
+            return (underlying as? StoreError)?.operation == .insert
+        }
+        #expect(outbox.status.pending == 0)
+        #expect(try await outbox.entries().isEmpty)
+    }
+}
+
+/// Reads as empty; refuses every write.
+struct RefusingOutboxStorage: OutboxStorage {
+    func loadAll() async throws -> [OutboxEntry] { [] }
+    func save(_ entry: OutboxEntry) async throws {
+        throw StoreError(store: "RefusingOutboxStorage", operation: .insert, key: entry.idempotencyKey, reason: "disk full")
+    }
+    func remove(_ id: UUID) async throws {
+        throw StoreError(store: "RefusingOutboxStorage", operation: .delete, key: nil, reason: "disk full")
+    }
+}
+
+@Suite("Outbox: conflicts", .timeLimit(.minutes(1)))
+struct OutboxConflictTests {
+    static func conflictThenCreated(_ status: Int) -> ScriptedServer {
+        ScriptedServer { request, _ in
+            if request.headers["If-Match"] != nil {
+                return HTTPReply(url: request.url, statusCode: status, headers: ["ETag": #""v9""#], body: Data(#"{"title":"server"}"#.utf8))
+            }
+            return HTTPReply(url: request.url, statusCode: 200)
+        }
+    }
+
+    @Test("manual: a 409 or 412 parks the write with the server's answer", arguments: [409, 412])
+    func manualParks(status: Int) async throws {
+        let fixture = try OutboxFixture(server: Self.conflictThenCreated(status))
+        let outbox = fixture.outbox(conflicts: .manual)
+        let (request, body) = OutboxFixture.post("/posts/1")
+        let entry = try await outbox.enqueue(request, body: body, baseVersion: #""v1""#)
+        #expect(try await outbox.drain().parked == 1)
+        #expect(fixture.server.requests.first?.headers["If-Match"] == #""v1""#)
+        let letter = try #require(try await outbox.entry(entry.id)?.deadLetter)
+        #expect(letter.reason == .conflict)
+        #expect(letter.status == status)
+        #expect(letter.detail.contains(#""v9""#))
+    }
+
+    @Test("client wins: the write is sent again without its precondition")
+    func clientWinsResendsUnconditionally() async throws {
+        let fixture = try OutboxFixture(server: Self.conflictThenCreated(412))
+        let outbox = fixture.outbox(conflicts: .clientWins)
+        let (request, body) = OutboxFixture.post("/posts/1")
+        try await outbox.enqueue(request, body: body, baseVersion: #""v1""#)
+        #expect(try await outbox.drain().delivered == 1)
+        #expect(fixture.server.requests.map { $0.headers["If-Match"] } == [#""v1""#, nil])
+        #expect(Set(fixture.server.requests.map { $0.headers["Idempotency-Key"] }).count == 1)
+    }
+
+    @Test("merge: the merged payload is sent against the server's version")
+    func mergeSendsTheMergedWrite() async throws {
+        let server = ScriptedServer { request, _ in
+            request.headers["If-Match"] == #""v9""# ? HTTPReply(url: request.url, statusCode: 200)
+                : HTTPReply(url: request.url, statusCode: 409, headers: ["ETag": #""v9""#], body: Data(#"{"title":"server"}"#.utf8))
+        }
+        let fixture = try OutboxFixture(server: server)
+        let outbox = fixture.outbox(conflicts: .merge { entry, conflict in
+            var stored = try #require(entry.request)
+            stored.body = Data(#"{"title":"merged"}"#.utf8)
+            return OutboxMerge(payload: try JSONEncoder().encode(stored), baseVersion: conflict.serverVersion)
+        })
+        let (request, body) = OutboxFixture.post("/posts/1")
+        try await outbox.enqueue(request, body: body, baseVersion: #""v1""#)
+        #expect(try await outbox.drain().delivered == 1)
+        #expect(server.requests.map { $0.headers["If-Match"] } == [#""v1""#, #""v9""#])
+        #expect(server.requests.last?.body == Data(#"{"title":"merged"}"#.utf8))
+    }
+
+    @Test("server wins: the write is removed, logged with what it was, and the app is told to refetch")
+    func serverWinsDropsAndRefetches() async throws {
+        let refetched = Locked<[UUID]>([])
+        let fixture = try OutboxFixture(server: Self.conflictThenCreated(409))
+        let outbox = fixture.outbox(conflicts: .serverWins(refetch: { entry in refetched.withLock { $0.append(entry.id) } }))
+        let (request, body) = OutboxFixture.post("/posts/1")
+        let entry = try await outbox.enqueue(request, body: body, baseVersion: #""v1""#)
+        #expect(try await outbox.drain().discarded == 1)
+        #expect(refetched.withLock { $0 } == [entry.id])
+        #expect(try await outbox.entries().isEmpty)
+        #expect(fixture.logs.entries.contains { $0.level == .warning && $0.metadata["outbox.id"] == "\(entry.idempotencyKey)" })
+    }
+}
+
+@Suite("Outbox: order, parallelism, visibility", .timeLimit(.minutes(1)))
+struct OutboxOrderTests {
+    @Test("one scope is delivered in order, one at a time; a failing head holds its scope only")
+    func serialWithinAScopeParallelAcross() async throws {
+        let server = ScriptedServer { request, _ in
+            request.url.path.hasPrefix("/broken") ? HTTPReply(url: request.url, statusCode: 503) : HTTPReply(url: request.url, statusCode: 201)
+        }
+        let fixture = try OutboxFixture(server: server)
+        let outbox = fixture.outbox()
+        for index in 1...3 {
+            let (request, body) = OutboxFixture.post("/broken", json: "{\"n\":\(index)}")
+            try await outbox.enqueue(request, body: body)
+        }
+        for index in 1...3 {
+            let (request, body) = OutboxFixture.post("/posts", json: "{\"n\":\(index)}")
+            try await outbox.enqueue(request, body: body)
+        }
+        let report = try await outbox.drain()
+        #expect(report.delivered == 3)
+        #expect(report.deferred == 1)
+        let posts = server.requests.filter { $0.url.path == "/posts" }.compactMap { $0.body.map { String(decoding: $0, as: UTF8.self) } }
+        #expect(posts == [#"{"n":1}"#, #"{"n":2}"#, #"{"n":3}"#])
+        // The broken scope was tried once (its head), not three times.
+        #expect(server.requests.filter { $0.url.path == "/broken" }.count == 1)
+        #expect(outbox.status.pendingByScope == ["/broken": 3])
+
+        // Once the failure clears, it drains in its original order.
+        server.answer { request, _ in HTTPReply(url: request.url, statusCode: 201) }
+        fixture.clock.advance(by: .seconds(3600))
+        #expect(try await outbox.drain().delivered == 3)
+        let broken = server.requests.filter { $0.url.path == "/broken" }.compactMap { $0.body.map { String(decoding: $0, as: UTF8.self) } }
+        #expect(broken == [#"{"n":1}"#, #"{"n":1}"#, #"{"n":2}"#, #"{"n":3}"#])
+    }
+
+    @Test("a handler may rewrite the writes queued behind it (a server-assigned id)")
+    func receiptRewritesLaterWrites() async throws {
+        struct Create: Codable { var temporaryID: String }
+        struct Rename: Codable { var id: String; var title: String }
+        let fixture = try OutboxFixture()
+        let outbox = fixture.outbox()
+        let sent = Locked<[String]>([])
+        outbox.register("create", as: Create.self) { create, _ in
+            sent.withLock { $0.append("create \(create.temporaryID)") }
+            return .delivered(rewritingLaterWrites: { entry in
+                guard entry.kind == "rename", var rename = try? entry.decoded(Rename.self), rename.id == create.temporaryID else { return nil }
+                rename.id = "42"
+                return try? JSONEncoder().encode(rename)
+            })
+        }
+        outbox.register("rename", as: Rename.self) { rename, _ in
+            sent.withLock { $0.append("rename \(rename.id) \(rename.title)") }
+            return .delivered
+        }
+        outbox.connectivityChanged(isOnline: false)
+        try await outbox.enqueue(Create(temporaryID: "tmp-1"), kind: "create", scope: "posts")
+        try await outbox.enqueue(Rename(id: "tmp-1", title: "hello"), kind: "rename", scope: "posts")
+        outbox.connectivityChanged(isOnline: true)
+        #expect(try await outbox.drain().delivered == 2)
+        #expect(sent.withLock { $0 } == ["create tmp-1", "rename 42 hello"])
+    }
+
+    @Test("waitUntilDrained returns once the writes queued before it are delivered")
+    func waitUntilDrainedReturnsAfterDelivery() async throws {
+        let fixture = try OutboxFixture()
+        let outbox = fixture.outbox()
+        outbox.connectivityChanged(isOnline: false)
+        let (request, body) = OutboxFixture.post()
+        try await outbox.enqueue(request, body: body)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await outbox.waitUntilDrained(timeout: .seconds(60)) }
+            await fixture.clock.waitForSleepers(count: 1)
+            outbox.connectivityChanged(isOnline: true)
+            try await outbox.drain()
+            try await group.waitForAll()
+        }
+        #expect(outbox.status.pending == 0)
+    }
+
+    @Test("waitUntilDrained times out on the outbox's clock, saying how many are left")
+    func waitUntilDrainedTimesOut() async throws {
+        let fixture = try OutboxFixture()
+        let outbox = fixture.outbox()
+        outbox.connectivityChanged(isOnline: false)
+        let (request, body) = OutboxFixture.post()
+        try await outbox.enqueue(request, body: body)
+        try await outbox.enqueue(request, body: body)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                await #expect {
+                    try await outbox.waitUntilDrained(timeout: .seconds(30))
+                } throws: { error in
+                    guard case OutboxError.drainTimedOut(let remaining, _) = error else { return false }
+                    return remaining == 2
+                }
+            }
+            await fixture.clock.waitForSleepers(count: 1)
+            fixture.clock.advance(by: .seconds(30))
+            try await group.waitForAll()
+        }
+    }
+
+    @Test("the status stream reports queued, draining and delivered")
+    func statusStreamFollowsTheQueue() async throws {
+        let fixture = try OutboxFixture()
+        let outbox = fixture.outbox()
+        outbox.connectivityChanged(isOnline: false)
+        var updates = outbox.statusUpdates().makeAsyncIterator()
+        #expect(await updates.next()?.pending == 0)
+        let (request, body) = OutboxFixture.post()
+        try await outbox.enqueue(request, body: body)
+        var seen: OutboxStatus? = await updates.next()
+        while let status = seen, status.pending != 1 { seen = await updates.next() }
+        #expect(seen?.pendingByScope == ["/posts": 1])
+        outbox.connectivityChanged(isOnline: true)
+        try await outbox.drain()
+        seen = await updates.next()
+        while let status = seen, status.pending != 0 || status.isDraining { seen = await updates.next() }
+        #expect(seen?.pending == 0)
+        #expect(seen?.isDraining == false)
+    }
+
+    @Test("run() drains at start, after each enqueue, and when a backoff ends")
+    func runDrainsOnEveryTrigger() async throws {
+        let server = ScriptedServer { request, index in
+            index == 1 ? HTTPReply(url: request.url, statusCode: 503) : HTTPReply(url: request.url, statusCode: 201)
+        }
+        let fixture = try OutboxFixture(server: server)
+        let (request, body) = OutboxFixture.post()
+        do {
+            let earlier = fixture.outbox()
+            earlier.connectivityChanged(isOnline: false)
+            try await earlier.enqueue(request, body: body)
+        }
+        let outbox = fixture.outbox()
+        let runner = Task { try await outbox.run() }
+        defer { runner.cancel() }
+        // At start: the write an earlier process queued.
+        try await outbox.waitUntilDrained(timeout: .seconds(60))
+        #expect(server.requests.count == 1)
+        // After an enqueue (this one fails with a 503 and waits 10 s).
+        try await outbox.enqueue(request, body: body)
+        var updates = outbox.statusUpdates().makeAsyncIterator()
+        while let status = await updates.next(), status.lastFailure == nil || status.isDraining {}
+        #expect(server.requests.count == 2)
+        // When the backoff ends.
+        await fixture.clock.waitForSleepers(count: 1)
+        fixture.clock.advance(by: .seconds(10))
+        try await outbox.waitUntilDrained(timeout: .seconds(60))
+        #expect(server.requests.count == 3)
+    }
+}
+
+@Suite("Outbox: reads overlay pending writes", .timeLimit(.minutes(1)))
+struct OutboxOverlayTests {
+    struct Post: Codable, Equatable, Sendable {
+        var id: String
+        var title: String
+    }
+
+    static func postsRead(_ outbox: Outbox, base: Locked<[Post]>) -> some Loader<Void, [Post]> {
+        ClosureLoader("posts endpoint") { base.withLock { $0 } }
+            .originating(from: .remote)
+            .named("posts")
+            .overlayingPending(outbox, scope: { _ in "/posts" }) { pending, posts in
+                posts + pending.compactMap { try? $0.decoded(Post.self) }
+            }
+    }
+
+    @Test("a read shows pending writes on top, says pending (n), rebases on a fresh base, and drops them once delivered")
+    func overlayLifecycle() async throws {
+        let fixture = try OutboxFixture()
+        let outbox = fixture.outbox()
+        let base = Locked([Post(id: "1", title: "server")])
+        let read = Self.postsRead(outbox, base: base)
+        outbox.connectivityChanged(isOnline: false)
+        let (request, _) = OutboxFixture.post()
+        try await outbox.enqueue(request, body: try JSONEncoder().encode(Post(id: "tmp-a", title: "mine")))
+        try await outbox.enqueue(request, body: try JSONEncoder().encode(Post(id: "tmp-b", title: "mine too")))
+
+        let served = try await read.loadServed()
+        #expect(served.value.map(\.id) == ["1", "tmp-a", "tmp-b"])
+        #expect(served.provenance.pendingWrites == 2)
+        #expect(served.provenance.description.contains("pending (2)"))
+        #expect(served.provenance.origin == .remote)
+
+        // A fresh base from the server: the still-pending writes go on top of it.
+        base.withLock { $0 = [Post(id: "1", title: "server"), Post(id: "2", title: "someone else")] }
+        #expect(try await read.load().map(\.id) == ["1", "2", "tmp-a", "tmp-b"])
+
+        // Delivered: the server's value has them; no overlay.
+        outbox.connectivityChanged(isOnline: true)
+        try await outbox.drain()
+        base.withLock { $0.append(contentsOf: [Post(id: "3", title: "mine"), Post(id: "4", title: "mine too")]) }
+        let after = try await read.loadServed()
+        #expect(after.value.map(\.id) == ["1", "2", "3", "4"])
+        #expect(after.provenance.pendingWrites == 0)
+    }
+
+    @Test("a parked write rolls back out of reads")
+    func parkedWriteRollsBack() async throws {
+        let server = ScriptedServer { request, _ in HTTPReply(url: request.url, statusCode: 422) }
+        let fixture = try OutboxFixture(server: server)
+        let outbox = fixture.outbox()
+        let read = Self.postsRead(outbox, base: Locked([Post(id: "1", title: "server")]))
+        outbox.connectivityChanged(isOnline: false)
+        let (request, _) = OutboxFixture.post()
+        try await outbox.enqueue(request, body: try JSONEncoder().encode(Post(id: "tmp", title: "invalid")))
+        #expect(try await read.load().count == 2)
+        outbox.connectivityChanged(isOnline: true)
+        try await outbox.drain()
+        #expect(try await read.load().map(\.id) == ["1"])
+    }
+
+    @Test("an outbox that cannot read its storage leaves reads as they are")
+    func unreadableOutboxDoesNotFailReads() async throws {
+        let fixture = try OutboxFixture()
+        let blocked = fixture.directory.appending("file")
+        try Data().write(to: blocked)
+        // The storage's directory is a file inside a file: listing it fails with ENOTDIR.
+        let outbox = Outbox(
+            storage: FileOutboxStorage(directory: blocked.appendingPathComponent("outbox")),
+            environment: fixture.clock.environment(logger: fixture.logs.logger))
+        let read = Self.postsRead(outbox, base: Locked([Post(id: "1", title: "server")]))
+        #expect(try await read.load().map(\.id) == ["1"])
+        #expect(fixture.logs.entries.contains { $0.message.contains("pending writes not shown") })
+    }
+}
