@@ -22,6 +22,7 @@ let benchmarks: @Sendable () -> Void = {
     registerSQLiteStoreBenchmarks()
     registerCoalescingBenchmarks()
     registerRelaunchBenchmarks()
+    registerOutboxBenchmarks()
 }
 
 /// A value a benchmark's `setup` prepares and its body reads.

@@ -192,7 +192,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
             metrics.storageFailures.increment()
             throw OutboxError.storage(error)
         }
-        state.withLock { $0.entries[entry.id] = entry }
+        state.withLock { $0.put(entry) }
         metrics.enqueued.increment()
         changed()
         wake()
@@ -224,7 +224,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
     /// The writes of `scope` waiting for delivery, oldest first (what a read overlays).
     public func pendingEntries(scope: String) async throws -> [OutboxEntry] {
         try await ensureLoaded()
-        return state.withLock { $0.entries.values.filter { $0.scope == scope && $0.isPending } }.sorted(by: Self.deliveryOrder)
+        return state.withLock { state in state.queues[scope, default: []].compactMap { state.entries[$0] } }
     }
 
     /// The parked writes, oldest first.
@@ -269,7 +269,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
             metrics.storageFailures.increment()
             throw OutboxError.storage(error)
         }
-        state.withLock { $0.entries[id] = nil }
+        state.withLock { $0.delete(id) }
         metrics.discarded(.discardedByRequest).increment()
         logger.notice("outbox dead letter discarded", metadata: metadata(for: entry))
         changed()
@@ -288,7 +288,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
             metrics.storageFailures.increment()
             throw OutboxError.storage(error)
         }
-        state.withLock { $0.entries[entry.id] = entry }
+        state.withLock { $0.put(entry) }
         changed()
         wake()
     }
@@ -370,7 +370,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
     public func waitUntilDrained(timeout: Duration) async throws {
         try await ensureLoaded()
         let token = UUID()
-        let waited = state.withLock { state -> Set<UUID> in Set(state.entries.values.filter(\.isPending).map(\.id)) }
+        let waited = state.withLock { state -> Set<UUID> in Set(state.queues.values.joined()) }
         if waited.isEmpty { return }
         let clock = environment.clock
         let drained = await withTaskGroup(of: Bool.self) { group in
@@ -435,7 +435,12 @@ public final class Outbox: Sendable, CustomStringConvertible {
     private struct State {
         var loaded = false
         var loading: Task<[OutboxEntry], any Error>?
+        /// Every entry, by id. Written only through `put` and `delete`, which keep the two indexes below.
         var entries: [UUID: OutboxEntry] = [:]
+        /// The pending entries' ids per scope, in delivery order.
+        var queues: [String: [UUID]] = [:]
+        /// How many entries are parked.
+        var parked = 0
         var nextSequence: UInt64 = 1
         var busyScopes: Set<String> = []
         var isOnline = true
@@ -447,24 +452,46 @@ public final class Outbox: Sendable, CustomStringConvertible {
         var wakeRequested = false
 
         var status: OutboxStatus {
-            var pendingByScope: [String: Int] = [:]
-            var parked = 0
-            for entry in entries.values {
-                if entry.isPending { pendingByScope[entry.scope, default: 0] += 1 } else { parked += 1 }
-            }
-            return OutboxStatus(
-                pendingByScope: pendingByScope, parked: parked, isDraining: drains > 0, isOnline: isOnline,
+            OutboxStatus(
+                pendingByScope: queues.mapValues(\.count), parked: parked, isDraining: drains > 0, isOnline: isOnline,
                 lastFailure: lastFailure, isLoaded: loaded)
+        }
+
+        /// Inserts or replaces `entry`, keeping the per-scope queues and the parked count exact.
+        mutating func put(_ entry: OutboxEntry) {
+            if let old = entries.updateValue(entry, forKey: entry.id) { unindex(old) }
+            if entry.isPending {
+                var queue = queues[entry.scope, default: []]
+                // Almost always the end: entries are queued in sequence order.
+                var index = queue.endIndex
+                while index > queue.startIndex, let previous = entries[queue[index - 1]], Outbox.deliveryOrder(entry, previous) {
+                    index -= 1
+                }
+                queue.insert(entry.id, at: index)
+                queues[entry.scope] = queue
+            } else {
+                parked += 1
+            }
+        }
+
+        /// Removes the entry with `id`, if any.
+        mutating func delete(_ id: UUID) {
+            if let old = entries.removeValue(forKey: id) { unindex(old) }
+        }
+
+        private mutating func unindex(_ entry: OutboxEntry) {
+            guard entry.isPending else {
+                parked -= 1
+                return
+            }
+            guard var queue = queues[entry.scope], let index = queue.firstIndex(of: entry.id) else { return }
+            queue.remove(at: index)
+            queues[entry.scope] = queue.isEmpty ? nil : queue
         }
 
         /// The first pending entry of each scope, by sequence.
         func heads() -> [String: OutboxEntry] {
-            var heads: [String: OutboxEntry] = [:]
-            for entry in entries.values where entry.isPending {
-                if let head = heads[entry.scope], Outbox.deliveryOrder(head, entry) { continue }
-                heads[entry.scope] = entry
-            }
-            return heads
+            queues.compactMapValues { queue in queue.first.flatMap { entries[$0] } }
         }
 
         /// When the earliest waiting head is due, if any (and the device is online).
@@ -502,7 +529,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
             let loaded = try await task.value
             state.withLock { state in
                 guard !state.loaded else { return }
-                for entry in loaded { state.entries[entry.id] = entry }
+                for entry in loaded { state.put(entry) }
                 state.nextSequence = (state.entries.values.map(\.sequence).max() ?? 0) + 1
                 state.loaded = true
                 state.loading = nil
@@ -688,7 +715,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
             logger.error("outbox could not save a write; it stays queued as it was", metadata: metadata(for: entry, error: error))
             return false
         }
-        state.withLock { $0.entries[entry.id] = entry }
+        state.withLock { $0.put(entry) }
         return true
     }
 
@@ -715,12 +742,10 @@ public final class Outbox: Sendable, CustomStringConvertible {
                 "outbox delivered a write but could not remove it; after a relaunch it is sent again with the same idempotency key",
                 metadata: metadata(for: entry, error: error))
         }
-        state.withLock { $0.entries[entry.id] = nil }
+        state.withLock { $0.delete(entry.id) }
         metrics.delivered.increment()
         if let rewrite = receipt.rewrite {
-            let later = state.withLock { state in
-                state.entries.values.filter { $0.scope == entry.scope && $0.isPending && $0.sequence > entry.sequence }
-            }.sorted(by: Self.deliveryOrder)
+            let later = state.withLock { state in state.queues[entry.scope, default: []].compactMap { state.entries[$0] } }
             for var next in later {
                 guard let payload = rewrite(next) else { continue }
                 next.payload = payload
@@ -739,7 +764,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
             logger.error("outbox could not remove a write", metadata: metadata(for: entry, error: error))
             return .stopped
         }
-        state.withLock { $0.entries[entry.id] = nil }
+        state.withLock { $0.delete(entry.id) }
         metrics.discarded(why).increment()
         var details = metadata(for: entry)
         details["outbox.payload_bytes"] = "\(entry.payload.count)"

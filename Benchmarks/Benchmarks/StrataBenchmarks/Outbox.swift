@@ -1,0 +1,148 @@
+import Benchmark
+import Foundation
+@_spi(StrataInternals) import Strata
+import StrataTesting
+
+/// The outbox (issue 14): what queueing a write costs, and how fast a drain delivers.
+///
+/// - Enqueue: 100 HTTP writes (`POST /posts`, a 60-byte JSON body) queued in an `Outbox` over a
+///   `FileOutboxStorage`, offline, so nothing is sent. Baseline: the same number of files written the
+///   way the storage must write one durably — `Data.write(options: .atomic)` (a temporary file,
+///   `fsync`, rename) of 600 bytes, about an entry's size. The outbox also flushes the directory.
+/// - Drain: 100 queued writes delivered by `drain()` to a local HTTP server (Python's
+///   `ThreadingHTTPServer`, HTTP/1.1 keep-alive, `201` to every `POST`), over `URLSessionHTTPClient`,
+///   one scope, so one at a time, as the baseline sends them. Baseline: a loop of the same 100 `POST`s
+///   through the same client to the same server, nothing persisted. `.memory` drains from a
+///   `MemoryOutboxStorage`, isolating the engine from the two durable writes per write (the attempt
+///   count before sending, the removal after).
+func registerOutboxBenchmarks() {
+    let writes = 100
+    let body = Data(#"{"title":"Offline post","body":"Written on a train, sent later."}"#.utf8)
+    let entryBytes = Data(repeating: 0x61, count: 600)
+    let directory = Prepared<TemporaryDirectory>()
+    let server = Prepared<LocalPostServer>()
+    let setup: Benchmark.BenchmarkSetupHook = {
+        directory.set(try TemporaryDirectory(prefix: "strata-bench-outbox"))
+        server.set(try LocalPostServer.start())
+    }
+    let teardown: Benchmark.BenchmarkTeardownHook = {
+        server.value.stop()
+        directory.value.remove()
+    }
+    let configuration = Benchmark.Configuration(maxDuration: .seconds(3), maxIterations: 200, setup: setup, teardown: teardown)
+    let round = Locked(0)
+    let nextDirectory: @Sendable (String) -> URL = { name in
+        let n = round.withLock { value -> Int in
+            value += 1
+            return value
+        }
+        return directory.value.appending("\(name)-\(n)")
+    }
+    let post: @Sendable (URL) -> HTTPRequest = { base in
+        var request = HTTPRequest(method: .post, url: base.appendingPathComponent("posts"))
+        request.headerFields[.contentType] = "application/json"
+        return request
+    }
+    let queued: @Sendable (any OutboxStorage) async throws -> Outbox = { storage in
+        let outbox = Outbox(storage: storage, name: "bench")
+        outbox.registerHTTP()
+        outbox.connectivityChanged(isOnline: false)
+        let request = post(server.value.baseURL)
+        for _ in 0..<writes { try await outbox.enqueue(request, body: body) }
+        return outbox
+    }
+
+    Benchmark("OutboxEnqueue.strata (100 ops)", configuration: configuration) { benchmark in
+        let outbox = Outbox(storage: FileOutboxStorage(directory: nextDirectory("enqueue")), name: "bench")
+        outbox.connectivityChanged(isOnline: false)
+        let request = post(URL(string: "https://api.example.com")!)
+        benchmark.startMeasurement()
+        for _ in 0..<writes { try await outbox.enqueue(request, body: body) }
+        benchmark.stopMeasurement()
+    }
+    Benchmark("OutboxEnqueue.baseline (100 ops)", configuration: configuration) { benchmark in
+        let folder = nextDirectory("raw")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        benchmark.startMeasurement()
+        for index in 0..<writes { try entryBytes.write(to: folder.appendingPathComponent("\(index)"), options: .atomic) }
+        benchmark.stopMeasurement()
+    }
+    Benchmark("OutboxDrain.strata (100 ops)", configuration: configuration) { benchmark in
+        let outbox = try await queued(FileOutboxStorage(directory: nextDirectory("drain")))
+        benchmark.startMeasurement()
+        outbox.connectivityChanged(isOnline: true)
+        let report = try await outbox.drain()
+        benchmark.stopMeasurement()
+        precondition(report.delivered == writes, "the drain delivered \(report.delivered) of \(writes)")
+    }
+    Benchmark("OutboxDrain.memory (100 ops)", configuration: configuration) { benchmark in
+        let outbox = try await queued(MemoryOutboxStorage())
+        benchmark.startMeasurement()
+        outbox.connectivityChanged(isOnline: true)
+        let report = try await outbox.drain()
+        benchmark.stopMeasurement()
+        precondition(report.delivered == writes, "the drain delivered \(report.delivered) of \(writes)")
+    }
+    Benchmark("OutboxDrain.baseline (100 ops)", configuration: configuration) { _ in
+        let request = post(server.value.baseURL)
+        for _ in 0..<writes {
+            let reply = try await URLSessionHTTPClient.shared.send(request, body: body, options: HTTPRequestOptions())
+            precondition(reply.status.code == 201, "the server answered \(reply.status.code)")
+        }
+    }
+}
+
+/// Python's `ThreadingHTTPServer` on 127.0.0.1 answering `201` to every `POST` (HTTP/1.1, keep-alive):
+/// a server this project did not write, the same for both sides of the drain benchmark.
+final class LocalPostServer: Sendable {
+    let process: Process
+    let baseURL: URL
+
+    private init(process: Process, port: Int) {
+        self.process = process
+        self.baseURL = URL(string: "http://127.0.0.1:\(port)")!
+    }
+
+    static let script = """
+        import http.server, sys
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                body = b'{"id":1}'
+                self.send_response(201)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            def log_message(self, *args):
+                pass
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        print(server.server_address[1], flush=True)
+        server.serve_forever()
+        """
+
+    static func start() throws -> LocalPostServer {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", script]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        var line = Data()
+        while !line.contains(UInt8(ascii: "\n")) {
+            let chunk = output.fileHandleForReading.availableData
+            guard !chunk.isEmpty else { throw CocoaError(.fileReadUnknown) }
+            line.append(chunk)
+        }
+        guard let port = Int(String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw CocoaError(.fileReadCorruptFile)
+        }
+        return LocalPostServer(process: process, port: port)
+    }
+
+    func stop() {
+        process.terminate()
+        process.waitUntilExit()
+    }
+}
