@@ -1,5 +1,8 @@
 import Benchmark
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 @_spi(StrataInternals) import Strata
 import StrataTesting
 
@@ -107,6 +110,7 @@ final class LocalPostServer: Sendable {
         import http.server, sys
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall
             def do_POST(self):
                 self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 body = b'{"id":1}'
@@ -141,8 +145,10 @@ final class LocalPostServer: Sendable {
         return LocalPostServer(process: process, port: port)
     }
 
+    /// Kills the server (SIGKILL: `terminate()`'s SIGTERM was seen not to end it here) and waits
+    /// until it is gone.
     func stop() {
-        process.terminate()
-        process.waitUntilExit()
+        kill(process.processIdentifier, SIGKILL)
+        while process.isRunning { usleep(1_000) }
     }
 }

@@ -101,7 +101,7 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
         encoder.dateEncodingStrategy = .millisecondsSince1970
         encoder.outputFormatting = [.sortedKeys]
         let json = try encoder.encode(entry)
-        let hex = SHA256.digest(json).map { String(format: "%02x", $0) }.joined()
+        let hex = SHA256.hexDigest(of: json)
         var data = Data((magic + hex + "\n").utf8)
         data.append(json)
         return data
@@ -113,7 +113,7 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
         let header = String(decoding: data[data.startIndex..<newline], as: UTF8.self)
         guard header.hasPrefix(magic) else { return nil }
         let json = data[data.index(after: newline)...]
-        let hex = SHA256.digest(json).map { String(format: "%02x", $0) }.joined()
+        let hex = SHA256.hexDigest(of: json)
         guard header.dropFirst(magic.count) == hex else { return nil }
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .millisecondsSince1970

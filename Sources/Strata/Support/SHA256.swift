@@ -56,10 +56,15 @@ public enum SHA256 {
 
     /// The digest as 64 lowercase hexadecimal characters.
     static func hexDigest(_ string: String) -> String {
+        hexDigest(of: Array(string.utf8))
+    }
+
+    /// The digest of `message` as 64 lowercase hexadecimal characters.
+    static func hexDigest<Bytes: Collection>(of message: Bytes) -> String where Bytes.Element == UInt8 {
         let hexDigits = Array("0123456789abcdef")
         var out = ""
         out.reserveCapacity(64)
-        for byte in digest(Array(string.utf8)) {
+        for byte in digest(message) {
             out.append(hexDigits[Int(byte >> 4)])
             out.append(hexDigits[Int(byte & 0x0f)])
         }
