@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import MetricsTestKit
 @testable @_spi(StrataInternals) import Strata
 import StrataTesting
 import Testing
@@ -208,6 +209,57 @@ struct OutboxFailureTests {
         outbox.connectivityChanged(isOnline: true)
         #expect(try await outbox.drain().delivered == 1)
         #expect(server.requests.count == 2)
+    }
+
+    @Test("a connectivity signal pauses and resumes delivery")
+    func followsAConnectivitySignal() async throws {
+        let fixture = try OutboxFixture()
+        let outbox = fixture.outbox()
+        let (signal, continuation) = AsyncStream.makeStream(of: Bool.self)
+        let follower = Task { await outbox.follow(connectivity: signal) }
+        var updates = outbox.statusUpdates().makeAsyncIterator()
+        continuation.yield(false)
+        while let status = await updates.next(), status.isOnline {}
+        let (request, body) = OutboxFixture.post()
+        try await outbox.enqueue(request, body: body)
+        #expect(try await outbox.drain() == OutboxDrainReport())
+        continuation.yield(true)
+        while let status = await updates.next(), !status.isOnline {}
+        #expect(try await outbox.drain().delivered == 1)
+        continuation.finish()
+        await follower.value
+    }
+
+    @Test("metrics: queued, delivered, failed attempts by class, parked by reason, and the gauges")
+    func metricsCountWhatHappened() async throws {
+        let server = ScriptedServer { request, index in
+            switch index {
+            case 0: throw ScriptedServer.unreachable(request)
+            case 1: return HTTPReply(url: request.url, statusCode: 201)
+            default: return HTTPReply(url: request.url, statusCode: 422)
+            }
+        }
+        let fixture = try OutboxFixture(server: server)
+        let metrics = TestMetrics()
+        let outbox = Outbox(
+            storage: fixture.storage, name: "posts", environment: fixture.clock.environment(),
+            retry: OutboxRetryPolicy(initialDelay: .seconds(1), jitter: 0), metricsFactory: metrics)
+        outbox.registerHTTP(transport: server)
+        let (request, body) = OutboxFixture.post()
+        try await outbox.enqueue(request, body: body, scope: "a")
+        try await outbox.drain()
+        fixture.clock.advance(by: .seconds(1))
+        try await outbox.drain()
+        try await outbox.enqueue(request, body: body, scope: "b")
+        try await outbox.drain()
+        let posts = ("outbox", "posts")
+        #expect(try metrics.expectCounter("strata_outbox_enqueued_total", [posts]).totalValue == 2)
+        #expect(try metrics.expectCounter("strata_outbox_delivered_total", [posts]).totalValue == 1)
+        #expect(try metrics.expectCounter("strata_outbox_attempt_failures_total", [posts, ("class", "unreachable")]).totalValue == 1)
+        #expect(try metrics.expectCounter("strata_outbox_attempt_failures_total", [posts, ("class", "permanent")]).totalValue == 1)
+        #expect(try metrics.expectCounter("strata_outbox_parked_total", [posts, ("reason", "rejected")]).totalValue == 1)
+        #expect(try metrics.expectGauge("strata_outbox_parked", [posts]).lastValue == 1)
+        #expect(try metrics.expectGauge("strata_outbox_pending", [posts]).lastValue == 0)
     }
 
     @Test("coming back online makes an unreachable write due before its backoff ends")

@@ -309,6 +309,22 @@ public final class Outbox: Sendable, CustomStringConvertible {
         if cameOnline { wake() }
     }
 
+    /// Follows a connectivity signal (a path monitor's updates, a test's stream): calls
+    /// ``connectivityChanged(isOnline:)`` with each value until the sequence ends or the task is cancelled.
+    ///
+    /// ```swift
+    /// Task { await outbox.follow(connectivity: reachability.updates) }   // an AsyncSequence of Bool
+    /// ```
+    public func follow<Signal: AsyncSequence & Sendable>(connectivity signal: Signal) async where Signal.Element == Bool {
+        do {
+            for try await isOnline in signal {
+                connectivityChanged(isOnline: isOnline)
+            }
+        } catch {
+            logger.warning("outbox stopped following its connectivity signal", metadata: ["outbox": "\(name)", "error": "\(error)"])
+        }
+    }
+
     /// Tells the outbox that `host` just answered a load: writes to it that failed for want of an
     /// answer are due at once, and a running ``run()`` drains. ``HTTPTransport/reportingReachability(to:)``
     /// calls it after every successful response.
