@@ -482,6 +482,18 @@ struct OutboxConflictTests {
         #expect(letter.detail.contains(#""v9""#))
     }
 
+    @Test("an If-Match the request carries is the write's base version")
+    func ifMatchHeaderBecomesTheBaseVersion() async throws {
+        let fixture = try OutboxFixture(server: Self.conflictThenCreated(412))
+        let outbox = fixture.outbox(conflicts: .clientWins)
+        var (request, body) = OutboxFixture.post("/posts/1")
+        request.headerFields[.ifMatch] = #""v3""#
+        let entry = try await outbox.enqueue(request, body: body)
+        #expect(entry.baseVersion == #""v3""#)
+        #expect(try await outbox.drain().delivered == 1)
+        #expect(fixture.server.requests.map { $0.headers["If-Match"] } == [#""v3""#, nil])
+    }
+
     @Test("client wins: the write is sent again without its precondition")
     func clientWinsResendsUnconditionally() async throws {
         let fixture = try OutboxFixture(server: Self.conflictThenCreated(412))

@@ -93,11 +93,16 @@ extension Outbox {
     /// - Parameters:
     ///   - scope: writes of one scope go out one at a time, in order; by default the URL's path
     ///     (`/posts`), so writes to one resource keep their order.
-    ///   - baseVersion: the `ETag` the write was made against, sent as `If-Match`.
+    ///   - baseVersion: the `ETag` the write was made against, sent as `If-Match`. An `If-Match` the
+    ///     request already carries is taken as the base version when this is `nil`, so the conflict
+    ///     policy applies to it too.
     @discardableResult
     public func enqueue(
         _ request: HTTPRequest, body: Data?, scope: String? = nil, baseVersion: String? = nil
     ) async throws -> OutboxEntry {
+        var request = request
+        let baseVersion = baseVersion ?? request.headerFields[.ifMatch]
+        request.headerFields[.ifMatch] = nil
         let stored = try OutboxRequest(request, body: body)
         let payload = try JSONEncoder().encode(stored)
         return try await enqueue(
