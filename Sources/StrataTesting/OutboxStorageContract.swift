@@ -1,0 +1,416 @@
+import Foundation
+import Strata
+
+/// One behaviour every `OutboxStorage` must have. Run them with ``OutboxStorageContract/verify(_:)``.
+///
+/// The cases follow the storage contract in `OutboxStorage`'s documentation: every field of an entry
+/// comes back as saved, a save replaces the entry with its id, a remove of a missing id succeeds,
+/// nothing saved concurrently is lost, a second storage object on the same location sees the first
+/// one's saves (``Requirement/reopen``), and an entry that cannot be read back is set aside rather
+/// than deleted (``Requirement/corruption``).
+public enum OutboxStorageContractCase: String, CaseIterable, Sendable, CustomStringConvertible {
+    /// A new storage loads no entries.
+    case loadAllIsEmptyOnANewStorage
+    /// Every field of an entry (pending and parked, with and without its optional fields, any payload
+    /// bytes) comes back from `loadAll` exactly as saved.
+    case everyFieldRoundTrips
+    /// A save of an entry whose id is already stored replaces it; no other entry changes.
+    case saveReplacesTheEntryWithItsID
+    /// `remove` deletes the entry with that id and no other.
+    case removeDeletesOnlyThatEntry
+    /// `remove` of an id never saved (or already removed) succeeds and changes nothing.
+    case removeOfAMissingIDSucceeds
+    /// Hundreds of entries saved one after the other all come back; removing half leaves the other half.
+    case manyEntriesRoundTrip
+    /// Many tasks saving distinct entries at once: every entry comes back, none lost or torn.
+    case concurrentSavesLoseNothing
+    /// A second storage object on the same location sees the first one's saves, replacements and
+    /// removals, and the first sees the second's.
+    case secondInstanceSeesSavesAndRemovals
+    /// An entry damaged in place is left out of `loadAll`, the others come back, the damaged one is
+    /// still kept somewhere an operator can find it (set aside, not deleted), and the storage stays usable.
+    case unreadableEntryIsSetAsideNotDeleted
+
+    /// What an ``OutboxStorageContract`` must provide for this case to run.
+    public enum Requirement: Sendable {
+        /// ``OutboxStorageContract/reopen``: a second storage object on the same location.
+        case reopen
+        /// ``OutboxStorageContract/corruption``: a way to damage a stored entry.
+        case corruption
+    }
+
+    /// The hook this case needs, if any.
+    public var requirement: Requirement? {
+        switch self {
+        case .secondInstanceSeesSavesAndRemovals: .reopen
+        case .unreadableEntryIsSetAsideNotDeleted: .corruption
+        default: nil
+        }
+    }
+
+    /// The cases every storage runs: those that need no hook.
+    public static var universal: [OutboxStorageContractCase] { allCases.filter { $0.requirement == nil } }
+
+    /// The cases a storage with the given hooks runs.
+    public static func cases(with requirements: Set<Requirement>) -> [OutboxStorageContractCase] {
+        allCases.filter { $0.requirement.map(requirements.contains) ?? true }
+    }
+
+    public var description: String { rawValue }
+}
+
+/// A behaviour of ``OutboxStorageContractCase`` that a storage does not have.
+public struct OutboxStorageContractViolation: Error, CustomStringConvertible {
+    /// The case that failed.
+    public var contractCase: OutboxStorageContractCase
+    /// The storage, as it describes itself.
+    public var storage: String
+    /// What it did instead.
+    public var message: String
+    public var description: String { "\(storage) violates \(contractCase): \(message)" }
+}
+
+/// Every case a storage failed in ``OutboxStorageContract/verifyAll()``.
+public struct OutboxStorageContractViolations: Error, CustomStringConvertible {
+    /// One violation per failed case.
+    public var violations: [OutboxStorageContractViolation]
+    public var description: String { violations.map(\.description).joined(separator: "\n") }
+}
+
+/// The outbox storage contract, runnable unchanged against any `OutboxStorage` — Strata's or your own.
+///
+/// ```swift
+/// @Suite struct MyOutboxStorageTests {
+///     static let contract = OutboxStorageContract { MyOutboxStorage(path: tempPath()) }
+///
+///     @Test(arguments: contract.applicableCases)
+///     func contract(_ behaviour: OutboxStorageContractCase) async throws {
+///         try await Self.contract.verify(behaviour)
+///     }
+/// }
+/// ```
+/// `makeStorage` must return an empty storage at a location of its own for every call (each case
+/// makes one). Give ``reopen`` for persistent storages and ``corruption`` for storages that read bytes
+/// back. The entries the contract saves carry dates on whole milliseconds that are exact binary
+/// fractions of a second, so any encoding that keeps milliseconds round-trips them exactly.
+public struct OutboxStorageContract<S: OutboxStorage>: Sendable {
+    /// Damages a stored entry, for ``OutboxStorageContractCase/unreadableEntryIsSetAsideNotDeleted``.
+    public struct Corruption: Sendable {
+        /// Replaces the stored bytes of the entry with `id` with something the storage cannot read
+        /// (for a database: garbage in the column holding the encoded entry, written with raw SQL).
+        public var corrupt: @Sendable (S, UUID) async throws -> Void
+        /// Whether the damaged entry with `id` is still kept (a renamed file, a quarantine row).
+        public var isSetAside: @Sendable (S, UUID) async throws -> Bool
+
+        /// Creates the hook from a function that damages an entry and one that finds it set aside.
+        public init(
+            corrupt: @escaping @Sendable (S, UUID) async throws -> Void,
+            isSetAside: @escaping @Sendable (S, UUID) async throws -> Bool
+        ) {
+            self.corrupt = corrupt
+            self.isSetAside = isSetAside
+        }
+    }
+
+    /// Makes a new, empty storage at a location of its own.
+    public let makeStorage: @Sendable () async throws -> S
+    /// Opens a second storage object on the same location as the given one.
+    public var reopen: (@Sendable (S) async throws -> S)?
+    /// How to damage an entry.
+    public var corruption: Corruption?
+    /// How many entries ``OutboxStorageContractCase/manyEntriesRoundTrip`` saves.
+    public var manyEntries: Int
+    /// How many tasks save at once in ``OutboxStorageContractCase/concurrentSavesLoseNothing``.
+    public var concurrentSaves: Int
+
+    /// Creates the contract.
+    /// - Parameters:
+    ///   - reopen: opens a second storage object on the same location (persistent storages).
+    ///   - corruption: damages a stored entry (storages that read bytes back).
+    ///   - manyEntries: how many entries the many-entries case saves (200 by default).
+    ///   - concurrentSaves: how many saves run at once in the concurrency case (32 by default).
+    ///   - makeStorage: makes a new, empty storage at a location of its own.
+    public init(
+        reopen: (@Sendable (S) async throws -> S)? = nil,
+        corruption: Corruption? = nil,
+        manyEntries: Int = 200,
+        concurrentSaves: Int = 32,
+        makeStorage: @escaping @Sendable () async throws -> S
+    ) {
+        precondition(manyEntries >= 2 && concurrentSaves >= 2, "the contract needs at least two entries per case")
+        self.reopen = reopen
+        self.corruption = corruption
+        self.manyEntries = manyEntries
+        self.concurrentSaves = concurrentSaves
+        self.makeStorage = makeStorage
+    }
+
+    /// The cases this contract can run, given the hooks it has.
+    public var applicableCases: [OutboxStorageContractCase] {
+        var requirements: Set<OutboxStorageContractCase.Requirement> = []
+        if reopen != nil { requirements.insert(.reopen) }
+        if corruption != nil { requirements.insert(.corruption) }
+        return OutboxStorageContractCase.cases(with: requirements)
+    }
+
+    /// Runs every applicable case, reporting all violations together (for XCTest, or a one-line check).
+    public func verifyAll() async throws {
+        var violations: [OutboxStorageContractViolation] = []
+        for contractCase in applicableCases {
+            do {
+                try await verify(contractCase)
+            } catch let violation as OutboxStorageContractViolation {
+                violations.append(violation)
+            } catch {
+                violations.append(OutboxStorageContractViolation(contractCase: contractCase, storage: "\(S.self)", message: "threw \(error)"))
+            }
+        }
+        if !violations.isEmpty { throw OutboxStorageContractViolations(violations: violations) }
+    }
+
+    /// Runs one case; throws ``OutboxStorageContractViolation`` when the storage does not behave as
+    /// the case says (or when the case needs a hook this contract lacks).
+    public func verify(_ contractCase: OutboxStorageContractCase) async throws {
+        let storage = try await makeStorage()
+        let check = Checker(contractCase: contractCase, storage: (storage as? CustomStringConvertible)?.description ?? "\(S.self)")
+        let samples = Self.samples
+
+        switch contractCase {
+        case .loadAllIsEmptyOnANewStorage:
+            try check.same(try await check.load(storage, "on a new storage"), [], "loadAll on a new storage")
+
+        case .everyFieldRoundTrips:
+            for sample in samples {
+                try await check.save(storage, sample)
+            }
+            try check.same(try await check.load(storage, "after saving \(samples.count) entries"), samples, "loadAll after saves")
+
+        case .saveReplacesTheEntryWithItsID:
+            let (first, other) = (samples[0], samples[1])
+            try await check.save(storage, first)
+            try await check.save(storage, other)
+            var changed = first
+            changed.payload = Data("replaced".utf8)
+            changed.attempts = 3
+            changed.baseVersion = "\"v9\""
+            changed.nextAttemptAt = Self.date(90_000.5)
+            changed.lastFailure = OutboxFailure(class: .unreachable, message: "connection refused", at: Self.date(80_000.25))
+            changed.state = .parked(DeadLetter(reason: .retentionExceeded, detail: "5 attempts", parkedAt: Self.date(80_000.75)))
+            try await check.save(storage, changed)
+            try check.same(try await check.load(storage, "after a replace"), [changed, other], "loadAll after a save of a stored id")
+            try await check.save(storage, first)
+            try check.same(try await check.load(storage, "after replacing back"), [first, other], "loadAll after replacing the entry back")
+
+        case .removeDeletesOnlyThatEntry:
+            let (first, other) = (samples[0], samples[1])
+            try await check.save(storage, first)
+            try await check.save(storage, other)
+            try await check.remove(storage, first.id)
+            try check.same(try await check.load(storage, "after a remove"), [other], "loadAll after removing one of two entries")
+            try await check.remove(storage, other.id)
+            try check.same(try await check.load(storage, "after removing both"), [], "loadAll after removing every entry")
+            try await check.save(storage, first)
+            try check.same(try await check.load(storage, "after saving a removed id again"), [first], "loadAll after saving a removed entry again")
+
+        case .removeOfAMissingIDSucceeds:
+            try await check.remove(storage, UUID())
+            try check.same(try await check.load(storage, "after removing a missing id"), [], "loadAll after removing a missing id from a new storage")
+            let kept = samples[0]
+            try await check.save(storage, kept)
+            try await check.remove(storage, UUID())
+            try await check.remove(storage, samples[1].id)
+            try check.same(try await check.load(storage, "after removing missing ids"), [kept], "loadAll after removing ids that are not stored")
+            try await check.remove(storage, kept.id)
+            try await check.remove(storage, kept.id)
+            try check.same(try await check.load(storage, "after removing an id twice"), [], "loadAll after removing an entry twice")
+
+        case .manyEntriesRoundTrip:
+            let entries = (0..<manyEntries).map { Self.entry(number: $0) }
+            for entry in entries {
+                try await check.save(storage, entry)
+            }
+            try check.same(try await check.load(storage, "after \(entries.count) saves"), entries, "loadAll of \(entries.count) entries")
+            for entry in entries where entry.sequence.isMultiple(of: 2) {
+                try await check.remove(storage, entry.id)
+            }
+            let odd = entries.filter { !$0.sequence.isMultiple(of: 2) }
+            try check.same(try await check.load(storage, "after removing half"), odd, "loadAll after removing every other entry")
+
+        case .concurrentSavesLoseNothing:
+            let entries = (0..<concurrentSaves).map { Self.entry(number: 1_000 + $0) }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for entry in entries {
+                    group.addTask { try await check.save(storage, entry, "while \(entries.count) saves run at once") }
+                }
+                try await group.waitForAll()
+            }
+            try check.same(
+                try await check.load(storage, "after \(entries.count) concurrent saves"), entries,
+                "loadAll after \(entries.count) concurrent saves of distinct entries")
+
+        case .secondInstanceSeesSavesAndRemovals:
+            let reopen = try check.hook(reopen, "reopen")
+            let other = try await reopen(storage)
+            let (first, second) = (samples[0], samples[1])
+            try await check.save(storage, first)
+            try check.same(try await check.load(other, "through a second instance"), [first], "loadAll through a second instance")
+            var replaced = first
+            replaced.attempts = 7
+            replaced.payload = Data([0, 1, 2])
+            try await check.save(other, replaced)
+            try await check.save(other, second)
+            try check.same(
+                try await check.load(storage, "after the second instance saved"), [replaced, second],
+                "loadAll through the first instance after the second one replaced an entry and saved another")
+            try await check.remove(other, first.id)
+            try check.same(
+                try await check.load(storage, "after the second instance removed one"), [second],
+                "loadAll through the first instance after the second one removed an entry")
+
+        case .unreadableEntryIsSetAsideNotDeleted:
+            let corruption = try check.hook(corruption, "corruption")
+            let (damaged, intact) = (samples[0], samples[1])
+            try await check.save(storage, damaged)
+            try await check.save(storage, intact)
+            try await corruption.corrupt(storage, damaged.id)
+            try check.same(try await check.load(storage, "with one damaged entry"), [intact], "loadAll with one damaged entry (the intact one must come back)")
+            try check.that(
+                try await corruption.isSetAside(storage, damaged.id),
+                "the damaged entry is not kept anywhere after loadAll: it must be set aside, never deleted")
+            try check.same(try await check.load(storage, "a second time after a damaged entry"), [intact], "loadAll after the damaged entry was set aside")
+            var again = damaged
+            again.attempts = 1
+            try await check.save(storage, again)
+            try check.same(try await check.load(storage, "after saving the damaged id again"), [again, intact], "loadAll after saving the damaged entry's id again")
+        }
+    }
+
+    // MARK: Entries
+
+    static func date(_ seconds: Double) -> Date { Date(timeIntervalSince1970: 1_767_225_600 + seconds) }
+
+    /// Entries that exercise every field: pending and parked, optional fields present and absent,
+    /// binary payloads, non-ASCII text.
+    static var samples: [OutboxEntry] {
+        let bytes = Data((0...255).map { UInt8($0) })
+        let full = OutboxEntry(
+            id: UUID(uuidString: "0194F3A2-7B10-7C3D-8E4F-A1B2C3D4E5F6")!, sequence: 41, scope: "post/42 — ü",
+            kind: "http", payload: bytes, host: "api.example.com", baseVersion: "\"etag-ü\"", createdAt: date(1.25),
+            attempts: 4, nextAttemptAt: date(600.5),
+            lastFailure: OutboxFailure(class: .transient, message: "503 Service Unavailable", status: 503, at: date(300.75)),
+            state: .parked(DeadLetter(reason: .rejected, detail: "422: title is empty", status: 422, body: Data(#"{"error":"empty"}"#.utf8), parkedAt: date(301.5))))
+        // Retried from the dead letters: back in the queue, with a queuedAt later than its createdAt.
+        var requeued = OutboxEntry(
+            id: UUID(uuidString: "0194F3A2-7B10-7C3D-8E4F-000000000004")!, sequence: full.sequence + 1,
+            scope: full.scope, kind: full.kind, payload: full.payload, host: full.host, baseVersion: full.baseVersion,
+            createdAt: full.createdAt, attempts: full.attempts, nextAttemptAt: full.nextAttemptAt, lastFailure: full.lastFailure)
+        requeued.queuedAt = date(900.25)
+        let minimal = OutboxEntry(
+            id: UUID(uuidString: "0194F3A2-7B10-7C3D-8E4F-000000000002")!, sequence: 0, scope: "", kind: "note",
+            payload: Data(), createdAt: date(0))
+        let bare = OutboxEntry(
+            id: UUID(uuidString: "0194F3A2-7B10-7C3D-8E4F-000000000003")!, sequence: UInt64(Int64.max), scope: "s",
+            kind: "k", payload: Data("{}".utf8), createdAt: date(2.5),
+            lastFailure: OutboxFailure(class: .unreachable, message: "no route", at: date(3)),
+            state: .parked(DeadLetter(reason: .unknownKind, detail: "no handler for k", parkedAt: date(4.125))))
+        return [
+            OutboxEntry(
+                id: UUID(uuidString: "0194F3A2-7B10-7C3D-8E4F-000000000001")!, sequence: 1, scope: "posts", kind: "http",
+                payload: Data(#"{"title":"hello"}"#.utf8), host: "api.example.com", createdAt: date(0.5)),
+            minimal, bare, requeued,
+            full,
+        ]
+    }
+
+    /// A distinct entry per `number`.
+    static func entry(number: Int) -> OutboxEntry {
+        var id = UUID(uuidString: "0194F3A2-7B10-7C3D-8E4F-000000000000")!.uuid
+        id.12 = UInt8(truncatingIfNeeded: number >> 24)
+        id.13 = UInt8(truncatingIfNeeded: number >> 16)
+        id.14 = UInt8(truncatingIfNeeded: number >> 8)
+        id.15 = UInt8(truncatingIfNeeded: number)
+        return OutboxEntry(
+            id: UUID(uuid: id), sequence: UInt64(number), scope: "scope-\(number % 7)", kind: "write",
+            payload: Data("payload \(number)".utf8), host: number.isMultiple(of: 3) ? "api.example.com" : nil,
+            createdAt: date(Double(number) * 0.25), attempts: number % 5)
+    }
+
+    // MARK: Checking
+
+    private struct Checker: Sendable {
+        let contractCase: OutboxStorageContractCase
+        let storage: String
+
+        func fail(_ message: String) -> OutboxStorageContractViolation {
+            OutboxStorageContractViolation(contractCase: contractCase, storage: storage, message: message)
+        }
+
+        func that(_ condition: Bool, _ message: @autoclosure () -> String) throws {
+            if !condition { throw fail(message()) }
+        }
+
+        func hook<T>(_ hook: T?, _ name: String) throws -> T {
+            guard let hook else { throw fail("this case needs the contract's `\(name)` hook, which was not given") }
+            return hook
+        }
+
+        func save(_ storage: S, _ entry: OutboxEntry, _ context: String = "") async throws {
+            do { try await storage.save(entry) } catch { throw fail("save of \(entry.id) \(context) threw \(error)") }
+        }
+
+        func remove(_ storage: S, _ id: UUID) async throws {
+            do { try await storage.remove(id) } catch { throw fail("remove of \(id) threw \(error)") }
+        }
+
+        /// `loadAll`, sorted by id so results compare regardless of the storage's order.
+        func load(_ storage: S, _ context: String) async throws -> [OutboxEntry] {
+            do {
+                return try await storage.loadAll().sorted { $0.id.uuidString < $1.id.uuidString }
+            } catch {
+                throw fail("loadAll \(context) threw \(error)")
+            }
+        }
+
+        /// Compares entries as sets keyed by id, naming the first field that differs.
+        func same(_ actual: [OutboxEntry], _ expected: [OutboxEntry], _ what: String) throws {
+            let expected = expected.sorted { $0.id.uuidString < $1.id.uuidString }
+            if actual == expected { return }
+            let actualIDs = actual.map(\.id), expectedIDs = expected.map(\.id)
+            if actualIDs != expectedIDs {
+                let missing = Set(expectedIDs).subtracting(actualIDs), extra = Set(actualIDs).subtracting(expectedIDs)
+                let duplicates = actualIDs.count - Set(actualIDs).count
+                throw fail(
+                    "\(what): expected \(expected.count) entries, got \(actual.count)"
+                        + (missing.isEmpty ? "" : "; missing \(missing.map(\.uuidString).sorted())")
+                        + (extra.isEmpty ? "" : "; unexpected \(extra.map(\.uuidString).sorted())")
+                        + (duplicates == 0 ? "" : "; \(duplicates) duplicates"))
+            }
+            for (read, saved) in zip(actual, expected) where read != saved {
+                throw fail("\(what): entry \(saved.id) came back with \(Self.difference(read, saved))")
+            }
+        }
+
+        /// The fields in which `read` differs from `saved`, in words.
+        static func difference(_ read: OutboxEntry, _ saved: OutboxEntry) -> String {
+            var fields: [String] = []
+            func compare<T: Equatable>(_ name: String, _ path: KeyPath<OutboxEntry, T>) {
+                if read[keyPath: path] != saved[keyPath: path] {
+                    fields.append("\(name) \(read[keyPath: path]) instead of \(saved[keyPath: path])")
+                }
+            }
+            compare("sequence", \.sequence)
+            compare("scope", \.scope)
+            compare("kind", \.kind)
+            compare("payload", \.payload)
+            compare("host", \.host)
+            compare("baseVersion", \.baseVersion)
+            compare("createdAt", \.createdAt)
+            compare("queuedAt", \.queuedAt)
+            compare("attempts", \.attempts)
+            compare("nextAttemptAt", \.nextAttemptAt)
+            compare("lastFailure", \.lastFailure)
+            compare("state", \.state)
+            return fields.isEmpty ? "a difference in no named field" : fields.joined(separator: "; ")
+        }
+    }
+}
