@@ -19,6 +19,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.65.0"),
     ],
     targets: [
         .target(
@@ -31,6 +32,8 @@ let package = Package(
                 "CrossCuttingExample",
                 "DataLoaderChainExample",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                // The demo server drops a connection without answering (a lost acknowledgement).
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             resources: [.copy("Resources/default_feed.json")]

@@ -4,12 +4,20 @@ import Logging
 @_spi(StrataInternals) import Strata
 
 /// The demo HTTP server: a real Hummingbird server on loopback, started in-process, serving the feed
-/// (`GET /feed`) and posts (`GET /posts/{id}`, `POST /posts`), with faults a test or a person can turn on.
+/// (`GET /feed`) and posts (`GET /posts/{id}`, `POST /posts`, `PUT`/`PATCH`/`DELETE /posts/{id}`),
+/// with faults a test or a person can turn on.
 ///
 /// `GET /feed` is a well-behaved cacheable resource: it carries a strong `ETag` (a SHA-256 of the
 /// body) and a `Last-Modified` (moved forward whenever ``feed`` changes), and answers
 /// `If-None-Match` / `If-Modified-Since` with `304 Not Modified` (counted by ``notModifiedCount(path:)``).
 /// ``Faults/cacheControl`` adds a `Cache-Control` header to the answers of `GET` requests.
+///
+/// Writes honour `Idempotency-Key` the way the IETF httpapi draft describes (see
+/// ``honoursIdempotencyKeys``, ``idempotencyKeys``, ``appliedWrites``): a repeat of a write that was
+/// applied gets the recorded answer and is not applied again. `GET /posts/{id}` sends a strong `ETag`;
+/// `PUT`, `PATCH` and `DELETE` honour `If-Match` (412 when it does not match). ``Faults/writeFault``
+/// hits writes only: a 5xx, a dropped connection after the write was applied (the lost
+/// acknowledgement), a 409, a 422.
 ///
 /// ```swift
 /// let server = try await DemoServer.start()          // 127.0.0.1, ephemeral port
@@ -61,13 +69,19 @@ public final class DemoServer: Sendable {
         /// Fault-status bodies repeat what the request carried — its path and query, its
         /// `Authorization` and `Cookie` headers — the way careless servers echo tokens in error pages.
         public var echoRequestInErrors: Bool
+        /// A fault for writes only (`POST`, `PUT`, `PATCH`, `DELETE`); reads are never hit by it.
+        public var writeFault: WriteFault?
+        /// Apply ``writeFault`` to this many more writes only, then stop (`nil`: every write).
+        public var remainingWriteFaults: Int?
 
         public init(status: Int? = nil, errorRate: Double = 1, remainingFaults: Int? = nil,
                     retryAfterSeconds: Int? = nil, latency: Duration? = nil,
                     holdRequests: Bool = false, truncateBodies: Bool = false, cacheControl: String? = nil,
                     wrongShape: Bool = false, resetMidBody: Bool = false, oversizedBody: Int? = nil,
                     declaresOversizedLength: Bool = false, setCookie: String? = nil, echoRequestInErrors: Bool = false,
-                    extraFields: HTTPFields = [:]) {
+                    extraFields: HTTPFields = [:], writeFault: WriteFault? = nil, remainingWriteFaults: Int? = nil) {
+            self.writeFault = writeFault
+            self.remainingWriteFaults = remainingWriteFaults
             self.extraFields = extraFields
             self.status = status
             self.errorRate = errorRate
@@ -96,7 +110,7 @@ public final class DemoServer: Sendable {
         public var headers: [String: String]
     }
 
-    private struct State: Sendable {
+    struct State: Sendable {
         var faults = Faults.none
         var feed: [FeedItem]
         /// The feed's `Last-Modified`, in whole seconds.
@@ -113,14 +127,18 @@ public final class DemoServer: Sendable {
         var streamedBodyBytes = 0
         var running: Task<Void, any Error>?
         var port: Int
+        var idempotency = IdempotencyLedger()
+        var honoursIdempotencyKeys = true
+        var appliedWrites: [AppliedWrite] = []
+        var writeObservers: [@Sendable (WriteEvent) -> Void] = []
     }
 
     /// The host the server listens on.
     public let host: String
     /// Draws the number that decides whether a request is hit by ``Faults/errorRate``.
     private let random: @Sendable () -> Double
-    private let state: Locked<State>
-    private let logger: Logger
+    let state: Locked<State>
+    let logger: Logger
 
     private init(host: String, port: Int, feed: [FeedItem], logger: Logger, random: @escaping @Sendable () -> Double) {
         self.host = host
@@ -256,8 +274,8 @@ public final class DemoServer: Sendable {
         await goOffline()
     }
 
-    private func makeRouter() -> Router<BasicRequestContext> {
-        let router = Router()
+    private func makeRouter() -> Router<DemoRequestContext> {
+        let router = Router(context: DemoRequestContext.self)
         router.get("feed") { [self] request, _ -> Response in
             try await respond(to: request, validated: true) {
                 let (items, modifiedAt) = state.withLock { ($0.feed, $0.feedModifiedAt) }
@@ -266,28 +284,92 @@ public final class DemoServer: Sendable {
         }
         router.get("posts/:id") { [self] request, context -> Response in
             let id = try context.parameters.require("id", as: Int.self)
-            return try await respond(to: request) {
+            return try await respond(to: request, validated: true) {
                 guard let post = state.withLock({ $0.posts[id] }) else { throw HTTPError(.notFound) }
                 return (try Self.encodeJSON(post), nil)
             }
         }
-        router.post("posts") { [self] request, context -> Response in
-            let draft = try await request.decode(as: NewPost.self, context: context)
-            return try await respond(to: request, status: .created) {
-                let post = state.withLock { state -> Post in
-                    let post = Post(id: state.nextPostID, title: draft.title, body: draft.body)
-                    state.posts[post.id] = post
-                    state.nextPostID += 1
-                    return post
-                }
-                return (try Self.encodeJSON(post), nil)
-            }
-        }
+        addWriteRoutes(to: router)
         return router
     }
 
     /// The posts created so far, by id.
     public var posts: [Int: Post] { state.withLock { $0.posts } }
+
+    /// What ``admit(_:isWrite:)`` decided for one request.
+    struct Admitted {
+        var faults: Faults
+        /// Whether the status fault (``Faults/status``) answers this request.
+        var failThisRequest: Bool
+        /// The write fault that hits this request, if any (writes only).
+        var writeFault: WriteFault?
+        var releasesSeen: Int
+    }
+
+    /// Records the request and decides which faults hit it (counting down the limited ones).
+    func admit(_ request: Request, isWrite: Bool) -> Admitted {
+        admit(request, isWrite: isWrite) { _, _ in () }.admitted
+    }
+
+    /// ``admit(_:isWrite:)``, then `then` in the same step (under the lock): whoever sees the request
+    /// recorded (``waitForRequests(count:)``) sees what `then` did too.
+    func admit<Decided>(
+        _ request: Request, isWrite: Bool, then: (inout State, Admitted) -> Decided
+    ) -> (admitted: Admitted, decided: Decided) {
+        var headers: [String: String] = [:]
+        for field in request.headers { headers[field.name.rawName] = field.value }
+        let draw = random()
+        return state.withLock { state -> (admitted: Admitted, decided: Decided) in
+            state.requests.append(RecordedRequest(method: request.method.rawValue, path: request.uri.path, headers: headers))
+            var fail = state.faults.status != nil && draw < state.faults.errorRate
+            if fail, let remaining = state.faults.remainingFaults {
+                fail = remaining > 0
+                state.faults.remainingFaults = max(0, remaining - 1)
+            }
+            var writeFault: WriteFault?
+            if isWrite, !fail, let fault = state.faults.writeFault {
+                writeFault = fault
+                if let remaining = state.faults.remainingWriteFaults {
+                    if remaining <= 0 { writeFault = nil }
+                    state.faults.remainingWriteFaults = max(0, remaining - 1)
+                }
+            }
+            let admitted = Admitted(faults: state.faults, failThisRequest: fail, writeFault: writeFault, releasesSeen: state.releases)
+            let decided = then(&state, admitted)
+            state.requestWaiters.resumeReached(state.requests.count)
+            return (admitted, decided)
+        }
+    }
+
+    /// Holds the request while ``Faults/holdRequests`` asks, then waits out ``Faults/latency``.
+    func waitAsFaultsAsk(_ admitted: Admitted) async throws {
+        if admitted.faults.holdRequests {
+            await withCheckedContinuation { continuation in
+                let releasedMeanwhile = state.withLock { state -> Bool in
+                    guard state.releases == admitted.releasesSeen else { return true }
+                    state.held.append(continuation)
+                    return false
+                }
+                if releasedMeanwhile { continuation.resume() }
+            }
+        }
+        if let latency = admitted.faults.latency { try await Task.sleep(for: latency) }
+    }
+
+    /// The answer of the status fault (``Faults/status``): `status` and a short text.
+    static func faultResponse(status: Int, faults: Faults, request: Request) -> Response {
+        var responseHeaders = HTTPFields()
+        responseHeaders[.contentType] = "text/plain; charset=utf-8"
+        if let retryAfter = faults.retryAfterSeconds { responseHeaders[.retryAfter] = "\(retryAfter)" }
+        if let cookie = faults.setCookie { responseHeaders[.setCookie] = cookie }
+        responseHeaders.append(contentsOf: faults.extraFields)
+        var text = "injected fault: \(status)\n"
+        if faults.echoRequestInErrors {
+            text += "you asked for \(request.uri.description)\n"
+            text += "with authorization \(request.headers[.authorization] ?? "none") and cookie \(request.headers[.cookie] ?? "none")\n"
+        }
+        return Response(status: .init(code: status), headers: responseHeaders, body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
 
     /// Records the request, applies the faults, then answers with `body()` as JSON. With `validated`,
     /// the answer carries an `ETag` (and the `Last-Modified` date `body()` returns) and conditional
@@ -296,43 +378,41 @@ public final class DemoServer: Sendable {
         to request: Request, status: HTTPResponse.Status = .ok, validated: Bool = false,
         body: () throws -> (data: Data, lastModified: Date?)
     ) async throws -> Response {
-        var headers: [String: String] = [:]
-        for field in request.headers { headers[field.name.rawName] = field.value }
-        let draw = random()
-        let (faults, failThisRequest, releasesSeen) = state.withLock { state -> (Faults, Bool, Int) in
-            state.requests.append(RecordedRequest(method: request.method.rawValue, path: request.uri.path, headers: headers))
-            state.requestWaiters.resumeReached(state.requests.count)
-            var fail = state.faults.status != nil && draw < state.faults.errorRate
-            if fail, let remaining = state.faults.remainingFaults {
-                fail = remaining > 0
-                state.faults.remainingFaults = max(0, remaining - 1)
-            }
-            return (state.faults, fail, state.releases)
+        let admitted = admit(request, isWrite: false)
+        try await waitAsFaultsAsk(admitted)
+        if admitted.failThisRequest, let status = admitted.faults.status {
+            return Self.faultResponse(status: status, faults: admitted.faults, request: request)
         }
-        if faults.holdRequests {
-            await withCheckedContinuation { continuation in
-                let releasedMeanwhile = state.withLock { state -> Bool in
-                    guard state.releases == releasesSeen else { return true }
-                    state.held.append(continuation)
-                    return false
-                }
-                if releasedMeanwhile { continuation.resume() }
+        if Self.hasBodyFault(admitted.faults) {
+            return answer(request, status: status, headers: [:], data: Data(), faults: admitted.faults)
+        }
+        let (data, lastModified) = try body()
+        var responseHeaders: HTTPFields = [.contentType: "application/json"]
+        if validated {
+            let etag = Self.strongETag(of: data)
+            responseHeaders[.eTag] = etag
+            if let lastModified { responseHeaders[.lastModified] = HTTPDate.string(from: lastModified) }
+            if Self.isNotModified(request.headers, etag: etag, lastModified: lastModified) {
+                state.withLock { $0.notModified[request.uri.path, default: 0] += 1 }
+                responseHeaders[.contentType] = nil
+                if let cookie = admitted.faults.setCookie { responseHeaders[.setCookie] = cookie }
+                if let cacheControl = admitted.faults.cacheControl { responseHeaders[.cacheControl] = cacheControl }
+                responseHeaders.append(contentsOf: admitted.faults.extraFields)
+                return Response(status: .notModified, headers: responseHeaders)
             }
         }
-        if let latency = faults.latency { try await Task.sleep(for: latency) }
-        if failThisRequest, let status = faults.status {
-            var responseHeaders = HTTPFields()
-            responseHeaders[.contentType] = "text/plain; charset=utf-8"
-            if let retryAfter = faults.retryAfterSeconds { responseHeaders[.retryAfter] = "\(retryAfter)" }
-            if let cookie = faults.setCookie { responseHeaders[.setCookie] = cookie }
-            responseHeaders.append(contentsOf: faults.extraFields)
-            var text = "injected fault: \(status)\n"
-            if faults.echoRequestInErrors {
-                text += "you asked for \(request.uri.description)\n"
-                text += "with authorization \(request.headers[.authorization] ?? "none") and cookie \(request.headers[.cookie] ?? "none")\n"
-            }
-            return Response(status: .init(code: status), headers: responseHeaders, body: .init(byteBuffer: ByteBuffer(string: text)))
-        }
+        return answer(request, status: status, headers: responseHeaders, data: data, faults: admitted.faults)
+    }
+
+    /// Whether a fault replaces the body of a successful answer (so no 304 is sent in its place).
+    static func hasBodyFault(_ faults: Faults) -> Bool {
+        faults.oversizedBody != nil || faults.wrongShape
+    }
+
+    /// A successful answer, `data` with `headers`, as the faults that change bodies make it: an
+    /// oversized or wrong-shaped body instead, a truncated body, or a reset mid-body; plus the
+    /// cookie, `Cache-Control` (for `GET`) and extra fields the faults add.
+    func answer(_ request: Request, status: HTTPResponse.Status, headers: HTTPFields, data: Data, faults: Faults) -> Response {
         if let size = faults.oversizedBody {
             return oversizedResponse(size: size, declaresLength: faults.declaresOversizedLength, setCookie: faults.setCookie)
         }
@@ -342,21 +422,11 @@ public final class DemoServer: Sendable {
             let wrong = #"{"id":"not-a-uuid","title":42,"items":"this is not a list"}"#
             return Response(status: status, headers: responseHeaders, body: .init(byteBuffer: ByteBuffer(string: wrong)))
         }
-        var (data, lastModified) = try body()
-        var responseHeaders: HTTPFields = [.contentType: "application/json"]
+        var responseHeaders = headers
         if let cookie = faults.setCookie { responseHeaders[.setCookie] = cookie }
         if request.method == .get, let cacheControl = faults.cacheControl { responseHeaders[.cacheControl] = cacheControl }
         responseHeaders.append(contentsOf: faults.extraFields)
-        if validated {
-            let etag = Self.strongETag(of: data)
-            responseHeaders[.eTag] = etag
-            if let lastModified { responseHeaders[.lastModified] = HTTPDate.string(from: lastModified) }
-            if Self.isNotModified(request.headers, etag: etag, lastModified: lastModified) {
-                state.withLock { $0.notModified[request.uri.path, default: 0] += 1 }
-                responseHeaders[.contentType] = nil
-                return Response(status: .notModified, headers: responseHeaders)
-            }
-        }
+        var data = data
         if faults.truncateBodies { data = data.prefix(data.count / 2) }
         if faults.resetMidBody {
             let firstHalf = ByteBuffer(bytes: data.prefix(data.count / 2))
