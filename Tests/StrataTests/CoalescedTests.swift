@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Testing
 @testable @_spi(StrataInternals) import Strata
 import StrataTesting
@@ -11,6 +12,7 @@ struct CoalescedTests {
         let values = try await withThrowingTaskGroup(of: String.self) { group in
             for _ in 0..<1000 { group.addTask { try await sut.load(7) } }
             await sut.waitForWaiters(count: 1000)
+            await base.waitForLoads(count: 1)
             #expect(base.complete(with: .success("post 7")))
             return try await group.reduce(into: []) { $0.append($1) }
         }
@@ -30,7 +32,8 @@ struct CoalescedTests {
                 }
             }
             await sut.waitForWaiters(count: 10)
-            base.complete(with: .failure(TestError("down")))
+            await base.waitForLoads(count: 1)
+            #expect(base.complete(with: .failure(TestError("down"))))
             return await group.reduce(into: []) { $0.append($1) }
         }
         #expect(errors.count == 10)
@@ -55,41 +58,61 @@ struct CoalescedTests {
         #expect(base.loadCount == 2)
     }
 
-    @Test func oneWaiterCancellingLeavesTheSharedLoadRunningForTheOthers() async throws {
+    @Test func aJoinerCancellingLeavesTheSharedLoadRunningForTheOthers() async throws {
         let base = LoaderSpy<Void, Int>(.success(1), holdsLoads: true)
         let sut = base.coalesced()
+        let leader = Task { try await sut.load() }
+        await base.waitForLoads(count: 1)
         let leaving = Task { try await sut.load() }
         let staying = Task { try await sut.load() }
-        await sut.waitForWaiters(count: 2)
+        await sut.waitForWaiters(count: 3)
 
         leaving.cancel()
         await #expect(throws: CancellationError.self) { try await leaving.value }
         #expect(base.cancelledLoadCount == 0)
 
-        base.complete(with: .success(4))
+        #expect(base.complete(with: .success(4)))
         #expect(try await staying.value == 4)
+        #expect(try await leader.value == 4)
+        #expect(base.loadCount == 1)
     }
 
-    @Test func theLastWaiterCancellingCancelsTheSharedLoad() async throws {
+    @Test func cancellingTheLeaderCancelsItsLoad_andTheJoinersStartOverWithANewOne() async throws {
         let base = LoaderSpy<Void, Int>(.success(1), holdsLoads: true)
         let sut = base.coalesced()
-        let first = Task { try await sut.load() }
-        let second = Task { try await sut.load() }
+        let leader = Task { try await sut.load() }
+        await base.waitForLoads(count: 1)
+        let joiner = Task { try await sut.load() }
         await sut.waitForWaiters(count: 2)
-        first.cancel()
-        second.cancel()
-        await #expect(throws: CancellationError.self) { try await first.value }
-        await #expect(throws: CancellationError.self) { try await second.value }
-        // The last waiter's cancellation cancels the shared task before that waiter is answered,
-        // and the spy counts it in its cancellation handler, which runs inside `cancel()`.
-        #expect(base.cancelledLoadCount == 1, "the shared load was cancelled")
-        #expect(sut.inFlightCount == 0)
 
-        // The cancelled load is forgotten: the next caller starts afresh.
-        let next = Task { try await sut.load() }
+        leader.cancel()
+        await #expect(throws: CancellationError.self) { try await leader.value }
+        #expect(base.cancelledLoadCount == 1, "the leader's load runs in the leader's task")
+
+        // The joiner was not handed the leader's cancellation: it leads a load of its own.
         await base.waitForLoads(count: 2)
-        base.complete(1, with: .success(9))
-        #expect(try await next.value == 9)
+        #expect(base.complete(1, with: .success(9)))
+        #expect(try await joiner.value == 9)
+        #expect(sut.inFlightCount == 0)
+    }
+
+    @Test func aCancelledLeaderWhoseLoadSucceededAnyway_answersItsJoiners() async throws {
+        let gate = Gate()
+        let calls = Locked(0)
+        let base = ClosureLoader<Void, Int>("remote") {
+            await gate.wait()   // does not observe cancellation
+            return calls.withLock { $0 += 1; return $0 }
+        }
+        let sut = base.coalesced()
+        let leader = Task { try await sut.load() }
+        await gate.waitForWaiters()
+        let joiner = Task { try await sut.load() }
+        await sut.waitForWaiters(count: 2)
+        leader.cancel()
+        gate.open()
+        #expect(try await leader.value == 1)
+        #expect(try await joiner.value == 1)
+        #expect(calls.withLock { $0 } == 1)
     }
 
     @Test func aCallerCancelledBeforeItJoinsNeverStartsALoad() async throws {
@@ -107,10 +130,10 @@ struct CoalescedTests {
         let base = LoaderSpy<Void, Int>(.success(1), holdsLoads: true, name: "remote")
         let sut = base.originating(from: .remote).coalesced()
         let first = Task { try await sut.loadServed() }
-        await sut.waitForWaiters(count: 1)
+        await base.waitForLoads(count: 1)
         let second = Task { try await sut.loadServed() }
         await sut.waitForWaiters(count: 2)
-        base.complete(with: .success(3))
+        #expect(base.complete(with: .success(3)))
 
         let (a, b) = try await (first.value, second.value)
         #expect(a.provenance == b.provenance)
@@ -133,17 +156,17 @@ struct CoalescedTests {
         #expect(try await sut.load() == 2)
         #expect(base.loadCount == 2)
         #expect(sut.inFlightCount == 0)
-        #expect(sut.flights.storage.withLock { $0.machine.finishedEarly.isEmpty && $0.machine.unregistered.isEmpty })
+        #expect(sut.flights.storage.withLock { $0.machine.unregistered.isEmpty })
     }
 
     @Test func anObservingCallerJoiningAnUnobservedLoadGetsTheValueAndTheSharedLoadsEvents() async throws {
         let base = LoaderSpy<Void, Int>(.success(1), holdsLoads: true, name: "remote")
         let sut = base.originating(from: .remote).coalesced()
         let plain = Task { try await sut.load() }
-        await sut.waitForWaiters(count: 1)
+        await base.waitForLoads(count: 1)
         let observing = Task { try await sut.loadServed() }
         await sut.waitForWaiters(count: 2)
-        base.complete(with: .success(5))
+        #expect(base.complete(with: .success(5)))
         #expect(try await plain.value == 5)
         let served = try await observing.value
         #expect(served.value == 5)
@@ -164,7 +187,7 @@ struct CoalescedTests {
         // A chain built anew for each use, as in a computed property or a SwiftUI body.
         func chain() -> CoalescingLoader<LoaderSpy<Int, String>, Int> { base.coalesced(in: flights) }
         let first = Task { try await chain().load(7) }
-        await chain().waitForWaiters(count: 1)
+        await base.waitForLoads(count: 1)
         let second = Task { try await chain().load(7) }
         await chain().waitForWaiters(count: 2)
         #expect(base.complete(with: .success("post 7")))
@@ -181,23 +204,23 @@ struct CoalescedTests {
         #expect(base.loadCount == 2, "documented: each coalesced() call makes a new coalescer")
     }
 
-    @Test func theSharedLoadRunsAtTheHighestWaitingPriority() async throws {
-        guard #available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *) else { return }
+    @Test func theSharedLoadRunsInItsLeadersTask_withTheLeadersTaskLocals() async throws {
         let gate = Gate()
-        let observed = Locked<TaskPriority?>(nil)
+        let seen = Locked<[String?]>([])
         let base = ClosureLoader<Void, Int>("remote") {
             await gate.wait()
-            observed.withLock { $0 = Task.currentPriority }
+            seen.withLock { $0.append(LoadEnvironment.current.logger.label) }
             return 1
         }
         let sut = base.coalesced()
-        let prefetch = Task(priority: .background) { try await sut.load() }
+        var leaderLogger = Logger(label: "leader")
+        leaderLogger.logLevel = .critical
+        let leader = Task { try await sut.environment(\.logger, leaderLogger).load() }
         await gate.waitForWaiters()
-        await sut.waitForWaiters(count: 1)
-        let ui = Task(priority: .high) { try await sut.load() }
+        let joiner = Task { try await sut.environment(\.logger, Logger(label: "joiner")).load() }
         await sut.waitForWaiters(count: 2)
         gate.open()
-        _ = try await (prefetch.value, ui.value)
-        #expect(observed.withLock { $0 } == .high, "escalated from the leader's background priority")
+        _ = try await (leader.value, joiner.value)
+        #expect(seen.withLock { $0 } == ["leader"], "one load, in the leader's task")
     }
 }

@@ -113,7 +113,7 @@ struct IdempotencyTests {
     }
 
     @Test func callersThatJoinedBeforeTheWriteWasSentSendTheirOwn() async throws {
-        // Both callers join before the shared load reaches its request; when it reports a write,
+        // The second caller joins while the shared load's request is held; when the load reports a write,
         // the joiner starts over and sends its own.
         let gate = WriteScriptClient([.hold])
         let sends = Locked(0)
@@ -124,7 +124,7 @@ struct IdempotencyTests {
         }
         let sut = base.coalesced()
         let first = Task { try await sut.load(1) }
-        await sut.waitForWaiters(count: 1)
+        await gate.waitForRequests(count: 1)   // the leader's load is held at its request
         let second = Task { try await sut.load(1) }
         await sut.waitForWaiters(count: 2)
         gate.script([.success(created)])      // the joiner's own pass goes straight through
@@ -137,7 +137,7 @@ struct IdempotencyTests {
         let client = WriteScriptClient([.hold])
         let sut = HTTPLoader<Int>.get(transport: client) { _ in url }.coalesced()
         let first = Task { try await sut.load(1) }
-        await sut.waitForWaiters(count: 1)
+        await client.waitForRequests(count: 1)   // the leader's request is held
         let second = Task { try await sut.load(1) }
         await sut.waitForWaiters(count: 2)
         client.releaseAll(with: .success(created))

@@ -24,11 +24,16 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
 
         @usableFromInline init() {}
 
+        /// Whether the test kit waits for registrations (checked inline, so a load nobody waits for
+        /// never calls out of line).
+        @usableFromInline var hasRegistrationWaiters = false
+
         /// Resumes the test kit's waiters whose count of registrations is reached (not inlinable:
         /// `CountWaiters` is SPI).
         @usableFromInline
         mutating func resumeRegistrationWaiters() {
             registrationWaiters.resumeReached(machine.registrations)
+            hasRegistrationWaiters = !registrationWaiters.isEmpty
         }
     }
 
@@ -37,17 +42,18 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
     /// The number of loads in flight now (one per distinct key).
     public var inFlightCount: Int { storage.withLock { $0.machine.inFlightCount } }
 
-    /// How a waiter is answered: the outcome and whether it joined another caller's load, or `nil`
-    /// when it must start over.
+    /// How a joiner is answered: the shared load's outcome, or `nil` when it must start over (the load
+    /// turned out to write, or its leader was cancelled before it could succeed).
     ///
     /// An `UnsafeContinuation`: a checked one allocates a canary per waiter and checks it on resume
-    /// (about 4,200 of the 11,300 instructions a waiter of 10,000 cost beyond its own task). Each is resumed exactly once because the
-    /// machine hands a waiter out at most once: a registration answered at once is never stored; a
-    /// stored waiter leaves the machine in the same step that hands it out (`finish` removes the
-    /// entry with its waiters, `cancel` and `markWrite` remove the waiter), all under the lock.
-    /// `CoalescerStateMachineTests` check that no waiter is ever answered twice or left behind.
-    @usableFromInline typealias Waiting = UnsafeContinuation<(Outcome, Bool)?, Never>
-    @usableFromInline typealias Machine = CoalescerStateMachine<Key, Outcome, Waiting, Task<Void, Never>>
+    /// (about 4,200 of the 11,300 instructions a waiter of 10,000 cost beyond its own task). Each is
+    /// resumed exactly once because the machine hands a waiter out at most once: a registration
+    /// answered at once is never stored; a stored waiter leaves the machine in the same step that hands
+    /// it out (`finish` removes the entry with its waiters, `cancel` and `markWrite` remove the
+    /// waiter), all under the lock. `CoalescerStateMachineTests` check that no waiter is ever answered
+    /// twice or left behind.
+    @usableFromInline typealias Waiting = UnsafeContinuation<Outcome?, Never>
+    @usableFromInline typealias Machine = CoalescerStateMachine<Key, Waiting>
 
     @usableFromInline
     struct Outcome: Sendable {
@@ -66,60 +72,35 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
     /// A caller arrives for `key`: it leads a new load, joins the one in flight, or goes alone.
     @inlinable
     func arrive(_ key: Key) -> Machine.Arrival {
-        storage.withLock { $0.machine.arrive(key) }
-    }
-
-    /// The leader hands over the task running `flight`: the outcome when the load already ended,
-    /// otherwise `nil` (the task is escalated to the priority of callers who joined meanwhile).
-    @inlinable
-    func handOver(_ task: Task<Void, Never>, key: Key, flight: UInt64) -> Outcome? {
-        let handover = storage.withLock { storage in
-            let handover = storage.machine.handOver(task, key: key, flight: flight)
-            storage.resumeRegistrationWaiters()
-            return handover
-        }
-        switch handover {
-        case .finished(let outcome):
-            return outcome
-        case .wait(let priority):
-            Self.escalate(task, to: priority)
-            return nil
+        storage.withLock { storage in
+            let arrival = storage.machine.arrive(key)
+            if case .lead = arrival, storage.hasRegistrationWaiters { storage.resumeRegistrationWaiters() }
+            return arrival
         }
     }
 
-    /// The leader of `flight` waits with `continuation`.
+    /// Joiner `id` waits with `continuation`.
     @inlinable
-    func leaderWaits(_ continuation: Waiting, id: Int, key: Key, flight: UInt64) {
-        let registration = storage.withLock { $0.machine.leaderWaits(continuation, id: id, key: key, flight: flight) }
-        carryOut(registration, joined: false, priority: nil)
-    }
-
-    /// A joiner waits with `continuation`, at the caller's `priority`.
-    @inlinable
-    func join(_ continuation: Waiting, id: Int, key: Key, priority: TaskPriority) {
+    func join(_ continuation: Waiting, id: Int, key: Key) {
         let registration = storage.withLock { storage in
-            let registration = storage.machine.join(continuation, id: id, key: key, priority: priority)
-            storage.resumeRegistrationWaiters()
+            let registration = storage.machine.join(continuation, id: id, key: key)
+            if storage.hasRegistrationWaiters { storage.resumeRegistrationWaiters() }
             return registration
         }
-        carryOut(registration, joined: true, priority: priority)
-    }
-
-    @inlinable
-    func carryOut(_ registration: Machine.Registration, joined: Bool, priority: TaskPriority?) {
         switch registration {
-        case .registered(let work): Self.escalate(work, to: priority)
-        case .resume(let waiter, let outcome): waiter.resume(returning: (outcome, joined))
-        case .cancelled(let waiter): waiter.resume(returning: (.cancelled, joined))
+        case .registered: break
+        case .cancelled(let waiter): waiter.resume(returning: .cancelled)
         case .startOver(let waiter): waiter.resume(returning: nil)
         }
     }
 
-    /// Hands `outcome` to every waiter of `flight`.
+    /// The leader's load of `flight` ended: hands `outcome()` to every caller that joined it, or tells
+    /// them to start over when `outcome()` is `nil`. `outcome` runs only when someone joined.
     @inlinable
-    func finish(key: Key, flight: UInt64, with outcome: Outcome) {
-        let waiters = storage.withLock { $0.machine.finish(key: key, flight: flight, with: outcome) }
-        for (waiter, joined) in waiters { waiter.resume(returning: (outcome, joined)) }
+    func finish(key: Key, flight: UInt64, with outcome: () -> Outcome?) {
+        guard let waiters = storage.withLock({ $0.machine.finish(key: key, flight: flight) }) else { return }
+        let answer = outcome()
+        for waiter in waiters { waiter.resume(returning: answer) }
     }
 
     /// The shared load of `flight` sent a non-idempotent request: it stays its leader's, and the
@@ -130,28 +111,19 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
         for waiter in ejected { waiter.resume(returning: nil) }
     }
 
-    /// Releases waiter `id` with `CancellationError`; cancels the shared load when it was the last.
+    /// Releases joiner `id` with `CancellationError`; the load goes on in its leader's task.
     @inlinable
     func cancel(_ id: Int, key: Key) {
-        let (released, abandoned) = storage.withLock { $0.machine.cancel(id, key: key) }
-        abandoned?.cancel()
-        if let (waiter, joined) = released { waiter.resume(returning: (.cancelled, joined)) }
+        storage.withLock { $0.machine.cancel(id, key: key) }?.resume(returning: .cancelled)
     }
 
     /// Suspends until `count` callers in all have registered with a load in flight.
     func waitForRegistrations(count: Int) async {
         await withCheckedContinuation { continuation in
-            storage.withLock { $0.registrationWaiters.wait(for: count, current: $0.machine.registrations, continuation: continuation) }
-        }
-    }
-
-    /// Raises `task` to `priority` (a caller of higher priority is waiting for it).
-    @inlinable
-    static func escalate(_ task: Task<Void, Never>?, to priority: TaskPriority?) {
-        guard let task, let priority else { return }
-        // Escalation only ever raises a task's priority; a lower one is ignored.
-        if #available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *) {
-            task.escalatePriority(to: priority)
+            storage.withLock { storage in
+                storage.registrationWaiters.wait(for: count, current: storage.machine.registrations, continuation: continuation)
+                storage.hasRegistrationWaiters = !storage.registrationWaiters.isEmpty
+            }
         }
     }
 }

@@ -9,16 +9,20 @@
 ///   **rebuilt for each use** (a computed property, a SwiftUI `body`) never coalesces: make a
 ///   ``Coalescer`` once and pass it to `coalesced(in:)`.
 /// - A write is never shared: once the shared load reports a non-idempotent request (``HTTPLoader``
-///   does, through ``LoadAttempt``), nobody joins it and callers that had joined send their own.
-/// - A caller that is cancelled stops waiting at once with `CancellationError`; the shared load is
-///   cancelled only when its **last** waiter is.
+///   does, through ``LoadAttempt/noteNonIdempotentRequest(hasIdempotencyKey:)``), nobody joins it and callers that had joined send their own.
+/// - The shared load runs in the task of the caller that started it (the *leader*): no task is
+///   started, so a load that never suspends (a memory hit) costs two lock round-trips. Cancelling the
+///   leader cancels the load; the callers that joined it are not handed that cancellation: unless the
+///   load succeeded anyway, they start over and one of them leads a new load.
+/// - A caller that joined and is cancelled stops waiting at once with `CancellationError`; the load
+///   goes on for the others.
+/// - The load runs at its leader's priority: a caller of higher priority that joins does not raise it
+///   (it waits on a continuation). Where a high-priority caller must not wait behind a background
+///   prefetch, give them different coalescers.
 /// - Nothing is remembered after a load ends: the next call starts a new load (put a cache in front
 ///   to keep values).
-/// - The shared load runs in a task of its own, which inherits the first caller's task-local values
-///   and runs at the highest priority of its waiters: a caller of higher priority that joins
-///   escalates it (SE-0462; Linux and Apple systems of the 26 releases). Where the system has
-///   `Task.immediate` that task starts on the first caller's thread and runs there until it first
-///   suspends: a load that never suspends (a memory hit) costs no thread hop and no continuation.
+/// - The load sees its leader's task-local values (its ``LoadEnvironment``) and runs on its leader's
+///   executor: a main-actor caller's memory hit never leaves the main actor.
 public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
     public typealias Input = Base.Input
     public typealias Output = Base.Output
@@ -46,79 +50,59 @@ public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
 
     @inlinable
     public func load(_ input: Input) async throws -> Output {
-        try Task.checkCancellation()
         let key = key(input)
         while true {
+            try Task.checkCancellation()
             switch flights.arrive(key) {
             case .alone:
                 return try await base.load(input)
             case .join(let waiter):
-                let priority = Task.currentPriority
                 let answer = await withTaskCancellationHandler {
                     await withUnsafeContinuation { continuation in
-                        flights.join(continuation, id: waiter, key: key, priority: priority)
+                        flights.join(continuation, id: waiter, key: key)
                     }
                 } onCancel: {
                     flights.cancel(waiter, key: key)
                 }
-                // `nil`: the load ended between taking a number and joining it; start over.
-                guard let (outcome, joined) = answer else { continue }
-                return try deliver(outcome, joined: joined)
-            case .lead(let waiter, let flight):
-                return try deliver(await lead(key: key, input: input, waiter: waiter, flight: flight), joined: false)
+                // `nil`: the load turned out to write, ended before this caller could join it, or its
+                // leader was cancelled: start over.
+                guard let outcome = answer else { continue }
+                if let recorder = LoadRecorder.enclosing {
+                    recorder.deliver(.coalesced(tier: base.chainSummary))
+                    for event in outcome.events { recorder.deliver(event) }
+                }
+                return try outcome.result.get()
+            case .lead(let flight):
+                return try await lead(key: key, input: input, flight: flight)
             }
         }
     }
 
-    /// Hands the shared load's events to this caller's recorder, then its value or error.
+    /// Runs the shared load of `flight` in this (the first) caller's task, then answers the callers
+    /// who joined it meanwhile.
+    ///
+    /// No task is started: a load that never suspends (a memory hit) costs two lock round-trips and
+    /// the flight's recorder. The load's events reach this caller's recorder as they happen, and are
+    /// collected for the callers who join (one recorder per flight, whether or not this caller
+    /// observes). When this caller is cancelled and its load fails, those who joined are not handed
+    /// its cancellation: they start over, and one of them leads a new load.
     @inlinable
-    func deliver(_ outcome: Outcome, joined: Bool) throws -> Output {
-        if let recorder = LoadRecorder.enclosing {
-            if joined { recorder.deliver(.coalesced(tier: base.chainSummary)) }
-            for event in outcome.events { recorder.deliver(event) }
+    func lead(key: Key, input: Input, flight: UInt64) async throws -> Output {
+        // A write (a non-idempotent request) is never shared: when the load reports one (to every
+        // recorder of the load), the callers that joined it start over and send their own.
+        let recorder = LoadRecorder(
+            parent: LoadRecorder.enclosing, onWrite: { [flights] in flights.markWrite(key: key, flight: flight) })
+        let result: Result<Output, any Error>
+        do {
+            result = .success(try await LoadRecorder.recording(into: recorder) { try await base.load(input) })
+        } catch {
+            result = .failure(error)
         }
-        return try outcome.result.get()
-    }
-
-    /// Starts the shared load for `flight` and waits for it. The load runs in a task of its own (the
-    /// last waiter to leave cancels it, not the leader), started *immediately*: it runs on this thread
-    /// until it first suspends, so a load that never suspends (a memory hit) is finished when the task
-    /// is created, and the leader takes its outcome without a continuation or a thread hop.
-    @inlinable
-    func lead(key: Key, input: Input, waiter: Int, flight: UInt64) async -> Outcome {
-        // The flight's events are always collected (one recorder per flight, not per waiter): any
-        // waiter may observe them, whether or not the caller that started the flight does.
-        let recorder = LoadRecorder()
-        let operation: @concurrent @Sendable () async -> Void = { [base, flights] in
-            let result: Result<Output, any Error>
-            // A write (a non-idempotent request) is never shared: when the load reports one, the
-            // callers that joined it start over and send their own.
-            let attempt = LoadAttempt(onWrite: { flights.markWrite(key: key, flight: flight) })
-            do {
-                result = .success(try await attempt.run {
-                    try await LoadRecorder.recording(into: recorder) { try await base.load(input) }
-                })
-            } catch {
-                result = .failure(error)
-            }
-            flights.finish(key: key, flight: flight, with: Outcome(result: result, events: recorder.events))
+        flights.finish(key: key, flight: flight) {
+            if case .failure = result, Task.isCancelled { return nil }
+            return Outcome(result: result, events: recorder.events)
         }
-        let task: Task<Void, Never>
-        if #available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *) {
-            task = Task.immediate(operation: operation)
-        } else {
-            task = Task(operation: operation)
-        }
-        if let finished = flights.handOver(task, key: key, flight: flight) { return finished }
-        let answer = await withTaskCancellationHandler {
-            await withUnsafeContinuation { continuation in
-                flights.leaderWaits(continuation, id: waiter, key: key, flight: flight)
-            }
-        } onCancel: {
-            flights.cancel(waiter, key: key)
-        }
-        // The leader is answered by `finish` or `cancel`, never told to start over.
-        return answer?.0 ?? .cancelled
+        return try result.get()
     }
 
     @usableFromInline typealias Outcome = Coalescer<Key, Output>.Outcome

@@ -15,6 +15,8 @@ public final class LoadRecorder: Sendable {
     let parent: LoadRecorder?
     /// Called with each event as it happens (an observing operator logs or counts it at once).
     let onEvent: (@Sendable (LoadEvent) -> Void)?
+    /// Called when the load sends a non-idempotent request (a coalesced flight stops being shared).
+    let onWrite: (@Sendable () -> Void)?
 
     /// The tier name a loader of your own should put in the ``Provenance`` it records: the name given
     /// by the innermost enclosing ``Loader/named(_:)``, or `description` when there is none.
@@ -25,9 +27,21 @@ public final class LoadRecorder: Sendable {
     private let storage = Locked<[LoadEvent]>([])
 
     @usableFromInline
-    init(parent: LoadRecorder? = nil, onEvent: (@Sendable (LoadEvent) -> Void)? = nil) {
+    init(parent: LoadRecorder? = nil, onEvent: (@Sendable (LoadEvent) -> Void)? = nil, onWrite: (@Sendable () -> Void)? = nil) {
         self.parent = parent
         self.onEvent = onEvent
+        self.onWrite = onWrite
+    }
+
+    /// Tells every recorder of the current load that it is sending a non-idempotent request
+    /// (``LoadAttempt/noteNonIdempotentRequest(hasIdempotencyKey:)`` does). One walk up the chain,
+    /// so a coalesced flight needs no task-local of its own besides its recorder.
+    static func noteWrite() {
+        var next = current
+        while let recorder = next {
+            recorder.onWrite?()
+            next = recorder.parent
+        }
     }
 
     /// The events recorded so far.

@@ -35,11 +35,15 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
     public let store: S
     public let policy: FreshnessPolicy
     @usableFromInline let key: @Sendable (Input) -> S.Key
+    /// The tier as a chain shows it (`MemoryStore [max age 1d]`), made once: a recorded load names
+    /// its tier with it, and formatting it per load cost more than the memory hit.
+    public let description: String
 
     init(store: S, policy: FreshnessPolicy, key: @escaping @Sendable (Input) -> S.Key) {
         self.store = store
         self.policy = policy
         self.key = key
+        self.description = "\(store.storeDescription) [\(policy)]"
     }
 
     /// A hit the policy accepts without the clock (``FreshnessPolicy/any``), with nobody recording,
@@ -95,9 +99,7 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
     }
 }
 
-extension StoreLoader: CustomStringConvertible {
-    public var description: String { "\(store.storeDescription) [\(policy)]" }
-}
+extension StoreLoader: CustomStringConvertible {}
 
 extension Store {
     /// A loader that serves the entry for `key` while `policy` accepts it.

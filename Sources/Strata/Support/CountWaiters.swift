@@ -9,6 +9,9 @@ public struct CountWaiters: Sendable {
 
     public init() {}
 
+    /// Whether nobody waits.
+    public var isEmpty: Bool { waiting.isEmpty }
+
     /// Resumes `continuation` now if `current` has reached `count`, otherwise when a later
     /// ``resumeReached(_:)`` reports a count that has.
     public mutating func wait(for count: Int, current: Int, continuation: CheckedContinuation<Void, Never>) {

@@ -2,8 +2,9 @@ import Foundation
 
 /// What the loaders of one logical load tell the operators around them about the requests they sent.
 ///
-/// ``Loader/retrying(_:)`` and ``Loader/coalesced()->CoalescingLoader<Self,Self.Input>`` run
-/// their base inside a `LoadAttempt` (a task-local, so it reaches through any chain of operators); a
+/// ``Loader/retrying(_:)`` runs its base inside a `LoadAttempt` (a task-local, so it reaches through
+/// any chain of operators), and ``Loader/coalesced()->CoalescingLoader<Self,Self.Input>`` hears of it
+/// through the flight's ``LoadRecorder``; a
 /// loader that sends a **non-idempotent** request (a `POST`, a `PATCH`) says so with
 /// ``noteNonIdempotentRequest(hasIdempotencyKey:)``. Then:
 /// - `retry` does not send it again unless it carried an idempotency key or the policy opts in
@@ -20,8 +21,18 @@ public final class LoadAttempt: Sendable {
     /// The key every attempt of this logical load sends (an enclosing retry's key when there is one).
     /// Kept as a `UUID` and formatted only when a request asks for it: formatting costs a `printf`,
     /// which every coalesced read paid when the string was made up front.
+    /// Made on first use (an enclosing attempt's when there is one): most attempts (a coalesced memory
+    /// hit) never send a write, and making a random `UUID` costs more than the rest of the attempt.
     var idempotencyKey: String { idempotencyUUID.uuidString }
-    private let idempotencyUUID: UUID
+    private var idempotencyUUID: UUID {
+        if let parent { return parent.idempotencyUUID }
+        return state.withLock { writes in
+            if let uuid = writes.key { return uuid }
+            let uuid = UUID()
+            writes.key = uuid
+            return uuid
+        }
+    }
     private let parent: LoadAttempt?
     private let onWrite: (@Sendable () -> Void)?
     private let state = Locked(Writes())
@@ -29,6 +40,7 @@ public final class LoadAttempt: Sendable {
     private struct Writes: Sendable {
         var sentWrite = false
         var sentUnkeyedWrite = false
+        var key: UUID?
     }
 
     @usableFromInline
@@ -36,7 +48,6 @@ public final class LoadAttempt: Sendable {
         let parent = LoadAttempt.current
         self.parent = parent
         self.onWrite = onWrite
-        self.idempotencyUUID = parent?.idempotencyUUID ?? UUID()
     }
 
     /// Whether a non-idempotent request was sent in this attempt.
@@ -64,6 +75,7 @@ public final class LoadAttempt: Sendable {
     /// will not share it. Call it before sending. Does nothing outside such operators.
     public static func noteNonIdempotentRequest(hasIdempotencyKey: Bool) {
         current?.note(hasKey: hasIdempotencyKey)
+        LoadRecorder.noteWrite()
     }
 
     /// The idempotency key of the current logical load: the same for every attempt a
