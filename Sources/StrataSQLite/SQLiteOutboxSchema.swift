@@ -1,0 +1,98 @@
+#if SQLite
+import Foundation
+import GRDB
+
+/// The tables `SQLiteOutboxStorage` keeps in its database file, and the migration that creates them.
+///
+/// ```
+/// strata_outbox_entries                     one row per queued write
+///   id               TEXT PRIMARY KEY       OutboxEntry.id, lowercase (the Idempotency-Key)
+///   sequence         INTEGER                OutboxEntry.sequence (clamped to Int64)
+///   scope            TEXT                   OutboxEntry.scope
+///   kind             TEXT                   OutboxEntry.kind
+///   state            TEXT                   'pending' or 'parked'
+///   attempts         INTEGER                OutboxEntry.attempts
+///   created_at       REAL                   seconds since 1970, for queries and people
+///   next_attempt_at  REAL                   seconds since 1970, for queries and people
+///   entry            BLOB                   the whole entry as JSON: what loadAll reads
+/// strata_outbox_unreadable                  rows whose entry could not be read back, set aside
+///   id, entry                               as they were in strata_outbox_entries, unchanged
+///   reason           TEXT                   why it could not be read
+///   set_aside_at     REAL                   seconds since 1970
+/// ```
+///
+/// The columns beside `entry` are copies for an operator's queries (`SELECT kind, count(*) ... GROUP
+/// BY state`); `entry` alone is read back. Every change to the schema is a new named migration
+/// appended to ``migrator``, never an edit of an old one.
+enum SQLiteOutboxSchema {
+    static let entries = "strata_outbox_entries"
+    static let unreadable = "strata_outbox_unreadable"
+    static let entryColumns = ["id", "sequence", "scope", "kind", "state", "attempts", "created_at", "next_attempt_at", "entry"]
+    static let unreadableColumns = ["id", "entry", "reason", "set_aside_at"]
+
+    /// Namespaced so they cannot collide with the migrations of the application sharing the file.
+    static let migrationIdentifiers = ["strata.outbox.v1"]
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration(migrationIdentifiers[0]) { db in
+            for table in [entries, unreadable] where try db.tableExists(table) {
+                throw SQLiteSchema.Conflict(description: "the database already has a table '\(table)' that this storage did not create")
+            }
+            // `entry` has no declared type in the quarantine table: whatever was in the row is kept as it was.
+            try db.execute(sql: """
+                CREATE TABLE \(entries) (
+                    id TEXT NOT NULL PRIMARY KEY,
+                    sequence INTEGER NOT NULL,
+                    scope TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    state TEXT NOT NULL,
+                    attempts INTEGER NOT NULL,
+                    created_at REAL NOT NULL,
+                    next_attempt_at REAL NOT NULL,
+                    entry BLOB NOT NULL
+                );
+                CREATE INDEX \(entries)_by_scope ON \(entries) (scope, sequence);
+                CREATE TABLE \(unreadable) (
+                    id,
+                    entry,
+                    reason TEXT NOT NULL,
+                    set_aside_at REAL NOT NULL
+                );
+                """)
+        }
+        return migrator
+    }
+
+    /// Brings the schema of `writer`'s database up to date.
+    ///
+    /// Two processes may open a new file at the same moment: both see the migration pending, one
+    /// applies it and the other's attempt fails. So a failed migration is checked again: when the
+    /// migration is recorded as applied, someone else migrated and all is well.
+    static func migrate(_ writer: any DatabaseWriter) throws {
+        let migrator = migrator
+        do {
+            try migrator.migrate(writer)
+        } catch {
+            let migratedElsewhere = (try? writer.read { db in try migrator.hasCompletedMigrations(db) }) ?? false
+            guard migratedElsewhere else { throw error }
+        }
+        try writer.read { db in try verify(db) }
+    }
+
+    /// Throws a conflict unless both tables have (at least) the columns this version reads and writes.
+    static func verify(_ db: Database) throws {
+        for (table, expected) in [(entries, entryColumns), (unreadable, unreadableColumns)] {
+            guard try db.tableExists(table) else {
+                throw SQLiteSchema.Conflict(description: "the table '\(table)' is missing although its migration is recorded as applied")
+            }
+            let present = Set(try db.columns(in: table).map(\.name))
+            let missing = expected.filter { !present.contains($0) }
+            if !missing.isEmpty {
+                throw SQLiteSchema.Conflict(
+                    description: "the table '\(table)' was not created by this storage: it lacks the columns \(missing.joined(separator: ", "))")
+            }
+        }
+    }
+}
+#endif

@@ -1,0 +1,271 @@
+#if SQLite
+import Foundation
+import GRDB
+import Logging
+import Strata
+
+/// An outbox's entries in an SQLite database: one row per queued write, in a table of its own
+/// (``tableName``) in a file of its own or in the file the application (or its `SQLiteStore`)
+/// already uses.
+///
+/// ```swift
+/// let outbox = Outbox(storage: try SQLiteOutboxStorage(path: supportDirectory.appending(path: "app.sqlite").path))
+/// ```
+///
+/// - **Durable and atomic.** A ``save(_:)`` is one upsert in one transaction: when it returns the
+///   entry is committed (on a file opened by this storage: WAL with `synchronous = FULL`, so the
+///   commit survives power loss), and a crash during it leaves the previous version of the row.
+/// - **Schema.** Created by a GRDB migration (`strata.outbox.v1`) when the storage is made, beside
+///   whatever else the file holds. Besides the encoded entry (`entry`, JSON) each row has columns an
+///   operator can query: `id`, `sequence`, `scope`, `kind`, `state`, `attempts`, `created_at`,
+///   `next_attempt_at`.
+/// - **Unreadable rows.** A row whose entry does not decode (or names another id) is left out of
+///   ``loadAll()``, moved as it was into the table ``unreadableTableName`` with the reason, and
+///   logged at `error`: never deleted, never a crash.
+/// - **Failures** throw `StoreError` naming this storage, the operation (`open`, `retrieve` for
+///   ``loadAll()``, `insert` for ``save(_:)``, `delete` for ``remove(_:)``) and the entry's id.
+///
+/// Several processes may use the same file (WAL and a busy timeout); one outbox should drain it at
+/// a time (see `OutboxStorage`).
+public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringConvertible {
+    /// The table holding the entries, for inspecting the file with other SQLite tools.
+    public static var tableName: String { SQLiteOutboxSchema.entries }
+    /// The table unreadable rows are moved to, with the reason and when.
+    public static var unreadableTableName: String { SQLiteOutboxSchema.unreadable }
+
+    /// The database file's path.
+    public let path: String
+    private let writer: any DatabaseWriter
+    private let logger: Logger
+
+    /// Opens (creating if needed) the database at `path` and its outbox table.
+    /// - Parameters:
+    ///   - path: the database file: one of its own, or the one the application's `SQLiteStore` uses.
+    ///     Its directory is created (mode `0700`) and the file (mode `0600`) when missing; a relative
+    ///     path is resolved against the current directory.
+    ///   - busyTimeout: how long a write waits for another connection's write lock before it fails.
+    ///   - logger: where unreadable entries are reported.
+    /// - Throws: `StoreError` with operation `.open` when the directory or file cannot be created,
+    ///   the file is not an SQLite database, or it holds tables of the same names that this storage
+    ///   did not create.
+    ///
+    /// Opening is synchronous: it opens the file and brings its schema up to date (a few
+    /// milliseconds, or up to `busyTimeout` while another process holds the write lock).
+    public convenience init(
+        path: String,
+        busyTimeout: Duration = .seconds(5),
+        logger: Logger = Logger(label: "strata.sqliteoutbox")
+    ) throws {
+        let path = URL(fileURLWithPath: path).standardizedFileURL.path
+        let description = Self.describe(path)
+        do {
+            try SQLiteDatabaseFile.create(at: path)
+        } catch {
+            throw StoreError(store: description, operation: .open, key: nil, reason: "cannot create the database file: \(error)", underlying: error)
+        }
+        var configuration = Configuration()
+        configuration.label = "strata.sqliteoutbox"
+        configuration.busyMode = .timeout(busyTimeout / .seconds(1))
+        // WAL's default (NORMAL) may lose the last commits on power loss; a queued write must not.
+        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+        let pool: DatabasePool
+        do {
+            pool = try SQLiteDatabaseFile.openPool(path: path, configuration: configuration)
+        } catch {
+            throw StoreError(
+                store: description, operation: .open, key: nil,
+                reason: "not a usable SQLite database: \(SQLiteDatabaseFile.reason(for: error))", underlying: error)
+        }
+        try self.init(writer: pool, path: path, logger: logger)
+    }
+
+    /// Opens (creating if needed) the database at the file URL `path` and its outbox table, as the
+    /// initialiser with a `String` path does.
+    public convenience init(
+        path: URL,
+        busyTimeout: Duration = .seconds(5),
+        logger: Logger = Logger(label: "strata.sqliteoutbox")
+    ) throws {
+        try self.init(path: path.path, busyTimeout: busyTimeout, logger: logger)
+    }
+
+    /// Keeps the entries in a database the application already has open: a GRDB `DatabaseQueue` or
+    /// `DatabasePool`. The outbox's tables are added to it by a migration of their own
+    /// (`strata.outbox.v1`, recorded in GRDB's `grdb_migrations` beside the application's).
+    ///
+    /// Durability is the database's: use WAL (a `DatabasePool`) with `synchronous = FULL`, or the
+    /// default rollback journal, for a queued write to survive power loss.
+    /// - Parameters:
+    ///   - database: the application's queue or pool; the storage never closes it.
+    ///   - logger: where unreadable entries are reported.
+    /// - Throws: `StoreError` with operation `.open` when the tables cannot be created, or tables of
+    ///   the same names exist that this storage did not create.
+    public convenience init(database: any DatabaseWriter, logger: Logger = Logger(label: "strata.sqliteoutbox")) throws {
+        try self.init(writer: database, path: database.path, logger: logger)
+    }
+
+    private init(writer: any DatabaseWriter, path: String, logger: Logger) throws {
+        self.writer = writer
+        self.path = path
+        self.logger = logger
+        do {
+            try SQLiteOutboxSchema.migrate(writer)
+        } catch let conflict as SQLiteSchema.Conflict {
+            throw StoreError(store: Self.describe(path), operation: .open, key: nil, reason: conflict.description, underlying: conflict)
+        } catch {
+            throw StoreError(
+                store: Self.describe(path), operation: .open, key: nil,
+                reason: "cannot set up the outbox tables: \(SQLiteDatabaseFile.reason(for: error))", underlying: error)
+        }
+    }
+
+    /// `SQLiteOutboxStorage(<path>)`, the storage's name in errors and logs.
+    public var description: String { Self.describe(path) }
+
+    private static func describe(_ path: String) -> String { "SQLiteOutboxStorage(\(path))" }
+
+    // MARK: OutboxStorage
+
+    /// Every readable entry, in any order. Rows that cannot be read back are moved to
+    /// ``unreadableTableName`` and logged (a failure to move one is logged too, and the row stays).
+    /// - Throws: `StoreError` (`.retrieve`) when the database cannot be read.
+    public func loadAll() async throws -> [OutboxEntry] {
+        let rows: [StoredOutboxRow]
+        do {
+            rows = try await writer.read { db in
+                try Row.fetchAll(db, sql: "SELECT rowid, id, entry FROM \(SQLiteOutboxSchema.entries)").map {
+                    StoredOutboxRow(rowid: $0[0], id: $0[1], entry: $0[2])
+                }
+            }
+        } catch {
+            throw failure(.retrieve, nil, error)
+        }
+        var entries: [OutboxEntry] = []
+        entries.reserveCapacity(rows.count)
+        for row in rows {
+            switch row.decode() {
+            case .success(let entry): entries.append(entry)
+            case .failure(let unreadable): await setAside(row, reason: unreadable.reason)
+            }
+        }
+        return entries
+    }
+
+    /// Inserts `entry`, or replaces the row with its id, in one transaction.
+    /// - Throws: `StoreError` (`.insert`) when the entry does not encode or the write fails; the
+    ///   previous version of the row is then intact.
+    public func save(_ entry: OutboxEntry) async throws {
+        let key = entry.idempotencyKey
+        let encoded: Data
+        do {
+            encoded = try OutboxEntryCoding.encode(entry)
+        } catch {
+            throw StoreError(store: description, operation: .insert, key: key, reason: "entry does not encode: \(error)", underlying: error)
+        }
+        let arguments: StatementArguments = [
+            key, Int64(clamping: entry.sequence), entry.scope, entry.kind, entry.isPending ? "pending" : "parked",
+            entry.attempts, entry.createdAt.timeIntervalSince1970, entry.nextAttemptAt.timeIntervalSince1970, encoded,
+        ]
+        do {
+            try await writer.write { db in
+                try db.cachedStatement(sql: Self.upsertSQL).execute(arguments: arguments)
+            }
+        } catch {
+            throw failure(.insert, key, error)
+        }
+    }
+
+    /// Removes the row with `id`; succeeds when there is none.
+    /// - Throws: `StoreError` (`.delete`) when the write fails; the row is then still there.
+    public func remove(_ id: UUID) async throws {
+        let key = id.uuidString.lowercased()
+        do {
+            try await writer.write { db in
+                try db.execute(sql: "DELETE FROM \(SQLiteOutboxSchema.entries) WHERE id = ?", arguments: [key])
+            }
+        } catch {
+            throw failure(.delete, key, error)
+        }
+    }
+
+    // MARK: Internals
+
+    private static var upsertSQL: String {
+        """
+        INSERT INTO \(SQLiteOutboxSchema.entries) (id, sequence, scope, kind, state, attempts, created_at, next_attempt_at, entry)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT(id) DO UPDATE SET
+            sequence = excluded.sequence, scope = excluded.scope, kind = excluded.kind, state = excluded.state,
+            attempts = excluded.attempts, created_at = excluded.created_at,
+            next_attempt_at = excluded.next_attempt_at, entry = excluded.entry
+        """
+    }
+
+    /// Moves an unreadable row, as it is, into the quarantine table (unless a save replaced it
+    /// meanwhile), and logs it.
+    private func setAside(_ row: StoredOutboxRow, reason: String) async {
+        let now = Date().timeIntervalSince1970
+        var metadata: Logger.Metadata = [
+            "outbox.storage": "\(description)", "outbox.entry": "\(row.idText)", "reason": "\(reason)",
+            "table": "\(SQLiteOutboxSchema.unreadable)",
+        ]
+        do {
+            try await writer.write { db in
+                try db.execute(
+                    sql: """
+                        INSERT INTO \(SQLiteOutboxSchema.unreadable) (id, entry, reason, set_aside_at)
+                        SELECT id, entry, ?, ? FROM \(SQLiteOutboxSchema.entries) WHERE rowid = ? AND entry IS ?
+                        """,
+                    arguments: [reason, now, row.rowid, row.entry])
+                try db.execute(
+                    sql: "DELETE FROM \(SQLiteOutboxSchema.entries) WHERE rowid = ? AND entry IS ?",
+                    arguments: [row.rowid, row.entry])
+            }
+            logger.error("outbox entry unreadable; set aside, not deleted", metadata: metadata)
+        } catch {
+            metadata["error"] = "\(SQLiteDatabaseFile.reason(for: error))"
+            logger.error("outbox entry unreadable; could not set it aside, left in place", metadata: metadata)
+        }
+    }
+
+    /// `error` as the `StoreError` of `operation`; cancellation stays `CancellationError`.
+    private func failure(_ operation: StoreError.Operation, _ key: String?, _ error: any Error) -> any Error {
+        if error is CancellationError || error is StoreError { return error }
+        return StoreError(store: description, operation: operation, key: key, reason: SQLiteDatabaseFile.reason(for: error), underlying: error)
+    }
+}
+
+/// One row as stored, before any interpretation (so an unexpected type is unreadable, not a crash).
+private struct StoredOutboxRow: Sendable {
+    var rowid: DatabaseValue
+    var id: DatabaseValue
+    var entry: DatabaseValue
+
+    struct Unreadable: Error {
+        var reason: String
+    }
+
+    var idText: String {
+        if case .string(let text) = id.storage { text } else { "\(id)" }
+    }
+
+    func decode() -> Result<OutboxEntry, Unreadable> {
+        let bytes: Data
+        switch entry.storage {
+        case .blob(let data): bytes = data
+        case .string(let text): bytes = Data(text.utf8)
+        default: return .failure(Unreadable(reason: "the entry column holds \(entry), not an encoded entry"))
+        }
+        let decoded: OutboxEntry
+        do {
+            decoded = try OutboxEntryCoding.decode(bytes)
+        } catch {
+            return .failure(Unreadable(reason: "the entry does not decode: \(error)"))
+        }
+        guard case .string(let id) = id.storage, id == decoded.idempotencyKey else {
+            return .failure(Unreadable(reason: "the row's id \(self.id) is not the entry's id \(decoded.idempotencyKey)"))
+        }
+        return .success(decoded)
+    }
+}
+#endif
