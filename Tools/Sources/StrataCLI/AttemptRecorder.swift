@@ -1,0 +1,85 @@
+import Foundation
+import Strata
+
+/// The transport the CLI's outbox sends through: it remembers the last answer (or failure) per
+/// `Idempotency-Key`, so `strata send` and `strata outbox drain` can report `sent 201` or why a write
+/// stays queued, and it makes a 501 or 505 a permanent failure.
+///
+/// The outbox retries every 5xx. Two of them say the server will never accept the request as it
+/// is: 501 Not Implemented (it does not support the method, RFC 9110 §15.6.2) and 505 HTTP Version
+/// Not Supported. Sending the same write again cannot help, so the CLI parks it at once
+/// (``ServerCannotHandle`` is not transient) instead of retrying it until the retention limit.
+struct AttemptRecorder: HTTPTransport {
+    /// What the last attempt of one write got.
+    enum Attempt: Sendable, Equatable {
+        /// The server answered with this status and body (the first 64 KiB).
+        case answered(status: Int, body: Data)
+        /// No answer: why, in a few words ("could not connect (connection refused)").
+        case unanswered(reason: String)
+    }
+
+    let base: any HTTPTransport
+    let attempts = Attempts()
+
+    func send(_ request: HTTPRequest, body: Data?, options: HTTPRequestOptions) async throws -> HTTPReply {
+        let key = request.headerFields[OutboxHTTPWrites.idempotencyKeyField]
+        let reply: HTTPReply
+        do {
+            reply = try await base.send(request, body: body, options: options)
+        } catch let error as HTTPError {
+            if let key { attempts.record(.unanswered(reason: Self.shortReason(error)), for: key) }
+            throw error
+        } catch {
+            if let key { attempts.record(.unanswered(reason: Redaction.redactingSecrets(in: "\(error)")), for: key) }
+            throw error
+        }
+        let code = reply.status.code
+        if let key { attempts.record(.answered(status: code, body: Data(reply.body.prefix(65_536))), for: key) }
+        if code == 501 || code == 505 {
+            throw ServerCannotHandle(status: code, method: request.method.rawValue, url: reply.url, body: Data(reply.body.prefix(200)))
+        }
+        return reply
+    }
+
+    /// A failure in a few words.
+    static func shortReason(_ error: HTTPError) -> String {
+        switch error {
+        case .transport(_, let reason, _): reason
+        case .status(let code, _, _, _): "HTTP \(code)"
+        default: Redaction.redactingSecrets(in: error.description)
+        }
+    }
+
+    /// The attempts, by idempotency key.
+    ///
+    /// `@unchecked Sendable`: its one stored property is read and written only while `lock` is held.
+    final class Attempts: @unchecked Sendable {
+        private let lock = NSLock()
+        private var byKey: [String: Attempt] = [:]
+
+        func record(_ attempt: Attempt, for key: String) {
+            lock.withLock { byKey[key] = attempt }
+        }
+
+        /// The last attempt of the write with `key`, if it was sent in this process.
+        func last(for key: String) -> Attempt? { lock.withLock { byKey[key] } }
+    }
+}
+
+/// The server answered 501 Not Implemented or 505 HTTP Version Not Supported: it cannot handle the
+/// request at all, so the write is parked, not retried (see ``AttemptRecorder``).
+struct ServerCannotHandle: Error, FailureClassifying, CustomStringConvertible {
+    var status: Int
+    var method: String
+    var url: URL
+    var body: Data
+
+    var isTransientFailure: Bool { false }
+
+    var description: String {
+        let what = status == 501 ? "the server does not implement \(method)" : "the server does not support this HTTP version"
+        let snippet = Redaction.redactingSecrets(in: String(decoding: body, as: UTF8.self).replacingOccurrences(of: "\n", with: " "))
+        return "HTTP \(status) from \(Redaction.redactedString(for: url)): \(what), so sending it again cannot succeed"
+            + (snippet.isEmpty ? "" : ": \(snippet)")
+    }
+}

@@ -1,0 +1,434 @@
+import ArgumentParser
+import Foundation
+import Testing
+@_spi(StrataInternals) import Strata
+@testable import StrataCLI
+import StrataDemo
+import StrataTesting
+
+/// What one `strata send` / `strata outbox` run printed, line by line.
+final class CapturedLines: Sendable {
+    private let out = Locked([String]())
+    private let err = Locked([String]())
+    var stdout: [String] { out.withLock { $0 } }
+    var stderr: [String] { err.withLock { $0 } }
+    var writeOut: @Sendable (String) -> Void { { line in self.out.withLock { $0.append(line) } } }
+    var writeErr: @Sendable (String) -> Void { { line in self.err.withLock { $0.append(line) } } }
+}
+
+/// One file of a file outbox, read layer by layer: the file's text, the stored request (the entry's
+/// payload, base64 in the file) and its body (base64 in the request), so a test can look for a secret
+/// in each.
+struct StoredOutboxFile {
+    let raw: String
+    let request: OutboxRequest
+    let body: String
+
+    init(_ file: URL) throws {
+        let data = try Data(contentsOf: file)
+        raw = String(decoding: data, as: UTF8.self)
+        let newline = try #require(data.firstIndex(of: UInt8(ascii: "\n")))
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .millisecondsSince1970
+        let entry = try decoder.decode(OutboxEntry.self, from: Data(data[data.index(after: newline)...]))
+        request = try JSONDecoder().decode(OutboxRequest.self, from: entry.payload)
+        body = String(decoding: request.body ?? Data(), as: UTF8.self)
+    }
+
+    /// The file, the request as JSON, the header fields and the body.
+    var everyLayer: [String] {
+        let fields = request.headerFields.map { $0.joined(separator: ": ") }
+        let json = (try? JSONEncoder().encode(request)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+        return [raw, json, body] + fields
+    }
+}
+
+/// `strata send` and `strata outbox`, run in-process (``Sender``, ``OutboxTool``) against the real
+/// demo server, with the outbox in real files in a temporary cache directory. Time is a manual clock:
+/// it stamps entries and decides which are due; nothing waits for it.
+@Suite("strata send and strata outbox")
+final class OutboxCLITests {
+    let directory: TemporaryDirectory
+    let clock = ManualClock()
+    var location: OutboxLocation { OutboxLocation(cacheDirectory: directory.url) }
+
+    init() throws {
+        directory = try TemporaryDirectory(prefix: "strata-outbox-cli")
+    }
+
+    static let post = Data(#"{"title":"Offline","body":"written on a train"}"#.utf8)
+
+    func send(
+        _ url: URL, method: HTTPRequest.Method = .post, body: Data? = OutboxCLITests.post, headers: HTTPFields = [.contentType: "application/json"],
+        scope: String? = nil, ifMatch: String? = nil
+    ) async -> (code: OutboxExitCode, output: CapturedLines) {
+        let output = CapturedLines()
+        let options = Sender.Options(
+            method: method, url: url, headerFields: headers, body: body, scope: scope, ifMatch: ifMatch,
+            // Generous: a real request to the in-process server (see FetchTests); no test here is about it.
+            timeout: .seconds(90), location: location)
+        let code = await Sender(options: options, environment: clock.environment(logger: quietLogger))
+            .run(stdout: output.writeOut, stderr: output.writeErr)
+        return (code, output)
+    }
+
+    func outbox(_ action: OutboxTool.Action) async -> (code: OutboxExitCode, output: CapturedLines) {
+        let output = CapturedLines()
+        let code = await OutboxTool(location: location, environment: clock.environment(logger: quietLogger))
+            .run(action, stdout: output.writeOut, stderr: output.writeErr)
+        return (code, output)
+    }
+
+    func drain(credentials: [HTTPField] = []) async -> (code: OutboxExitCode, output: CapturedLines) {
+        await outbox(.drain(timeout: .seconds(90), credentials: credentials))
+    }
+
+    /// The id in a result line: `sent 201 ID`, `queued ID: …`, `parked ID: …`.
+    func id(in line: String?) throws -> String {
+        let words = try #require(line).split(separator: " ")
+        let word = words.first == "sent" ? words[2] : words[1]
+        return String(word.hasSuffix(":") ? word.dropLast() : word)
+    }
+
+    /// The files of the file outbox.
+    func outboxFiles() throws -> [URL] {
+        let folder = location.fileDirectory
+        guard FileManager.default.fileExists(atPath: folder.path) else { return [] }
+        return try FileManager.default.contentsOfDirectory(at: folder, includingPropertiesForKeys: nil)
+    }
+
+    /// The requests the server received carrying `Idempotency-Key: key`.
+    func requests(withKey key: String, on server: DemoServer) -> [DemoServer.RecordedRequest] {
+        server.requests.filter { request in
+            request.headers.contains { $0.key.lowercased() == "idempotency-key" && $0.value == key }
+        }
+    }
+
+    // MARK: sent
+
+    @Test func online_isSentOnceWithItsIdempotencyKey_andLeavesNothingQueued() async throws {
+        try await withDemoServer { server in
+            let (code, output) = await send(server.baseURL.appendingPathComponent("posts"))
+
+            #expect(code == .ok)
+            let id = try id(in: output.stdout.first)
+            #expect(output.stdout == ["sent 201 \(id)"])
+            #expect(output.stderr.isEmpty)
+            #expect(server.posts.values.map(\.title) == ["Offline"])
+            #expect(requests(withKey: id, on: server).count == 1)
+            #expect(try outboxFiles().filter { $0.pathExtension == "outbox" }.isEmpty)
+            #expect(await outbox(.count(json: false)).output.stdout == ["0 pending, 0 parked"])
+        }
+    }
+
+    // MARK: queued, then drained
+
+    @Test func nothingListening_isQueued_thenDrainDeliversItOnce() async throws {
+        try await withDemoServer { server in
+            await server.goOffline()
+            let (code, output) = await send(server.baseURL.appendingPathComponent("posts"))
+
+            #expect(code == .ok, "queued is a success: the write is safe")
+            let id = try id(in: output.stdout.first)
+            #expect(output.stdout == [
+                "queued \(id): the server could not be reached (could not connect (connection refused)); will be sent by 'strata outbox drain'",
+            ])
+            let listed = await outbox(.list(json: false)).output.stdout
+            #expect(listed.count == 1)
+            #expect(listed.first?.hasPrefix("\(id) pending scope=/posts POST \(server.baseURL.absoluteString)/posts attempts=1 next=") == true)
+            #expect(listed.first?.contains("error=unreachable: ") == true)
+
+            try await server.goOnline()
+            let drained = await drain()
+
+            #expect(drained.code == .ok)
+            #expect(drained.output.stdout == ["sent 201 \(id)"])
+            #expect(drained.output.stderr == ["strata outbox drain: drained: 1 delivered, 0 parked, 0 deferred, 0 waiting"])
+            #expect(server.posts.count == 1)
+            #expect(requests(withKey: id, on: server).count == 1)
+
+            let again = await drain()
+            #expect(again.code == .ok)
+            #expect(again.output.stdout.isEmpty)
+            #expect(server.posts.count == 1, "the server recorded the write exactly once")
+        }
+    }
+
+    @Test func transientServerError_isQueued_andWaitsForItsBackoff() async throws {
+        try await withDemoServer { server in
+            server.faults = .init(status: 503)
+            let (code, output) = await send(server.baseURL.appendingPathComponent("posts"))
+
+            #expect(code == .ok)
+            let id = try id(in: output.stdout.first)
+            #expect(output.stdout == ["queued \(id): the server answered HTTP 503, a transient failure; will be sent by 'strata outbox drain'"])
+
+            server.faults = .none
+            let early = await drain()
+            #expect(early.code == .deferred, "a 503 backs off; an explicit drain does not skip the wait")
+            #expect(early.output.stdout.count == 1)
+            #expect(early.output.stdout.first?.hasPrefix("waiting \(id): backing off after transient: HTTP 503") == true)
+            #expect(server.posts.isEmpty)
+
+            clock.advance(by: .seconds(600))
+            let late = await drain()
+            #expect(late.code == .ok)
+            #expect(late.output.stdout == ["sent 201 \(id)"])
+            #expect(server.posts.count == 1)
+        }
+    }
+
+    @Test func aWriteBehindAnEarlierOneOfItsScope_isQueued_andTheDrainKeepsTheirOrder() async throws {
+        try await withDemoServer { server in
+            let url = server.baseURL.appendingPathComponent("posts")
+            await server.goOffline()
+            let first = try id(in: await send(url, body: Data(#"{"title":"first","body":"1"}"#.utf8)).output.stdout.first)
+            try await server.goOnline()
+
+            let (code, output) = await send(url, body: Data(#"{"title":"second","body":"2"}"#.utf8))
+            let second = try id(in: output.stdout.first)
+
+            #expect(code == .ok)
+            #expect(output.stdout == [
+                "queued \(second): 1 earlier write to scope /posts must be delivered first; will be sent by 'strata outbox drain'",
+            ])
+            #expect(server.posts.isEmpty, "not sent ahead of the earlier write")
+
+            let drained = await drain()
+            #expect(drained.code == .ok)
+            #expect(drained.output.stdout == ["sent 201 \(first)", "sent 201 \(second)"])
+            #expect(server.posts[1]?.title == "first")
+            #expect(server.posts[2]?.title == "second")
+        }
+    }
+
+    // MARK: dead letters
+
+    @Test func unprocessable_isParked_listed_retried_thenDrained() async throws {
+        try await withDemoServer { server in
+            server.faults = .init(status: 422)
+            let (code, output) = await send(server.baseURL.appendingPathComponent("posts"))
+
+            #expect(code == .parked)
+            #expect(code.rawValue == 2)
+            let id = try id(in: output.stdout.first)
+            #expect(output.stdout == [
+                "parked \(id): HTTP 422, rejected by the server; 'strata outbox retry \(id)' sends it again, 'strata outbox discard \(id)' removes it",
+            ])
+            #expect(output.stderr == ["strata send: POST \(server.baseURL.absoluteString)/posts was refused: HTTP 422: injected fault: 422"])
+
+            let listed = await outbox(.list(json: false)).output.stdout
+            #expect(listed == ["\(id) parked:rejected scope=/posts POST \(server.baseURL.absoluteString)/posts attempts=1 next=- error=HTTP 422: injected fault: 422"])
+            #expect(await outbox(.count(json: false)).output.stdout == ["0 pending, 1 parked"])
+
+            let retried = await outbox(.retry(idPrefix: String(id.prefix(13))))
+            #expect(retried.code == .ok)
+            #expect(retried.output.stdout == ["retried \(id): pending again, attempts reset; 'strata outbox drain' sends it"])
+            #expect(await outbox(.count(json: true)).output.stdout == [#"{"parked":0,"pending":1}"#])
+
+            server.faults = .none
+            let drained = await drain()
+            #expect(drained.code == .ok)
+            #expect(drained.output.stdout == ["sent 201 \(id)"])
+            #expect(server.posts.count == 1)
+            #expect(await outbox(.count(json: false)).output.stdout == ["0 pending, 0 parked"])
+        }
+    }
+
+    @Test func aParkedWrite_isDiscarded_andNeverSent() async throws {
+        try await withDemoServer { server in
+            server.faults = .init(status: 400)
+            let id = try id(in: await send(server.baseURL.appendingPathComponent("posts")).output.stdout.first)
+
+            let discarded = await outbox(.discard(idPrefix: id.uppercased()))
+
+            #expect(discarded.code == .ok)
+            #expect(discarded.output.stdout == [
+                "discarded \(id): POST \(server.baseURL.absoluteString)/posts, parked because HTTP 400, rejected by the server; it will not be sent",
+            ])
+            #expect(try outboxFiles().filter { $0.pathExtension == "outbox" }.isEmpty)
+            server.faults = .none
+            #expect(await drain().output.stdout.isEmpty)
+            #expect(server.posts.isEmpty)
+            #expect(await outbox(.discard(idPrefix: id)).code == .noSuchEntry)
+        }
+    }
+
+    @Test func aPendingWrite_cannotBeDiscardedOrRetried() async throws {
+        try await withDemoServer { server in
+            await server.goOffline()
+            let id = try id(in: await send(server.baseURL.appendingPathComponent("posts")).output.stdout.first)
+
+            let discard = await outbox(.discard(idPrefix: id))
+            #expect(discard.code == .notParked)
+            #expect(discard.code.rawValue == 5)
+            #expect(discard.output.stdout.isEmpty)
+            #expect(discard.output.stderr == [
+                "strata outbox discard: refused: \(id) is pending, not a dead letter; only parked writes can be discarded "
+                    + "(a pending write may still be delivered). Nothing was removed.",
+            ])
+            let retry = await outbox(.retry(idPrefix: id))
+            #expect(retry.code == .notParked)
+            #expect(await outbox(.count(json: false)).output.stdout == ["1 pending, 0 parked"])
+
+            try await server.goOnline()
+            #expect(await drain().output.stdout == ["sent 201 \(id)"])
+        }
+    }
+
+    @Test func ifMatch_isSent_andAConflictIsParkedWithItsOwnExitCode() async throws {
+        try await withDemoServer { server in
+            server.faults = .init(status: 412)
+            let (code, output) = await send(server.baseURL.appendingPathComponent("posts/1"), method: .put, ifMatch: #""v1""#)
+
+            #expect(code == .conflict)
+            #expect(code.rawValue == 3)
+            let id = try id(in: output.stdout.first)
+            #expect(output.stdout.first?.hasPrefix("parked \(id): HTTP 412, conflict;") == true)
+            let sent = try #require(requests(withKey: id, on: server).first)
+            #expect(sent.headers.first { $0.key.lowercased() == "if-match" }?.value == #""v1""#)
+            #expect(await outbox(.list(json: false)).output.stdout.first?.contains(" parked:conflict scope=/posts/1 PUT ") == true)
+        }
+    }
+
+    @Test func idPrefixes_thatMatchNoneOrSeveral_areRefused() async throws {
+        try await withDemoServer { server in
+            await server.goOffline()
+            _ = await send(server.baseURL.appendingPathComponent("posts"))
+            _ = await send(server.baseURL.appendingPathComponent("comments"))
+
+            let unknown = await outbox(.retry(idPrefix: "ffff"))
+            #expect(unknown.code == .noSuchEntry)
+            #expect(unknown.output.stderr == ["strata outbox retry: no entry's id starts with 'ffff' ('strata outbox list' shows the ids)"])
+
+            // Both ids are UUIDv7s of the same millisecond (the clock did not move): one prefix fits both.
+            let ambiguous = await outbox(.discard(idPrefix: "0"))
+            #expect(ambiguous.code == .noSuchEntry)
+            #expect(ambiguous.output.stderr.first?.contains("'0' is the start of 2 ids") == true)
+        }
+    }
+
+    // MARK: credentials
+
+    @Test func credentials_areSentNow_butNeverWrittenToTheOutbox() async throws {
+        try await withDemoServer { server in
+            let secret = "Bearer s3cr3t-token-for-the-outbox-test"
+            var headers: HTTPFields = [.contentType: "application/json", .authorization: secret]
+            headers[.cookie] = "session=cookie-value-never-stored"
+            await server.goOffline()
+            let (code, output) = await send(server.baseURL.appendingPathComponent("posts"), headers: headers)
+            let id = try id(in: output.stdout.first)
+            #expect(code == .ok)
+
+            // On disk: the write, without the credentials.
+            let files = try outboxFiles()
+            #expect(files.count == 1)
+            let stored = try StoredOutboxFile(try #require(files.first))
+            #expect(stored.body.contains("written on a train"))
+            for text in stored.everyLayer {
+                #expect(!text.contains("s3cr3t"))
+                #expect(!text.contains("cookie-value"))
+            }
+            #expect(stored.request.headerFields.map { $0[0] } == ["Content-Type", "Strata-Withheld-Credentials"])
+            let listed = await outbox(.list(json: false)).output.stdout
+            #expect(listed.first?.contains(" credentials-not-kept=Authorization,Cookie ") == true)
+            let json = try #require(await outbox(.list(json: true)).output.stdout.first)
+            let objects = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]])
+            #expect(objects.first?["credentialsNotKept"] as? [String] == ["Authorization", "Cookie"])
+
+            // drain -H gives the Authorization back (only to a write queued with one); the marker never leaves.
+            try await server.goOnline()
+            let drained = await drain(credentials: [HTTPField(name: .authorization, value: "Bearer renewed-token")])
+            #expect(drained.output.stdout == ["sent 201 \(id)"])
+            let request = try #require(requests(withKey: id, on: server).first)
+            let names = request.headers.keys.map { $0.lowercased() }
+            #expect(request.headers.first { $0.key.lowercased() == "authorization" }?.value == "Bearer renewed-token")
+            #expect(!names.contains("cookie"), "no cookie was given to the drain")
+            #expect(!names.contains("strata-withheld-credentials"))
+        }
+    }
+
+    @Test func credentials_given_toSend_reachTheServerOnItsOwnAttempt() async throws {
+        try await withDemoServer { server in
+            let headers: HTTPFields = [.contentType: "application/json", .authorization: "Bearer sent-at-once"]
+            let (code, output) = await send(server.baseURL.appendingPathComponent("posts"), headers: headers)
+            let id = try id(in: output.stdout.first)
+
+            #expect(code == .ok)
+            let request = try #require(requests(withKey: id, on: server).first)
+            #expect(request.headers.first { $0.key.lowercased() == "authorization" }?.value == "Bearer sent-at-once")
+            #expect(!request.headers.keys.contains { $0.lowercased() == "strata-withheld-credentials" })
+        }
+    }
+
+    @Test func aDrain_neverGivesACredentialToAWriteQueuedWithoutOne() async throws {
+        try await withDemoServer { server in
+            await server.goOffline()
+            let id = try id(in: await send(server.baseURL.appendingPathComponent("posts")).output.stdout.first)
+            try await server.goOnline()
+
+            _ = await drain(credentials: [HTTPField(name: .authorization, value: "Bearer not-for-this-write")])
+
+            let request = try #require(requests(withKey: id, on: server).first)
+            #expect(!request.headers.keys.contains { $0.lowercased() == "authorization" })
+        }
+    }
+
+    // MARK: the store
+
+    @Test func anUnwritableOutbox_queuesNothing_andSendsNothing() async throws {
+        try await withDemoServer { server in
+            // The outbox folder's place is taken by a file: nothing can be saved there.
+            try Data("not a folder".utf8).write(to: location.fileDirectory)
+            let (code, output) = await send(server.baseURL.appendingPathComponent("posts"))
+
+            #expect(code == .storage)
+            #expect(output.stdout.isEmpty)
+            #expect(output.stderr.first?.hasPrefix("strata send: not queued, nothing sent: outbox storage failed") == true)
+            #expect(server.posts.isEmpty)
+        }
+    }
+}
+
+/// The parsing and help of `strata send` and `strata outbox`.
+@Suite("strata send and outbox: command line")
+struct OutboxCommandLineTests {
+    @Test(arguments: [
+        ["send", "GET", "http://example.com/x"], ["send", "POST", "notaurl"], ["send", "POST", "ftp://example.com/x"],
+        ["send", "POST", "http://example.com/x", "-H", "no colon"], ["send", "POST", "http://example.com/x", "-H", "Bad Name: v"],
+        ["send", "POST", "http://example.com/x", "-H", "Idempotency-Key: mine"], ["send", "POST", "http://example.com/x", "--data", "@/no/such/file"],
+        ["send", "POST", "http://example.com/x", "--timeout", "0s"], ["send", "B@D", "http://example.com/x"],
+        ["outbox", "drain", "-H", "X-Custom: 1"], ["outbox", "retry"], ["outbox", "nope"],
+    ])
+    func badArguments_areUsageErrors(arguments: [String]) {
+        do {
+            _ = try StrataCommand.parseAsRoot(arguments)
+            Issue.record("expected \(arguments) to be rejected")
+        } catch {
+            #expect(StrataCommand.exitCode(for: error).rawValue == OutboxExitCode.usage.rawValue)
+            #expect(!StrataCommand.message(for: error).isEmpty)
+        }
+    }
+
+    @Test func sendAndOutbox_documentTheirExitCodes() {
+        for command in [SendCommand.self, OutboxCommand.self] as [any ParsableCommand.Type] {
+            let help = StrataCommand.helpMessage(for: command)
+            #expect(help.contains("Exit codes:"))
+            for code in OutboxExitCode.allCases {
+                #expect(help.contains("\n  \(code.rawValue) "), "help of \(command) documents exit code \(code.rawValue)")
+            }
+        }
+    }
+
+    @Test func aJSONBody_getsAJSONContentType_otherBodiesAnOctetStream() throws {
+        let json = try #require(try StrataCommand.parseAsRoot(["send", "post", "http://example.com/x", "--data", #"{"a":1}"#]) as? SendCommand)
+        #expect(try json.senderOptions(body: json.readBody()).headerFields[.contentType] == "application/json")
+        #expect(try json.senderOptions(body: json.readBody()).method == .post)
+        let text = try #require(try StrataCommand.parseAsRoot(["send", "PUT", "http://example.com/x", "--data", "plain"]) as? SendCommand)
+        #expect(try text.senderOptions(body: text.readBody()).headerFields[.contentType] == "application/octet-stream")
+        let given = try #require(try StrataCommand.parseAsRoot([
+            "send", "PUT", "http://example.com/x", "--data", "a=1", "-H", "Content-Type: application/x-www-form-urlencoded",
+        ]) as? SendCommand)
+        #expect(try given.senderOptions(body: given.readBody()).headerFields[.contentType] == "application/x-www-form-urlencoded")
+    }
+}
