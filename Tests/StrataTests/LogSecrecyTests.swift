@@ -123,4 +123,18 @@ struct RedactionPrecheckTests {
         #expect(found == expected)
         #expect(found == text.lowercased().contains(needle), "agrees with Foundation's lowercased search")
     }
+
+    /// `redactingSecrets` returns a text at once when it holds none of the bytes every pattern needs
+    /// (`:`, `?`, `&`, `=`, `b`, `j`, in any case); each secret below reaches its pattern through
+    /// exactly one of them.
+    @Test(arguments: [
+        ("token eyJhbGciOi.eyJzdWIi.sig", "token ***"),
+        ("BEARER abc.def", "Bearer ***"),
+        ("https://u:p@h/x", "https://***@h/x"),
+        ("fresh local", "fresh local"),
+        ("MemoryStore [max age 1d]", "MemoryStore [max age 1d]"),
+    ])
+    func namesWithoutTriggerBytesAreKept_secretsAreNot(text: String, redacted: String) {
+        #expect(Redaction.redactingSecrets(in: text) == redacted)
+    }
 }

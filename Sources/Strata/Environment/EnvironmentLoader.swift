@@ -14,6 +14,10 @@ public struct EnvironmentLoader<Base: Loader>: Loader {
         self.adjust = adjust
     }
 
+    /// `@inlinable`: the outermost operator of most chains, so the whole chain inside it is
+    /// specialised in the caller's module (an opaque call here left every operator below it generic,
+    /// paying a metadata lookup per generic type per load).
+    @inlinable
     public func load(_ input: Input) async throws -> Output {
         var environment = LoadEnvironment.current
         adjust(&environment)

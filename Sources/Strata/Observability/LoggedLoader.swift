@@ -57,12 +57,16 @@ public struct LoggedLoader<Base: Loader>: Loader {
         }
         // The line's metadata (redacted names, formatted ages) is built only when its level is
         // enabled: redaction is not free, and a line below the logger's level would drop it anyway.
-        func metadata() -> Logger.Metadata {
-            ["loader": "\(redactedName)", "duration": "\(report.duration.formattedAge)"]
+        func metadata(capacity: Int = 2) -> Logger.Metadata {
+            // Sized once for the line's fields: growing a dictionary rehashes every key.
+            var metadata = Logger.Metadata(minimumCapacity: capacity)
+            metadata["loader"] = "\(redactedName)"
+            metadata["duration"] = "\(report.duration.formattedAge)"
+            return metadata
         }
         switch report.outcome {
         case .served(let provenance) where logger.logLevel <= level:
-            var metadata = metadata()
+            var metadata = metadata(capacity: 6)
             metadata["origin"] = "\(provenance.origin)"
             metadata["tier"] = "\(Redaction.redactingSecrets(in: provenance.tier))"
             if let age = provenance.age { metadata["age"] = "\(age.formattedAge)" }
@@ -71,7 +75,7 @@ public struct LoggedLoader<Base: Loader>: Loader {
         case .served:
             break
         case .failed(let error) where logger.logLevel <= failureLevel:
-            var metadata = metadata()
+            var metadata = metadata(capacity: 3)
             metadata["error"] = "\(Redaction.redactingSecrets(in: "\(error)"))"
             logger.log(level: failureLevel, "load failed", metadata: metadata)
         case .failed:

@@ -61,6 +61,21 @@ public struct MeteredLoader<Base: Loader>: Loader {
         let served, failed, cancelled: Counter
         let servedTime, failedTime, cancelledTime: Timer
         let hits, misses, retries, timeouts, rejections, coalesced, writeFailures: Counter
+        /// `strata_errors_total` per error type, made on the first failure of each type (a backend
+        /// registers a metric when it is made: one per failed load would register it again each time).
+        let errorCounters = Locked<[ObjectIdentifier: Counter]>([:])
+
+        func errorCounter(for error: any Error) -> Counter {
+            let errorType = type(of: error)
+            let id = ObjectIdentifier(errorType)
+            if let counter = errorCounters.withLock({ $0[id] }) { return counter }
+            let counter = Counter(label: "strata_errors_total", dimensions: dimensions + [("error", "\(errorType)")], factory: factory)
+            return errorCounters.withLock { counters in
+                if let existing = counters[id] { return existing }
+                counters[id] = counter
+                return counter
+            }
+        }
 
         init(name: String, factory: any MetricsFactory) {
             self.factory = factory
@@ -95,8 +110,7 @@ public struct MeteredLoader<Base: Loader>: Loader {
             case .failed(let error):
                 failed.increment()
                 failedTime.recordInterval(report.duration)
-                Counter(label: "strata_errors_total", dimensions: dimensions + [("error", "\(type(of: error))")], factory: factory)
-                    .increment()
+                errorCounter(for: error).increment()
             case .cancelled:
                 cancelled.increment()
                 cancelledTime.recordInterval(report.duration)

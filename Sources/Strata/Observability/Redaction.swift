@@ -25,6 +25,17 @@ public enum Redaction {
         // header name, the word "bearer", a JWT's header), so a tier or loader name ("fresh local")
         // costs a scan of its bytes, not a pass of every pattern. (A regex literal is parsed each
         // time the function runs, and `Regex` is not `Sendable`, so it cannot be kept in a `static`.)
+        // Every pattern needs one of these bytes (`:` for a scheme or a header, `?`/`&`/`=` for a
+        // query or a header, `b` for "bearer", `j` for a JWT's "eyJ"): one pass finds most names
+        // ("fresh local", "MemoryStore [max age 1d]") have none, and returns them as they are.
+        guard text.utf8.contains(where: { byte in
+            // `| 0x20` folds `B` and `J` onto `b` and `j` and keeps `:?&=` as they are (a control byte
+            // folded onto one of them only takes the full path, which finds nothing).
+            switch byte | 0x20 {
+            case UInt8(ascii: ":"), UInt8(ascii: "?"), UInt8(ascii: "&"), UInt8(ascii: "="), UInt8(ascii: "b"), UInt8(ascii: "j"): true
+            default: false
+            }
+        }) else { return text }
         var result = text
         if asciiContainsIgnoringCase(text, "://") {
             result = result.replacing(#/([A-Za-z][A-Za-z0-9+.\-]*://)[^\s/@]+@/#) { match in "\(match.output.1)***@" }

@@ -19,9 +19,9 @@ public struct NamedLoader<Base: Loader>: Loader {
         return try await loadNamed(input)
     }
 
-    @usableFromInline
+    @inlinable
     func loadNamed(_ input: Input) async throws -> Output {
-        try await LoadRecorder.$tierName.binding(name) { try await base.load(input) }
+        try await LoadRecorder.naming(name) { try await base.load(input) }
     }
 }
 

@@ -72,6 +72,12 @@ public final class LoadRecorder: Sendable {
     @usableFromInline
     static var enclosing: LoadRecorder? { current }
 
+    /// Runs `body` with `name` as the tier name of the loads inside it (for inlinable code).
+    @usableFromInline
+    static func naming<T: Sendable>(_ name: String, _ body: sending () async throws -> T) async rethrows -> T {
+        try await $tierName.binding(name, body)
+    }
+
     /// Runs `body` with `recorder` as the current recorder (for inlinable code).
     @usableFromInline
     static func recording<T: Sendable>(into recorder: LoadRecorder, _ body: sending () async throws -> T) async rethrows -> T {
