@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Strata
+import StrataSQLite
 
 /// Where `strata send` and `strata outbox` keep the outbox: beside `strata fetch`'s cache, in the
 /// store kind that cache uses.
@@ -47,7 +48,10 @@ public struct OutboxLocation: Sendable, CustomStringConvertible {
         switch store {
         case .file:
             return Opened(storage: FileOutboxStorage(directory: fileDirectory, logger: logger))
-        case .sqlite, .postgres:
+        case .sqlite:
+            // A table beside strata fetch's cache table, in the same file.
+            return Opened(storage: try SQLiteOutboxStorage(path: sqliteFile, logger: logger))
+        case .postgres:
             throw OutboxLocationError.notYetSupported(store)
         }
     }

@@ -4,6 +4,7 @@ import Testing
 @_spi(StrataInternals) import Strata
 @testable import StrataCLI
 import StrataDemo
+import StrataSQLite
 import StrataTesting
 
 /// What one `strata send` / `strata outbox` run printed, line by line.
@@ -50,7 +51,9 @@ struct StoredOutboxFile {
 final class OutboxCLITests {
     let directory: TemporaryDirectory
     let clock = ManualClock()
-    var location: OutboxLocation { OutboxLocation(cacheDirectory: directory.url) }
+    /// The store the outbox is kept in; parameterised tests set it first.
+    var store = Fetcher.StoreKind.file
+    var location: OutboxLocation { OutboxLocation(cacheDirectory: directory.url, store: store) }
 
     init() throws {
         directory = try TemporaryDirectory(prefix: "strata-outbox-cli")
@@ -123,7 +126,9 @@ final class OutboxCLITests {
 
     // MARK: queued, then drained
 
-    @Test func nothingListening_isQueued_thenDrainDeliversItOnce() async throws {
+    @Test(arguments: [Fetcher.StoreKind.file, .sqlite])
+    func nothingListening_isQueued_thenDrainDeliversItOnce(store: Fetcher.StoreKind) async throws {
+        self.store = store
         try await withDemoServer { server in
             await server.goOffline()
             let (code, output) = await send(server.baseURL.appendingPathComponent("posts"))
@@ -204,7 +209,9 @@ final class OutboxCLITests {
 
     // MARK: dead letters
 
-    @Test func unprocessable_isParked_listed_retried_thenDrained() async throws {
+    @Test(arguments: [Fetcher.StoreKind.file, .sqlite])
+    func unprocessable_isParked_listed_retried_thenDrained(store: Fetcher.StoreKind) async throws {
+        self.store = store
         try await withDemoServer { server in
             server.faults = .init(status: 422)
             let (code, output) = await send(server.baseURL.appendingPathComponent("posts"))
@@ -254,7 +261,9 @@ final class OutboxCLITests {
         }
     }
 
-    @Test func aPendingWrite_cannotBeDiscardedOrRetried() async throws {
+    @Test(arguments: [Fetcher.StoreKind.file, .sqlite])
+    func aPendingWrite_cannotBeDiscardedOrRetried(store: Fetcher.StoreKind) async throws {
+        self.store = store
         try await withDemoServer { server in
             await server.goOffline()
             let id = try id(in: await send(server.baseURL.appendingPathComponent("posts")).output.stdout.first)
@@ -375,6 +384,43 @@ final class OutboxCLITests {
     }
 
     // MARK: the store
+
+    @Test func sqlite_theOutboxSharesTheFetchCachesFile_andKeepsNoCredential() async throws {
+        store = .sqlite
+        try await withDemoServer { server in
+            // strata fetch --store sqlite caches the feed in <cache-dir>/fetch.sqlite ...
+            var fetchOptions = Fetcher.Options(url: server.feedURL, cacheDirectory: directory.url, retries: 0, timeout: .seconds(90))
+            fetchOptions.store = .sqlite
+            let fetched = CapturedOutput()
+            #expect(await Fetcher(options: fetchOptions, now: clock.wallClock).run(stdout: fetched.stdout, stderr: fetched.stderr) == .served)
+
+            // ... and strata send --store sqlite queues in the same file.
+            await server.goOffline()
+            let headers: HTTPFields = [.contentType: "application/json", .authorization: "Bearer sqlite-secret-value"]
+            let (code, output) = await send(server.baseURL.appendingPathComponent("posts"), headers: headers)
+            let id = try id(in: output.stdout.first)
+            #expect(code == .ok)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory.url.path).filter { !$0.hasPrefix("fetch.sqlite") }.isEmpty)
+            let entries = try await SQLiteOutboxStorage(path: location.sqliteFile, logger: quietLogger).loadAll()
+            #expect(entries.map(\.idempotencyKey) == [id])
+            let request = try JSONDecoder().decode(OutboxRequest.self, from: try #require(entries.first).payload)
+            #expect(request.headerFields == [["Content-Type", "application/json"], ["Strata-Withheld-Credentials", "Authorization"]])
+            #expect(!String(decoding: try JSONEncoder().encode(request), as: UTF8.self).contains("sqlite-secret"))
+
+            // The cache still serves from the same file.
+            let stale = CapturedOutput()
+            #expect(await Fetcher(options: fetchOptions, now: clock.wallClock).run(stdout: stale.stdout, stderr: stale.stderr) == .served)
+            #expect(stale.body == fetched.body)
+        }
+    }
+
+    @Test func postgres_isRefusedClearly_untilItsOutboxStorageExists() async throws {
+        store = .postgres
+        let (code, output) = await send(URL(string: "http://127.0.0.1:1/posts")!)
+        #expect(code == .usage)
+        #expect(output.stdout.isEmpty)
+        #expect(output.stderr.first?.contains("an outbox in --store postgres is not available in this build yet; use --store file") == true)
+    }
 
     @Test func anUnwritableOutbox_queuesNothing_andSendsNothing() async throws {
         try await withDemoServer { server in
