@@ -27,6 +27,8 @@ public struct DemoCommand: AsyncParsableCommand {
         case offlineFirst = "offline-first"
         /// Timeouts, a circuit breaker and request coalescing keeping the feed up through outages.
         case resilience
+        /// S2 offline: a post written offline is queued durably, survives a relaunch and is created once.
+        case offlineWrite = "offline-write"
         /// Every scenario, one after another.
         case all
     }
@@ -38,7 +40,7 @@ public struct DemoCommand: AsyncParsableCommand {
 
     public func run() async throws {
         let write = StandardOutput.writeLine
-        let selected: [Scenario] = scenario == .all ? [.feed, .posts, .analytics, .offlineFirst, .resilience] : [scenario]
+        let selected: [Scenario] = scenario == .all ? [.feed, .posts, .analytics, .offlineFirst, .resilience, .offlineWrite] : [scenario]
         for (index, scenario) in selected.enumerated() {
             if index > 0 { write("\n" + String(repeating: "─", count: 72) + "\n") }
             switch scenario {
@@ -47,6 +49,7 @@ public struct DemoCommand: AsyncParsableCommand {
             case .analytics: _ = try await AnalyticsScenario().run(write: write)
             case .offlineFirst: _ = try await OfflineFirstDemo().run(write: write)
             case .resilience: _ = try await ResilienceScenario().run(write: write)
+            case .offlineWrite: _ = try await OfflineWriteScenario().run(write: write)
             case .all: break
             }
         }

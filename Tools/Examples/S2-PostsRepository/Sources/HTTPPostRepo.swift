@@ -1,9 +1,11 @@
+import Foundation
 import Strata
 
 /// The production repository: `GET /posts/{id}` and `POST /posts` through a ``JSONAPIClient``.
 ///
 /// - A `404` from `GET /posts/{id}` becomes ``PostRepoError/notFound(id:)``, the same error the
 ///   in-memory repository throws, so features handle "no such post" once.
+/// - `createPost(title:body:idempotencyKey:)` sends the key as `Idempotency-Key`.
 /// - Every other failure keeps Strata's typed `HTTPError` (`.transport`, `.status`, `.decoding`), with
 ///   the URL, so a caller can still tell "offline" from "server error".
 public struct HTTPPostRepo: PostRepo {
@@ -26,4 +28,15 @@ public struct HTTPPostRepo: PostRepo {
     public func createPost(title: String, body: String) async throws -> Post {
         try await client.post("posts", body: PostDraft(title: title, body: body), as: Post.self)
     }
+
+    /// `POST /posts` with `Idempotency-Key: <key>` (lowercase UUID): a server that remembers keys
+    /// answers a repeat with the post it created the first time.
+    public func createPost(title: String, body: String, idempotencyKey: UUID) async throws -> Post {
+        try await client.post(
+            "posts", body: PostDraft(title: title, body: body),
+            headerFields: [Self.idempotencyKeyField: idempotencyKey.uuidString.lowercased()], as: Post.self)
+    }
+
+    /// The header carrying a create's key.
+    public static let idempotencyKeyField = HTTPField.Name("Idempotency-Key")!
 }

@@ -1,6 +1,9 @@
+import Foundation
+
 /// The "mock" repository: posts live in memory, ids count up from 1.
 ///
-/// An actor, so concurrent `createPost` calls never hand out the same id.
+/// An actor, so concurrent `createPost` calls never hand out the same id. A create with an
+/// idempotency key it has seen returns the post made the first time, as a cooperating server does.
 ///
 /// ```swift
 /// let repo = InMemoryPostRepo()
@@ -10,6 +13,8 @@
 public actor InMemoryPostRepo: PostRepo {
     private var posts: [Int: Post]
     private var nextID: Int
+    /// The post created for each idempotency key, as a server that honours `Idempotency-Key` keeps it.
+    private var createdByKey: [UUID: Int] = [:]
 
     /// Creates a repository holding `posts`; new posts are numbered after the highest id among them.
     public init(posts: [Post] = []) {
@@ -26,6 +31,14 @@ public actor InMemoryPostRepo: PostRepo {
         let post = Post(id: nextID, title: title, body: body)
         posts[post.id] = post
         nextID += 1
+        return post
+    }
+
+    /// Creates the post once per `idempotencyKey`: a key seen before returns the post it created.
+    public func createPost(title: String, body: String, idempotencyKey: UUID) -> Post {
+        if let id = createdByKey[idempotencyKey], let post = posts[id] { return post }
+        let post = createPost(title: title, body: body)
+        createdByKey[idempotencyKey] = post.id
         return post
     }
 

@@ -13,11 +13,18 @@ import Strata
 public protocol JSONAPIClient: Sendable {
     /// `GET path`, decoding the body as `T`.
     func get<T: Decodable & Sendable>(_ path: String, as type: T.Type) async throws -> T
-    /// `POST path` with `body` as JSON, decoding the answer as `T`.
-    func post<Body: Encodable & Sendable, T: Decodable & Sendable>(_ path: String, body: Body, as type: T.Type) async throws -> T
+    /// `POST path` with `body` as JSON and `headerFields` added to the request, decoding the answer as `T`.
+    func post<Body: Encodable & Sendable, T: Decodable & Sendable>(
+        _ path: String, body: Body, headerFields: HTTPFields, as type: T.Type
+    ) async throws -> T
 }
 
 extension JSONAPIClient {
+    /// `POST path` with `body` as JSON, decoding the answer as `T`.
+    public func post<Body: Encodable & Sendable, T: Decodable & Sendable>(_ path: String, body: Body, as type: T.Type) async throws -> T {
+        try await post(path, body: body, headerFields: [:], as: type)
+    }
+
     /// `GET path`, decoding the body as the type the caller expects.
     public func get<T: Decodable & Sendable>(_ path: String) async throws -> T {
         try await get(path, as: T.self)
@@ -61,9 +68,9 @@ public struct HTTPJSONAPIClient: JSONAPIClient {
     }
 
     public func post<Body: Encodable & Sendable, T: Decodable & Sendable>(
-        _ path: String, body: Body, as type: T.Type
+        _ path: String, body: Body, headerFields: HTTPFields, as type: T.Type
     ) async throws -> T {
-        try await HTTPLoader<Body>.postJSON(to: url(for: path), transport: transport)
+        try await HTTPLoader<Body>.postJSON(to: url(for: path), headerFields: headerFields, transport: transport)
             .decoding(T.self)
             .load(body)
     }

@@ -52,4 +52,41 @@ public enum PostLoaders {
             .fallingBack(to: remote.writingThrough(to: store) { StorePostCache<S>.key(for: $0) }.named("remote"))
             .environment(\.now, now)
     }
+
+    /// The posts with the ids given, in that order, read through `repo` (so a cache decorator
+    /// answers the ones it holds); ids the repository has no post for are left out. Any other
+    /// failure (the server unreachable for a post not cached) fails the read.
+    public static func posts(in repo: any PostRepo) -> some Loader<[Int], [Post]> {
+        ClosureLoader("posts") { (ids: [Int]) in
+            var posts: [Post] = []
+            for id in ids {
+                do {
+                    posts.append(try await repo.getPost(id: id))
+                } catch PostRepoError.notFound {
+                    continue
+                }
+            }
+            return posts
+        }
+    }
+
+    /// A list of posts with the creates still queued in `outbox` after them (a
+    /// ``PostRepoOutboxDecorator``'s ``PendingPost``s, oldest first): what the user wrote shows at
+    /// once, marked pending, before the server has it.
+    ///
+    /// Built on Strata's `overlayingPending`: every read applies the creates queued *now* to the
+    /// list read *now*. A created post leaves the overlay the moment it is delivered (the server's
+    /// list has it), a create the server rejected (parked in the outbox) drops out, and the read's
+    /// provenance says how many were applied: `… via posts, pending (1)`.
+    public static func withPendingCreates<Base: Loader>(
+        _ base: Base, outbox: Outbox
+    ) -> some Loader<Base.Input, [PostListItem]> where Base.Output == [Post] {
+        base.map { posts in posts.map(PostListItem.post) }
+            .overlayingPending(outbox, scope: { _ in PostRepoOutboxDecorator.scope }) { pending, items in
+                items + pending.filter { $0.kind == PostRepoOutboxDecorator.createKind }
+                    .compactMap { try? $0.decoded(PendingPost.self) }
+                    .map(PostListItem.pending)
+            }
+    }
 }
+

@@ -1,11 +1,14 @@
+import Foundation
+
 /// Adds a cache in front of any ``PostRepo``: reads are answered locally when possible, and every
 /// post that passes through is remembered.
 ///
 /// - `getPost(id:)`: a cached post is returned without asking ``inner``. On a miss, ``inner`` is
 ///   asked and its answer is stored before it is returned. Failures of ``inner`` pass through
 ///   unchanged and store nothing.
-/// - `createPost(title:body:)`: forwarded; the created post is stored, so reading it back right after
-///   creating it costs no request.
+/// - `createPost(title:body:)`, `createPost(title:body:idempotencyKey:)` and `submitPost(title:body:)`:
+///   forwarded; a created post is stored, so reading it back right after creating it costs no
+///   request (a post ``inner`` only queued has no id yet: nothing is stored).
 ///
 /// The cache is never invalidated: this is the article's cache-first policy, right for posts that
 /// do not change once written. For a freshness limit, use the Strata chain in
@@ -32,5 +35,17 @@ public struct PostRepoCacheDecorator: PostRepoDecorator {
         let post = try await inner.createPost(title: title, body: body)
         await cache.store(post: post)
         return post
+    }
+
+    public func createPost(title: String, body: String, idempotencyKey: UUID) async throws -> Post {
+        let post = try await inner.createPost(title: title, body: body, idempotencyKey: idempotencyKey)
+        await cache.store(post: post)
+        return post
+    }
+
+    public func submitPost(title: String, body: String) async throws -> CreateResult {
+        let result = try await inner.submitPost(title: title, body: body)
+        if case .created(let post) = result { await cache.store(post: post) }
+        return result
     }
 }

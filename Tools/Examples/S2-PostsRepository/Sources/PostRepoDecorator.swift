@@ -1,3 +1,5 @@
+import Foundation
+
 /// A repository that wraps another one and, unless it says otherwise, passes every call through.
 ///
 /// The protocol extension forwards each ``PostRepo`` method to ``inner``. A concrete decorator
@@ -30,6 +32,16 @@ extension PostRepoDecorator {
     /// Forwards to ``inner``.
     public func createPost(title: String, body: String) async throws -> Post {
         try await inner.createPost(title: title, body: body)
+    }
+
+    /// Forwards to ``inner``.
+    public func createPost(title: String, body: String, idempotencyKey: UUID) async throws -> Post {
+        try await inner.createPost(title: title, body: body, idempotencyKey: idempotencyKey)
+    }
+
+    /// Forwards to ``inner``.
+    public func submitPost(title: String, body: String) async throws -> CreateResult {
+        try await inner.submitPost(title: title, body: body)
     }
 }
 

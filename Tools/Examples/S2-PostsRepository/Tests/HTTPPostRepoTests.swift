@@ -94,7 +94,9 @@ struct PostsEnvironmentTests {
     @Test func production_readsACreatedPostFromTheCacheWithoutARequest() async throws {
         try await withDemoServer { server in
             let cacheDirectory = try TemporaryDirectory()
-            let repo = PostsEnvironment.production(baseURL: server.baseURL, cacheDirectory: cacheDirectory.url).makePostRepo()
+            let repo = PostsEnvironment.production(
+                baseURL: server.baseURL, cacheDirectory: cacheDirectory.url,
+                outbox: PostsEnvironment.makeOutbox(directory: cacheDirectory.appending("outbox"))).makePostRepo()
 
             let created = try await repo.createPost(title: "Hello", body: "World")
             let read = try await repo.getPost(id: created.id)
@@ -108,7 +110,9 @@ struct PostsEnvironmentTests {
     @Test func production_servesACachedPostWhenTheServerIsOffline_evenAfterARelaunch() async throws {
         try await withDemoServer { server in
             let cacheDirectory = try TemporaryDirectory()
-            let environment = PostsEnvironment.production(baseURL: server.baseURL, cacheDirectory: cacheDirectory.url)
+            let environment = PostsEnvironment.production(
+                baseURL: server.baseURL, cacheDirectory: cacheDirectory.url,
+                outbox: PostsEnvironment.makeOutbox(directory: cacheDirectory.appending("outbox")))
             let created = try await environment.makePostRepo().createPost(title: "Hello", body: "World")
 
             await server.goOffline()
@@ -126,7 +130,9 @@ struct PostsEnvironmentTests {
     @Test func production_unknownIDIsNotFoundAndNothingIsCached() async throws {
         try await withDemoServer { server in
             let cacheDirectory = try TemporaryDirectory()
-            let repo = PostsEnvironment.production(baseURL: server.baseURL, cacheDirectory: cacheDirectory.url).makePostRepo()
+            let repo = PostsEnvironment.production(
+                baseURL: server.baseURL, cacheDirectory: cacheDirectory.url,
+                outbox: PostsEnvironment.makeOutbox(directory: cacheDirectory.appending("outbox"))).makePostRepo()
 
             await #expect(throws: PostRepoError.notFound(id: 7)) { try await repo.getPost(id: 7) }
             await #expect(throws: PostRepoError.notFound(id: 7)) { try await repo.getPost(id: 7) }

@@ -14,6 +14,7 @@ actor PostRepoSpy: PostRepo {
     enum Message: Equatable {
         case getPost(id: Int)
         case createPost(title: String, body: String)
+        case createPostWithKey(title: String, body: String, idempotencyKey: UUID)
     }
 
     private(set) var messages: [Message] = []
@@ -34,6 +35,16 @@ actor PostRepoSpy: PostRepo {
     func createPost(title: String, body: String) throws -> Post {
         messages.append(.createPost(title: title, body: body))
         return try created.get()
+    }
+
+    func createPost(title: String, body: String, idempotencyKey: UUID) throws -> Post {
+        messages.append(.createPostWithKey(title: title, body: body, idempotencyKey: idempotencyKey))
+        return try created.get()
+    }
+
+    /// What later creates answer.
+    func answerCreates(with result: Result<Post, any Error>) {
+        created = result
     }
 }
 

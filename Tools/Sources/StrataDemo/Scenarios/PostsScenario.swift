@@ -45,12 +45,14 @@ public struct PostsScenario: Sendable {
         let client = CountingHTTPClient()
 
         let mock = PostsEnvironment.mock
-        let production = PostsEnvironment.production(baseURL: server.baseURL, cacheDirectory: cacheDirectory)
+        let postsDirectory = cacheDirectory.appendingPathComponent("posts", isDirectory: true)
+        let outbox = PostsEnvironment.makeOutbox(directory: cacheDirectory.appendingPathComponent("outbox", isDirectory: true))
+        let production = PostsEnvironment.production(baseURL: server.baseURL, cacheDirectory: postsDirectory, outbox: outbox)
 
         write("Strata demo: the posts repository (S2)")
         write("  mock        InMemoryPostRepo behind InMemoryPostCache: no network, no files")
         write("  production  HTTPPostRepo → \(server.baseURL.absoluteString) (Hummingbird, in this process)")
-        write("              behind DiskPostCache → \(cacheDirectory.path) (FileStore, one file per post)")
+        write("              behind DiskPostCache → \(postsDirectory.path) (FileStore, one file per post)")
         write("  chosen in   PostsEnvironment.makePostRepo(), the only place that knows which is which")
 
         var steps: [Step] = []

@@ -1,0 +1,39 @@
+import Foundation
+import PostsRepositoryExample
+import Testing
+@_spi(StrataInternals) import Strata
+import StrataDemo
+
+/// `strata demo --scenario offline-write` runs this scenario; the test checks what each step reports.
+@Suite("strata demo: offline-write", .timeLimit(.minutes(1)))
+struct OfflineWriteScenarioTests {
+    @Test func narratesQueuedPendingRelaunchedDeliveredOnceAndPendingGone() async throws {
+        let lines = Locked<[String]>([])
+        let steps = try await OfflineWriteScenario().run { line in lines.withLock { $0.append(line) } }
+
+        #expect(steps.map(\.title) == [
+            "Offline: write a post", "Offline: the list of posts", "Relaunch, still offline",
+            "Online: the outbox sends the post", "Online: the list of posts",
+        ])
+        #expect(steps.map(\.queued) == [1, 1, 1, 0, 0])
+        #expect(steps.map(\.filesOnDisk) == [1, 1, 1, 0, 0], "the write lives in one file until it is delivered")
+        #expect(steps.map(\.pendingInList) == [0, 1, 1, 0, 0])
+        #expect(steps.map(\.serverPosts) == [0, 0, 0, 1, 1], "created once")
+        #expect(steps.map(\.requestsSent) == [1, 0, 0, 1, 0], "refused, then one POST; the list is served from the cache")
+
+        let pendingRow = PostListItem.pending(try #require(steps[1].list?.first.flatMap { if case .pending(let p) = $0 { p } else { nil } }))
+        #expect(steps[1].list == [pendingRow])
+        #expect(steps[2].list == [pendingRow], "read back from the files after the relaunch")
+        #expect(steps[4].list?.map(\.isPending) == [false])
+        #expect(steps[4].list?.map(\.title) == [OfflineWriteScenario.title])
+
+        let output = lines.withLock { $0 }.joined(separator: "\n")
+        #expect(output.contains("shown      pending: \"Written on the train\", client id "))
+        #expect(output.contains("shown      \"Written on the train\" (pending)"))
+        #expect(output.contains("pending (1)"))
+        #expect(output.contains("the first launch's Outbox has been deallocated"))
+        #expect(output.contains("1 delivered: post 1 \"Written on the train\""))
+        #expect(output.contains("shown      post 1 \"Written on the train\""))
+        #expect(output.contains("1 post on the server"))
+    }
+}
