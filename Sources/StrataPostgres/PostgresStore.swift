@@ -99,6 +99,12 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     let logger: Logger
     let watchdog: PostgresConnectionWatchdog
     let state = Locked(State())
+    /// The name in ``description`` and errors: `PostgresStore`, or the type using this store's
+    /// connection handling for a table of its own (`PostgresOutboxStorage`).
+    let name: String
+    /// Sets up the table before an operation's statements instead of the cache table's
+    /// ``prepareTable(on:)``: for a type that runs its own statements through ``perform(_:key:_:)``.
+    let preparation: (@Sendable (PostgresConnection, Logger) async throws -> Void)?
 
     struct State: Sendable {
         var tableReady = false
@@ -215,12 +221,14 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         queryTimeout: Duration,
         maxAge: Duration?,
         now: @escaping @Sendable () -> Date,
-        logger: Logger
+        logger: Logger,
+        name: String = "PostgresStore",
+        preparation: (@Sendable (PostgresConnection, Logger) async throws -> Void)? = nil
     ) throws(StoreError) {
         let (address, endpoint) = Self.endpoint(of: configuration)
         guard Self.isValidTableName(table) else {
             throw StoreError(
-                store: "PostgresStore(\(endpoint))", operation: .open, key: nil,
+                store: "\(name)(\(endpoint))", operation: .open, key: nil,
                 reason: "table name \(String(reflecting: table)) is not a plain identifier "
                     + "(letters, digits and _, not starting with a digit, at most 48 characters)")
         }
@@ -239,6 +247,8 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
             self.runner = Task { await client.run() }
         }
         self.table = table
+        self.name = name
+        self.preparation = preparation
         self.endpoint = endpoint
         self.address = address
         self.codec = codec
@@ -583,7 +593,11 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
                                         if case .leased = lease { lease = .finished }
                                     }
                                 }
-                                try await self.prepareTable(on: connection)
+                                if let preparation = self.preparation {
+                                    try await preparation(connection, self.logger)
+                                } else {
+                                    try await self.prepareTable(on: connection)
+                                }
                                 let result = try await body(connection, self.logger)
                                 self.noteProgress()
                                 return result
@@ -653,7 +667,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
 
 extension PostgresStore: CustomStringConvertible {
     /// `PostgresStore(host:port/database/table)`, never with credentials.
-    public var description: String { "PostgresStore(\(endpoint)/\(table))" }
+    public var description: String { "\(name)(\(endpoint)/\(table))" }
 }
 
 /// The connection pool's background logger: forwards the pool's messages to the store's logger

@@ -1,0 +1,306 @@
+#if Postgres
+import Foundation
+import Logging
+import PostgresNIO
+@_spi(StrataInternals) import Strata
+
+/// An outbox's entries in PostgreSQL: one row per queued write, for servers (a worker whose queued
+/// writes to another service must survive a restart or a move to another host).
+///
+/// ```swift
+/// let storage = try PostgresOutboxStorage(url: "postgres://app:secret@db.internal:5432/app")
+/// let outbox = Outbox(storage: storage, name: "billing-writes")
+/// ```
+///
+/// ## Lifecycle
+/// As ``PostgresStore``'s: with `url:` or `configuration:` the storage runs a `PostgresClient` of its
+/// own (call ``shutdown()`` when done); with
+/// ``init(client:configuration:table:connectTimeout:queryTimeout:logger:)`` it uses the
+/// application's client, which the application runs and shuts down. Connections are opened on
+/// demand, so creating a storage never fails because the database is down: the operations do.
+///
+/// ## Tables
+/// Created on first use with `CREATE TABLE IF NOT EXISTS` under a transaction-scoped advisory lock,
+/// so any number of processes may start at once:
+///
+/// | column | type | holds |
+/// |---|---|---|
+/// | `id` | `UUID PRIMARY KEY` | `OutboxEntry.id` (the `Idempotency-Key`) |
+/// | `sequence` | `BIGINT` | `OutboxEntry.sequence` (clamped to `BIGINT`) |
+/// | `scope`, `kind` | `TEXT` | `OutboxEntry.scope`, `OutboxEntry.kind` |
+/// | `state` | `TEXT` | `pending` or `parked` |
+/// | `attempts` | `BIGINT` | `OutboxEntry.attempts` |
+/// | `created_at`, `next_attempt_at` | `TIMESTAMPTZ` | when it was enqueued, when it may be tried next |
+/// | `entry` | `BYTEA` | the whole entry as JSON: the only column read back |
+/// | `updated_at` | `TIMESTAMPTZ` | the server's time of the last save |
+///
+/// The columns beside `entry` are for an operator's queries. Rows whose `entry` cannot be read back
+/// are moved, as they were, to ``unreadableTable`` (`id`, `entry`, `reason`, `set_aside_at`).
+///
+/// ## Behaviour
+/// - ``save(_:)`` is one `INSERT … ON CONFLICT (id) DO UPDATE`: committed when it returns, atomic, and
+///   a failed save leaves the previous row untouched.
+/// - ``loadAll()`` leaves out a row whose entry does not decode (or names another id), moves it to
+///   ``unreadableTable`` in one statement, and logs it at `error`: never deleted, never a crash.
+/// - Failures throw `StoreError` naming this storage and the operation (`retrieve` for
+///   ``loadAll()``, `insert` for ``save(_:)``, `delete` for ``remove(_:)``) and the entry's id. A
+///   database that cannot be reached fails as ``PostgresStore`` does: within ``connectTimeout``,
+///   with a ``PostgresConnectionFailure`` as the `underlying` error. Credentials never appear in
+///   ``description``, errors or logs.
+public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringConvertible {
+    /// The table holding the entries.
+    public let table: String
+    /// The table unreadable rows are moved to: ``table`` followed by `_unreadable`.
+    public var unreadableTable: String { table + "_unreadable" }
+    /// Where the database is, without credentials: `host:port/database`.
+    public var endpoint: String { connections.endpoint }
+    /// How long an operation waits for a connection before it fails as unreachable.
+    public var connectTimeout: Duration { connections.connectTimeout }
+    /// How long an operation may take once it has a connection.
+    public var queryTimeout: Duration { connections.queryTimeout }
+
+    /// The connection handling of ``PostgresStore`` (the client, its lifecycle, the timeouts and the
+    /// typed connection failures), running this storage's statements on this storage's tables.
+    private let connections: PostgresStore<Data>
+    private let logger: Logger
+
+    /// Creates a storage on the database `configuration` points at.
+    /// - Parameters:
+    ///   - configuration: where and how to connect. Its `options.connectTimeout` is set to `connectTimeout`.
+    ///   - table: the table holding the entries: letters, digits and `_`, starting with a letter or `_`,
+    ///     at most 48 characters. Created on first use, with ``unreadableTable`` beside it.
+    ///   - connectTimeout: how long an operation waits for a connection before failing (3 seconds by default).
+    ///   - queryTimeout: how long an operation may take once connected (30 seconds by default).
+    ///   - logger: where unreadable rows and the connection pool's own messages go.
+    /// - Throws: `StoreError` (operation `open`) when `table` is not a plain identifier.
+    public convenience init(
+        configuration: PostgresClient.Configuration,
+        table: String = "strata_outbox",
+        connectTimeout: Duration = .seconds(3),
+        queryTimeout: Duration = .seconds(30),
+        logger: Logger = Logger(label: "strata.postgresoutbox")
+    ) throws(StoreError) {
+        try self.init(
+            configuration: configuration, applicationClient: nil, table: table, connectTimeout: connectTimeout,
+            queryTimeout: queryTimeout, logger: logger)
+    }
+
+    /// Creates a storage on the database at `url`, `postgres://user:password@host:port/database`
+    /// (`?sslmode=disable|prefer|require`, as ``PostgresStore/init(url:table:connectTimeout:queryTimeout:maxAge:now:logger:)``
+    /// reads it). See ``init(configuration:table:connectTimeout:queryTimeout:logger:)`` for the rest.
+    /// - Throws: `StoreError` (operation `open`) for a URL it cannot use, or a bad table name. The
+    ///   error never contains the password.
+    public convenience init(
+        url: String,
+        table: String = "strata_outbox",
+        connectTimeout: Duration = .seconds(3),
+        queryTimeout: Duration = .seconds(30),
+        logger: Logger = Logger(label: "strata.postgresoutbox")
+    ) throws(StoreError) {
+        let configuration: PostgresClient.Configuration
+        do {
+            configuration = try PostgresURL.configuration(from: url)
+        } catch {
+            // The URL's error names the store type; this is the storage's.
+            var renamed = error
+            if renamed.store.hasPrefix("PostgresStore(") {
+                renamed.store = "PostgresOutboxStorage" + renamed.store.dropFirst("PostgresStore".count)
+            }
+            throw renamed
+        }
+        try self.init(
+            configuration: configuration, table: table, connectTimeout: connectTimeout, queryTimeout: queryTimeout, logger: logger)
+    }
+
+    /// Creates a storage on a `PostgresClient` the application already runs (and shuts down);
+    /// ``shutdown()`` leaves it running.
+    /// - Parameters:
+    ///   - client: the application's client.
+    ///   - configuration: the configuration the client was made with: it names the database in
+    ///     ``description`` and errors, and the storage connects with it once by itself to find out
+    ///     why the client gets no connection.
+    ///   - table, connectTimeout, queryTimeout, logger: as in
+    ///     ``init(configuration:table:connectTimeout:queryTimeout:logger:)``.
+    /// - Throws: `StoreError` (operation `open`) when `table` is not a plain identifier.
+    public convenience init(
+        client: PostgresClient,
+        configuration: PostgresClient.Configuration,
+        table: String = "strata_outbox",
+        connectTimeout: Duration = .seconds(3),
+        queryTimeout: Duration = .seconds(30),
+        logger: Logger = Logger(label: "strata.postgresoutbox")
+    ) throws(StoreError) {
+        try self.init(
+            configuration: configuration, applicationClient: client, table: table, connectTimeout: connectTimeout,
+            queryTimeout: queryTimeout, logger: logger)
+    }
+
+    private init(
+        configuration: PostgresClient.Configuration,
+        applicationClient: PostgresClient?,
+        table: String,
+        connectTimeout: Duration,
+        queryTimeout: Duration,
+        logger: Logger
+    ) throws(StoreError) {
+        let tables = OutboxTables(table: table)
+        self.table = table
+        self.logger = logger
+        self.connections = try PostgresStore<Data>(
+            configuration: configuration, applicationClient: applicationClient, table: table, codec: JSONCodec<Data>(),
+            connectTimeout: connectTimeout, queryTimeout: queryTimeout, maxAge: nil, now: { Date() }, logger: logger,
+            name: "PostgresOutboxStorage", preparation: { connection, logger in try await tables.prepare(on: connection, logger: logger) })
+    }
+
+    /// Stops the storage: operations after this throw. A storage with a client of its own closes its
+    /// connection pool (waiting at most ``PostgresStore/shutdownTimeout``); on the application's
+    /// client it leaves the client running.
+    public func shutdown() async {
+        await connections.shutdown()
+    }
+
+    /// `PostgresOutboxStorage(host:port/database/table)`, never with credentials.
+    public var description: String { connections.description }
+
+    // MARK: OutboxStorage
+
+    /// Every readable entry, in any order; unreadable rows are moved to ``unreadableTable`` and logged.
+    /// - Throws: `StoreError` (`.retrieve`) when the database is unreachable or the query fails.
+    public func loadAll() async throws -> [OutboxEntry] {
+        let rows: [StoredRow] = try await connections.perform(.retrieve, key: nil) { [table] connection, logger in
+            let rows = try await connection.query(#"SELECT id, entry FROM "\#(unescaped: table)""#, logger: logger)
+            var stored: [StoredRow] = []
+            for try await (id, entry) in rows.decode((UUID, Data).self) {
+                stored.append(StoredRow(id: id, entry: entry))
+            }
+            return stored
+        }
+        var entries: [OutboxEntry] = []
+        entries.reserveCapacity(rows.count)
+        for row in rows {
+            do {
+                let entry = try OutboxEntryCoding.decode(row.entry)
+                guard entry.id == row.id else {
+                    await setAside(row, reason: "the row's id \(row.id.uuidString.lowercased()) is not the entry's id \(entry.idempotencyKey)")
+                    continue
+                }
+                entries.append(entry)
+            } catch {
+                await setAside(row, reason: "the entry does not decode: \(error)")
+            }
+        }
+        return entries
+    }
+
+    /// Inserts `entry`, or replaces the row with its id, in one statement.
+    /// - Throws: `StoreError` (`.insert`) when the entry does not encode, the database is unreachable
+    ///   or the statement fails; the previous row is then untouched.
+    public func save(_ entry: OutboxEntry) async throws {
+        let encoded: Data
+        do {
+            encoded = try OutboxEntryCoding.encode(entry)
+        } catch {
+            throw StoreError(store: description, operation: .insert, key: entry.idempotencyKey, reason: "entry does not encode: \(error)", underlying: error)
+        }
+        let sequence = Int64(clamping: entry.sequence)
+        let attempts = Int64(entry.attempts)
+        let state = entry.isPending ? "pending" : "parked"
+        try await connections.perform(.insert, key: entry.idempotencyKey) { [table] connection, logger in
+            try await PostgresStore<Data>.drain(connection.query("""
+                INSERT INTO "\(unescaped: table)"
+                    (id, sequence, scope, kind, state, attempts, created_at, next_attempt_at, entry, updated_at)
+                VALUES (\(entry.id), \(sequence), \(entry.scope), \(entry.kind), \(state), \(attempts),
+                        \(entry.createdAt), \(entry.nextAttemptAt), \(encoded), now())
+                ON CONFLICT (id) DO UPDATE SET
+                    sequence = EXCLUDED.sequence, scope = EXCLUDED.scope, kind = EXCLUDED.kind,
+                    state = EXCLUDED.state, attempts = EXCLUDED.attempts, created_at = EXCLUDED.created_at,
+                    next_attempt_at = EXCLUDED.next_attempt_at, entry = EXCLUDED.entry, updated_at = EXCLUDED.updated_at
+                """, logger: logger))
+        }
+    }
+
+    /// Removes the row with `id`; succeeds when there is none.
+    /// - Throws: `StoreError` (`.delete`) when the database is unreachable or the statement fails.
+    public func remove(_ id: UUID) async throws {
+        try await connections.perform(.delete, key: id.uuidString.lowercased()) { [table] connection, logger in
+            try await PostgresStore<Data>.drain(connection.query(
+                #"DELETE FROM "\#(unescaped: table)" WHERE id = \#(id)"#, logger: logger))
+        }
+    }
+
+    // MARK: Internals
+
+    private struct StoredRow: Sendable {
+        var id: UUID
+        var entry: Data
+    }
+
+    /// Moves the row, as it was, to the unreadable table in one statement (unless a save replaced
+    /// it meanwhile), and logs it. A failure to move it is logged too; the row then stays.
+    private func setAside(_ row: StoredRow, reason: String) async {
+        var metadata: Logger.Metadata = [
+            "outbox.storage": "\(description)", "outbox.entry": "\(row.id.uuidString.lowercased())", "reason": "\(reason)",
+            "table": "\(unreadableTable)",
+        ]
+        do {
+            try await connections.perform(.delete, key: row.id.uuidString.lowercased()) { [table, unreadableTable] connection, logger in
+                try await PostgresStore<Data>.drain(connection.query("""
+                    WITH moved AS (
+                        DELETE FROM "\(unescaped: table)" WHERE id = \(row.id) AND entry = \(row.entry) RETURNING id, entry
+                    )
+                    INSERT INTO "\(unescaped: unreadableTable)" (id, entry, reason) SELECT id, entry, \(reason) FROM moved
+                    """, logger: logger))
+            }
+            logger.error("outbox entry unreadable; set aside, not deleted", metadata: metadata)
+        } catch {
+            metadata["error"] = "\(error)"
+            logger.error("outbox entry unreadable; could not set it aside, left in place", metadata: metadata)
+        }
+    }
+}
+
+/// The outbox's two tables, created once per storage, safely while other processes do the same.
+private final class OutboxTables: Sendable {
+    let table: String
+    private let ready = Locked(false)
+
+    init(table: String) { self.table = table }
+
+    func prepare(on connection: PostgresConnection, logger: Logger) async throws {
+        guard !ready.withLock({ $0 }) else { return }
+        let table = table
+        let unreadable = table + "_unreadable"
+        let lockKey = "strata.table.\(table)"
+        try await connection.withTransaction(logger: logger) { connection in
+            // Concurrent CREATE TABLE IF NOT EXISTS can still collide in the catalog; the lock serialises them.
+            try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
+            try await connection.query("""
+                CREATE TABLE IF NOT EXISTS "\(unescaped: table)" (
+                    id UUID PRIMARY KEY,
+                    sequence BIGINT NOT NULL,
+                    scope TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    state TEXT NOT NULL,
+                    attempts BIGINT NOT NULL,
+                    created_at TIMESTAMPTZ NOT NULL,
+                    next_attempt_at TIMESTAMPTZ NOT NULL,
+                    entry BYTEA NOT NULL,
+                    updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
+                )
+                """, logger: logger)
+            try await connection.query(
+                #"CREATE INDEX IF NOT EXISTS "\#(unescaped: table)_scope" ON "\#(unescaped: table)" (scope, sequence)"#,
+                logger: logger)
+            try await connection.query("""
+                CREATE TABLE IF NOT EXISTS "\(unescaped: unreadable)" (
+                    id UUID,
+                    entry BYTEA,
+                    reason TEXT NOT NULL,
+                    set_aside_at TIMESTAMPTZ NOT NULL DEFAULT now()
+                )
+                """, logger: logger)
+        }
+        ready.withLock { $0 = true }
+    }
+}
+#endif
