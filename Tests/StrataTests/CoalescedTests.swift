@@ -156,7 +156,6 @@ struct CoalescedTests {
         #expect(try await sut.load() == 2)
         #expect(base.loadCount == 2)
         #expect(sut.inFlightCount == 0)
-        #expect(sut.flights.storage.withLock { $0.machine.unregistered.isEmpty })
     }
 
     @Test func anObservingCallerJoiningAnUnobservedLoadGetsTheValueAndTheSharedLoadsEvents() async throws {

@@ -22,18 +22,18 @@ struct CoalescerStateMachineTests {
     }
 
     func finished(_ machine: inout Machine, key: String = "k", flight: UInt64) -> [String] {
-        machine.finish(key: key, flight: flight).map { Array($0).sorted() } ?? []
+        machine.finish(key: key, flight: flight).map { $0.map(\.waiter).sorted() } ?? []
     }
 
     @Test func theFirstCallerLeads_othersJoin_andAllGetTheOneOutcome() {
         var machine = leading()
         #expect(machine.arrive("k") == .join(waiter: 0))
         #expect(machine.arrive("k") == .join(waiter: 1))
-        #expect(isRegistered(machine.join("a", id: 0, key: "k")))
-        #expect(isRegistered(machine.join("b", id: 1, key: "k")))
+        #expect(isRegistered(machine.join("a", id: 0, key: "k", isCancelled: false)))
+        #expect(isRegistered(machine.join("b", id: 1, key: "k", isCancelled: false)))
         #expect(machine.registrations == 3, "the leader and two joiners")
 
-        #expect(finished(&machine, flight: 0) == ["a", "b"])
+        #expect(machine.finish(key: "k", flight: 0)?.map(\.waiter) == ["a", "b"], "in the order they joined")
         #expect(machine.inFlightCount == 0)
         #expect(machine.arrive("k") == .lead(flight: 1), "nothing is remembered after a load")
     }
@@ -41,7 +41,7 @@ struct CoalescerStateMachineTests {
     @Test func aLoadNobodyJoined_answersNobody_andLeavesNothingBehind() {
         var machine = leading()
         #expect(machine.finish(key: "k", flight: 0) == nil)
-        #expect(machine.inFlightCount == 0 && machine.unregistered.isEmpty)
+        #expect(machine.inFlightCount == 0)
     }
 
     @Test func differentKeys_doNotShare() {
@@ -54,12 +54,12 @@ struct CoalescerStateMachineTests {
     @Test func aJoinerCancelledBeforeItRegisters_isAnsweredWithCancellationWhenItDoes() {
         var machine = leading()
         #expect(machine.arrive("k") == .join(waiter: 0))
+        // Its handler ran before it joined, and found nothing to release.
         #expect(machine.cancel(0, key: "k") == nil)
-        guard case .cancelled("late") = machine.join("late", id: 0, key: "k") else {
+        guard case .cancelled("late") = machine.join("late", id: 0, key: "k", isCancelled: true) else {
             Issue.record("a cancelled joiner must not wait")
             return
         }
-        #expect(machine.unregistered.isEmpty)
         #expect(finished(&machine, flight: 0).isEmpty)
     }
 
@@ -67,7 +67,7 @@ struct CoalescerStateMachineTests {
         var machine = leading()
         #expect(machine.arrive("k") == .join(waiter: 0))
         #expect(machine.finish(key: "k", flight: 0) == nil)
-        guard case .startOver("late") = machine.join("late", id: 0, key: "k") else {
+        guard case .startOver("late") = machine.join("late", id: 0, key: "k", isCancelled: false) else {
             Issue.record("expected to start over")
             return
         }
@@ -77,8 +77,8 @@ struct CoalescerStateMachineTests {
         var machine = leading()
         _ = machine.arrive("k")
         _ = machine.arrive("k")
-        _ = machine.join("a", id: 0, key: "k")
-        _ = machine.join("b", id: 1, key: "k")
+        _ = machine.join("a", id: 0, key: "k", isCancelled: false)
+        _ = machine.join("b", id: 1, key: "k", isCancelled: false)
         #expect(machine.cancel(0, key: "k") == "a")
         #expect(machine.inFlightCount == 1, "the load is its leader's: it goes on")
         #expect(finished(&machine, flight: 0) == ["b"])
@@ -87,16 +87,15 @@ struct CoalescerStateMachineTests {
     @Test func cancelArrivingAsTheLoadFinishes_answersNobodyTwice() {
         var machine = leading()
         _ = machine.arrive("k")
-        _ = machine.join("a", id: 0, key: "k")
+        _ = machine.join("a", id: 0, key: "k", isCancelled: false)
         #expect(finished(&machine, flight: 0) == ["a"])
         #expect(machine.cancel(0, key: "k") == nil)
-        #expect(machine.unregistered.isEmpty)
     }
 
     @Test func aWrite_ejectsTheJoiners_andIsNeverJoinedAgain() {
         var machine = leading()
         _ = machine.arrive("k")
-        _ = machine.join("a", id: 0, key: "k")
+        _ = machine.join("a", id: 0, key: "k", isCancelled: false)
         #expect(machine.markWrite(key: "k", flight: 0) == ["a"])
         #expect(machine.markWrite(key: "k", flight: 0).isEmpty, "marked once")
         #expect(machine.arrive("k") == .alone)
@@ -108,7 +107,7 @@ struct CoalescerStateMachineTests {
         var machine = leading()
         #expect(machine.arrive("k") == .join(waiter: 0))
         _ = machine.markWrite(key: "k", flight: 0)
-        guard case .startOver("late") = machine.join("late", id: 0, key: "k") else {
+        guard case .startOver("late") = machine.join("late", id: 0, key: "k", isCancelled: false) else {
             Issue.record("a write is never joined")
             return
         }
@@ -119,7 +118,7 @@ struct CoalescerStateMachineTests {
         #expect(machine.finish(key: "k", flight: 0) == nil)
         #expect(machine.arrive("k") == .lead(flight: 1))
         _ = machine.arrive("k")
-        _ = machine.join("a", id: 0, key: "k")
+        _ = machine.join("a", id: 0, key: "k", isCancelled: false)
         #expect(machine.finish(key: "k", flight: 0) == nil, "flight 0 already ended")
         #expect(machine.markWrite(key: "k", flight: 0).isEmpty)
         #expect(machine.inFlightCount == 1)
@@ -136,14 +135,14 @@ struct CoalescerStateMachineTests {
         for run in 0..<250 {
             var random = SplitMix64(seed: UInt64(seedBlock * 1_000 + run))
             var machine = Machine()
-            enum Caller { case new, joining(Int), leading(UInt64), waiting(Int), done }
+            enum Caller { case new, joining(Int, cancelled: Bool), leading(UInt64), waiting(Int), done }
             var callers: [(key: String, state: Caller)] = (0..<6).map { _ in (random.next() % 2 == 0 ? "a" : "b", .new) }
             var answered: [String: Int] = [:]
             var stored: Set<String> = []
             var flights: [(key: String, flight: UInt64)] = []
             func answer(_ waiter: String) { answered[waiter, default: 0] += 1 }
             func finish(_ key: String, _ flight: UInt64) {
-                for waiter in machine.finish(key: key, flight: flight) ?? [:].values { answer(waiter) }
+                for (_, waiter) in machine.finish(key: key, flight: flight) ?? [] { answer(waiter) }
             }
             for _ in 0..<40 {
                 let index = Int(random.next() % UInt64(callers.count))
@@ -155,14 +154,14 @@ struct CoalescerStateMachineTests {
                     case .new:
                         switch machine.arrive(key) {
                         case .alone: callers[index].state = .done
-                        case .join(let id): callers[index].state = .joining(id)
+                        case .join(let id): callers[index].state = .joining(id, cancelled: false)
                         case .lead(let flight):
                             flights.append((key, flight))
                             callers[index].state = .leading(flight)
                         }
-                    case .joining(let id):
+                    case .joining(let id, let cancelled):
                         let token = "w\(id)"
-                        switch machine.join(token, id: id, key: key) {
+                        switch machine.join(token, id: id, key: key, isCancelled: cancelled) {
                         case .registered:
                             stored.insert(token)
                             callers[index].state = .waiting(id)
@@ -185,7 +184,11 @@ struct CoalescerStateMachineTests {
                 case 2:
                     // The caller is cancelled, wherever it is (a cancelled leader still finishes its load).
                     switch callers[index].state {
-                    case .joining(let id), .waiting(let id):
+                    case .joining(let id, _):
+                        // The task is marked cancelled first, then its handler runs.
+                        callers[index].state = .joining(id, cancelled: true)
+                        if let released = machine.cancel(id, key: key) { answer(released) }
+                    case .waiting(let id):
                         if let released = machine.cancel(id, key: key) { answer(released) }
                     case .new, .leading, .done: break
                     }

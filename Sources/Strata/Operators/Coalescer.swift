@@ -83,7 +83,7 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
     @inlinable
     func join(_ continuation: Waiting, id: Int, key: Key) {
         let registration = storage.withLock { storage in
-            let registration = storage.machine.join(continuation, id: id, key: key)
+            let registration = storage.machine.join(continuation, id: id, key: key, isCancelled: Task.isCancelled)
             if storage.hasRegistrationWaiters { storage.resumeRegistrationWaiters() }
             return registration
         }
@@ -100,7 +100,7 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
     func finish(key: Key, flight: UInt64, with outcome: () -> Outcome?) {
         guard let waiters = storage.withLock({ $0.machine.finish(key: key, flight: flight) }) else { return }
         let answer = outcome()
-        for waiter in waiters { waiter.resume(returning: answer) }
+        for (_, waiter) in waiters { waiter.resume(returning: answer) }
     }
 
     /// The shared load of `flight` sent a non-idempotent request: it stays its leader's, and the

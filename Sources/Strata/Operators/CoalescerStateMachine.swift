@@ -16,8 +16,9 @@ struct CoalescerStateMachine<Key: Hashable & Sendable, Waiter: Sendable>: Sendab
     @usableFromInline
     struct Entry: Sendable {
         @usableFromInline var flight: UInt64
-        /// Each caller that joined and waits, by its number.
-        @usableFromInline var waiters: [Int: Waiter] = [:]
+        /// Each caller that joined and waits, with its number, in the order they joined (an array: a
+        /// join appends, with no hashing; only a cancellation searches it).
+        @usableFromInline var waiters: [(id: Int, waiter: Waiter)] = []
         /// The load sent a non-idempotent request: it is its leader's alone, nobody joins it.
         @usableFromInline var isWrite = false
 
@@ -52,9 +53,6 @@ struct CoalescerStateMachine<Key: Hashable & Sendable, Waiter: Sendable>: Sendab
     @usableFromInline var entries: [Key: Entry] = [:]
     @usableFromInline var nextWaiter = 0
     @usableFromInline var nextFlight: UInt64 = 0
-    /// Joiners between taking a number and registering; a cancellation in that window removes the
-    /// number, so registration answers the waiter with cancellation at once.
-    @usableFromInline var unregistered: Set<Int> = []
     /// How many callers have led or registered with a load, ever (for `waitForWaiters(count:)`).
     @usableFromInline var registrations = 0
 
@@ -68,7 +66,6 @@ struct CoalescerStateMachine<Key: Hashable & Sendable, Waiter: Sendable>: Sendab
             if entry.isWrite { return .alone }
             let waiter = nextWaiter
             nextWaiter += 1
-            unregistered.insert(waiter)
             return .join(waiter: waiter)
         }
         let flight = nextFlight
@@ -78,25 +75,31 @@ struct CoalescerStateMachine<Key: Hashable & Sendable, Waiter: Sendable>: Sendab
         return .lead(flight: flight)
     }
 
-    /// A caller that arrived as joiner `id` waits as `waiter`.
+    /// A caller that arrived as joiner `id` waits as `waiter`; `isCancelled` is its task's
+    /// cancellation, read under the same lock as this call.
+    ///
+    /// No bookkeeping is needed for a cancellation that lands between arriving and joining: the
+    /// runtime marks a task cancelled *before* it runs its cancellation handler. So either this call
+    /// sees `isCancelled` and answers at once, or it registers the waiter first and the handler's
+    /// ``cancel(_:key:)``, which comes after, finds it.
     @inlinable
-    mutating func join(_ waiter: Waiter, id: Int, key: Key) -> Registration {
-        if unregistered.remove(id) == nil { return .cancelled(waiter) }  // cancelled before it got here
+    mutating func join(_ waiter: Waiter, id: Int, key: Key, isCancelled: Bool) -> Registration {
+        if isCancelled { return .cancelled(waiter) }
         guard let index = entries.index(forKey: key), !entries.values[index].isWrite else { return .startOver(waiter) }
         registrations += 1
         // Mutated in place through its index: a copy of the entry held across the change would copy
-        // the whole waiter table (quadratic in the number of waiters).
-        entries.values[index].waiters[id] = waiter
+        // the whole waiter list (quadratic in the number of waiters).
+        entries.values[index].waiters.append((id, waiter))
         return .registered
     }
 
     /// The leader's load of `flight` ended: the callers waiting for it, to answer. A flight that is not
     /// the one in the table (already finished) has nobody left.
     @inlinable
-    mutating func finish(key: Key, flight: UInt64) -> Dictionary<Int, Waiter>.Values? {
+    mutating func finish(key: Key, flight: UInt64) -> [(id: Int, waiter: Waiter)]? {
         guard let index = entries.index(forKey: key), entries.values[index].flight == flight else { return nil }
         let entry = entries.remove(at: index).value
-        return entry.waiters.isEmpty ? nil : entry.waiters.values
+        return entry.waiters.isEmpty ? nil : entry.waiters
     }
 
     /// `flight` sent a non-idempotent request: it stays its leader's; the callers that joined it are
@@ -106,20 +109,18 @@ struct CoalescerStateMachine<Key: Hashable & Sendable, Waiter: Sendable>: Sendab
         guard let index = entries.index(forKey: key), entries.values[index].flight == flight,
               !entries.values[index].isWrite else { return [] }
         entries.values[index].isWrite = true
-        let ejected = Array(entries.values[index].waiters.values)
-        entries.values[index].waiters = [:]
+        let ejected = entries.values[index].waiters.map(\.waiter)
+        entries.values[index].waiters = []
         return ejected
     }
 
     /// The joiner `id` waiting for `key` was cancelled: its waiter, to answer with cancellation, if it
-    /// was waiting. The load goes on: it belongs to its leader's task.
+    /// is waiting (one not registered yet sees its cancellation when it joins; one already answered
+    /// needs nothing). The load goes on: it belongs to its leader's task.
     @inlinable
     mutating func cancel(_ id: Int, key: Key) -> Waiter? {
-        if let index = entries.index(forKey: key), let waiter = entries.values[index].waiters.removeValue(forKey: id) {
-            return waiter
-        }
-        // Not registered yet (registration will see it), or already answered (nothing to do).
-        unregistered.remove(id)
-        return nil
+        guard let index = entries.index(forKey: key),
+              let position = entries.values[index].waiters.lastIndex(where: { $0.id == id }) else { return nil }
+        return entries.values[index].waiters.remove(at: position).waiter
     }
 }
