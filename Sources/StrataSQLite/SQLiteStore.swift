@@ -313,30 +313,19 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
             StoreError(store: description, operation: .open, key: nil, reason: reason, underlying: error)
         }
         do {
-            try createFile(at: path)
+            try SQLiteDatabaseFile.create(at: path)
         } catch {
             throw openError("cannot create the database file: \(error)", error)
         }
         var configuration = Configuration()
         configuration.label = "strata.sqlite"
         configuration.busyMode = busyMode
-        var pool: DatabasePool?
-        // Switching a new file to WAL takes an exclusive lock, and SQLite does not run the busy
-        // handler for it: a process opening the same new file at that moment gets SQLITE_BUSY at
-        // once. That is contention, not a bad file, so the open is retried (like SQLite's own busy
-        // handler, with short waits) for up to ~2 s before it is reported.
-        var attempt = 0
-        while pool == nil {
-            do {
-                pool = try DatabasePool(path: path, configuration: configuration)
-            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY && attempt < 40 {
-                attempt += 1
-                usleep(UInt32(min(attempt, 10)) * 5_000)
-            } catch {
-                throw openError("not a usable SQLite database: \(reason(for: error))", error)
-            }
+        let pool: DatabasePool
+        do {
+            pool = try SQLiteDatabaseFile.openPool(path: path, configuration: configuration)
+        } catch {
+            throw openError("not a usable SQLite database: \(reason(for: error))", error)
         }
-        guard let pool else { throw openError("not a usable SQLite database") }
         do {
             if try SQLiteSchema.migrate(pool) == .byAnotherConnection {
                 logger.debug("another connection set up the cache tables while this one was opening", metadata: ["store": "\(description)"])
@@ -347,22 +336,6 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
             throw openError("cannot set up the cache tables: \(reason(for: error))", error)
         }
         return pool
-    }
-
-    /// Creates the directory (`0700`) and an empty file (`0600`, which SQLite treats as an empty
-    /// database) unless they exist, so the database never starts with the process's default mode.
-    private static func createFile(at path: String) throws {
-        let directory = (path as NSString).deletingLastPathComponent
-        if !FileManager.default.fileExists(atPath: directory) {
-            try FileManager.default.createDirectory(
-                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        }
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        if descriptor >= 0 {
-            close(descriptor)
-        } else if errno != EEXIST {
-            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
-        }
     }
 
     // MARK: - SQL
@@ -488,12 +461,7 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
         return StoreError(store: description, operation: operation, key: key, reason: Self.reason(for: error), underlying: error)
     }
 
-    static func reason(for error: any Error) -> String {
-        if let error = error as? DatabaseError {
-            return "\(error.message ?? "SQLite error") (SQLite result code \(error.extendedResultCode.rawValue))"
-        }
-        return "\(error)"
-    }
+    static func reason(for error: any Error) -> String { SQLiteDatabaseFile.reason(for: error) }
 }
 
 /// Bounds on what the store keeps; the least recently used entries are evicted beyond them.
