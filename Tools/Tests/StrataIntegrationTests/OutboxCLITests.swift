@@ -59,6 +59,10 @@ final class OutboxCLITests {
         directory = try TemporaryDirectory(prefix: "strata-outbox-cli")
     }
 
+    /// The demo server's answer to a write under its `unprocessable` write fault.
+    static let unprocessableProblem = #"{"detail":"injected write fault: the write was rejected as invalid","status":422,"#
+        + #""title":"Unprocessable Content","type":"https://strata.example/problems/validation-failed"}"#
+
     static let post = Data(#"{"title":"Offline","body":"written on a train"}"#.utf8)
 
     func send(
@@ -161,7 +165,7 @@ final class OutboxCLITests {
 
     @Test func transientServerError_isQueued_andWaitsForItsBackoff() async throws {
         try await withDemoServer { server in
-            server.faults = .init(status: 503)
+            server.faults = .init(writeFault: .status(503))
             let (code, output) = await send(server.baseURL.appendingPathComponent("posts"))
 
             #expect(code == .ok)
@@ -213,7 +217,7 @@ final class OutboxCLITests {
     func unprocessable_isParked_listed_retried_thenDrained(store: Fetcher.StoreKind) async throws {
         self.store = store
         try await withDemoServer { server in
-            server.faults = .init(status: 422)
+            server.faults = .init(writeFault: .unprocessable)
             let (code, output) = await send(server.baseURL.appendingPathComponent("posts"))
 
             #expect(code == .parked)
@@ -222,10 +226,15 @@ final class OutboxCLITests {
             #expect(output.stdout == [
                 "parked \(id): HTTP 422, rejected by the server; 'strata outbox retry \(id)' sends it again, 'strata outbox discard \(id)' removes it",
             ])
-            #expect(output.stderr == ["strata send: POST \(server.baseURL.absoluteString)/posts was refused: HTTP 422: injected fault: 422"])
+            #expect(output.stderr == [
+                "strata send: POST \(server.baseURL.absoluteString)/posts was refused: HTTP 422: " + Self.unprocessableProblem,
+            ])
 
             let listed = await outbox(.list(json: false)).output.stdout
-            #expect(listed == ["\(id) parked:rejected scope=/posts POST \(server.baseURL.absoluteString)/posts attempts=1 next=- error=HTTP 422: injected fault: 422"])
+            #expect(listed == [
+                "\(id) parked:rejected scope=/posts POST \(server.baseURL.absoluteString)/posts attempts=1 next=- error=HTTP 422: "
+                    + Self.unprocessableProblem,
+            ])
             #expect(await outbox(.count(json: false)).output.stdout == ["0 pending, 1 parked"])
 
             let retried = await outbox(.retry(idPrefix: String(id.prefix(13))))
@@ -244,7 +253,7 @@ final class OutboxCLITests {
 
     @Test func aParkedWrite_isDiscarded_andNeverSent() async throws {
         try await withDemoServer { server in
-            server.faults = .init(status: 400)
+            server.faults = .init(writeFault: .status(400))
             let id = try id(in: await send(server.baseURL.appendingPathComponent("posts")).output.stdout.first)
 
             let discarded = await outbox(.discard(idPrefix: id.uppercased()))
@@ -285,18 +294,45 @@ final class OutboxCLITests {
         }
     }
 
-    @Test func ifMatch_isSent_andAConflictIsParkedWithItsOwnExitCode() async throws {
+    @Test func ifMatch_thatNoLongerMatches_isAConflict_parkedWithItsOwnExitCode() async throws {
         try await withDemoServer { server in
-            server.faults = .init(status: 412)
-            let (code, output) = await send(server.baseURL.appendingPathComponent("posts/1"), method: .put, ifMatch: #""v1""#)
+            #expect(await send(server.baseURL.appendingPathComponent("posts")).code == .ok)
+            let (code, output) = await send(
+                server.baseURL.appendingPathComponent("posts/1"), method: .put,
+                body: Data(#"{"title":"edited","body":"against an old version"}"#.utf8), ifMatch: #""an-old-version""#)
 
             #expect(code == .conflict)
             #expect(code.rawValue == 3)
             let id = try id(in: output.stdout.first)
             #expect(output.stdout.first?.hasPrefix("parked \(id): HTTP 412, conflict;") == true)
+            #expect(output.stderr.first?.contains("Precondition Failed") == true)
             let sent = try #require(requests(withKey: id, on: server).first)
-            #expect(sent.headers.first { $0.key.lowercased() == "if-match" }?.value == #""v1""#)
+            #expect(sent.headers.first { $0.key.lowercased() == "if-match" }?.value == #""an-old-version""#)
+            #expect(server.posts[1]?.title == "Offline", "the server did not apply it")
             #expect(await outbox(.list(json: false)).output.stdout.first?.contains(" parked:conflict scope=/posts/1 PUT ") == true)
+        }
+    }
+
+    @Test func aLostAcknowledgement_isQueued_andTheDrainsRepeatIsNotAppliedTwice() async throws {
+        try await withDemoServer { server in
+            // The server applies the write, then drops the connection without answering.
+            server.faults = .init(writeFault: .dropAfterApply, remainingWriteFaults: 1)
+            let (code, output) = await send(server.baseURL.appendingPathComponent("posts"))
+
+            #expect(code == .ok)
+            let id = try id(in: output.stdout.first)
+            #expect(output.stdout.first?.hasPrefix("queued \(id): the server could not be reached (") == true)
+            #expect(server.appliedWrites.count == 1)
+
+            let drained = await drain()
+            #expect(drained.code == .ok)
+            #expect(drained.output.stdout == ["sent 201 \(id)"])
+            let record = try #require(server.idempotencyKey(id))
+            #expect(record.requests == 2)
+            #expect(record.applied == 1)
+            #expect(record.replayed == 1)
+            #expect(server.appliedWrites.count == 1)
+            #expect(server.posts.count == 1)
         }
     }
 
