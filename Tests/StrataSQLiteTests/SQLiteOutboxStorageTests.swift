@@ -189,7 +189,7 @@ struct SQLiteOutboxStorageTests {
         }
     }
 
-    @Test("a file made by the storage is 0600 in a 0700 directory it created")
+    @Test("a file made by the storage is 0600 in a 0700 directory it created, in WAL mode")
     func filePermissions() throws {
         let directory = try TemporaryDirectory(prefix: "strata-sqlite-outbox")
         let path = directory.appending("nested/outbox.sqlite").path
@@ -198,6 +198,8 @@ struct SQLiteOutboxStorageTests {
         let folder = try FileManager.default.attributesOfItem(atPath: directory.appending("nested").path)[.posixPermissions] as? Int
         #expect(file == 0o600)
         #expect(folder == 0o700)
+        // WAL: a save commits without blocking readers, and the mode is the file's, seen by every connection.
+        #expect(try rawConnection(path).read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") } == "wal")
     }
 
     func expectStoreError(
