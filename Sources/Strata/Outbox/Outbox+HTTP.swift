@@ -58,6 +58,9 @@ extension Outbox {
     /// ``Outbox`` describes (the status and the first 64 KiB of the body are kept in a dead letter,
     /// secrets masked).
     /// - Parameters:
+    ///   - transport: what sends the requests (wrap it with ``HTTPTransport/reportingReachability(to:)``
+    ///     so that any successful request to a host starts the writes waiting for it).
+    ///   - options: the request options of every attempt (timeout, largest body read).
     ///   - idempotencyKeyHeader: the header that carries the key.
     ///   - conflicts: what a 409 or 412 does.
     ///   - authorize: adds credentials to each attempt's request (they are never stored).
@@ -91,6 +94,8 @@ extension Outbox {
     /// Queues an HTTP write: saved when this returns, sent (by the handler ``registerHTTP(transport:options:idempotencyKeyHeader:conflicts:authorize:refreshAuthorization:)``
     /// registers) when the server can be reached.
     /// - Parameters:
+    ///   - request: the write, with an absolute URL; credentials in it are not stored.
+    ///   - body: its body, if any.
     ///   - scope: writes of one scope go out one at a time, in order; by default the URL's path
     ///     (`/posts`), so writes to one resource keep their order.
     ///   - baseVersion: the `ETag` the write was made against, sent as `If-Match`. An `If-Match` the

@@ -126,8 +126,10 @@ public final class Outbox: Sendable, CustomStringConvertible {
     /// ``drain()``: an entry whose kind has no handler is parked (``DeadLetter/Reason/unknownKind``),
     /// and goes back to the queue when its kind is registered later.
     /// - Parameters:
+    ///   - kind: the name writes are queued under; the same in every process that drains the storage.
     ///   - conflicts: what a 409/412 (or an ``OutboxConflict``) does to a write of this kind.
     ///   - refreshAuthorization: run after a 401, before the write is sent once more.
+    ///   - handler: sends one write and returns a ``Receipt``, or throws what went wrong.
     public func register(
         _ kind: String,
         conflicts: OutboxConflictPolicy = .manual,

@@ -2,7 +2,7 @@ import Foundation
 
 /// One write waiting in an ``Outbox``: what to send, in which order, and how its delivery went so far.
 ///
-/// An entry is persisted by the outbox's ``OutboxStorage`` before ``Outbox/enqueue(kind:scope:payload:host:)``
+/// An entry is persisted by the outbox's ``OutboxStorage`` before ``Outbox/enqueue(kind:scope:payload:host:baseVersion:)``
 /// returns, and removed only once its handler reported it delivered. A write that cannot be
 /// delivered is never removed: it is *parked* (a dead letter, ``State-swift.enum/parked(_:)``) until
 /// someone retries or discards it.
@@ -15,7 +15,7 @@ public struct OutboxEntry: Sendable, Hashable, Codable, Identifiable {
     /// Entries of one scope are delivered one at a time, in order; different scopes in parallel.
     /// By default the resource the write changes (`"posts"`, `"post/42"`).
     public let scope: String
-    /// The name its handler was registered under (``Outbox/register(_:handler:)``). An entry whose kind
+    /// The name its handler was registered under (``Outbox/register(_:conflicts:refreshAuthorization:handler:)``). An entry whose kind
     /// has no handler in this process is parked, never dropped.
     public let kind: String
     /// The write itself, encoded (JSON for typed writes, an ``OutboxRequest`` for HTTP writes).

@@ -67,6 +67,7 @@ extension Loader {
     ///     }
     /// ```
     /// - Parameters:
+    ///   - outbox: the outbox whose pending writes are shown.
     ///   - scope: the outbox scope whose writes change this input's value (for HTTP writes, by
     ///     default the URL's path: ``Outbox/defaultScope(for:)``).
     ///   - apply: the value with the pending writes (oldest first) applied. It runs on every load
