@@ -99,6 +99,28 @@ struct PostgresOutboxStorageTests {
         }
     }
 
+    @Test("storages of several processes starting at once on a new table all create it and save")
+    func concurrentFirstUse() async throws {
+        try await TestScope.run {
+            let table = TestScope.outboxTable()
+            let storages = try (0..<4).map { _ in try TestScope.outboxStorage(table: table) }
+            let entries = (0..<4).map { number in
+                OutboxEntry(
+                    id: UUID(), sequence: UInt64(number), scope: "s\(number)", kind: "k", payload: Data("\(number)".utf8),
+                    createdAt: Date(timeIntervalSince1970: 1_767_225_600))
+            }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (storage, entry) in zip(storages, entries) {
+                    group.addTask { try await storage.save(entry) }
+                }
+                try await group.waitForAll()
+            }
+            for storage in storages {
+                #expect(Set(try await storage.loadAll()) == Set(entries))
+            }
+        }
+    }
+
     @Test("on the application's PostgresClient: works while the application runs it, and shutdown leaves it running")
     func applicationClient() async throws {
         try await TestScope.run {
