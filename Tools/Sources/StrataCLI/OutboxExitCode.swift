@@ -29,13 +29,13 @@ public enum OutboxExitCode: Int32, Sendable, CaseIterable {
     /// The table the commands' help prints.
     static let helpTable = """
         Exit codes:
-          0   done (send: sent, or queued for later; drain: every write that was due delivered)
+          0   send: sent or queued; drain: every due write delivered; others: done
           1   the outbox's store failed (send: nothing queued, nothing sent)
-          2   parked as a dead letter: the server refused the write (4xx, 501); drain: parked at least one
-          3   send --if-match: parked as a conflict (409/412)
-          4   no entry has that id (or the prefix matches more than one)
+          2   parked as a dead letter: refused by the server (4xx, 501)
+          3   send --if-match: parked as a conflict (409, 412)
+          4   no entry has that id, or the prefix fits several
           5   retry/discard refused: the write is pending, not parked
           64  bad flags, URL, header or --data
-          75  drain: some writes are still queued (server unreachable or failing transiently)
+          75  drain: writes still queued (server unreachable or failing)
         """
 }

@@ -10,13 +10,12 @@ public struct SendCommand: AsyncParsableCommand {
         discussion: """
             The write is saved in the outbox first (beside strata fetch's cache: <cache-dir>/outbox/ \
             for --store file), then sent once. One line on standard output says what happened:
-              sent STATUS ID            the server accepted it (2xx); it has left the outbox
-              queued ID: REASON; ...    the server could not be reached, or answered 408, 429 or \
-            5xx: the write stays queued and 'strata outbox drain' sends it
-              parked ID: REASON; ...    the server refused it (another 4xx, a 501): kept as a dead \
-            letter; the status and the start of the body go to standard error. 'strata outbox retry \
-            ID' queues it again, 'strata outbox discard ID' removes it
-            A write queued behind earlier writes of the same scope (by default the URL's path) is \
+              sent STATUS ID       accepted (2xx); it has left the outbox
+              queued ID: REASON    unreachable, or 408/429/5xx: 'outbox drain' sends it
+              parked ID: REASON    refused (another 4xx, 501): kept as a dead letter;
+                                   the status and the start of the body on standard error
+            'strata outbox retry ID' queues a dead letter again, 'strata outbox discard ID' \
+            removes it. A write queued behind earlier writes of the same scope (by default the URL's path) is \
             not sent before them: it is queued, and the drain sends them in order.
 
             Every attempt carries 'Idempotency-Key: ID' (the same on every attempt), so a server that \
