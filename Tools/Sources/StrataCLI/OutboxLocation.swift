@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Strata
+import StrataPostgres
 import StrataSQLite
 
 /// Where `strata send` and `strata outbox` keep the outbox: beside `strata fetch`'s cache, in the
@@ -8,7 +9,9 @@ import StrataSQLite
 ///
 /// - `file`: one file per write in `<cache-dir>/outbox/` (``FileOutboxStorage``).
 /// - `sqlite`: a table in `<cache-dir>/fetch.sqlite`, the SQLite cache's file.
-/// - `postgres`: a table in the PostgreSQL database of `--postgres-url`.
+/// - `postgres`: the table `strata_fetch_outbox` (beside the cache's `strata_fetch`) in the
+///   PostgreSQL database of `--postgres-url`. Its own table, not an application's `strata_outbox`:
+///   the CLI sends only HTTP writes, and would park an application's other kinds.
 public struct OutboxLocation: Sendable, CustomStringConvertible {
     /// The cache directory (`--cache-dir`).
     public var cacheDirectory: URL
@@ -16,11 +19,15 @@ public struct OutboxLocation: Sendable, CustomStringConvertible {
     public var store: Fetcher.StoreKind
     /// The database for ``Fetcher/StoreKind/postgres``.
     public var postgresURL: String?
+    /// The table for ``Fetcher/StoreKind/postgres``.
+    public var postgresTable: String
 
-    public init(cacheDirectory: URL, store: Fetcher.StoreKind = .file, postgresURL: String? = nil) {
+    public init(cacheDirectory: URL, store: Fetcher.StoreKind = .file, postgresURL: String? = nil,
+                postgresTable: String = "strata_fetch_outbox") {
         self.cacheDirectory = cacheDirectory
         self.store = store
         self.postgresURL = postgresURL
+        self.postgresTable = postgresTable
     }
 
     /// The folder of the file outbox.
@@ -33,7 +40,7 @@ public struct OutboxLocation: Sendable, CustomStringConvertible {
         switch store {
         case .file: "the file outbox in \(fileDirectory.path)"
         case .sqlite: "the SQLite outbox in \(sqliteFile.path)"
-        case .postgres: "the PostgreSQL outbox"
+        case .postgres: "the PostgreSQL outbox (table \(postgresTable))"
         }
     }
 
@@ -52,22 +59,21 @@ public struct OutboxLocation: Sendable, CustomStringConvertible {
             // A table beside strata fetch's cache table, in the same file.
             return Opened(storage: try SQLiteOutboxStorage(path: sqliteFile, logger: logger))
         case .postgres:
-            throw OutboxLocationError.notYetSupported(store)
+            guard let postgresURL else { throw OutboxLocationError.missingPostgresURL }
+            // Connects on first use: an unreachable database fails the first operation, as a StoreError.
+            let storage = try PostgresOutboxStorage(url: postgresURL, table: postgresTable, logger: logger)
+            return Opened(storage: storage, close: { await storage.shutdown() })
         }
     }
 }
 
 /// Why ``OutboxLocation`` could not open its storage.
 enum OutboxLocationError: Error, CustomStringConvertible {
-    /// This build of `strata` has no outbox for that store kind yet.
-    case notYetSupported(Fetcher.StoreKind)
     /// `--store postgres` without a database URL.
     case missingPostgresURL
 
     var description: String {
         switch self {
-        case .notYetSupported(let store):
-            "an outbox in --store \(store.rawValue) is not available in this build yet; use --store file"
         case .missingPostgresURL:
             "--store postgres needs --postgres-url or the STRATA_POSTGRES_URL environment variable"
         }

@@ -53,7 +53,11 @@ final class OutboxCLITests {
     let clock = ManualClock()
     /// The store the outbox is kept in; parameterised tests set it first.
     var store = Fetcher.StoreKind.file
-    var location: OutboxLocation { OutboxLocation(cacheDirectory: directory.url, store: store) }
+    /// The database for `store == .postgres`; the table is the tests' own.
+    var postgresURL: String?
+    var location: OutboxLocation {
+        OutboxLocation(cacheDirectory: directory.url, store: store, postgresURL: postgresURL, postgresTable: "strata_cli_outbox_tests")
+    }
 
     init() throws {
         directory = try TemporaryDirectory(prefix: "strata-outbox-cli")
@@ -450,12 +454,77 @@ final class OutboxCLITests {
         }
     }
 
-    @Test func postgres_isRefusedClearly_untilItsOutboxStorageExists() async throws {
+    @Test func postgres_withoutADatabaseURL_isAUsageError() async throws {
         store = .postgres
         let (code, output) = await send(URL(string: "http://127.0.0.1:1/posts")!)
         #expect(code == .usage)
         #expect(output.stdout.isEmpty)
-        #expect(output.stderr.first?.contains("an outbox in --store postgres is not available in this build yet; use --store file") == true)
+        #expect(output.stderr.first?.contains("--store postgres needs --postgres-url or the STRATA_POSTGRES_URL environment variable") == true)
+    }
+
+    @Test func postgres_unreachable_queuesNothing_andNamesNoPassword() async throws {
+        let output = CapturedLines()
+        var location = OutboxLocation(cacheDirectory: directory.url, store: .postgres, postgresURL: "postgres://u:pg-secret@127.0.0.1:1/db")
+        location.postgresTable = "strata_cli_outbox_unreachable"
+        let options = Sender.Options(method: .post, url: URL(string: "http://127.0.0.1:1/posts")!, body: Self.post, location: location)
+        let code = await Sender(options: options, environment: clock.environment(logger: quietLogger))
+            .run(stdout: output.writeOut, stderr: output.writeErr)
+
+        #expect(code == .storage)
+        #expect(output.stdout.isEmpty)
+        #expect(output.stderr.first?.hasPrefix("strata send: not queued, nothing sent: outbox storage failed") == true, "\(output.stderr)")
+        #expect(!output.stderr.joined().contains("pg-secret"))
+    }
+
+    static let postgresURL = ProcessInfo.processInfo.environment["STRATA_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
+
+    /// The queue, the drain and a dead letter with the outbox in a PostgreSQL table (one of its own,
+    /// emptied before and after).
+    @Test(.enabled(if: postgresURL != nil || ProcessInfo.processInfo.environment["CI"] == "true", SharedCacheTests.postgresSkipReason))
+    func postgres_queued_thenDrained_andNoCredentialStored() async throws {
+        let url = try #require(Self.postgresURL, "CI=true but STRATA_POSTGRES_URL is not set: .ci/run must start PostgreSQL")
+        store = .postgres
+        postgresURL = url
+        let opened = try await location.open(logger: quietLogger)
+        func empty() async throws {
+            for entry in try await opened.storage.loadAll() { try await opened.storage.remove(entry.id) }
+        }
+        do {
+            try await empty()
+            try await withDemoServer { server in
+                await server.goOffline()
+                let headers: HTTPFields = [.contentType: "application/json", .authorization: "Bearer postgres-secret-value"]
+                let (code, output) = await send(server.baseURL.appendingPathComponent("posts"), headers: headers)
+                let id = try id(in: output.stdout.first)
+                #expect(code == .ok)
+                #expect(output.stdout.first?.hasPrefix("queued \(id): the server could not be reached") == true)
+
+                let stored = try await opened.storage.loadAll()
+                #expect(stored.map(\.idempotencyKey) == [id])
+                let request = try JSONDecoder().decode(OutboxRequest.self, from: try #require(stored.first).payload)
+                #expect(request.headerFields == [["Content-Type", "application/json"], ["Strata-Withheld-Credentials", "Authorization"]])
+
+                try await server.goOnline()
+                let drained = await drain(credentials: [HTTPField(name: .authorization, value: "Bearer postgres-secret-value")])
+                #expect(drained.code == .ok)
+                #expect(drained.output.stdout == ["sent 201 \(id)"])
+                #expect(server.idempotencyKey(id)?.applied == 1)
+
+                server.faults = .init(writeFault: .unprocessable)
+                let parked = await send(server.baseURL.appendingPathComponent("posts"))
+                #expect(parked.code == .parked)
+                #expect(await outbox(.count(json: false)).output.stdout == ["0 pending, 1 parked"])
+                let parkedID = try self.id(in: parked.output.stdout.first)
+                #expect(await outbox(.discard(idPrefix: parkedID)).code == .ok)
+                #expect(await outbox(.count(json: false)).output.stdout == ["0 pending, 0 parked"])
+            }
+        } catch {
+            try? await empty()
+            await opened.close()
+            throw error
+        }
+        try await empty()
+        await opened.close()
     }
 
     @Test func anUnwritableOutbox_queuesNothing_andSendsNothing() async throws {
