@@ -17,6 +17,14 @@
 // - `naive`: NOT a Strata store. It writes the record's JSON in place at file P (truncate, then 4 KB
 //   chunks, each flushed): the negative control that shows the kill loop does catch torn writes.
 // - `defaults`: `UserDefaultsStore` in suite P.
+// - `outbox-enqueue`: an `Outbox` over a `FileOutboxStorage` in directory P, offline; each round queues
+//   one HTTP write (`POST <url>/posts`, the round's `CrashPost` as JSON) in scope `s<seq % 3>`. Its
+//   payload is the round's first `CrashPost.maxPayload` bytes: an outbox reads every entry when it
+//   opens, so (in a debug build) megabytes of entries would make each relaunch, not the kill, the
+//   cost of the loop.
+// - `outbox-replay`: the same outbox, online, drained once through `URLSessionHTTPClient` to `--url`;
+//   it prints `w <seq>` before each write is sent and `a <seq>` once the server answered 2xx, then
+//   `done <delivered>` and exits. (Killed mid-drain, the next run sends what is left.)
 //
 // Each value is a `CrashRecord`: the sequence number, a payload derived from it (a few bytes to
 // ~200 KB, so some writes are long enough to be interrupted mid-file) and the FNV-1a digest of the
@@ -78,6 +86,39 @@ struct CrashRecord: Codable, Sendable {
     }
 }
 
+/// The body of an outbox round's write: `title`/`body` as the demo server's `POST /posts` takes them,
+/// and the round's self-validating record (its payload cut to ``maxPayload`` bytes).
+struct CrashPost: Codable, Sendable {
+    static let maxPayload = 512
+
+    var title: String
+    var body: String
+    var seq: Int
+    var payload: Data
+    var digest: String
+
+    init(seq: Int) {
+        title = "crash-\(seq)"
+        self.seq = seq
+        payload = CrashRecord(seq: seq).payload.prefix(Self.maxPayload)
+        digest = CrashRecord.digest(of: payload)
+        body = digest
+    }
+}
+
+/// Prints `w <seq>` before a write is sent and `a <seq>` when the server accepted it.
+struct AnnouncingTransport: HTTPTransport {
+    let base: URLSessionHTTPClient
+
+    func send(_ request: HTTPRequest, body: Data?, options: HTTPRequestOptions) async throws -> HTTPReply {
+        let seq = body.flatMap { try? JSONDecoder().decode(CrashPost.self, from: $0) }?.seq ?? -1
+        emit("w \(seq)\n")
+        let reply = try await base.send(request, body: body, options: options)
+        if (200..<300).contains(reply.status.code) { emit("a \(seq)\n") }
+        return reply
+    }
+}
+
 /// Writes `text` to `fd` in full, unbuffered (stdio would hold it back when stdout is a pipe).
 func emit(_ text: String, to fd: Int32 = 1) {
     var bytes = Array(text.utf8)
@@ -123,6 +164,7 @@ func run() async throws {
     var keys: [String] = []
     var start = 1
     var count: Int?
+    var url: URL?
     var arguments = CommandLine.arguments.dropFirst().makeIterator()
     while let flag = arguments.next() {
         guard let value = arguments.next() else { fail("\(flag) needs a value") }
@@ -141,6 +183,7 @@ func run() async throws {
             keys.append(key)
         case "--start": start = Int(value) ?? start
         case "--count": count = Int(value)
+        case "--url": url = URL(string: value)
         case "--umask":
             guard let mask = UInt32(value, radix: 8) else { fail("bad --umask") }
             umask(mode_t(mask))
@@ -172,6 +215,23 @@ func run() async throws {
     case "naive":
         insert = { record, _ in try writeInPlace(record, at: path) }
         writesFillers = false
+    case "outbox-enqueue":
+        let outbox = Outbox(storage: FileOutboxStorage(directory: URL(fileURLWithPath: path)), name: "crash")
+        outbox.connectivityChanged(isOnline: false)
+        let posts = (url ?? URL(string: "http://127.0.0.1:9")!).appendingPathComponent("posts")
+        insert = { record, _ in
+            var request = HTTPRequest(method: .post, url: posts)
+            request.headerFields[.contentType] = "application/json"
+            try await outbox.enqueue(request, body: try JSONEncoder().encode(CrashPost(seq: record.seq)), scope: "s\(record.seq % 3)")
+        }
+        writesFillers = false
+    case "outbox-replay":
+        let outbox = Outbox(storage: FileOutboxStorage(directory: URL(fileURLWithPath: path)), name: "crash")
+        outbox.registerHTTP(transport: AnnouncingTransport(base: .shared))
+        let report = try await outbox.drain()
+        emit("done \(report.delivered)\n")
+        if report.parked > 0 || report.deferred > 0 { fail("drain: \(report)") }
+        return
     default:
         fail("unknown store \(storeKind)")
     }

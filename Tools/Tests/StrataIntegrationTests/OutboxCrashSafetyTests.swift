@@ -1,0 +1,277 @@
+import Foundation
+import Logging
+import StrataDemo
+import StrataTesting
+import Testing
+@_spi(StrataInternals) import Strata
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The outbox's kill loop (issue 14, point 10). `strata-crash-writer` queues writes in an outbox on
+/// disk while this test kills it with SIGKILL at random moments; then it drains them to the real demo
+/// server (which honours `Idempotency-Key`) while this test kills it again, mid-send, until everything
+/// is delivered. After every kill the outbox is opened afresh, as after a crash.
+///
+/// Must hold: 0 writes lost (every acknowledged enqueue is on disk until the server has it), 0 applied
+/// twice (the server holds each write exactly once, though kills land after the server applied a
+/// write and before the outbox removed it: those are counted, and there must be some), 0 torn
+/// entries (no entry set aside as unreadable).
+///
+/// `STRATA_CRASH_SEED` replays a run; `STRATA_CRASH_KILLS` changes the number of enqueue kills (150;
+/// the replay then takes over a hundred more).
+@Suite("Crash safety: SIGKILL while queueing and replaying writes", .serialized)
+struct OutboxCrashSafetyTests {
+    static let seed: UInt64 = (ProcessInfo.processInfo.environment["STRATA_CRASH_SEED"].flatMap { UInt64($0) } ?? 20_260_101) ^ 14
+    static let kills = ProcessInfo.processInfo.environment["STRATA_CRASH_KILLS"].flatMap { Int($0) } ?? 150
+    /// For each phase: a loop still running after this fails instead of running on.
+    static let budget: Duration = .seconds(150)
+
+    /// A queued write as the outbox holds it, decoded back to the round it belongs to.
+    struct Queued: Decodable {
+        /// The writer's `CrashPost.maxPayload`: a round's write carries the first 512 bytes of its payload.
+        static let maxPayload = 512
+
+        var title: String
+        var seq: Int
+        var payload: Data
+        var digest: String
+
+        var isIntact: Bool {
+            CrashRecord.digest(of: payload) == digest && payload == CrashRecord.payload(for: seq).prefix(Self.maxPayload)
+        }
+    }
+
+    /// Reads the outbox after a kill as a relaunched process would: through ``FileOutboxStorage``,
+    /// checking that nothing is set aside as unreadable, every entry decodes to an intact round, and
+    /// no round is queued twice. After each kill it reads only the entry files that are new or
+    /// rewritten since its last read (hard links to them in a scratch folder: the outbox never changes
+    /// a file in place, it renames a new one over it), so the loop's cost does not grow with the
+    /// square of the queue; ``read(context:everything:)`` with `everything` reads the whole folder.
+    struct Reader {
+        struct Signature: Equatable {
+            var inode: UInt
+            var size: Int
+            var modified: Int
+        }
+
+        struct Known {
+            var signature: Signature
+            var seq: Int
+            var key: String
+        }
+
+        let directory: URL
+        let scratch: URL
+        private var known: [String: Known] = [:]
+        private var reads = 0
+
+        init(directory: URL, scratch: URL) {
+            self.directory = directory
+            self.scratch = scratch
+        }
+
+        static func signature(of path: String) -> Signature? {
+            var info = stat()
+            guard stat(path, &info) == 0 else { return nil }
+            return Signature(
+                inode: UInt(info.st_ino), size: Int(info.st_size),
+                modified: Int(info.st_mtim.tv_sec) * 1_000_000_000 + Int(info.st_mtim.tv_nsec))
+        }
+
+        /// The rounds queued now, each with its idempotency key.
+        mutating func read(context: String, everything: Bool = false) async throws -> [Int: String] {
+            #expect(tree(directory).filter { $0.hasSuffix(".unreadable") }.isEmpty, "\(context): an entry was set aside")
+            let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).filter { $0.hasSuffix(".outbox") }
+            var current: [String: Signature] = [:]
+            for name in names {
+                current[name] = Self.signature(of: directory.appendingPathComponent(name).path)
+            }
+            known = known.filter { current[$0.key] == $0.value.signature }
+            let fresh = everything ? Array(current.keys) : current.keys.filter { known[$0] == nil }
+            var folder = directory
+            if !everything {
+                reads += 1
+                folder = scratch.appendingPathComponent("read-\(reads)")
+                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+                for name in fresh {
+                    guard link(directory.appendingPathComponent(name).path, folder.appendingPathComponent(name).path) == 0 else {
+                        throw TestError("\(context): cannot link \(name) for reading: errno \(errno)")
+                    }
+                }
+            }
+            defer { if !everything { try? FileManager.default.removeItem(at: folder) } }
+
+            let logs = LogCapture()
+            let entries = try await FileOutboxStorage(directory: folder, logger: logs.logger).loadAll()
+            let unreadable = logs.entries.filter { $0.message.contains("unreadable") }
+            #expect(unreadable.isEmpty, "\(context): \(unreadable.map { $0.line() })")
+            #expect(entries.count == fresh.count, "\(context): \(fresh.count) entry files, \(entries.count) entries read")
+            for entry in entries {
+                let queued = try #require(try? entry.decoded(Queued.self), "\(context): entry \(entry.id) does not decode")
+                #expect(queued.isIntact, "\(context): round \(queued.seq) is torn")
+                #expect(entry.idempotencyKey == entry.id.uuidString.lowercased())
+                let name = "\(entry.id.uuidString.lowercased()).outbox"
+                guard let signature = current[name] else {
+                    Issue.record("\(context): read an entry with no file of its name: \(name)")
+                    continue
+                }
+                known[name] = Known(signature: signature, seq: queued.seq, key: entry.idempotencyKey)
+            }
+            let seqs = known.values.map(\.seq)
+            #expect(Set(seqs).count == seqs.count, "\(context): a round is queued twice")
+            return Dictionary(known.values.map { ($0.seq, $0.key) }, uniquingKeysWith: { first, _ in first })
+        }
+    }
+
+    @Test func killsWhileQueueingAndWhileReplayingLoseNothingAndApplyNothingTwice() async throws {
+        try await withDemoServer { server in try await Self.killLoop(server) }
+    }
+
+    static func killLoop(_ server: DemoServer) async throws {
+        let directory = try TemporaryDirectory(prefix: "strata-outbox-crash")
+        let outbox = directory.appending("outbox")
+        let stderrFile = directory.appending("writer-stderr")
+        var random = SplitMix64(seed: seed)
+        let clock = ContinuousClock()
+        let started = clock.now
+        var reader = Reader(directory: outbox, scratch: directory.appending("scratch"))
+
+        // Phase 1: kills while queueing. Every acknowledged round must be on disk, intact.
+        var queued: [Int] = []
+        var next = 1
+        var enqueueKills = 0
+        var inFlightKept = 0
+        while enqueueKills < kills {
+            guard clock.now - started < budget else {
+                Issue.record("seed \(seed): only \(enqueueKills) enqueue kills within \(budget)")
+                break
+            }
+            let acks = Int.random(in: 1...2, using: &random)
+            let spin = Duration.microseconds(Int.random(in: 0...10_000, using: &random))
+            let arguments = ["--store", "outbox-enqueue", "--path", outbox.path, "--start", "\(next)", "--url", server.baseURL.absoluteString]
+            let point = try await TwoProcessTests.offPool {
+                try KillLoop.killDuringWrite(arguments, afterAcks: acks, spin: spin, stderrFile: stderrFile)
+            }
+            enqueueKills += 1
+            let context = "seed \(seed), enqueue kill \(enqueueKills)"
+            #expect(point.status == 128 + SIGKILL, "\(context): the writer ended with \(point.status)")
+            let acknowledged = try #require(point.acknowledged, "\(context): nothing acknowledged")
+            queued = try await reader.read(context: context).keys.sorted()
+            let lost = Set(1...acknowledged).subtracting(queued)
+            #expect(lost.isEmpty, "\(context): acknowledged rounds lost: \(lost.sorted().prefix(10))")
+            let inFlightQueued = point.inFlight.map { queued.contains($0) } ?? false
+            if inFlightQueued { inFlightKept += 1 }
+            next = (inFlightQueued ? point.inFlight! : acknowledged) + 1
+        }
+        queued = try await reader.read(context: "seed \(seed), after the queueing kills", everything: true).keys.sorted()
+        let total = queued.count
+
+        // Phase 2: kills while replaying, each after 1–3 writes the server accepted and one in flight,
+        // until a run drains what is left and ends on its own.
+        var replayKills = 0
+        // Kills that landed after the server applied a write and before the outbox removed it: the
+        // next run sends that write again, with the same key.
+        var killsAfterApply = 0
+        var appliedButQueued: [Int: String] = [:]
+        var finished = false
+        while !finished {
+            guard clock.now - started < budget * 2 else {
+                Issue.record("seed \(seed): the replay did not finish within the budget")
+                break
+            }
+            let acks = Int.random(in: 1...2, using: &random)
+            // Half the kills aim at the moment an answer arrived (before the outbox removes the
+            // write), half at a write sent after it (which the server may have applied meanwhile).
+            let atAnswer = Bool.random(using: &random)
+            let spin = Duration.microseconds(Int.random(in: 0...(atAnswer ? 500 : 3_000), using: &random))
+            let arguments = ["--store", "outbox-replay", "--path", outbox.path, "--url", server.baseURL.absoluteString]
+            let ended = try await TwoProcessTests.offPool {
+                try ReplayKill.run(arguments, afterAcks: acks, atAnswer: atAnswer, spin: spin, stderrFile: stderrFile)
+            }
+            let context = "seed \(seed), replay run \(replayKills + 1)"
+            if ended.finished {
+                #expect(ended.status == 0, "\(context): the writer ended with \(ended.status)")
+                finished = true
+            } else {
+                replayKills += 1
+                #expect(ended.status == 128 + SIGKILL, "\(context): the writer ended with \(ended.status)")
+            }
+            let remainingKeyed = try await reader.read(context: context)
+            let remaining = Set(remainingKeyed.keys)
+            let delivered = Set(appliedRounds(server))
+            // Nothing lost: each round is still queued, or the server has it (or both, when the kill
+            // landed between the server applying it and the outbox removing it).
+            let missing = Set(queued).subtracting(remaining).subtracting(delivered)
+            #expect(missing.isEmpty, "\(context): rounds neither queued nor delivered: \(missing.sorted().prefix(10))")
+            let both = delivered.intersection(remaining)
+            if !ended.finished, !both.isEmpty {
+                killsAfterApply += 1
+                for seq in both { appliedButQueued[seq] = remainingKeyed[seq] }
+            }
+        }
+
+        let applied = appliedRounds(server)
+        let duplicates = Dictionary(grouping: applied, by: { $0 }).filter { $0.value.count > 1 }.keys.sorted()
+        #expect(duplicates.isEmpty, "seed \(seed): rounds applied twice: \(duplicates.prefix(10))")
+        #expect(applied.sorted() == queued, "seed \(seed): the server holds \(applied.count) of \(total) rounds")
+        #expect(try await reader.read(context: "seed \(seed), after the replay", everything: true).isEmpty)
+        #expect(killsAfterApply > 0, "seed \(seed): no kill landed between the server applying a write and the outbox removing it")
+        // Each write still queued after the server applied it was sent again, and answered from the
+        // record, not applied again.
+        let notReplayed = appliedButQueued.filter { (server.idempotencyKey($0.value)?.replayed ?? 0) == 0 }.keys.sorted()
+        #expect(notReplayed.isEmpty, "seed \(seed): applied but queued, never answered again from the record: \(notReplayed.prefix(10))")
+        let resent = server.idempotencyKeys.filter { $0.replayed > 0 }.count
+        let overApplied = server.idempotencyKeys.filter { $0.applied != 1 }.map(\.key)
+        #expect(overApplied.isEmpty, "seed \(seed): keys applied other than once: \(overApplied.prefix(10))")
+        let seconds = (clock.now - started) / .seconds(1)
+        print(
+            "OutboxCrashSafety seed \(seed): \(enqueueKills) kills while queueing (in-flight write kept \(inFlightKept)×), "
+                + "\(total) writes queued, \(replayKills) kills while replaying (\(killsAfterApply) after the server applied a write "
+                + "and before the outbox removed it, \(appliedButQueued.count) such writes, \(resent) answered again from the record); "
+                + "lost 0, applied twice \(duplicates.count), torn 0; \(String(format: "%.1f", seconds)) s")
+    }
+
+    /// The rounds the server applied, one element per post it created.
+    static func appliedRounds(_ server: DemoServer) -> [Int] {
+        server.posts.values.compactMap { post in
+            post.title.hasPrefix("crash-") ? Int(post.title.dropFirst("crash-".count)) : nil
+        }
+    }
+}
+
+/// Runs the replaying writer until it has had `acks` writes accepted (and, unless `atAnswer`, sent
+/// the next), spins for `spin`, then kills it; or until it drains everything and ends on its own.
+enum ReplayKill {
+    struct Ended: Sendable {
+        var finished: Bool
+        var status: Int32
+    }
+
+    static func run(_ arguments: [String], afterAcks acks: Int, atAnswer: Bool, spin: Duration, stderrFile: URL) throws -> Ended {
+        let writer = try WriterProcess(arguments, stderrFile: stderrFile)
+        var accepted = 0
+        var inFlight = false
+        var finished = false
+        var killed = false
+        while let line = writer.nextLine() {
+            if line.hasPrefix("done") { finished = true }
+            if line.hasPrefix("w ") { inFlight = true }
+            if line.hasPrefix("a ") {
+                accepted += 1
+                inFlight = false
+            }
+            if !killed, !finished, accepted >= acks, atAnswer || inFlight {
+                KillLoop.spinFor(spin)
+                writer.kill()
+                killed = true
+            }
+        }
+        let status = writer.wait()
+        if !killed, !finished {
+            let stderr = (try? String(contentsOf: stderrFile, encoding: .utf8)) ?? ""
+            throw TestError("the replaying writer ended with \(status) without finishing: \(stderr)")
+        }
+        return Ended(finished: finished && !killed, status: status)
+    }
+}
