@@ -1,9 +1,12 @@
 import Benchmark
+import BenchmarkFixtures
 import Foundation
+import GRDB
 #if canImport(Glibc)
 import Glibc
 #endif
 @_spi(StrataInternals) import Strata
+import StrataSQLite
 import StrataTesting
 
 /// The outbox (issue 14): what queueing a write costs, and how fast a drain delivers.
@@ -12,12 +15,17 @@ import StrataTesting
 ///   `FileOutboxStorage`, offline, so nothing is sent. Baseline: the same number of files written the
 ///   way the storage must write one durably — `Data.write(options: .atomic)` (a temporary file,
 ///   `fsync`, rename) of 600 bytes, about an entry's size. The outbox also flushes the directory.
+/// - Enqueue on SQLite: the same 100 writes in an `Outbox` over a `SQLiteOutboxStorage` (a new file
+///   per iteration, WAL, `synchronous = FULL`). Baseline: raw GRDB inserting the same rows — the
+///   storage's nine columns and index, the entry JSON encoded beforehand — one transaction each, on a
+///   pool configured the same way (`RawOutboxTable`).
 /// - Drain: 100 queued writes delivered by `drain()` to a local HTTP server (Python's
 ///   `ThreadingHTTPServer`, HTTP/1.1 keep-alive, `201` to every `POST`), over `URLSessionHTTPClient`,
 ///   one scope, so one at a time, as the baseline sends them. Baseline: a loop of the same 100 `POST`s
 ///   through the same client to the same server, nothing persisted. `.memory` drains from a
 ///   `MemoryOutboxStorage`, isolating the engine from the two durable writes per write (the attempt
-///   count before sending, the removal after).
+///   count before sending, the removal after); `.sqlite` drains from a `SQLiteOutboxStorage`, where
+///   each of those is one WAL commit.
 func registerOutboxBenchmarks() {
     let writes = 100
     let body = Data(#"{"title":"Offline post","body":"Written on a train, sent later."}"#.utf8)
@@ -70,8 +78,36 @@ func registerOutboxBenchmarks() {
         for index in 0..<writes { try entryBytes.write(to: folder.appendingPathComponent("\(index)"), options: .atomic) }
         benchmark.stopMeasurement()
     }
+    Benchmark("OutboxEnqueue.sqlite.strata (100 ops)", configuration: configuration) { benchmark in
+        let storage = try SQLiteOutboxStorage(path: nextDirectory("sqlite").appendingPathComponent("outbox.sqlite").path)
+        let outbox = Outbox(storage: storage, name: "bench")
+        outbox.connectivityChanged(isOnline: false)
+        _ = try await outbox.entries()  // the (empty) first read, outside the measurement as the baseline's table creation
+        let request = post(URL(string: "https://api.example.com")!)
+        benchmark.startMeasurement()
+        for _ in 0..<writes { try await outbox.enqueue(request, body: body) }
+        benchmark.stopMeasurement()
+    }
+    Benchmark("OutboxEnqueue.sqlite.baseline (100 ops)", configuration: configuration) { benchmark in
+        let folder = nextDirectory("sqlite-raw")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let pool = try RawOutboxTable.open(path: folder.appendingPathComponent("raw.sqlite").path)
+        let rows = try RawOutboxTable.rows(count: writes, url: URL(string: "https://api.example.com/posts")!, body: body)
+        benchmark.startMeasurement()
+        for row in rows { try await pool.write { db in try RawOutboxTable.insert(db, row) } }
+        benchmark.stopMeasurement()
+    }
     Benchmark("OutboxDrain.strata (100 ops)", configuration: configuration) { benchmark in
         let outbox = try await queued(FileOutboxStorage(directory: nextDirectory("drain")))
+        benchmark.startMeasurement()
+        outbox.connectivityChanged(isOnline: true)
+        let report = try await outbox.drain()
+        benchmark.stopMeasurement()
+        precondition(report.delivered == writes, "the drain delivered \(report.delivered) of \(writes)")
+    }
+    Benchmark("OutboxDrain.sqlite (100 ops)", configuration: configuration) { benchmark in
+        let storage = try SQLiteOutboxStorage(path: nextDirectory("drain-sqlite").appendingPathComponent("outbox.sqlite").path)
+        let outbox = try await queued(storage)
         benchmark.startMeasurement()
         outbox.connectivityChanged(isOnline: true)
         let report = try await outbox.drain()

@@ -26,6 +26,7 @@ let scenarios = [
     "file-read-baseline", "file-write-json", "file-write-baseline", "json-decode", "binary-decode",
     "coalesced-10k", "tasks-10k", "sqlite-read", "sqlite-read-baseline", "sqlite-write", "sqlite-write-baseline",
     "readme-chain", "main-readme-chain", "main-chain5", "main-chain5-baseline", "main-memory-hit", "main-mutex-hit",
+    "outbox-enqueue-sqlite", "outbox-enqueue-sqlite-baseline",
 ]
 let arguments = CommandLine.arguments
 guard arguments.count == 3, scenarios.contains(arguments[1]), let iterations = Int(arguments[2]), iterations > 0 else {
@@ -158,6 +159,21 @@ func run() async throws {
                 try await pool.write { db in try RawTable.upsert(db, key: key, value: payload, storedAt: storedAt) }
             }
         }
+    case "outbox-enqueue-sqlite":
+        // The benchmark's SQLite enqueue: a queued POST of a 60-byte JSON body, offline, one at a time.
+        let body = Data(#"{"title":"Offline post","body":"Written on a train, sent later."}"#.utf8)
+        let outbox = Outbox(storage: try SQLiteOutboxStorage(path: directory.appendingPathComponent("outbox.sqlite").path), name: "probe")
+        outbox.connectivityChanged(isOnline: false)
+        _ = try await outbox.entries()
+        var request = HTTPRequest(method: .post, url: URL(string: "https://api.example.com/posts")!)
+        request.headerFields[.contentType] = "application/json"
+        for _ in 0..<iterations { try await outbox.enqueue(request, body: body) }
+    case "outbox-enqueue-sqlite-baseline":
+        let body = Data(#"{"title":"Offline post","body":"Written on a train, sent later."}"#.utf8)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let pool = try RawOutboxTable.open(path: directory.appendingPathComponent("raw.sqlite").path)
+        let rows = try RawOutboxTable.rows(count: iterations, url: URL(string: "https://api.example.com/posts")!, body: body)
+        for row in rows { try await pool.write { db in try RawOutboxTable.insert(db, row) } }
     default:
         fatalError("unknown scenario \(scenario)")
     }
