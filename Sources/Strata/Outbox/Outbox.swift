@@ -884,6 +884,7 @@ public struct OutboxDrainReport: Sendable, Hashable {
     /// Writes that failed and wait for a retry.
     public var deferred = 0
 
+    /// A report of nothing done yet.
     public init() {}
 
     mutating func record(_ outcome: Outbox.Outcome) {

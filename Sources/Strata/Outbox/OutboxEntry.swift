@@ -55,6 +55,8 @@ public struct OutboxEntry: Sendable, Hashable, Codable, Identifiable {
     /// Whether it waits for delivery.
     public var isPending: Bool { state == .pending }
 
+    /// An entry as the outbox makes one (``Outbox/enqueue(kind:scope:payload:host:baseVersion:)``),
+    /// or as a storage reads one back; `queuedAt` starts as `createdAt`, `nextAttemptAt` defaults to it.
     public init(
         id: UUID, sequence: UInt64, scope: String, kind: String, payload: Data, host: String? = nil,
         baseVersion: String? = nil, createdAt: Date, attempts: Int = 0, nextAttemptAt: Date? = nil, lastFailure: OutboxFailure? = nil, state: State = .pending
@@ -119,6 +121,7 @@ public struct DeadLetter: Sendable, Hashable, Codable {
     /// When it was parked.
     public var parkedAt: Date
 
+    /// A dead letter with what is known about why the write was parked.
     public init(reason: Reason, detail: String, status: Int? = nil, body: Data? = nil, parkedAt: Date) {
         self.reason = reason
         self.detail = detail
@@ -155,6 +158,7 @@ public struct OutboxFailure: Sendable, Hashable, Codable, CustomStringConvertibl
     /// When it happened.
     public var at: Date
 
+    /// A failed attempt of class `class`, described by `message`, at `at`.
     public init(class: Class, message: String, status: Int? = nil, at: Date) {
         self.class = `class`
         self.message = message

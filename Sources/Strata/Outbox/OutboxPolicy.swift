@@ -19,6 +19,7 @@ public struct OutboxRetryPolicy: Sendable {
     /// A number in `0..<1` for the jitter; replace it to make waits repeatable in tests.
     public var random: @Sendable () -> Double
 
+    /// A policy; the defaults wait 1 s, then 2 s, 4 s … up to 5 min, each up to half shorter.
     public init(
         initialDelay: Duration = .seconds(1), multiplier: Double = 2, maxDelay: Duration = .seconds(300),
         jitter: Double = 0.5, maxRetryAfter: Duration = .seconds(3600),
@@ -53,6 +54,7 @@ public struct OutboxRetention: Sendable, Hashable {
     /// Age (since it was enqueued) after which a write still pending is parked; `nil`: no limit.
     public var maxAge: Duration?
 
+    /// Limits; the defaults park a write still failing after 50 attempts or 7 days.
     public init(maxAttempts: Int? = 50, maxAge: Duration? = .seconds(7 * 86_400)) {
         self.maxAttempts = maxAttempts
         self.maxAge = maxAge
@@ -84,6 +86,7 @@ public struct OutboxMerge: Sendable {
     /// The server version (`ETag`) the merged write applies to; sent as `If-Match` by HTTP writes.
     public var baseVersion: String?
 
+    /// A merged write: `payload`, to apply to the server version `baseVersion`.
     public init(payload: Data, baseVersion: String?) {
         self.payload = payload
         self.baseVersion = baseVersion
@@ -99,6 +102,7 @@ public struct OutboxConflict: Error, Sendable, CustomStringConvertible {
     /// The body it answered with (the first 64 KiB).
     public var body: Data
 
+    /// A conflict a handler reports: the status, the server's version and its answer's body.
     public init(status: Int?, serverVersion: String?, body: Data) {
         self.status = status
         self.serverVersion = serverVersion

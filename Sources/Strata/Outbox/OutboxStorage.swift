@@ -37,6 +37,7 @@ public protocol OutboxStorage: Sendable {
 public final class MemoryOutboxStorage: OutboxStorage, CustomStringConvertible {
     private let entries = Locked<[UUID: OutboxEntry]>([:])
 
+    /// An empty storage.
     public init() {}
 
     public func loadAll() async throws -> [OutboxEntry] { entries.withLock { Array($0.values) } }

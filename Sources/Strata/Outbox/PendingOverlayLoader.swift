@@ -6,7 +6,9 @@ public struct PendingOverlayLoader<Base: Loader>: Loader {
     public typealias Input = Base.Input
     public typealias Output = Base.Output
 
+    /// The read whose values get the pending writes applied.
     public let base: Base
+    /// The outbox whose pending writes are applied.
     public let outbox: Outbox
     let scope: @Sendable (Input) -> String
     let apply: @Sendable ([OutboxEntry], Output) throws -> Output
