@@ -16,9 +16,15 @@ import GRDB
 ///                                           rows written before it read as NULL: no max-age)
 ///   last_access    INTEGER                  recency for LRU eviction: milliseconds since 1970 of the
 ///                                           last write or recorded read, bumped so it strictly increases
+///                                           (past newest_access)
 ///   size           INTEGER                  byte count of `value`
-/// strata_cache_totals                       one row (id 0): entry_count, total_bytes,
-///                                           kept exact by triggers on strata_cache_entries
+/// strata_cache_entries_by_stored_at         index on stored_at (removeEntries(storedBefore:))
+/// strata_cache_entries_by_last_access       index on last_access, only while a store with limits uses
+///                                           the file (eviction order); see ``ensureEvictionIndex(_:)``
+/// strata_cache_totals                       one row (id 0): entry_count, total_bytes, newest_access
+///                                           (the largest last_access ever written, added by
+///                                           strata.cache.v3), kept exact by triggers on
+///                                           strata_cache_entries
 /// ```
 ///
 /// Every change to the schema is a new named migration appended to ``migrator``, never an edit of an
@@ -29,11 +35,14 @@ enum SQLiteSchema {
     static let entryColumns = ["key", "value", "stored_at", "etag", "last_modified", "max_age", "last_access", "size"]
     /// The entry columns migration v1 created.
     static let version1EntryColumns = ["key", "value", "stored_at", "etag", "last_modified", "last_access", "size"]
-    static let totalsColumns = ["id", "entry_count", "total_bytes"]
+    static let totalsColumns = ["id", "entry_count", "total_bytes", "newest_access"]
+    /// The index eviction reads entries in recency order by; only stores with limits keep it.
+    static let lastAccessIndex = "\(entries)_by_last_access"
+
 
     /// The identifiers of the migrations, in order. Namespaced so they cannot collide with the
     /// migrations of another GRDB application sharing the file.
-    static let migrationIdentifiers = ["strata.cache.v1", "strata.cache.v2"]
+    static let migrationIdentifiers = ["strata.cache.v1", "strata.cache.v2", "strata.cache.v3"]
 
     /// Why a database file cannot hold this store's tables.
     struct Conflict: Error, CustomStringConvertible {
@@ -87,7 +96,40 @@ enum SQLiteSchema {
             }
             try db.execute(sql: "ALTER TABLE \(entries) ADD COLUMN max_age REAL")
         }
+        // v3: a write stamps `last_access` past `newest_access`, a column of the totals row that the
+        // triggers keep (the row is rewritten by every write anyway), instead of past
+        // `MAX(last_access)`, which needed the `last_access` index on every write. That index is then
+        // dropped: only eviction needs it, and a store with limits creates it again when it opens the
+        // file (`ensureEvictionIndex`), so a store without limits maintains one index fewer per write.
+        migrator.registerMigration(migrationIdentifiers[2]) { db in
+            try db.execute(sql: """
+                ALTER TABLE \(totals) ADD COLUMN newest_access INTEGER NOT NULL DEFAULT 0;
+                UPDATE \(totals) SET newest_access = COALESCE((SELECT MAX(last_access) FROM \(entries)), 0) WHERE id = 0;
+                DROP TRIGGER IF EXISTS \(entries)_count_insert;
+                DROP TRIGGER IF EXISTS \(entries)_count_update;
+                CREATE TRIGGER \(entries)_count_insert AFTER INSERT ON \(entries) BEGIN
+                    UPDATE \(totals) SET entry_count = entry_count + 1, total_bytes = total_bytes + NEW.size,
+                        newest_access = max(newest_access, NEW.last_access) WHERE id = 0;
+                END;
+                CREATE TRIGGER \(entries)_count_update AFTER UPDATE OF size, last_access ON \(entries) BEGIN
+                    UPDATE \(totals) SET total_bytes = total_bytes - OLD.size + NEW.size,
+                        newest_access = max(newest_access, NEW.last_access) WHERE id = 0;
+                END;
+                DROP INDEX IF EXISTS \(lastAccessIndex);
+                """)
+        }
         return migrator
+    }
+
+    /// Creates the `last_access` index unless the file has it: a store with limits calls this when it
+    /// opens, after migrating, so eviction (`ORDER BY last_access`) reads the index instead of
+    /// scanning the table. Idempotent, and safe when several connections do it at once.
+    static func ensureEvictionIndex(_ pool: DatabasePool) throws {
+        let present = try pool.read { db in try db.indexes(on: entries).contains { $0.name == lastAccessIndex } }
+        guard !present else { return }
+        try pool.write { db in
+            try db.execute(sql: "CREATE INDEX IF NOT EXISTS \(lastAccessIndex) ON \(entries) (last_access)")
+        }
     }
 
     /// Brings the schema of `pool`'s file up to date.

@@ -95,7 +95,7 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
         self.limits = limits
         self.codec = codec
         self.logger = logger
-        self.pool = try Self.openPool(path: path, busyMode: busyMode, logger: logger)
+        self.pool = try Self.openPool(path: path, limits: limits, busyMode: busyMode, logger: logger)
     }
 
     /// Opens (creating if needed) the database at the file URL `path`, encoding values with `codec`.
@@ -184,15 +184,14 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
         let outcome: InsertOutcome
         do {
             outcome = try await pool.write { db in
-                var clock = try AccessClock(db)
-                try Self.applyAccesses(accesses, clock: &clock, in: db)
+                try Self.applyAccesses(accesses, in: db)
                 if let byteLimit = limits.byteLimit, payload.count > byteLimit {
                     try db.execute(sql: "DELETE FROM \(SQLiteSchema.entries) WHERE key = ?", arguments: [key])
                     return .tooLarge
                 }
-                try db.cachedStatement(sql: Self.upsertSQL).execute(arguments: [
+                try db.cachedStatement(sql: StoreSQL.upsert).execute(arguments: [
                     key, payload, storedAt, validators.etag, validators.lastModified, validators.maxAge.map { $0 / Duration.seconds(1) } as Double?,
-                    clock.tick(), payload.count,
+                    Self.millisecondsNow(), payload.count,
                 ])
                 return .stored(evicted: try Self.evict(beyond: limits, keeping: key, in: db))
             }
@@ -217,10 +216,7 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
         let accesses = drainAccesses()
         do {
             try await pool.write { db in
-                if !accesses.isEmpty {
-                    var clock = try AccessClock(db)
-                    try Self.applyAccesses(accesses, clock: &clock, in: db)
-                }
+                try Self.applyAccesses(accesses, in: db)
                 try db.execute(sql: "DELETE FROM \(SQLiteSchema.entries) WHERE key = ?", arguments: [key])
             }
         } catch {
@@ -241,10 +237,10 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
         let accesses = drainAccesses()
         do {
             return try await pool.write { db in
-                var clock = try AccessClock(db)
-                try Self.applyAccesses(accesses, clock: &clock, in: db)
-                try db.cachedStatement(sql: Self.refreshSQL).execute(arguments: [
-                    storedAt, validators.etag, validators.lastModified, validators.maxAge.map { $0 / Duration.seconds(1) } as Double?, clock.tick(), key,
+                try Self.applyAccesses(accesses, in: db)
+                try db.cachedStatement(sql: StoreSQL.refresh).execute(arguments: [
+                    storedAt, validators.etag, validators.lastModified, validators.maxAge.map { $0 / Duration.seconds(1) } as Double?,
+                    Self.millisecondsNow(), key,
                 ])
                 return db.changesCount > 0
             }
@@ -307,7 +303,7 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
 
     // MARK: - Opening
 
-    private static func openPool(path: String, busyMode: Database.BusyMode, logger: Logger) throws -> DatabasePool {
+    private static func openPool(path: String, limits: Limits, busyMode: Database.BusyMode, logger: Logger) throws -> DatabasePool {
         let description = "SQLiteStore(\(path))"
         func openError(_ reason: String, _ error: (any Error)? = nil) -> StoreError {
             StoreError(store: description, operation: .open, key: nil, reason: reason, underlying: error)
@@ -335,28 +331,21 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
         } catch {
             throw openError("cannot set up the cache tables: \(reason(for: error))", error)
         }
+        if limits.isLimited {
+            do {
+                try SQLiteSchema.ensureEvictionIndex(pool)
+            } catch {
+                throw openError("cannot create the eviction index: \(reason(for: error))", error)
+            }
+        }
         return pool
     }
 
     // MARK: - SQL
 
-    private static var upsertSQL: String {
-        """
-        INSERT INTO \(SQLiteSchema.entries) (key, value, stored_at, etag, last_modified, max_age, last_access, size)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-        ON CONFLICT(key) DO UPDATE SET
-            value = excluded.value, stored_at = excluded.stored_at, etag = excluded.etag,
-            last_modified = excluded.last_modified, max_age = excluded.max_age,
-            last_access = excluded.last_access, size = excluded.size
-        """
-    }
-
-    private static var refreshSQL: String {
-        """
-        UPDATE \(SQLiteSchema.entries)
-        SET stored_at = ?, etag = ?, last_modified = ?, max_age = ?, last_access = ?
-        WHERE key = ?
-        """
+    /// Milliseconds since 1970, the clock part of a `last_access` stamp.
+    private static func millisecondsNow() -> Int64 {
+        Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
     }
 
     private static func readTotals(_ db: Database) throws -> (count: Int, bytes: Int) {
@@ -368,12 +357,14 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
         return (count, bytes)
     }
 
-    /// Marks `keys` as used, oldest note first, so the last one read is the most recent.
-    private static func applyAccesses(_ keys: [String], clock: inout AccessClock, in db: Database) throws {
+    /// Marks `keys` as used, oldest note first, so the last one read is the most recent (each stamp
+    /// is past the one before: the triggers raise `newest_access` with every update).
+    private static func applyAccesses(_ keys: [String], in db: Database) throws {
         guard !keys.isEmpty else { return }
-        let statement = try db.cachedStatement(sql: "UPDATE \(SQLiteSchema.entries) SET last_access = ? WHERE key = ?")
+        let statement = try db.cachedStatement(sql: StoreSQL.touch)
+        let now = millisecondsNow()
         for key in keys {
-            try statement.execute(arguments: [clock.tick(), key])
+            try statement.execute(arguments: [now, key])
         }
     }
 
@@ -420,10 +411,7 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
         guard pending >= Self.accessFlushThreshold else { return }
         let accesses = drainAccesses()
         do {
-            try await pool.write { db in
-                var clock = try AccessClock(db)
-                try Self.applyAccesses(accesses, clock: &clock, in: db)
-            }
+            try await pool.write { db in try Self.applyAccesses(accesses, in: db) }
         } catch {
             // Only the eviction order is at stake; the read itself succeeded.
             logger.debug("could not record recent reads", metadata: ["store": "\(description)", "reason": "\(Self.reason(for: error))"])
@@ -497,23 +485,37 @@ private enum InsertOutcome: Sendable {
     case tooLarge
 }
 
-/// Hands out strictly increasing `last_access` stamps within one write transaction: milliseconds
-/// since 1970, or one past the newest stamp in the table when the clock is behind it (same
-/// millisecond, or another process's clock ahead of ours).
-private struct AccessClock {
-    private var next: Int64
-
-    init(_ db: Database) throws {
-        // A cached statement: parsed once per connection, not on every write.
-        let newest = try Int64.fetchOne(db.cachedStatement(sql: "SELECT MAX(last_access) FROM \(SQLiteSchema.entries)")) ?? 0
-        let now = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
-        next = max(now, newest &+ 1)
+/// The store's statements with arguments, built once (not per write: a cached statement is looked up
+/// by its SQL text, and `SQLiteStore` is generic, so it cannot hold them as static constants itself).
+private enum StoreSQL {
+    /// The `last_access` stamp of a write, given the current time in milliseconds since 1970 as
+    /// argument `now`: the current time, or one past the newest stamp ever written (kept by the
+    /// triggers in the totals row) when the clock is behind it (same millisecond, or another
+    /// process's clock ahead of ours). Read inside the write transaction, so stamps strictly increase
+    /// across every connection and process.
+    static func accessStamp(now: String) -> String {
+        "max(\(now), (SELECT newest_access FROM \(SQLiteSchema.totals) WHERE id = 0) + 1)"
     }
 
-    mutating func tick() -> Int64 {
-        defer { next += 1 }
-        return next
-    }
+    /// The insert-or-replace of one entry.
+    static let upsert = """
+        INSERT INTO \(SQLiteSchema.entries) (key, value, stored_at, etag, last_modified, max_age, last_access, size)
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6, \(accessStamp(now: "?7")), ?8)
+        ON CONFLICT(key) DO UPDATE SET
+            value = excluded.value, stored_at = excluded.stored_at, etag = excluded.etag,
+            last_modified = excluded.last_modified, max_age = excluded.max_age,
+            last_access = excluded.last_access, size = excluded.size
+        """
+
+    static let refresh = """
+        UPDATE \(SQLiteSchema.entries)
+        SET stored_at = ?1, etag = ?2, last_modified = ?3, max_age = ?4, last_access = \(accessStamp(now: "?5"))
+        WHERE key = ?6
+        """
+
+    static let touch = """
+        UPDATE \(SQLiteSchema.entries) SET last_access = \(accessStamp(now: "?1")) WHERE key = ?2
+        """
 }
 
 /// Keys read since the last write, each with the order of its latest read.
