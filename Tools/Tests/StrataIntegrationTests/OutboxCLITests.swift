@@ -215,6 +215,39 @@ final class OutboxCLITests {
         }
     }
 
+    @Test func drain_reportsEachWrite_andItsExitCodeSaysTheWorstThatHappened() async throws {
+        try await withDemoServer { server in
+            let url = server.baseURL.appendingPathComponent("posts")
+            await server.goOffline()
+            let first = try id(in: await send(url, scope: "first").output.stdout.first)
+            let second = try id(in: await send(url, scope: "second").output.stdout.first)
+
+            // Still offline: both deferred, exit 75.
+            let offline = await drain()
+            #expect(offline.code == .deferred)
+            #expect(offline.code.rawValue == 75)
+            #expect(offline.output.stdout.count == 2)
+            for id in [first, second] {
+                // The backoff is jittered: the next attempt is within the first seconds after the clock's start.
+                let prefix = "deferred \(id): the server could not be reached (could not connect (connection refused)); next attempt 2026-01-01T00:00:0"
+                #expect(offline.output.stdout.contains { $0.hasPrefix(prefix) }, "\(offline.output.stdout)")
+            }
+            #expect(offline.output.stderr == ["strata outbox drain: drained: 0 delivered, 0 parked, 2 deferred, 0 waiting"])
+
+            // Online, the next write refused: one sent, one parked, exit 2.
+            try await server.goOnline()
+            server.faults = .init(writeFault: .unprocessable, remainingWriteFaults: 1)
+            let online = await drain()
+            #expect(online.code == .parked)
+            #expect(online.output.stderr.last == "strata outbox drain: drained: 1 delivered, 1 parked, 0 deferred, 0 waiting")
+            let sentLine = try #require(online.output.stdout.first { $0.hasPrefix("sent 201 ") })
+            let parkedLine = try #require(online.output.stdout.first { $0.hasPrefix("parked ") })
+            #expect(Set([try id(in: sentLine), try id(in: parkedLine)]) == [first, second])
+            #expect(parkedLine.hasSuffix(": HTTP 422, rejected by the server"))
+            #expect(server.posts.count == 1)
+        }
+    }
+
     // MARK: dead letters
 
     @Test(arguments: [Fetcher.StoreKind.file, .sqlite])
