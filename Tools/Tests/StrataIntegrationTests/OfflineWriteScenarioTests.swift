@@ -13,19 +13,28 @@ struct OfflineWriteScenarioTests {
 
         #expect(steps.map(\.title) == [
             "Offline: write a post", "Offline: the list of posts", "Relaunch, still offline",
-            "Online: the outbox sends the post", "Online: the list of posts",
+            "Online: the outbox sends the post", "A second later: the outbox sends it again", "Online: the list of posts",
         ])
-        #expect(steps.map(\.queued) == [1, 1, 1, 0, 0])
-        #expect(steps.map(\.filesOnDisk) == [1, 1, 1, 0, 0], "the write lives in one file until it is delivered")
-        #expect(steps.map(\.pendingInList) == [0, 1, 1, 0, 0])
-        #expect(steps.map(\.serverPosts) == [0, 0, 0, 1, 1], "created once")
-        #expect(steps.map(\.requestsSent) == [1, 0, 0, 1, 0], "refused, then one POST; the list is served from the cache")
+        #expect(steps.map(\.queued) == [1, 1, 1, 1, 0, 0])
+        #expect(steps.map(\.filesOnDisk) == [1, 1, 1, 1, 0, 0], "the write lives in one file until it is delivered")
+        #expect(steps.map(\.pendingInList) == [0, 1, 1, 0, 0, 0])
+        #expect(steps.map(\.serverPosts) == [0, 0, 0, 1, 1, 1], "applied by the first send, not again by the second")
+        #expect(steps.map(\.requestsSent) == [1, 0, 0, 1, 1, 0], "refused, then two POSTs; the list is served from the cache")
+        #expect(steps.map(\.serverWrites.count) == [0, 0, 0, 1, 1, 0])
+        #expect(steps[3].serverWrites.first?.hasSuffix(": applied (201), connection dropped without an answer") == true)
+        #expect(steps[4].serverWrites.first?.hasSuffix(": already applied, recorded answer sent again (201)") == true)
 
-        let pendingRow = PostListItem.pending(try #require(steps[1].list?.first.flatMap { if case .pending(let p) = $0 { p } else { nil } }))
+        let pending = try #require(steps[1].list?.first.flatMap { item -> PendingPost? in
+            if case .pending(let pending) = item { pending } else { nil }
+        })
+        let pendingRow = PostListItem.pending(pending)
         #expect(steps[1].list == [pendingRow])
         #expect(steps[2].list == [pendingRow], "read back from the files after the relaunch")
-        #expect(steps[4].list?.map(\.isPending) == [false])
-        #expect(steps[4].list?.map(\.title) == [OfflineWriteScenario.title])
+        #expect(steps[5].list?.map(\.isPending) == [false])
+        #expect(steps[5].list?.map(\.title) == [OfflineWriteScenario.title])
+        let key = pending.idempotencyKey
+        #expect(steps[3].serverWrites.first?.hasPrefix("POST /posts Idempotency-Key \(key)") == true)
+        #expect(steps[4].serverWrites.first?.hasPrefix("POST /posts Idempotency-Key \(key)") == true)
 
         let output = lines.withLock { $0 }.joined(separator: "\n")
         #expect(output.contains("shown      pending: \"Written on the train\", client id "))
@@ -34,6 +43,9 @@ struct OfflineWriteScenarioTests {
         #expect(output.contains("the first launch's Outbox has been deallocated"))
         #expect(output.contains("1 delivered: post 1 \"Written on the train\""))
         #expect(output.contains("shown      post 1 \"Written on the train\""))
-        #expect(output.contains("1 post on the server"))
+        #expect(output.contains("0 delivered; the answer was lost (unreachable: "))
+        #expect(output.contains("next attempt in 1s, same key"))
+        #expect(output.contains("2 requests, applied 1, answered again from the record 1"))
+        #expect(output.contains(": 1 post on the server."))
     }
 }

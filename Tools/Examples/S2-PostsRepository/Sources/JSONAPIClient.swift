@@ -8,6 +8,8 @@ import Strata
 ///
 /// ## Contract
 /// - `get` and `post` resolve `path` against the client's base URL.
+/// - `post` encodes one value to the same bytes every time, so a resend with the same
+///   `Idempotency-Key` is the same request.
 /// - A non-2xx answer throws Strata's `HTTPError.status`, no answer `HTTPError.transport`, a body that
 ///   does not decode `HTTPError.decoding`; every case carries the URL.
 public protocol JSONAPIClient: Sendable {
@@ -55,6 +57,16 @@ public struct HTTPJSONAPIClient: JSONAPIClient {
         self.transport = transport
     }
 
+    /// Bodies are JSON with sorted keys: the same value always encodes to the same bytes. A create
+    /// sent again with the same `Idempotency-Key` is then the same request to a server that
+    /// fingerprints requests, which refuses a key reused with a different body (422, as the IETF
+    /// draft says); without sorting, the key order of two encodings of one value may differ.
+    @Sendable public static func stableEncoder() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return encoder
+    }
+
     /// The absolute URL of `path`; a leading `/` is allowed and does not drop the base URL's path.
     public func url(for path: String) -> URL {
         let relative = path.drop { $0 == "/" }
@@ -70,7 +82,8 @@ public struct HTTPJSONAPIClient: JSONAPIClient {
     public func post<Body: Encodable & Sendable, T: Decodable & Sendable>(
         _ path: String, body: Body, headerFields: HTTPFields, as type: T.Type
     ) async throws -> T {
-        try await HTTPLoader<Body>.postJSON(to: url(for: path), headerFields: headerFields, transport: transport)
+        try await HTTPLoader<Body>.postJSON(
+            to: url(for: path), headerFields: headerFields, encoder: Self.stableEncoder, transport: transport)
             .decoding(T.self)
             .load(body)
     }

@@ -77,11 +77,12 @@ public enum PostLoaders {
     /// Built on Strata's `overlayingPending`: every read applies the creates queued *now* to the
     /// list read *now*. A created post leaves the overlay the moment it is delivered (the server's
     /// list has it), a create the server rejected (parked in the outbox) drops out, and the read's
-    /// provenance says how many were applied: `… via posts, pending (1)`.
+    /// provenance says how many were applied: `… via posts, pending (1)` (the base's name).
     public static func withPendingCreates<Base: Loader>(
         _ base: Base, outbox: Outbox
     ) -> some Loader<Base.Input, [PostListItem]> where Base.Output == [Post] {
-        base.map { posts in posts.map(PostListItem.post) }
+        // Named after the base, so the provenance names it rather than "… + map".
+        base.map { posts in posts.map(PostListItem.post) }.named(base.chainSummary)
             .overlayingPending(outbox, scope: { _ in PostRepoOutboxDecorator.scope }) { pending, items in
                 items + pending.filter { $0.kind == PostRepoOutboxDecorator.createKind }
                     .compactMap { try? $0.decoded(PendingPost.self) }

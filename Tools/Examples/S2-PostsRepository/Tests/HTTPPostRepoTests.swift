@@ -63,6 +63,28 @@ struct HTTPPostRepoTests {
         #expect(api.url(for: "/posts").absoluteString == "https://api.example.com/v1/posts")
     }
 
+    @Test func createPostWithAKey_sendsItAsIdempotencyKeyWithABodyOfSortedKeys() async throws {
+        try await withDemoServer { server in
+            let key = UUID()
+
+            let created = try await makeRepo(server).createPost(title: "Hello", body: "World", idempotencyKey: key)
+            let again = try await makeRepo(server).createPost(title: "Hello", body: "World", idempotencyKey: key)
+
+            #expect(again == created, "the server answered the repeat from its record")
+            #expect(server.posts.count == 1)
+            #expect(server.requests.map { $0.headers["Idempotency-Key"] } == [key.uuidString.lowercased(), key.uuidString.lowercased()])
+            let record = try #require(server.idempotencyKey(key.uuidString.lowercased()))
+            #expect((record.applied, record.replayed, record.refused) == (1, 1, 0),
+                    "the same bytes both times: a different body under the key would be refused with 422")
+        }
+    }
+
+    @Test func jsonAPIClient_encodesBodiesWithSortedKeys() throws {
+        let body = try HTTPJSONAPIClient.stableEncoder().encode(PostDraft(title: "t", body: "b"))
+
+        #expect(String(decoding: body, as: UTF8.self) == #"{"body":"b","title":"t"}"#)
+    }
+
     @Test func strataLoaders_readAndWriteTheSamePostsAsTheRepository() async throws {
         try await withDemoServer { server in
             let created = try await PostLoaders.create(baseURL: server.baseURL).load(PostDraft(title: "Via", body: "Strata"))

@@ -55,10 +55,50 @@ struct OfflinePostingTests {
             #expect(creates.map { $0.headers["Idempotency-Key"] } == [pending.idempotencyKey],
                     "the refused first attempt never arrived; the resend carries the client-chosen key")
             #expect(delivered.withLock { $0 } == [created])
+            let record = try #require(server.idempotencyKey(pending.idempotencyKey))
+            #expect((record.requests, record.applied) == (1, 1))
             let online = try await relaunch.list.loadServed([created.id])
             #expect(online.value == [.post(created)], "pending gone: the server's post stands in its place")
             #expect(online.provenance.pendingWrites == 0)
             #expect(server.requestCount(path: "/posts/1") == 0, "the delivered post was cached on its way back")
+        }
+    }
+
+    @Test func aPostWhoseAnswerIsLost_isQueuedAndResentWithTheSameKey_andCreatedOnce() async throws {
+        try await withDemoServer { server in
+            let directory = try TemporaryDirectory(prefix: "strata-offline-posts")
+            let clock = ManualClock()
+            let delivered = Locked<[Post]>([])
+            let launch = Self.launch(server, in: directory, clock: clock, delivered: delivered)
+            // The server applies the create, then drops the connection without answering.
+            server.faults = .init(writeFault: .dropAfterApply, remainingWriteFaults: 1)
+
+            let pending = try #require(try await launch.repo.submitPost(title: "Hello", body: "World").pendingPost,
+                                       "no answer: the app cannot know it was created, so it is queued")
+            #expect(server.posts.count == 1, "the server did apply it")
+
+            #expect(try await launch.outbox.drain().delivered == 1)
+
+            #expect(server.posts.count == 1, "the resend was answered from the server's record, not applied again")
+            let record = try #require(server.idempotencyKey(pending.idempotencyKey))
+            #expect((record.requests, record.applied, record.replayed) == (2, 1, 1))
+            #expect(delivered.withLock { $0 } == [Post(id: 1, title: "Hello", body: "World")])
+            #expect(try await launch.list.load([1]) == [.post(Post(id: 1, title: "Hello", body: "World"))])
+        }
+    }
+
+    @Test func withoutAServerThatHonoursKeys_theLostAnswerWouldCostADuplicate() async throws {
+        // The negative control of the test above: the same steps against a server that ignores the key.
+        try await withDemoServer { server in
+            let directory = try TemporaryDirectory(prefix: "strata-offline-posts")
+            let launch = Self.launch(server, in: directory, clock: ManualClock(), delivered: Locked([]))
+            server.honoursIdempotencyKeys = false
+            server.faults = .init(writeFault: .dropAfterApply, remainingWriteFaults: 1)
+
+            _ = try #require(try await launch.repo.submitPost(title: "Hello", body: "World").pendingPost)
+            #expect(try await launch.outbox.drain().delivered == 1)
+
+            #expect(server.posts.count == 2, "the key is what keeps the resend from creating a second post")
         }
     }
 

@@ -8,8 +8,9 @@ import PostsRepositoryExample
 ///
 /// A post written while the server is down is queued and shown as pending; the app is killed (its
 /// outbox and repository are dropped, and new ones are built over the same directories, as a
-/// relaunch does); the server comes back; the post is created once, even though the
-/// acknowledgement of the first attempt is lost; the pending row gives way to the server's post.
+/// relaunch does); the server comes back; the post is created once, even though the server's
+/// answer to the first attempt is lost (it applies the write, then drops the connection) and the
+/// outbox sends it again; the pending row gives way to the server's post.
 public struct OfflineWriteScenario: Sendable {
     /// What one step of the scenario observed.
     public struct Step: Sendable, Equatable {
@@ -31,6 +32,9 @@ public struct OfflineWriteScenario: Sendable {
         public var requestsSent: Int
         /// Requests the server received during this step.
         public var requestsReceived: Int
+        /// What the server did with each write it received during this step, in its words
+        /// (`POST /posts Idempotency-Key …: applied (201), connection dropped without an answer`).
+        public var serverWrites: [String]
     }
 
     /// The post the scenario writes.
@@ -46,11 +50,15 @@ public struct OfflineWriteScenario: Sendable {
         defer { try? FileManager.default.removeItem(at: directory) }
         let outboxDirectory = directory.appendingPathComponent("outbox", isDirectory: true)
         let cacheDirectory = directory.appendingPathComponent("posts", isDirectory: true)
-        let clock = DemoClock()
+        // Whole seconds: the outbox's files keep times in milliseconds, and a time read back a hair
+        // later than it was written would leave a write "not yet due" on a clock that stands still.
+        let clock = DemoClock(startingAt: Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down)))
         let client = CountingHTTPClient()
         let quiet = Logger(label: "strata.demo", factory: { _ in SwiftLogNoOpLogHandler() })
         let environment = LoadEnvironment(now: clock.dates, clock: clock, logger: quiet)
         let delivered = Locked<[(PendingPost, PostsRepositoryExample.Post)]>([])
+        let serverWrites = Locked<[String]>([])
+        server.onWrite { event in serverWrites.withLock { $0.append(event.description) } }
 
         /// One launch of the app: a new outbox and repository over the same directories.
         struct Launch {
@@ -83,10 +91,15 @@ public struct OfflineWriteScenario: Sendable {
             let receivedBefore = server.requests.count
             let (shown, served) = try await body()
             let queued = try await currentOutbox?.entries().filter(\.isPending).count ?? 0
+            let writes = serverWrites.withLock { writes in
+                defer { writes = [] }
+                return writes
+            }
             let result = Step(
                 title: title, shown: shown, list: served?.value, pendingInList: served?.provenance.pendingWrites ?? 0,
                 queued: queued, filesOnDisk: Self.entryFiles(in: outboxDirectory), serverPosts: server.posts.count,
-                requestsSent: client.requestCount - sentBefore, requestsReceived: server.requests.count - receivedBefore)
+                requestsSent: client.requestCount - sentBefore, requestsReceived: server.requests.count - receivedBefore,
+                serverWrites: writes)
             steps.append(result)
             write("")
             write("\(steps.count). \(title)")
@@ -95,6 +108,7 @@ public struct OfflineWriteScenario: Sendable {
             if let served { write("   provenance \(served.provenance)") }
             for detail in details { write("   \(detail)") }
             write("   outbox     \(result.queued) queued, \(result.filesOnDisk) file\(result.filesOnDisk == 1 ? "" : "s") on disk")
+            for event in result.serverWrites { write("   server     \(event)") }
             write("   server     holds \(result.serverPosts) post\(result.serverPosts == 1 ? "" : "s")")
             write("   network    \(Narration.network(sent: result.requestsSent, answered: result.requestsReceived))")
         }
@@ -133,11 +147,25 @@ public struct OfflineWriteScenario: Sendable {
             return (Self.describe(served.value), served)
         }
 
+        // The server is back, but its answer to the first attempt is lost: it applies the write,
+        // then drops the connection before a byte of answer.
         try await server.goOnline()
+        server.faults = .init(writeFault: .dropAfterApply, remainingWriteFaults: 1)
         second.outbox.connectivityChanged(isOnline: true)
         try await step(
             "Online: the outbox sends the post", "the server is back; the outbox drains (what outbox.run() does when connectivity returns)",
             details: ["key        Idempotency-Key \(pending.idempotencyKey) (chosen when the user pressed \"Post\")"]
+        ) {
+            let report = try await second.outbox.drain()
+            let entry = try await second.outbox.entries().first
+            let failure = entry?.lastFailure.map { "\($0.class.rawValue): \($0.message)" } ?? "none"
+            let retryIn = entry.map { Duration.seconds($0.nextAttemptAt.timeIntervalSince(clock.date)).formattedAge } ?? "n/a"
+            return ("\(report.delivered) delivered; the answer was lost (\(failure)); next attempt in \(retryIn), same key", nil)
+        }
+
+        clock.skip(.seconds(1))
+        try await step(
+            "A second later: the outbox sends it again", "the backoff is over; the write goes out again with the same Idempotency-Key"
         ) {
             let report = try await second.outbox.drain()
             let created = delivered.withLock { $0 }.map { "post \($0.1.id) \"\($0.1.title)\"" }.joined(separator: ", ")
@@ -150,12 +178,13 @@ public struct OfflineWriteScenario: Sendable {
             return (Self.describe(served.value), served)
         }
 
-        let keyed = server.requests.filter { $0.method == "POST" && $0.path == "/posts" }
+        let record = server.idempotencyKey(pending.idempotencyKey)
         await server.stop()
         write("")
-        write(
-            "Written once, queued in a file, sent after a relaunch: \(server.posts.count) post\(server.posts.count == 1 ? "" : "s") on the server "
-                + "for \(keyed.count) POST\(keyed.count == 1 ? "" : "s") carrying one Idempotency-Key.")
+        write("The server's record of Idempotency-Key \(pending.idempotencyKey): "
+            + "\(record?.requests ?? 0) requests, applied \(record?.applied ?? 0), answered again from the record \(record?.replayed ?? 0).")
+        write("Written offline, queued in a file, sent after a relaunch, its answer lost and sent again: "
+            + "\(server.posts.count) post\(server.posts.count == 1 ? "" : "s") on the server.")
         return steps
     }
 
