@@ -180,6 +180,24 @@ struct OutboxFailureTests {
         #expect(server.requests.count == 2)
     }
 
+    @Test("a 409 with Retry-After (the key's first request still in progress) waits and sends again; it is no conflict")
+    func conflictWithRetryAfterIsRetried() async throws {
+        let server = ScriptedServer { request, index in
+            index == 0 ? HTTPReply(url: request.url, statusCode: 409, headers: ["Retry-After": "5"]) : HTTPReply(url: request.url, statusCode: 201)
+        }
+        let fixture = try OutboxFixture(server: server)
+        let outbox = fixture.outbox()   // the manual conflict policy: a conflict would park it
+        let (request, body) = OutboxFixture.post()
+        let entry = try await outbox.enqueue(request, body: body)
+        #expect(try await outbox.drain().deferred == 1)
+        let waiting = try #require(try await outbox.entry(entry.id))
+        #expect(waiting.lastFailure?.class == .transient)
+        #expect(waiting.nextAttemptAt == fixture.clock.date.addingTimeInterval(10), "the backoff, as it is longer than Retry-After")
+        fixture.clock.advance(by: .seconds(10))
+        #expect(try await outbox.drain().delivered == 1)
+        #expect(server.requests.map { $0.request.headerFields[HTTPField.Name("Idempotency-Key")!] } == [entry.idempotencyKey, entry.idempotencyKey])
+    }
+
     @Test(
         "backoff grows exponentially, is capped, and jitter only shortens it",
         arguments: [(1, 0.0, 10.0), (2, 0.0, 20.0), (3, 0.0, 40.0), (20, 0.0, 300.0), (1, 0.999_999, 5.0), (3, 0.5, 30.0)])
@@ -297,7 +315,7 @@ struct OutboxFailureTests {
         #expect(try await outbox.drain().delivered == 1)
     }
 
-    @Test("a 422 parks the write with its status and body; it is never dropped", arguments: [400, 403, 404, 410, 422])
+    @Test("a 422 parks the write with its status and body; it is never dropped", arguments: [400, 403, 404, 410, 422, 501, 505])
     func permanentFailureParks(status: Int) async throws {
         let server = ScriptedServer { request, _ in
             HTTPReply(url: request.url, statusCode: status, body: Data(#"{"error":"title is required"}"#.utf8))

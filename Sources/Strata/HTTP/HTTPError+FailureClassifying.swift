@@ -22,7 +22,13 @@ extension HTTPError: FailureClassifying {
 
     /// The `Retry-After` of a 429 or 503 response: delay-seconds or an HTTP-date (RFC 9110 §10.2.3).
     public func requestedRetryDelay(now: Date) -> Duration? {
-        guard case .status(let code, _, let fields, _) = self, code == 429 || code == 503,
+        guard case .status(let code, _, _, _) = self, code == 429 || code == 503 else { return nil }
+        return retryAfter(now: now)
+    }
+
+    /// The response's `Retry-After`, whatever its status: delay-seconds or an HTTP-date.
+    func retryAfter(now: Date) -> Duration? {
+        guard case .status(_, _, let fields, _) = self,
               let value = fields[.retryAfter]?.trimmingCharacters(in: .whitespaces)
         else { return nil }
         if let seconds = Int(value), seconds >= 0 { return .seconds(seconds) }

@@ -21,8 +21,8 @@ extension Outbox {
         var disposition: Disposition
     }
 
-    /// The class of `error`: no answer and 408/429/5xx are retried, 401 refreshes, 409/412 are
-    /// conflicts, anything else parks the write.
+    /// The class of `error`: no answer and 408/429/5xx (but 501 and 505) are retried, as is a 409
+    /// with `Retry-After`; 401 refreshes, 409/412 are conflicts, anything else parks the write.
     static func classify(_ error: any Error, at now: Date) -> Classified {
         if let conflict = error as? OutboxConflict {
             return Classified(
@@ -45,9 +45,20 @@ extension Outbox {
                 if code == 401 {
                     return Classified(failure: failure(.unauthorized), body: body, disposition: .unauthorized)
                 }
+                // A 409 that asks to be retried later is the Idempotency-Key draft's "a request with this
+                // key is still being processed" (the first attempt's answer was lost while the server
+                // was still applying it): wait and send again, as for a 503.
+                if code == 409, let requested = http.retryAfter(now: now) {
+                    return Classified(failure: failure(.transient), body: body, disposition: .retryLater(requested: requested))
+                }
                 if code == 409 || code == 412 {
                     let conflict = OutboxConflict(status: code, serverVersion: fields[.eTag], body: body)
                     return Classified(failure: failure(.conflict), body: body, disposition: .conflict(conflict))
+                }
+                // 501 Not Implemented and 505 HTTP Version Not Supported say the server cannot do this
+                // at all: sending it again changes nothing.
+                if code == 501 || code == 505 {
+                    return Classified(failure: failure(.permanent), body: body, disposition: .park(.rejected))
                 }
                 if http.isTransientFailure {
                     return Classified(

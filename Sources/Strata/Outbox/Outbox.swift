@@ -21,7 +21,8 @@ import Metrics
 ///   when an acknowledgement was lost and the write is sent again.
 /// - **Ordered.** Writes of one scope are delivered one at a time, in the order they were queued;
 ///   scopes run in parallel, and a scope that keeps failing never holds up another.
-/// - **Failures.** No answer, 408, 429 and 5xx are retried with a jittered backoff
+/// - **Failures.** No answer, 408, 429, 5xx (but 501 and 505) and a 409 with `Retry-After` (the
+///   Idempotency-Key draft's "still processing") are retried with a jittered backoff
 ///   (``OutboxRetryPolicy``, honouring `Retry-After`), not at all while ``connectivityChanged(isOnline:)``
 ///   says the device is offline, and at once when it comes back. 401 runs the kind's auth-refresh
 ///   hook, then sends once more. 409/412 go to the kind's ``OutboxConflictPolicy``. Any other
@@ -241,7 +242,11 @@ public final class Outbox: Sendable, CustomStringConvertible {
     }
 
     static func deliveryOrder(_ a: OutboxEntry, _ b: OutboxEntry) -> Bool {
-        (a.scope, a.sequence, a.id.uuidString) < (b.scope, b.sequence, b.id.uuidString)
+        // Field by field: a tuple comparison would format both ids as strings (a `snprintf` each) on
+        // every comparison, though sequences never tie within one outbox.
+        if a.scope != b.scope { return a.scope < b.scope }
+        if a.sequence != b.sequence { return a.sequence < b.sequence }
+        return a.id.uuidString < b.id.uuidString
     }
 
     // MARK: Dead letters
