@@ -50,7 +50,8 @@ public struct OutboxLocation: Sendable, CustomStringConvertible {
         var close: @Sendable () async -> Void = {}
     }
 
-    /// Opens the storage. Throws ``OutboxLocationError`` when it cannot.
+    /// Opens the storage. Throws ``OutboxLocationError`` when the location is incomplete, a
+    /// `StoreError` when the SQLite file or the PostgreSQL URL cannot be used.
     func open(logger: Logger) async throws -> Opened {
         switch store {
         case .file:
@@ -63,19 +64,6 @@ public struct OutboxLocation: Sendable, CustomStringConvertible {
             // Connects on first use: an unreachable database fails the first operation, as a StoreError.
             let storage = try PostgresOutboxStorage(url: postgresURL, table: postgresTable, logger: logger)
             return Opened(storage: storage, close: { await storage.shutdown() })
-        }
-    }
-}
-
-/// Why ``OutboxLocation`` could not open its storage.
-enum OutboxLocationError: Error, CustomStringConvertible {
-    /// `--store postgres` without a database URL.
-    case missingPostgresURL
-
-    var description: String {
-        switch self {
-        case .missingPostgresURL:
-            "--store postgres needs --postgres-url or the STRATA_POSTGRES_URL environment variable"
         }
     }
 }
