@@ -9,12 +9,30 @@ public struct ServeCommand: AsyncParsableCommand {
         commandName: "serve",
         abstract: "Run the demo server (feed JSON, posts REST) with faults you can turn on.",
         discussion: """
-            Routes: GET /feed, GET /posts/{id}, POST /posts with {"title","body"}.
+            Routes: GET /feed, GET /posts/{id}, POST /posts with {"title","body"},
+            PUT /posts/{id}, PATCH /posts/{id}, DELETE /posts/{id} (these honour If-Match: 412).
             GET /feed sends ETag and Last-Modified and answers If-None-Match / If-Modified-Since with 304.
+
+            Writes honour Idempotency-Key (IETF httpapi draft): the first request with a key is
+            applied and its answer recorded; a repeat gets the recorded answer (same status and
+            body, Idempotent-Replayed: true) and is not applied again; the key with a different
+            body gets 422; a repeat while the first is in flight gets 409. Every write is printed,
+            with the key it carried and what the server did. --ignore-idempotency-keys turns this
+            off (a repeat is applied again), to see what a client without it would cause.
+
+            --write-fault hits writes only (POST, PUT, PATCH, DELETE), never reads:
+              503 (or any status from 400 to 599)  answer it, not applied (Retry-After with --retry-after)
+              drop-after-apply   apply the write, record its key, then reset the connection without
+                                 an answer (the lost acknowledgement); a retry with the same key
+                                 gets the recorded answer
+              409                answer 409 Conflict with the resource's current ETag, not applied
+              422                answer 422 with a JSON problem body, not applied
+            --write-fault-count N limits it to the next N writes.
 
             While it runs, type a command and Enter to change faults live:
               offline | online | status CODE [RATE] | healthy | latency DURATION | truncate on|off |
-              cache-control VALUE|off | help | quit
+              cache-control VALUE|off | write-fault FAULT [COUNT] | write-fault off |
+              idempotency on|off | help | quit
             `offline` stops listening (connections are refused) until `online`, on the same port.
             Stop with Ctrl-C or `quit`.
             """
@@ -47,6 +65,17 @@ public struct ServeCommand: AsyncParsableCommand {
     @Flag(help: "Start offline: refuse connections until the `online` command.")
     var offline = false
 
+    @Option(help: ArgumentHelp(
+        "Answer writes (POST, PUT, PATCH, DELETE) with a fault: a status (503, 500, …), drop-after-apply, 409 or 422.",
+        valueName: "fault"))
+    var writeFault: String?
+
+    @Option(help: "Apply --write-fault to the next N writes only (default: every write).")
+    var writeFaultCount: Int?
+
+    @Flag(help: "Apply every write, even one whose Idempotency-Key was seen before (idempotency off).")
+    var ignoreIdempotencyKeys = false
+
     public init() {}
 
     public func validate() throws {
@@ -56,6 +85,11 @@ public struct ServeCommand: AsyncParsableCommand {
             throw ValidationError("--retry-after must be a number of seconds from 0 to \(CacheControl.maxDeltaSeconds)")
         }
         guard (0...65_535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") }
+        if let writeFault, DemoServer.WriteFault(writeFault) == nil {
+            throw ValidationError("--write-fault must be a status from 400 to 599, drop-after-apply, 409 or 422 (not '\(writeFault)')")
+        }
+        if let writeFaultCount, writeFaultCount < 0 { throw ValidationError("--write-fault-count must not be negative") }
+        if writeFaultCount != nil, writeFault == nil { throw ValidationError("--write-fault-count needs --write-fault") }
     }
 
     public func run() async throws {
@@ -67,12 +101,19 @@ public struct ServeCommand: AsyncParsableCommand {
         }
         server.faults = .init(
             status: status, errorRate: errorRate, retryAfterSeconds: retryAfter, latency: latency?.duration,
-            truncateBodies: truncate, cacheControl: cacheControl)
+            truncateBodies: truncate, cacheControl: cacheControl,
+            writeFault: writeFault.flatMap { DemoServer.WriteFault($0, retryAfterSeconds: retryAfter) },
+            remainingWriteFaults: writeFaultCount)
+        server.honoursIdempotencyKeys = !ignoreIdempotencyKeys
+        server.onWrite { event in StandardOutput.writeLine("  write: \(event)") }
         let control = ServeControl(server: server)
         StandardOutput.writeLine("strata serve: listening on \(server.baseURL.absoluteString)")
         StandardOutput.writeLine("  GET  \(server.baseURL.absoluteString)/feed        the demo feed (JSON; ETag, Last-Modified, 304)")
         StandardOutput.writeLine("  GET  \(server.baseURL.absoluteString)/posts/{id}  a post (JSON); 404 when unknown")
         StandardOutput.writeLine("  POST \(server.baseURL.absoluteString)/posts       create a post from {\"title\",\"body\"}")
+        StandardOutput.writeLine("  PUT|PATCH|DELETE \(server.baseURL.absoluteString)/posts/{id}  change a post (If-Match honoured)")
+        StandardOutput.writeLine(
+            "  writes honour Idempotency-Key: " + (server.honoursIdempotencyKeys ? "yes" : "no (--ignore-idempotency-keys)"))
         StandardOutput.writeLine("  faults: \(ServeControl.describe(server.faults))")
         if offline { StandardOutput.writeLine(await control.apply("offline")) }
         StandardOutput.writeLine("Type a command and Enter: \(ServeControl.commandSummary)")
@@ -99,7 +140,8 @@ public struct ServeCommand: AsyncParsableCommand {
 /// The live commands of `strata serve`, applied to a running server.
 public struct ServeControl: Sendable {
     public static let commandSummary =
-        "offline | online | status CODE [RATE] | healthy | latency DURATION | truncate on|off | cache-control VALUE|off | help | quit"
+        "offline | online | status CODE [RATE] | healthy | latency DURATION | truncate on|off | cache-control VALUE|off | "
+        + "write-fault FAULT [COUNT]|off | idempotency on|off | help | quit"
     public static let quitReply = "quit"
 
     let server: DemoServer
@@ -148,6 +190,27 @@ public struct ServeControl: Sendable {
             let value = words.dropFirst().joined(separator: " ")
             server.faults.cacheControl = value.lowercased() == "off" ? nil : value
             return "faults: \(Self.describe(server.faults))"
+        case ("write-fault", 2) where words[1].lowercased() == "off":
+            server.faults.writeFault = nil
+            server.faults.remainingWriteFaults = nil
+            return "faults: \(Self.describe(server.faults))"
+        case ("write-fault", 2), ("write-fault", 3):
+            guard let fault = DemoServer.WriteFault(words[1], retryAfterSeconds: server.faults.retryAfterSeconds) else {
+                return "usage: write-fault FAULT [COUNT], FAULT a status from 400 to 599, drop-after-apply, 409 or 422; or write-fault off"
+            }
+            var count: Int?
+            if words.count == 3 {
+                guard let parsed = Int(words[2]), parsed >= 0 else { return "usage: write-fault FAULT [COUNT], COUNT a number of writes" }
+                count = parsed
+            }
+            server.faults.writeFault = fault
+            server.faults.remainingWriteFaults = count
+            return "faults: \(Self.describe(server.faults))"
+        case ("idempotency", 2) where ["on", "off"].contains(words[1].lowercased()):
+            server.honoursIdempotencyKeys = words[1].lowercased() == "on"
+            return server.honoursIdempotencyKeys
+                ? "idempotency: on (a repeated Idempotency-Key gets the recorded answer)"
+                : "idempotency: off (every write is applied, repeated keys too)"
         case ("help", 1):
             return "commands: \(Self.commandSummary)"
         case ("quit", 1), ("exit", 1):
@@ -168,6 +231,12 @@ public struct ServeControl: Sendable {
         if let latency = faults.latency { parts.append("+\(DurationText.format(latency)) latency") }
         if faults.truncateBodies { parts.append("truncated bodies") }
         if let cacheControl = faults.cacheControl { parts.append("Cache-Control: \(cacheControl)") }
+        if let writeFault = faults.writeFault {
+            var part = "writes: \(writeFault)"
+            if case .status(_, let retryAfter?) = writeFault { part += " (Retry-After \(retryAfter)s)" }
+            if let remaining = faults.remainingWriteFaults { part += " on the next \(remaining)" }
+            parts.append(part)
+        }
         return parts.isEmpty ? "none" : parts.joined(separator: ", ")
     }
 }

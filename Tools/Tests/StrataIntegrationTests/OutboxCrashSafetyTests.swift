@@ -22,7 +22,10 @@ import Glibc
 /// the replay then takes over a hundred more).
 @Suite("Crash safety: SIGKILL while queueing and replaying writes", .serialized)
 struct OutboxCrashSafetyTests {
-    static let seed: UInt64 = (ProcessInfo.processInfo.environment["STRATA_CRASH_SEED"].flatMap { UInt64($0) } ?? 20_260_101) ^ 14
+    /// `STRATA_CRASH_SEED` (what the messages print, so a run can be replayed), and the generator's
+    /// seed drawn from it.
+    static let replaySeed: UInt64 = ProcessInfo.processInfo.environment["STRATA_CRASH_SEED"].flatMap { UInt64($0) } ?? 20_260_101
+    static let seed: UInt64 = replaySeed ^ 14
     static let kills = ProcessInfo.processInfo.environment["STRATA_CRASH_KILLS"].flatMap { Int($0) } ?? 150
     /// For each phase: a loop still running after this fails instead of running on.
     static let budget: Duration = .seconds(150)
@@ -144,7 +147,7 @@ struct OutboxCrashSafetyTests {
         var inFlightKept = 0
         while enqueueKills < kills {
             guard clock.now - started < budget else {
-                Issue.record("seed \(seed): only \(enqueueKills) enqueue kills within \(budget)")
+                Issue.record("STRATA_CRASH_SEED=\(replaySeed): only \(enqueueKills) enqueue kills within \(budget)")
                 break
             }
             let acks = Int.random(in: 1...2, using: &random)
@@ -154,7 +157,7 @@ struct OutboxCrashSafetyTests {
                 try KillLoop.killDuringWrite(arguments, afterAcks: acks, spin: spin, stderrFile: stderrFile)
             }
             enqueueKills += 1
-            let context = "seed \(seed), enqueue kill \(enqueueKills)"
+            let context = "STRATA_CRASH_SEED=\(replaySeed), enqueue kill \(enqueueKills)"
             #expect(point.status == 128 + SIGKILL, "\(context): the writer ended with \(point.status)")
             let acknowledged = try #require(point.acknowledged, "\(context): nothing acknowledged")
             queued = try await reader.read(context: context).keys.sorted()
@@ -164,7 +167,7 @@ struct OutboxCrashSafetyTests {
             if inFlightQueued { inFlightKept += 1 }
             next = (inFlightQueued ? point.inFlight! : acknowledged) + 1
         }
-        queued = try await reader.read(context: "seed \(seed), after the queueing kills", everything: true).keys.sorted()
+        queued = try await reader.read(context: "STRATA_CRASH_SEED=\(replaySeed), after the queueing kills", everything: true).keys.sorted()
         let total = queued.count
 
         // Phase 2: kills while replaying, each after 1–3 writes the server accepted and one in flight,
@@ -177,7 +180,7 @@ struct OutboxCrashSafetyTests {
         var finished = false
         while !finished {
             guard clock.now - started < budget * 2 else {
-                Issue.record("seed \(seed): the replay did not finish within the budget")
+                Issue.record("STRATA_CRASH_SEED=\(replaySeed): the replay did not finish within the budget")
                 break
             }
             let acks = Int.random(in: 1...2, using: &random)
@@ -189,7 +192,7 @@ struct OutboxCrashSafetyTests {
             let ended = try await TwoProcessTests.offPool {
                 try ReplayKill.run(arguments, afterAcks: acks, atAnswer: atAnswer, spin: spin, stderrFile: stderrFile)
             }
-            let context = "seed \(seed), replay run \(replayKills + 1)"
+            let context = "STRATA_CRASH_SEED=\(replaySeed), replay run \(replayKills + 1)"
             if ended.finished {
                 #expect(ended.status == 0, "\(context): the writer ended with \(ended.status)")
                 finished = true
@@ -213,20 +216,20 @@ struct OutboxCrashSafetyTests {
 
         let applied = appliedRounds(server)
         let duplicates = Dictionary(grouping: applied, by: { $0 }).filter { $0.value.count > 1 }.keys.sorted()
-        #expect(duplicates.isEmpty, "seed \(seed): rounds applied twice: \(duplicates.prefix(10))")
-        #expect(applied.sorted() == queued, "seed \(seed): the server holds \(applied.count) of \(total) rounds")
-        #expect(try await reader.read(context: "seed \(seed), after the replay", everything: true).isEmpty)
-        #expect(killsAfterApply > 0, "seed \(seed): no kill landed between the server applying a write and the outbox removing it")
+        #expect(duplicates.isEmpty, "STRATA_CRASH_SEED=\(replaySeed): rounds applied twice: \(duplicates.prefix(10))")
+        #expect(applied.sorted() == queued, "STRATA_CRASH_SEED=\(replaySeed): the server holds \(applied.count) of \(total) rounds")
+        #expect(try await reader.read(context: "STRATA_CRASH_SEED=\(replaySeed), after the replay", everything: true).isEmpty)
+        #expect(killsAfterApply > 0, "STRATA_CRASH_SEED=\(replaySeed): no kill landed between the server applying a write and the outbox removing it")
         // Each write still queued after the server applied it was sent again, and answered from the
         // record, not applied again.
         let notReplayed = appliedButQueued.filter { (server.idempotencyKey($0.value)?.replayed ?? 0) == 0 }.keys.sorted()
-        #expect(notReplayed.isEmpty, "seed \(seed): applied but queued, never answered again from the record: \(notReplayed.prefix(10))")
+        #expect(notReplayed.isEmpty, "STRATA_CRASH_SEED=\(replaySeed): applied but queued, never answered again from the record: \(notReplayed.prefix(10))")
         let resent = server.idempotencyKeys.filter { $0.replayed > 0 }.count
         let overApplied = server.idempotencyKeys.filter { $0.applied != 1 }.map(\.key)
-        #expect(overApplied.isEmpty, "seed \(seed): keys applied other than once: \(overApplied.prefix(10))")
+        #expect(overApplied.isEmpty, "STRATA_CRASH_SEED=\(replaySeed): keys applied other than once: \(overApplied.prefix(10))")
         let seconds = (clock.now - started) / .seconds(1)
         print(
-            "OutboxCrashSafety seed \(seed): \(enqueueKills) kills while queueing (in-flight write kept \(inFlightKept)×), "
+            "OutboxCrashSafety STRATA_CRASH_SEED=\(replaySeed): \(enqueueKills) kills while queueing (in-flight write kept \(inFlightKept)×), "
                 + "\(total) writes queued, \(replayKills) kills while replaying (\(killsAfterApply) after the server applied a write "
                 + "and before the outbox removed it, \(appliedButQueued.count) such writes, \(resent) answered again from the record); "
                 + "lost 0, applied twice \(duplicates.count), torn 0; \(String(format: "%.1f", seconds)) s")
