@@ -57,8 +57,8 @@ public struct OfflineWriteScenario: Sendable {
         let quiet = Logger(label: "strata.demo", factory: { _ in SwiftLogNoOpLogHandler() })
         let environment = LoadEnvironment(now: clock.dates, clock: clock, logger: quiet)
         let delivered = Locked<[(PendingPost, PostsRepositoryExample.Post)]>([])
-        let serverWrites = Locked<[String]>([])
-        server.onWrite { event in serverWrites.withLock { $0.append(event.description) } }
+        let serverWrites = Locked<[DemoServer.WriteEvent]>([])
+        server.onWrite { event in serverWrites.withLock { $0.append(event) } }
 
         /// One launch of the app: a new outbox and repository over the same directories.
         struct Launch {
@@ -99,7 +99,8 @@ public struct OfflineWriteScenario: Sendable {
                 title: title, shown: shown, list: served?.value, pendingInList: served?.provenance.pendingWrites ?? 0,
                 queued: queued, filesOnDisk: Self.entryFiles(in: outboxDirectory), serverPosts: server.posts.count,
                 requestsSent: client.requestCount - sentBefore, requestsReceived: server.requests.count - receivedBefore,
-                serverWrites: writes)
+                serverWrites: writes.map(\.description))
+            let answered = result.requestsReceived - writes.filter(\.connectionDropped).count
             steps.append(result)
             write("")
             write("\(steps.count). \(title)")
@@ -110,7 +111,7 @@ public struct OfflineWriteScenario: Sendable {
             write("   outbox     \(result.queued) queued, \(result.filesOnDisk) file\(result.filesOnDisk == 1 ? "" : "s") on disk")
             for event in result.serverWrites { write("   server     \(event)") }
             write("   server     holds \(result.serverPosts) post\(result.serverPosts == 1 ? "" : "s")")
-            write("   network    \(Narration.network(sent: result.requestsSent, answered: result.requestsReceived))")
+            write("   network    \(Narration.network(sent: result.requestsSent, answered: answered))")
         }
 
         // Launch 1: the server is down.
