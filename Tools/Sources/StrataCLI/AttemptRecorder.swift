@@ -3,12 +3,7 @@ import Strata
 
 /// The transport the CLI's outbox sends through: it remembers the last answer (or failure) per
 /// `Idempotency-Key`, so `strata send` and `strata outbox drain` can report `sent 201` or why a write
-/// stays queued, and it makes a 501 or 505 a permanent failure.
-///
-/// The outbox retries every 5xx. Two of them say the server will never accept the request as it
-/// is: 501 Not Implemented (it does not support the method, RFC 9110 §15.6.2) and 505 HTTP Version
-/// Not Supported. Sending the same write again cannot help, so the CLI parks it at once
-/// (``ServerCannotHandle`` is not transient) instead of retrying it until the retention limit.
+/// stays queued. It changes nothing: the outbox classifies the answers.
 struct AttemptRecorder: HTTPTransport {
     /// What the last attempt of one write got.
     enum Attempt: Sendable, Equatable {
@@ -33,11 +28,7 @@ struct AttemptRecorder: HTTPTransport {
             if let key { attempts.record(.unanswered(reason: Redaction.redactingSecrets(in: "\(error)")), for: key) }
             throw error
         }
-        let code = reply.status.code
-        if let key { attempts.record(.answered(status: code, body: Data(reply.body.prefix(65_536))), for: key) }
-        if code == 501 || code == 505 {
-            throw ServerCannotHandle(status: code, method: request.method.rawValue, url: reply.url, body: Data(reply.body.prefix(200)))
-        }
+        if let key { attempts.record(.answered(status: reply.status.code, body: Data(reply.body.prefix(65_536))), for: key) }
         return reply
     }
 

@@ -94,8 +94,8 @@ struct OutboxCLIProcessTests {
 
             #expect(sent.status == 2, "\(sent.stdout) \(sent.stderr)")
             #expect(sent.stdout.hasPrefix("parked "), "\(sent.stdout)")
-            #expect(sent.stdout.contains("the server does not implement POST"), "\(sent.stdout)")
-            #expect(sent.stderr.contains("HTTP 501"), "\(sent.stderr)")
+            #expect(sent.stdout.contains(": HTTP 501, rejected by the server; "), "\(sent.stdout)")
+            #expect(sent.stderr.contains("was refused: HTTP 501: "), "\(sent.stderr)")
             #expect(sent.stderr.contains("Unsupported method"), "the start of Python's answer: \(sent.stderr)")
             #expect(server.logText().contains("\"POST /posts HTTP/1.1\" 501"), "\(server.logText())")
 
@@ -104,7 +104,8 @@ struct OutboxCLIProcessTests {
             #expect(objects.count == 1)
             #expect(objects.first?["state"] as? String == "parked")
             #expect(objects.first?["reason"] as? String == "rejected")
-            #expect((objects.first?["lastError"] as? String)?.contains("HTTP 501") == true)
+            #expect(objects.first?["status"] as? Int == 501)
+            #expect((objects.first?["lastError"] as? String)?.contains("Unsupported method") == true)
 
             let drained = try await Self.run(["outbox", "drain", "--cache-dir", cache])
             #expect(drained.status == 0, "a parked write is not sent again by a drain: \(drained.stderr)")
