@@ -17,7 +17,9 @@ struct OfflinePostingTests {
     }
 
     static func launch(_ server: DemoServer, in directory: TemporaryDirectory, clock: ManualClock, delivered: Locked<[Post]>) -> Launch {
-        let outbox = PostsEnvironment.makeOutbox(directory: directory.appending("outbox"), environment: clock.environment())
+        // The parked-write warnings go to a capture, not the test output.
+        let outbox = PostsEnvironment.makeOutbox(
+            directory: directory.appending("outbox"), environment: clock.environment(logger: LogCapture().logger))
         let environment = PostsEnvironment.production(
             baseURL: server.baseURL, cacheDirectory: directory.appending("posts"), outbox: outbox)
         let repo = environment.makePostRepo { _, post in delivered.withLock { $0.append(post) } }

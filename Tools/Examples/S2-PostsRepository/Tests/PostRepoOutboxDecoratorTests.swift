@@ -14,11 +14,14 @@ struct PostRepoOutboxDecoratorTests {
         .status(code: code, url: postsURL, headerFields: [:], body: Data())
     }
 
+    /// What the outboxes of these tests log.
+    let logs = LogCapture()
+
     func makeSUT(
         inner: PostRepoSpy = PostRepoSpy(created: .success(hello)),
         delivered: (@Sendable (PendingPost, Post) async -> Void)? = nil
     ) -> (sut: PostRepoOutboxDecorator, inner: PostRepoSpy, outbox: Outbox) {
-        let outbox = Outbox(storage: MemoryOutboxStorage(), environment: ManualClock().environment())
+        let outbox = Outbox(storage: MemoryOutboxStorage(), environment: ManualClock().environment(logger: logs.logger))
         return (PostRepoOutboxDecorator(inner: inner, outbox: outbox, delivered: delivered), inner, outbox)
     }
 
@@ -128,6 +131,8 @@ struct PostRepoOutboxDecoratorTests {
 
         #expect(try await sut.pendingPosts().isEmpty)
         #expect(try await outbox.deadLetters().map(\.deadLetter?.status) == [422], "kept as a dead letter, not dropped")
+        let parked = logs.entries.filter { $0.message == "outbox write parked as a dead letter" }
+        #expect(parked.map { $0.metadata["outbox.kind"] } == ["\(PostRepoOutboxDecorator.createKind)"])
     }
 
     @Test func createPost_isForwardedAndStillThrowsWhenTheServerCannotBeReached() async throws {
