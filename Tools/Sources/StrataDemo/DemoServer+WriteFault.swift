@@ -103,8 +103,9 @@ extension DemoServer {
     public struct IdempotencyKeyRecord: Sendable, Equatable {
         /// The key (quotes of a structured-field string removed).
         public var key: String
-        /// The method and path of the first request that carried it.
+        /// The method of the first request that carried it.
         public var method: String
+        /// The path of the first request that carried it.
         public var path: String
         /// Requests that carried it.
         public var requests: Int
@@ -121,7 +122,9 @@ extension DemoServer {
 
     /// A write the server applied.
     public struct AppliedWrite: Sendable, Equatable {
+        /// `POST`, `PUT`, `PATCH` or `DELETE`.
         public var method: String
+        /// The request's path.
         public var path: String
         /// The key it carried, if any.
         public var idempotencyKey: String?
