@@ -91,8 +91,9 @@ public struct OutboxStorageContractViolations: Error, CustomStringConvertible {
 /// ```
 /// `makeStorage` must return an empty storage at a location of its own for every call (each case
 /// makes one). Give ``reopen`` for persistent storages and ``corruption`` for storages that read bytes
-/// back. The entries the contract saves carry dates on whole milliseconds that are exact binary
-/// fractions of a second, so any encoding that keeps milliseconds round-trips them exactly.
+/// back. Dates must come back exactly as saved: one of the contract's entries is due at a time with a
+/// fraction of a millisecond, as a live `Date()` has (an outbox on a clock that stands still would
+/// otherwise find a write read back from disk not yet due).
 public struct OutboxStorageContract<S: OutboxStorage>: Sendable {
     /// Damages a stored entry, for ``OutboxStorageContractCase/unreadableEntryIsSetAsideNotDeleted``.
     public struct Corruption: Sendable {
@@ -296,7 +297,7 @@ public struct OutboxStorageContract<S: OutboxStorage>: Sendable {
         let full = OutboxEntry(
             id: UUID(uuidString: "0194F3A2-7B10-7C3D-8E4F-A1B2C3D4E5F6")!, sequence: 41, scope: "post/42 — ü",
             kind: "http", payload: bytes, host: "api.example.com", baseVersion: "\"etag-ü\"", createdAt: date(1.25),
-            attempts: 4, nextAttemptAt: date(600.5),
+            attempts: 4, nextAttemptAt: Date(timeIntervalSinceReferenceDate: 786_000_600.123_456_789),
             lastFailure: OutboxFailure(class: .transient, message: "503 Service Unavailable", status: 503, at: date(300.75)),
             state: .parked(DeadLetter(reason: .rejected, detail: "422: title is empty", status: 422, body: Data(#"{"error":"empty"}"#.utf8), parkedAt: date(301.5))))
         // Retried from the dead letters: back in the queue, with a queuedAt later than its createdAt.

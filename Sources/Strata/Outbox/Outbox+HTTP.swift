@@ -127,12 +127,13 @@ extension Outbox {
 public struct OutboxReachabilityTransport<Base: HTTPTransport>: HTTPTransport {
     /// The transport that sends.
     public let base: Base
-    /// The outbox told about hosts that answered.
-    public let outbox: Outbox
+    /// The outbox told about hosts that answered. Held weakly: an outbox's HTTP handler may send
+    /// through this very transport, and a strong reference each way would keep both alive forever.
+    public weak let outbox: Outbox?
 
     public func send(_ request: HTTPRequest, body: Data?, options: HTTPRequestOptions) async throws -> HTTPReply {
         let reply = try await base.send(request, body: body, options: options)
-        if (200..<400).contains(reply.status.code), let host = request.authority.map(Self.host(ofAuthority:)) {
+        if (200..<400).contains(reply.status.code), let outbox, let host = request.authority.map(Self.host(ofAuthority:)) {
             outbox.hostAnswered(host)
         }
         return reply

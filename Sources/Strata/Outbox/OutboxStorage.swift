@@ -99,7 +99,10 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
     /// The file's bytes for `entry`.
     static func encode(_ entry: OutboxEntry) throws -> Data {
         let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .millisecondsSince1970
+        // Dates exactly as they are (seconds since 2001, the shortest decimal that reads back the same
+        // `Double`): milliseconds would move a live `Date()` by up to a millisecond, and an outbox
+        // on a clock that stands still would find a write read back from disk not yet due.
+        encoder.dateEncodingStrategy = .deferredToDate
         encoder.outputFormatting = [.sortedKeys]
         let json = try encoder.encode(entry)
         let hex = SHA256.hexDigest(of: json)
@@ -117,7 +120,7 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
         let hex = SHA256.hexDigest(of: json)
         guard header.dropFirst(magic.count) == hex else { return nil }
         let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .millisecondsSince1970
+        decoder.dateDecodingStrategy = .deferredToDate
         return try? decoder.decode(OutboxEntry.self, from: Data(json))
     }
 
