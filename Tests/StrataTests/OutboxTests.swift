@@ -315,6 +315,21 @@ struct OutboxFailureTests {
         #expect(try await outbox.drain().delivered == 1)
     }
 
+    @Test("an outbox whose handler sends through its own reachability transport is freed when dropped")
+    func reachabilityTransportDoesNotKeepItsOutboxAlive() async throws {
+        let fixture = try OutboxFixture()
+        weak var released: Outbox?
+        do {
+            let outbox = Outbox(storage: fixture.storage, environment: fixture.clock.environment(logger: fixture.logs.logger))
+            outbox.registerHTTP(transport: fixture.server.reportingReachability(to: outbox))
+            let (request, body) = OutboxFixture.post()
+            try await outbox.enqueue(request, body: body)
+            #expect(try await outbox.drain().delivered == 1)
+            released = outbox
+        }
+        #expect(released == nil, "the transport holds the outbox weakly")
+    }
+
     @Test("a 422 parks the write with its status and body; it is never dropped", arguments: [400, 403, 404, 410, 422, 501, 505])
     func permanentFailureParks(status: Int) async throws {
         let server = ScriptedServer { request, _ in
