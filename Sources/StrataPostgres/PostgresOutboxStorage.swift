@@ -179,7 +179,7 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
         entries.reserveCapacity(rows.count)
         for row in rows {
             do {
-                let entry = try OutboxEntryCoding.decode(row.entry)
+                let entry = try OutboxEntry(storageEncoding: row.entry)
                 guard entry.id == row.id else {
                     await setAside(row, reason: "the row's id \(row.id.uuidString.lowercased()) is not the entry's id \(entry.idempotencyKey)")
                     continue
@@ -198,7 +198,7 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
     public func save(_ entry: OutboxEntry) async throws {
         let encoded: Data
         do {
-            encoded = try OutboxEntryCoding.encode(entry)
+            encoded = try entry.encodedForStorage()
         } catch {
             throw StoreError(store: description, operation: .insert, key: entry.idempotencyKey, reason: "entry does not encode: \(error)", underlying: error)
         }

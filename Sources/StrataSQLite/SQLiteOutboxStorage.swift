@@ -158,7 +158,7 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
         let key = entry.idempotencyKey
         let encoded: Data
         do {
-            encoded = try OutboxEntryCoding.encode(entry)
+            encoded = try entry.encodedForStorage()
         } catch {
             throw StoreError(store: description, operation: .insert, key: key, reason: "entry does not encode: \(error)", underlying: error)
         }
@@ -258,7 +258,7 @@ private struct StoredOutboxRow: Sendable {
         }
         let decoded: OutboxEntry
         do {
-            decoded = try OutboxEntryCoding.decode(bytes)
+            decoded = try OutboxEntry(storageEncoding: bytes)
         } catch {
             return .failure(Unreadable(reason: "the entry does not decode: \(error)"))
         }

@@ -98,13 +98,9 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
 
     /// The file's bytes for `entry`.
     static func encode(_ entry: OutboxEntry) throws -> Data {
-        let encoder = JSONEncoder()
-        // Dates exactly as they are (seconds since 2001, the shortest decimal that reads back the same
-        // `Double`): milliseconds would move a live `Date()` by up to a millisecond, and an outbox
-        // on a clock that stands still would find a write read back from disk not yet due.
-        encoder.dateEncodingStrategy = .deferredToDate
-        encoder.outputFormatting = [.sortedKeys]
-        let json = try encoder.encode(entry)
+        // Dates exactly as they are: milliseconds would move a live `Date()` by up to a millisecond,
+        // and an outbox on a clock that stands still would find a write read back from disk not yet due.
+        let json = try entry.encodedForStorage()
         let hex = SHA256.hexDigest(of: json)
         var data = Data((magic + hex + "\n").utf8)
         data.append(json)
@@ -119,9 +115,7 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
         let json = data[data.index(after: newline)...]
         let hex = SHA256.hexDigest(of: json)
         guard header.dropFirst(magic.count) == hex else { return nil }
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .deferredToDate
-        return try? decoder.decode(OutboxEntry.self, from: Data(json))
+        return try? OutboxEntry(storageEncoding: Data(json))
     }
 
     private func saveNow(_ entry: OutboxEntry) throws(StoreError) {
