@@ -70,7 +70,9 @@ extension Outbox {
                 break
             }
         }
-        if error is TimeoutError {
+        // A handler's own `CancellationError` (the drain itself was not cancelled): its request was
+        // cancelled under it, for example by a transport's delegate. No answer: retried later.
+        if error is TimeoutError || error is CancellationError {
             return Classified(
                 failure: OutboxFailure(class: .unreachable, message: "\(error)", at: now), body: nil,
                 disposition: .retryLater(requested: nil))

@@ -53,7 +53,8 @@ extension Outbox {
     public static let httpKind = "http"
 
     /// Registers the handler for HTTP writes (kind ``httpKind``): sends the stored request through
-    /// `transport` with `Idempotency-Key: <entry id>` (the same on every attempt) and, when the write
+    /// `transport` with `Idempotency-Key: <entry id>` (the same on every attempt; a key the request
+    /// was queued with is kept instead) and, when the write
     /// has a base version, `If-Match`. A 2xx delivers it; other statuses are classified as
     /// ``Outbox`` describes (the status and the first 64 KiB of the body are kept in a dead letter,
     /// secrets masked).
@@ -82,7 +83,11 @@ extension Outbox {
             } catch {
                 throw UnreadablePayload(detail: "not an HTTP request: \(error)")
             }
-            request.headerFields[idempotencyKeyHeader] = delivery.idempotencyKey
+            // A key the request was queued with (one an earlier, direct attempt already sent) is kept:
+            // replacing it would let the server apply the write a second time.
+            if request.headerFields[idempotencyKeyHeader] == nil {
+                request.headerFields[idempotencyKeyHeader] = delivery.idempotencyKey
+            }
             request.headerFields[.ifMatch] = delivery.precondition
             if let authorize { try await authorize(&request) }
             let reply = try await transport.send(request, body: stored.body, options: options)

@@ -144,7 +144,22 @@ public final class Outbox: Sendable, CustomStringConvertible {
             state.entries.values.filter { $0.kind == kind && $0.deadLetter?.reason == .unknownKind }
         }
         guard !revived.isEmpty else { return }
-        Task { for entry in revived { try? await self.requeue(entry) } }
+        Task { await self.revive(revived) }
+    }
+
+    /// Puts writes parked for want of a handler back in the queue; a failure is logged (they stay
+    /// parked, and ``retry(_:)`` can put them back later).
+    private func revive(_ entries: [OutboxEntry]) async {
+        for entry in entries {
+            // Still parked for want of a handler (not retried, discarded or revived meanwhile).
+            guard state.withLock({ $0.entries[entry.id]?.deadLetter?.reason == .unknownKind }) else { continue }
+            do {
+                try await requeue(entry)
+                logger.notice("outbox write requeued: its kind has a handler now", metadata: metadata(for: entry))
+            } catch {
+                logger.error("outbox could not requeue a write whose kind has a handler now", metadata: metadata(for: entry, error: error))
+            }
+        }
     }
 
     /// Registers a handler for writes of `kind` whose payload is `Write` as JSON (queued with
@@ -357,14 +372,26 @@ public final class Outbox: Sendable, CustomStringConvertible {
             state.withLock { $0.drains -= 1 }
             changed()
         }
-        while !Task.isCancelled {
-            let scopes = claimDueScopes()
-            if scopes.isEmpty { break }
-            await withTaskGroup(of: OutboxDrainReport.self) { group in
-                for scope in scopes {
+        // Each scope is drained at most once per call: a scope that stopped (its storage failed, its
+        // handler was interrupted) is not claimed again at once, so a failing scope never spins. A
+        // slot that frees up takes the next due scope at once, so one slow scope never holds up the
+        // others while there are more due scopes than slots.
+        var drained = Set<String>()
+        await withTaskGroup(of: OutboxDrainReport.self) { group in
+            var running = 0
+            func claimMore() {
+                guard !Task.isCancelled else { return }
+                for scope in claimDueScopes(excluding: drained) {
+                    drained.insert(scope)
+                    running += 1
                     group.addTask { await self.drainScope(scope) }
                 }
-                for await scopeReport in group { report.add(scopeReport) }
+            }
+            claimMore()
+            while running > 0, let scopeReport = await group.next() {
+                running -= 1
+                report.add(scopeReport)
+                claimMore()
             }
         }
         return report
@@ -402,7 +429,9 @@ public final class Outbox: Sendable, CustomStringConvertible {
                     await withCheckedContinuation { continuation in
                         let resumeNow = self.state.withLock { state -> Bool in
                             let remaining = waited.filter { state.entries[$0]?.isPending == true }
-                            if remaining.isEmpty { return true }
+                            // Cancelled already (the time limit passed first): the handler ran and
+                            // found nothing to resume; do not wait.
+                            if remaining.isEmpty || Task.isCancelled { return true }
                             state.drainWaiters[token] = DrainWaiter(ids: remaining, continuation: continuation)
                             return false
                         }
@@ -550,14 +579,24 @@ public final class Outbox: Sendable, CustomStringConvertible {
         guard let task else { return }
         do {
             let loaded = try await task.value
-            state.withLock { state in
-                guard !state.loaded else { return }
+            let didLoad = state.withLock { state -> Bool in
+                guard !state.loaded else { return false }
                 for entry in loaded { state.put(entry) }
                 state.nextSequence = (state.entries.values.map(\.sequence).max() ?? 0) + 1
                 state.loaded = true
                 state.loading = nil
+                return true
             }
             changed()
+            // Kinds are registered at start, usually before the entries are read: writes an earlier
+            // process parked for want of a handler go back in the queue now that one exists.
+            if didLoad {
+                let registered = registrations.withLock { Set($0.keys) }
+                let revivable = state.withLock { state in
+                    state.entries.values.filter { $0.deadLetter?.reason == .unknownKind && registered.contains($0.kind) }
+                }
+                if !revivable.isEmpty { await revive(revivable.sorted(by: Self.deliveryOrder)) }
+            }
         } catch {
             state.withLock { if $0.loading == task { $0.loading = nil } }
             metrics.storageFailures.increment()
@@ -565,14 +604,14 @@ public final class Outbox: Sendable, CustomStringConvertible {
         }
     }
 
-    private func claimDueScopes() -> [String] {
+    private func claimDueScopes(excluding drained: Set<String>) -> [String] {
         let now = environment.now()
         return state.withLock { state -> [String] in
             guard state.isOnline else { return [] }
             let room = maxConcurrentScopes - state.busyScopes.count
             guard room > 0 else { return [] }
             let due = state.heads().values
-                .filter { !state.busyScopes.contains($0.scope) && $0.nextAttemptAt <= now }
+                .filter { !state.busyScopes.contains($0.scope) && !drained.contains($0.scope) && $0.nextAttemptAt <= now }
                 .sorted(by: { ($0.sequence, $0.scope) < ($1.sequence, $1.scope) })
                 .prefix(room)
                 .map(\.scope)
@@ -584,7 +623,13 @@ public final class Outbox: Sendable, CustomStringConvertible {
     /// Delivers the due writes of `scope` one after another, until one fails or none is due.
     private func drainScope(_ scope: String) async -> OutboxDrainReport {
         defer {
-            state.withLock { _ = $0.busyScopes.remove(scope) }
+            // A `run()` that looked for its next wake-up while this scope was busy skipped it: when
+            // the scope still holds writes, make it look again.
+            let holdsWrites = state.withLock { state -> Bool in
+                state.busyScopes.remove(scope)
+                return state.queues[scope] != nil
+            }
+            if holdsWrites { wake() }
         }
         var report = OutboxDrainReport()
         while !Task.isCancelled {
@@ -621,12 +666,15 @@ public final class Outbox: Sendable, CustomStringConvertible {
         var merges = 0
         while true {
             entry.attempts += 1
-            guard await persist(entry) else { return .stopped }
+            guard await persist(entry) else { return holdBack(entry) }
             do {
                 let receipt = try await registration.handler(Delivery(entry: entry, precondition: precondition))
                 return await complete(entry, receipt)
             } catch {
-                if Task.isCancelled || error is CancellationError { return .stopped }
+                // Only the drain's own cancellation stops it; a handler that throws
+                // `CancellationError` by itself (a transport whose request was cancelled) failed,
+                // and is classified, so it backs off instead of being sent again at once.
+                if Task.isCancelled { return .stopped }
                 let failedAt = environment.now()
                 let failure = Self.classify(error, at: failedAt)
                 state.withLock { $0.lastFailure = failure.failure }
@@ -641,7 +689,11 @@ public final class Outbox: Sendable, CustomStringConvertible {
                             reason: .retentionExceeded, detail: "\(reason); last failure: \(failure.failure.message)",
                             status: failure.failure.status, body: failure.body, parkedAt: failedAt))
                     }
-                    _ = await persist(entry)
+                    if !(await persist(entry)) {
+                        // Not saved: the backoff still holds in this process (after a relaunch the
+                        // write is due at once, which is safe).
+                        state.withLock { $0.put(entry) }
+                    }
                     changed()
                     return .deferred
                 case .unauthorized:
@@ -742,10 +794,23 @@ public final class Outbox: Sendable, CustomStringConvertible {
         return true
     }
 
+    /// The storage failed while `entry` was being handled: it stays as it is, due again after the
+    /// retry policy's first delay in this process (so neither `drain()` nor `run()` spins on a
+    /// storage that keeps failing).
+    private func holdBack(_ entry: OutboxEntry) -> Outcome {
+        let until = environment.now().addingTimeInterval(retryPolicy.delay(afterAttempt: 1, requested: nil).seconds)
+        state.withLock { state in
+            guard var current = state.entries[entry.id], current.isPending else { return }
+            current.nextAttemptAt = max(current.nextAttemptAt, until)
+            state.put(current)
+        }
+        return .stopped
+    }
+
     private func park(_ entry: OutboxEntry, _ letter: DeadLetter) async -> Outcome {
         var parked = entry
         parked.state = .parked(letter)
-        guard await persist(parked) else { return .stopped }
+        guard await persist(parked) else { return holdBack(entry) }
         metrics.parked(letter.reason).increment()
         var details = metadata(for: parked)
         details["outbox.reason"] = "\(letter.reason.rawValue)"
@@ -757,6 +822,25 @@ public final class Outbox: Sendable, CustomStringConvertible {
     }
 
     private func complete(_ entry: OutboxEntry, _ receipt: Receipt) async -> Outcome {
+        // The writes queued behind it are rewritten (a server-assigned id) and saved *before* the
+        // delivered write is removed: a crash in between sends the delivered write again with the
+        // same key, the server answers it from its record, and the rewrite runs again. Removed
+        // first, a crash would leave the later writes with an id nothing can rewrite any more.
+        if let rewrite = receipt.rewrite {
+            let later = state.withLock { state in
+                state.queues[entry.scope, default: []].filter { $0 != entry.id }.compactMap { state.entries[$0] }
+            }
+            for var next in later {
+                guard let payload = rewrite(next) else { continue }
+                next.payload = payload
+                guard await persist(next) else {
+                    logger.error(
+                        "outbox could not save a write rewritten after the one before it was delivered; that one is kept and sent again",
+                        metadata: metadata(for: entry))
+                    return holdBack(entry)
+                }
+            }
+        }
         do {
             try await storage.remove(entry.id)
         } catch {
@@ -767,14 +851,6 @@ public final class Outbox: Sendable, CustomStringConvertible {
         }
         state.withLock { $0.delete(entry.id) }
         metrics.delivered.increment()
-        if let rewrite = receipt.rewrite {
-            let later = state.withLock { state in state.queues[entry.scope, default: []].compactMap { state.entries[$0] } }
-            for var next in later {
-                guard let payload = rewrite(next) else { continue }
-                next.payload = payload
-                _ = await persist(next)
-            }
-        }
         settleAndNotify()
         return .delivered
     }
@@ -785,7 +861,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
         } catch {
             metrics.storageFailures.increment()
             logger.error("outbox could not remove a write", metadata: metadata(for: entry, error: error))
-            return .stopped
+            return holdBack(entry)
         }
         state.withLock { $0.delete(entry.id) }
         metrics.discarded(why).increment()
@@ -823,6 +899,9 @@ public final class Outbox: Sendable, CustomStringConvertible {
         for observer in observers { observer.yield(status) }
     }
 
+    /// Whether a ``run()`` waits for a wake-up now (for tests).
+    var isWaitingForWork: Bool { state.withLock { !$0.wakeWaiters.isEmpty } }
+
     /// Wakes a waiting ``run()`` (or makes its next wait return at once).
     private func wake() {
         let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
@@ -847,6 +926,10 @@ public final class Outbox: Sendable, CustomStringConvertible {
                 await withTaskCancellationHandler {
                     await withCheckedContinuation { continuation in
                         let now = self.state.withLock { state -> Bool in
+                            // Read under the lock: the runtime marks the task cancelled before its
+                            // handler runs, so a cancellation is seen here or the handler finds
+                            // the continuation stored.
+                            if Task.isCancelled { return true }
                             if state.wakeRequested {
                                 state.wakeRequested = false
                                 return true

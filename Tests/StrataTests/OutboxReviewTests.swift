@@ -1,0 +1,173 @@
+import Foundation
+import HTTPTypes
+@testable @_spi(StrataInternals) import Strata
+import StrataTesting
+import Testing
+
+/// An outbox storage over memory that records what it was asked, and can be told to fail.
+final class RecordingOutboxStorage: OutboxStorage {
+    enum Operation: Equatable {
+        case save(UUID, payload: Data)
+        case remove(UUID)
+    }
+
+    private let base = MemoryOutboxStorage()
+    private let state = Locked<(operations: [Operation], failSavesAfter: Int?, saves: Int)>(([], nil, 0))
+
+    var operations: [Operation] { state.withLock { $0.operations } }
+
+    /// Every save after the first `count` (from now) fails.
+    func failSaves(after count: Int) { state.withLock { $0.failSavesAfter = $0.saves + count } }
+
+    func loadAll() async throws -> [OutboxEntry] { try await base.loadAll() }
+
+    func save(_ entry: OutboxEntry) async throws {
+        let fails = state.withLock { state -> Bool in
+            state.saves += 1
+            return state.failSavesAfter.map { state.saves > $0 } ?? false
+        }
+        if fails { throw TestError("disk full") }
+        state.withLock { $0.operations.append(.save(entry.id, payload: entry.payload)) }
+        try await base.save(entry)
+    }
+
+    func remove(_ id: UUID) async throws {
+        state.withLock { $0.operations.append(.remove(id)) }
+        try await base.remove(id)
+    }
+}
+
+/// The defects a review of the outbox found; each test failed on the code before its fix (two of
+/// them by exceeding their time limit: the drain spun, or `run()` never woke).
+@Suite("Outbox: review findings", .timeLimit(.minutes(1)))
+struct OutboxReviewTests {
+    static let clockStart = Date(timeIntervalSince1970: 1_767_225_600)
+
+    @Test("a handler that throws CancellationError by itself backs off: one attempt per drain, not a tight loop")
+    func aHandlersOwnCancellationIsAFailureThatBacksOff() async throws {
+        let clock = ManualClock()
+        let outbox = Outbox(storage: MemoryOutboxStorage(), environment: clock.environment())
+        let calls = Locked(0)
+        outbox.register("note") { _ in
+            if calls.withLock({ $0 += 1; return $0 }) <= 1_000 { throw CancellationError() }
+            return .delivered
+        }
+        let entry = try await outbox.enqueue(kind: "note", scope: "notes", payload: Data("n".utf8))
+        #expect(try await outbox.drain().deferred == 1)
+        #expect(calls.withLock { $0 } == 1)
+        let waiting = try #require(try await outbox.entry(entry.id))
+        #expect(waiting.lastFailure?.class == .unreachable)
+        #expect(waiting.nextAttemptAt > clock.date)
+    }
+
+    @Test("a storage that keeps failing ends the drain, and run() waits instead of spinning")
+    func aFailingStorageNeitherSpinsTheDrainNorRun() async throws {
+        let clock = ManualClock()
+        let storage = RecordingOutboxStorage()
+        let outbox = Outbox(
+            storage: storage, environment: clock.environment(),
+            retry: OutboxRetryPolicy(initialDelay: .seconds(10), jitter: 0, random: { 0 }))
+        let calls = Locked(0)
+        outbox.register("note") { _ in
+            calls.withLock { $0 += 1 }
+            return .delivered
+        }
+        try await outbox.enqueue(kind: "note", scope: "notes", payload: Data("n".utf8))
+        storage.failSaves(after: 0)
+        #expect(try await outbox.drain() == OutboxDrainReport())
+        #expect(calls.withLock { $0 } == 0, "not sent: its attempt could not be saved first")
+        // run() sleeps until the write is due again, on the clock, rather than draining in a loop.
+        let runner = Task { try await outbox.run() }
+        defer { runner.cancel() }
+        await clock.waitForSleepers(count: 1)
+        #expect(calls.withLock { $0 } == 0)
+    }
+
+    @Test("a drain beside run(): when its write backs off, run() schedules the retry")
+    func runSchedulesTheRetryOfAScopeAnotherDrainHeld() async throws {
+        let clock = ManualClock()
+        let gate = Gate()
+        let calls = Locked(0)
+        let outbox = Outbox(
+            storage: MemoryOutboxStorage(), environment: clock.environment(),
+            retry: OutboxRetryPolicy(initialDelay: .seconds(5), jitter: 0, random: { 0 }))
+        outbox.register("note") { _ in
+            if calls.withLock({ $0 += 1; return $0 }) == 1 {
+                await gate.wait()
+                throw HTTPError.status(code: 503, url: URL(string: "https://api.example.com/notes")!, headerFields: HTTPFields(), body: Data())
+            }
+            return .delivered
+        }
+        try await outbox.enqueue(kind: "note", scope: "notes", payload: Data("n".utf8))
+        let appDrain = Task { try await outbox.drain() }
+        await gate.waitForWaiters()
+        let runner = Task { try await outbox.run() }
+        defer { runner.cancel() }
+        // run() found the scope busy and waits for a wake-up, with no timer; the app's drain then backs off.
+        while !outbox.isWaitingForWork { await Task.yield() }
+        #expect(clock.sleeperCount == 0)
+        gate.open()
+        #expect(try await appDrain.value.deferred == 1)
+        await clock.waitForSleepers(count: 1)   // run()'s timer for the retry
+        clock.advance(by: .seconds(5))
+        try await outbox.waitUntilDrained(timeout: .seconds(60))
+        #expect(calls.withLock { $0 } == 2)
+    }
+
+    @Test("writes queued behind a delivered one are rewritten and saved before the delivered one is removed")
+    func laterWritesAreRewrittenBeforeTheDeliveredOneIsRemoved() async throws {
+        let storage = RecordingOutboxStorage()
+        let outbox = Outbox(storage: storage, environment: ManualClock().environment())
+        outbox.register("post") { delivery in
+            guard delivery.entry.payload == Data("create tmp-1".utf8) else { return .delivered }
+            return .delivered(rewritingLaterWrites: { later in
+                Data(String(decoding: later.payload, as: UTF8.self).replacingOccurrences(of: "tmp-1", with: "42").utf8)
+            })
+        }
+        outbox.connectivityChanged(isOnline: false)
+        let create = try await outbox.enqueue(kind: "post", scope: "posts", payload: Data("create tmp-1".utf8))
+        let rename = try await outbox.enqueue(kind: "post", scope: "posts", payload: Data("rename tmp-1".utf8))
+        outbox.connectivityChanged(isOnline: true)
+        #expect(try await outbox.drain().delivered == 2)
+        let operations = storage.operations
+        let rewritten = try #require(operations.firstIndex(of: .save(rename.id, payload: Data("rename 42".utf8))))
+        let removed = try #require(operations.firstIndex(of: .remove(create.id)))
+        #expect(rewritten < removed, "\(operations)")
+    }
+
+    @Test("a write an earlier process parked for want of a handler is sent once a relaunched process registers its kind")
+    func parkedUnknownKindIsRevivedAfterARelaunch() async throws {
+        let directory = try TemporaryDirectory(prefix: "strata-outbox-revive")
+        let clock = ManualClock()
+        do {
+            let earlier = Outbox(storage: FileOutboxStorage(directory: directory.url), environment: clock.environment())
+            try await earlier.enqueue(kind: "like", scope: "likes", payload: Data("like 7".utf8))
+            #expect(try await earlier.drain().parked == 1)
+        }
+        let relaunched = Outbox(storage: FileOutboxStorage(directory: directory.url), environment: clock.environment())
+        let sent = Locked<[Data]>([])
+        relaunched.register("like") { delivery in
+            sent.withLock { $0.append(delivery.entry.payload) }
+            return .delivered
+        }
+        #expect(try await relaunched.drain().delivered == 1)
+        #expect(sent.withLock { $0 } == [Data("like 7".utf8)])
+        #expect(try await relaunched.deadLetters().isEmpty)
+    }
+
+    @Test("an HTTP write queued with an Idempotency-Key keeps it on every attempt")
+    func aCarriedIdempotencyKeyIsKept() async throws {
+        let server = ScriptedServer { request, index in
+            index == 0 ? HTTPReply(url: request.url, statusCode: 503) : HTTPReply(url: request.url, statusCode: 201)
+        }
+        let fixture = try OutboxFixture(server: server)
+        let outbox = fixture.outbox()
+        var (request, body) = OutboxFixture.post()
+        request.headerFields[HTTPField.Name("Idempotency-Key")!] = "key-sent-by-the-app"
+        try await outbox.enqueue(request, body: body)
+        #expect(try await outbox.drain().deferred == 1)
+        fixture.clock.advance(by: .seconds(10))
+        #expect(try await outbox.drain().delivered == 1)
+        #expect(server.requests.map { $0.request.headerFields[HTTPField.Name("Idempotency-Key")!] } == ["key-sent-by-the-app", "key-sent-by-the-app"])
+    }
+}
