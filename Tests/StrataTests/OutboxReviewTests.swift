@@ -170,4 +170,20 @@ struct OutboxReviewTests {
         #expect(try await outbox.drain().delivered == 1)
         #expect(server.requests.map { $0.request.headerFields[HTTPField.Name("Idempotency-Key")!] } == ["key-sent-by-the-app", "key-sent-by-the-app"])
     }
+
+    @Test("a second unreadable copy of one entry is set aside beside the first, which is kept")
+    func unreadableCopiesAreNeverRenamedOverEachOther() async throws {
+        let directory = try TemporaryDirectory(prefix: "strata-outbox-aside")
+        let storage = FileOutboxStorage(directory: directory.url, logger: LogCapture().logger)
+        let id = UUID()
+        let file = directory.url.appendingPathComponent("\(id.uuidString.lowercased()).outbox")
+        for damage in ["first damaged copy", "second damaged copy"] {
+            try Data(damage.utf8).write(to: file)
+            #expect(try await storage.loadAll().isEmpty)
+        }
+        let aside = try FileManager.default.contentsOfDirectory(atPath: directory.url.path).sorted()
+        #expect(aside == ["\(id.uuidString.lowercased()).outbox.unreadable", "\(id.uuidString.lowercased()).outbox.unreadable.1"])
+        let kept = try aside.map { try String(contentsOf: directory.url.appendingPathComponent($0), encoding: .utf8) }
+        #expect(kept == ["first damaged copy", "second damaged copy"])
+    }
 }

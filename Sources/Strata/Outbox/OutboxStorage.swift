@@ -160,11 +160,22 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
             if let entry = Self.decode(contents) {
                 entries.append(entry)
             } else {
-                let aside = path + ".unreadable"
-                rename(path, aside)
-                logger.error(
-                    "outbox entry unreadable; set aside, not deleted",
-                    metadata: ["outbox.storage": "\(description)", "outbox.file": "\(aside)"])
+                // A name no earlier unreadable copy of this entry holds: setting aside never deletes.
+                var aside = path + ".unreadable"
+                var copy = 1
+                while access(aside, F_OK) == 0 {
+                    aside = path + ".unreadable.\(copy)"
+                    copy += 1
+                }
+                if rename(path, aside) == 0 {
+                    logger.error(
+                        "outbox entry unreadable; set aside, not deleted",
+                        metadata: ["outbox.storage": "\(description)", "outbox.file": "\(aside)"])
+                } else {
+                    logger.error(
+                        "outbox entry unreadable, and it could not be set aside; left in place, skipped",
+                        metadata: ["outbox.storage": "\(description)", "outbox.file": "\(path)", "errno": "\(errno)"])
+                }
             }
         }
         return entries
