@@ -31,6 +31,17 @@ public protocol OutboxStorage: Sendable {
     func save(_ entry: OutboxEntry) async throws
     /// Removes the entry with `id`; succeeds when there is none.
     func remove(_ id: UUID) async throws
+    /// The entry with `id` as stored now, or `nil` when there is none. The ``Outbox`` reads an entry
+    /// back after a save whose outcome it cannot know (the save threw, timed out or was cancelled,
+    /// and may have committed all the same), so that `enqueue` answers "queued" or "not queued",
+    /// never a guess. The default reads every entry; a storage with an index should answer directly.
+    func entry(_ id: UUID) async throws -> OutboxEntry?
+}
+
+extension OutboxStorage {
+    public func entry(_ id: UUID) async throws -> OutboxEntry? {
+        try await loadAll().first { $0.id == id }
+    }
 }
 
 /// Entries in memory: gone when the process ends. For previews, tests and writes that may be lost.
@@ -43,6 +54,7 @@ public final class MemoryOutboxStorage: OutboxStorage, CustomStringConvertible {
     public func loadAll() async throws -> [OutboxEntry] { entries.withLock { Array($0.values) } }
     public func save(_ entry: OutboxEntry) async throws { entries.withLock { $0[entry.id] = entry } }
     public func remove(_ id: UUID) async throws { _ = entries.withLock { $0.removeValue(forKey: id) } }
+    public func entry(_ id: UUID) async throws -> OutboxEntry? { entries.withLock { $0[id] } }
 
     public var description: String { "MemoryOutboxStorage" }
 }
