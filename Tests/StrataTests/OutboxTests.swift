@@ -30,7 +30,12 @@ final class ScriptedServer: HTTPTransport, Sendable {
     }
 
     static func unreachable(_ request: SentRequest) -> HTTPError {
-        .transport(url: request.url, reason: "connection refused", underlying: nil)
+        .transport(url: request.url, reason: "connection refused", underlying: POSIXError(.ECONNREFUSED))
+    }
+
+    /// No answer in time: the request may have reached the server.
+    static func timedOut(_ request: SentRequest) -> HTTPError {
+        .transport(url: request.url, reason: "timed out", underlying: POSIXError(.ETIMEDOUT))
     }
 }
 
@@ -527,15 +532,16 @@ struct OutboxConflictTests {
         #expect(fixture.server.requests.map { $0.headers["If-Match"] } == [#""v3""#, nil])
     }
 
-    @Test("client wins: the write is sent again without its precondition")
+    @Test("client wins: the write is sent again without its precondition, under a key derived from the first")
     func clientWinsResendsUnconditionally() async throws {
         let fixture = try OutboxFixture(server: Self.conflictThenCreated(412))
         let outbox = fixture.outbox(conflicts: .clientWins)
         let (request, body) = OutboxFixture.post("/posts/1")
-        try await outbox.enqueue(request, body: body, baseVersion: #""v1""#)
+        let entry = try await outbox.enqueue(request, body: body, baseVersion: #""v1""#)
         #expect(try await outbox.drain().delivered == 1)
         #expect(fixture.server.requests.map { $0.headers["If-Match"] } == [#""v1""#, nil])
-        #expect(Set(fixture.server.requests.map { $0.headers["Idempotency-Key"] }).count == 1)
+        // The server keeps its refusal under the first key: the changed request needs a new one.
+        #expect(fixture.server.requests.map { $0.headers["Idempotency-Key"] } == [entry.idempotencyKey, entry.idempotencyKey + "-r1"])
     }
 
     @Test("merge: the merged payload is sent against the server's version")

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import HTTPTypes
 import Metrics
 
@@ -36,9 +39,12 @@ extension Outbox {
         }
         if let http = error as? HTTPError {
             switch http {
-            case .transport:
+            case .transport(_, _, let underlying):
+                // Refused before anything was sent: the host was not reached. Anything else (a
+                // timeout, a connection lost mid-exchange) may have reached the server.
+                let kind: OutboxFailure.Class = underlying.map(Self.neverReachedTheServer) == true ? .unreachable : .timedOut
                 return Classified(
-                    failure: OutboxFailure(class: .unreachable, message: http.description, at: now), body: nil,
+                    failure: OutboxFailure(class: kind, message: http.description, at: now), body: nil,
                     disposition: .retryLater(requested: nil))
             case .status(let code, _, let fields, let body):
                 let failure = { (kind: OutboxFailure.Class) in OutboxFailure(class: kind, message: http.description, status: code, at: now) }
@@ -71,10 +77,11 @@ extension Outbox {
             }
         }
         // A handler's own `CancellationError` (the drain itself was not cancelled): its request was
-        // cancelled under it, for example by a transport's delegate. No answer: retried later.
-        if error is TimeoutError || error is CancellationError {
+        // cancelled under it, for example by a transport's delegate. A timeout, or the handler's
+        // deadline. No answer, and the request may have reached the server: retried later.
+        if error is TimeoutError || error is CancellationError || error is OutboxHandlerTimedOut {
             return Classified(
-                failure: OutboxFailure(class: .unreachable, message: "\(error)", at: now), body: nil,
+                failure: OutboxFailure(class: .timedOut, message: "\(error)", at: now), body: nil,
                 disposition: .retryLater(requested: nil))
         }
         if let classifying = error as? any FailureClassifying, classifying.isTransientFailure {
@@ -86,6 +93,29 @@ extension Outbox {
         return Classified(
             failure: OutboxFailure(class: .permanent, message: "\(error)", status: status, at: now), body: nil,
             disposition: .park(.rejected))
+    }
+}
+
+extension Outbox {
+    /// Whether a transport error says the request never left (no connection was made): a refused
+    /// connection, an unknown or unreachable host, no network. URLSession's codes and POSIX errnos
+    /// are read directly; other transports' errors count as "may have reached the server", the
+    /// cautious side (their writes keep their backoff when the host answers something else).
+    static func neverReachedTheServer(_ error: any Error) -> Bool {
+        if let urlError = error as? URLError {
+            switch urlError.code {
+            case .cannotFindHost, .cannotConnectToHost, .dnsLookupFailed, .notConnectedToInternet, .internationalRoamingOff,
+                .dataNotAllowed, .callIsActive:
+                return true
+            default:
+                return false
+            }
+        }
+        if let posix = error as? POSIXError {
+            return [.ECONNREFUSED, .EHOSTUNREACH, .ENETUNREACH, .ENETDOWN, .EHOSTDOWN].contains(posix.code)
+        }
+        let text = String(describing: error)
+        return text.contains("connectionRefused") || text.contains("Connection refused") || text.contains("ECONNREFUSED")
     }
 }
 

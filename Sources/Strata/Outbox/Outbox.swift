@@ -18,13 +18,18 @@ import Metrics
 ///   process killed at any point sends it after relaunch.
 /// - **Once.** Every attempt of one write carries the same key (``OutboxEntry/idempotencyKey``; HTTP
 ///   writes send it as `Idempotency-Key`), so a server that remembers keys applies a write once even
-///   when an acknowledgement was lost and the write is sent again.
-/// - **Ordered.** Writes of one scope are delivered one at a time, in the order they were queued;
+///   when an acknowledgement was lost and the write is sent again. `enqueue` is idempotent by the
+///   entry's id (pass your own), and a save with an unknown outcome is read back before it answers.
+/// - **Ordered.** Writes of one scope are delivered one at a time, in the order they were queued,
+///   even when `enqueue` is called concurrently (a write whose save is in flight holds its scope);
 ///   scopes run in parallel, and a scope that keeps failing never holds up another.
 /// - **Failures.** No answer, 408, 429, 5xx (but 501 and 505) and a 409 with `Retry-After` (the
 ///   Idempotency-Key draft's "still processing") are retried with a jittered backoff
 ///   (``OutboxRetryPolicy``, honouring `Retry-After`), not at all while ``connectivityChanged(isOnline:)``
-///   says the device is offline, and at once when it comes back. 401 runs the kind's auth-refresh
+///   says the device is offline, and at once when it comes back. A bare 409 right after an attempt
+///   that got no answer is taken for "still being applied" and retried, a bounded number of times
+///   (``OutboxRetryPolicy/inFlightConflictRetries``). A handler that runs past the outbox's
+///   `handlerDeadline` is cancelled and counts as timed out. 401 runs the kind's auth-refresh
 ///   hook, then sends once more. 409/412 go to the kind's ``OutboxConflictPolicy``. Any other
 ///   failure parks the write as a dead letter (``DeadLetter``) with the status and body: nothing is
 ///   ever dropped silently, not even at the ``OutboxRetention`` limit.
@@ -45,9 +50,9 @@ public final class Outbox: Sendable, CustomStringConvertible {
     let retryPolicy: OutboxRetryPolicy
     let retention: OutboxRetention
     let maxConcurrentScopes: Int
+    let handlerDeadline: Duration?
     let metrics: OutboxMetrics
-    private let state = Locked(State())
-    private let registrations = Locked<[String: Registration]>([:])
+    let state: Locked<State>
 
     /// What a handler is given for one attempt to deliver a write.
     public struct Delivery: Sendable {
@@ -57,7 +62,8 @@ public final class Outbox: Sendable, CustomStringConvertible {
         /// there is none or the conflict policy said the client wins.
         public let precondition: String?
 
-        /// The key every attempt of this write sends.
+        /// The key this attempt sends: the same on every attempt of the write, and a new one
+        /// derived from it once the request was changed after a refusal (``OutboxEntry/keyRevision``).
         public var idempotencyKey: String { entry.idempotencyKey }
         /// Which attempt this is, 1 for the first.
         public var attempt: Int { entry.attempts }
@@ -82,12 +88,6 @@ public final class Outbox: Sendable, CustomStringConvertible {
     /// see ``Outbox`` for how each is treated).
     public typealias Handler = @Sendable (Delivery) async throws -> Receipt
 
-    struct Registration: Sendable {
-        var handler: Handler
-        var conflicts: OutboxConflictPolicy
-        var refreshAuthorization: (@Sendable () async throws -> Void)?
-    }
-
     /// Creates an outbox over `storage`. Nothing is read until the first call that needs the entries.
     /// - Parameters:
     ///   - storage: where entries are kept (``FileOutboxStorage``, a SQLite or PostgreSQL storage).
@@ -97,6 +97,9 @@ public final class Outbox: Sendable, CustomStringConvertible {
     ///   - retry: the backoff after transient failures.
     ///   - retention: when a write that keeps failing is parked.
     ///   - maxConcurrentScopes: how many scopes deliver at once.
+    ///   - handlerDeadline: how long one attempt's handler may run (on the environment's clock) before
+    ///     it is cancelled and the attempt counts as timed out, so one stuck handler never holds its
+    ///     scope; `nil` for none. 60 s by default.
     ///   - metricsFactory: the swift-metrics backend (`MetricsSystem.factory` by default).
     public init(
         storage: any OutboxStorage,
@@ -105,122 +108,91 @@ public final class Outbox: Sendable, CustomStringConvertible {
         retry: OutboxRetryPolicy = OutboxRetryPolicy(),
         retention: OutboxRetention = OutboxRetention(),
         maxConcurrentScopes: Int = 4,
+        handlerDeadline: Duration? = .seconds(60),
         metricsFactory: (any MetricsFactory)? = nil
     ) {
         precondition(maxConcurrentScopes > 0, "maxConcurrentScopes must be positive")
+        precondition(handlerDeadline.map { $0 > .zero } ?? true, "handlerDeadline must be positive")
         self.storage = storage
         self.name = name
         self.environment = environment
         self.retryPolicy = retry
         self.retention = retention
         self.maxConcurrentScopes = maxConcurrentScopes
+        self.handlerDeadline = handlerDeadline
         self.metrics = OutboxMetrics(name: name, factory: metricsFactory ?? MetricsSystem.factory)
+        self.state = Locked(State(machine: OutboxStateMachine(configuration: .init(
+            maxConcurrentScopes: maxConcurrentScopes, retention: retention))))
     }
 
     public var description: String { "Outbox(\(name), \(storage))" }
 
     var logger: Logger { environment.logger }
 
-    // MARK: Registering handlers
-
-    /// Registers the handler for writes of `kind`. Register every kind before ``run()`` or
-    /// ``drain()``: an entry whose kind has no handler is parked (``DeadLetter/Reason/unknownKind``),
-    /// and goes back to the queue when its kind is registered later.
-    /// - Parameters:
-    ///   - kind: the name writes are queued under; the same in every process that drains the storage.
-    ///   - conflicts: what a 409/412 (or an ``OutboxConflict``) does to a write of this kind.
-    ///   - refreshAuthorization: run after a 401, before the write is sent once more.
-    ///   - handler: sends one write and returns a ``Receipt``, or throws what went wrong.
-    public func register(
-        _ kind: String,
-        conflicts: OutboxConflictPolicy = .manual,
-        refreshAuthorization: (@Sendable () async throws -> Void)? = nil,
-        handler: @escaping Handler
-    ) {
-        registrations.withLock {
-            $0[kind] = Registration(handler: handler, conflicts: conflicts, refreshAuthorization: refreshAuthorization)
-        }
-        let revived = state.withLock { state -> [OutboxEntry] in
-            state.entries.values.filter { $0.kind == kind && $0.deadLetter?.reason == .unknownKind }
-        }
-        guard !revived.isEmpty else { return }
-        Task { await self.revive(revived) }
-    }
-
-    /// Puts writes parked for want of a handler back in the queue; a failure is logged (they stay
-    /// parked, and ``retry(_:)`` can put them back later).
-    private func revive(_ entries: [OutboxEntry]) async {
-        for entry in entries {
-            // Still parked for want of a handler (not retried, discarded or revived meanwhile).
-            guard state.withLock({ $0.entries[entry.id]?.deadLetter?.reason == .unknownKind }) else { continue }
-            do {
-                try await requeue(entry)
-                logger.notice("outbox write requeued: its kind has a handler now", metadata: metadata(for: entry))
-            } catch {
-                logger.error("outbox could not requeue a write whose kind has a handler now", metadata: metadata(for: entry, error: error))
-            }
-        }
-    }
-
-    /// Registers a handler for writes of `kind` whose payload is `Write` as JSON (queued with
-    /// ``enqueue(_:kind:scope:host:baseVersion:)``). A payload that does not decode parks the write
-    /// (``DeadLetter/Reason/unreadablePayload``).
-    public func register<Write: Decodable & Sendable>(
-        _ kind: String, as type: Write.Type,
-        conflicts: OutboxConflictPolicy = .manual,
-        refreshAuthorization: (@Sendable () async throws -> Void)? = nil,
-        handler: @escaping @Sendable (Write, Delivery) async throws -> Receipt
-    ) {
-        register(kind, conflicts: conflicts, refreshAuthorization: refreshAuthorization) { delivery in
-            let write: Write
-            do {
-                write = try JSONDecoder().decode(Write.self, from: delivery.entry.payload)
-            } catch {
-                throw UnreadablePayload(detail: "not a \(Write.self): \(describeDecodingError(error))")
-            }
-            return try await handler(write, delivery)
-        }
-    }
-
     // MARK: Queueing
 
     /// Queues a write: saved in the storage when this returns, delivered when the server can be reached.
+    ///
+    /// Idempotent by `id`: an app that passes its own id (a draft's id) and calls again after an
+    /// error gets the same entry when the first call did queue it, never a second copy. When a save
+    /// fails in a way that may have stored it all the same (a cancelled caller, a timeout, a
+    /// connection lost after the commit was sent), the outbox reads it back by id before answering,
+    /// so the answer is exactly one of: queued (returned), not queued (``OutboxError/storage(_:)``:
+    /// nothing is stored), or ``OutboxError/outcomeUnknown(id:underlying:)`` when even the read-back
+    /// failed: the write then holds its scope until a read-back settles it, and calling again with
+    /// the same `id` settles it.
     /// - Parameters:
     ///   - kind: the name of the handler that sends it.
-    ///   - scope: writes of one scope are delivered one at a time, in order (the resource they change).
+    ///   - scope: writes of one scope are delivered one at a time, in the order their `enqueue`
+    ///     calls took a place in the queue, even when the calls run concurrently.
     ///   - payload: the write, encoded.
     ///   - host: the host it goes to, so a successful load from that host starts a drain.
     ///   - baseVersion: the server version it was made against (sent as `If-Match` by HTTP writes).
-    /// - Throws: ``OutboxError/storage(_:)`` when it could not be saved: the write is not queued.
+    ///   - id: the entry's id and idempotency key; a new UUIDv7 when `nil`.
+    /// - Returns: the queued entry (the earlier one, when `id` was queued before).
+    /// - Throws: ``OutboxError/storage(_:)`` (not queued), ``OutboxError/outcomeUnknown(id:underlying:)``,
+    ///   ``OutboxError/discarded(_:)`` when `id` was discarded by this process.
     @discardableResult
     public func enqueue(
-        kind: String, scope: String, payload: Data, host: String? = nil, baseVersion: String? = nil
+        kind: String, scope: String, payload: Data, host: String? = nil, baseVersion: String? = nil, id: UUID? = nil
     ) async throws -> OutboxEntry {
         try await ensureLoaded()
         let now = environment.now()
-        let entry = state.withLock { state -> OutboxEntry in
-            defer { state.nextSequence += 1 }
-            return OutboxEntry(
-                id: .version7(at: now), sequence: state.nextSequence, scope: scope, kind: kind, payload: payload,
-                host: host?.lowercased(), baseVersion: baseVersion, createdAt: now)
+        let id = id ?? .version7(at: now)
+        while true {
+            let decision = state.withLock {
+                $0.machine.enqueue(id: id, kind: kind, scope: scope, payload: payload, host: host, baseVersion: baseVersion, now: now)
+            }
+            switch decision {
+            case .existing(let entry):
+                return entry
+            case .discarded:
+                throw OutboxError.discarded(id)
+            case .wait:
+                try await waitForSave(of: id)
+            case .resolve(let entry):
+                return try await settle(entry, saveError: nil)
+            case .save(let entry):
+                do {
+                    try await storage.save(entry)
+                } catch {
+                    metrics.storageFailures.increment()
+                    return try await settle(entry, saveError: error)
+                }
+                state.withLock { _ = $0.machine.saveFinished(entry.id, .stored(entry)) }
+                finishSave(of: entry.id)
+                metrics.enqueued.increment()
+                changed()
+                wake()
+                return entry
+            }
         }
-        do {
-            try await storage.save(entry)
-        } catch {
-            metrics.storageFailures.increment()
-            throw OutboxError.storage(error)
-        }
-        state.withLock { $0.put(entry) }
-        metrics.enqueued.increment()
-        changed()
-        wake()
-        return entry
     }
 
     /// Queues `write` as JSON for the handler registered as `kind` with ``register(_:as:conflicts:refreshAuthorization:handler:)``.
     @discardableResult
     public func enqueue<Write: Encodable>(
-        _ write: Write, kind: String, scope: String, host: String? = nil, baseVersion: String? = nil
+        _ write: Write, kind: String, scope: String, host: String? = nil, baseVersion: String? = nil, id: UUID? = nil
     ) async throws -> OutboxEntry {
         let payload: Data
         do {
@@ -228,7 +200,66 @@ public final class Outbox: Sendable, CustomStringConvertible {
         } catch {
             throw OutboxError.unencodablePayload(kind: kind, reason: "\(error)")
         }
-        return try await enqueue(kind: kind, scope: scope, payload: payload, host: host, baseVersion: baseVersion)
+        return try await enqueue(kind: kind, scope: scope, payload: payload, host: host, baseVersion: baseVersion, id: id)
+    }
+
+    /// Settles a first save whose outcome is unknown (`saveError`, or an earlier unknown outcome) by
+    /// reading the entry back, in a task of its own so a cancelled caller still gets an answer: stored
+    /// (queued), absent (not queued), or unknown (read-back failed; the write holds its scope).
+    private func settle(_ entry: OutboxEntry, saveError: (any Error)?) async throws -> OutboxEntry {
+        let storage = self.storage
+        let readBack = await Task { try await storage.entry(entry.id) }.result
+        let outcome: OutboxStateMachine.SaveOutcome
+        switch readBack {
+        case .success(let stored?): outcome = .stored(stored)
+        case .success(nil): outcome = .absent
+        case .failure: outcome = .unknown
+        }
+        let queued = state.withLock { $0.machine.saveFinished(entry.id, outcome) }
+        finishSave(of: entry.id)
+        changed()
+        if let queued {
+            if saveError != nil {
+                logger.notice("outbox save reported a failure but the write was stored; it is queued", metadata: metadata(for: queued))
+            }
+            metrics.enqueued.increment()
+            wake()
+            return queued
+        }
+        if case .failure(let readError) = readBack {
+            metrics.storageFailures.increment()
+            logger.error(
+                "outbox could not tell whether a write was saved; it holds its scope until a read-back settles it",
+                metadata: metadata(for: entry, error: readError))
+            throw OutboxError.outcomeUnknown(id: entry.id, underlying: saveError ?? readError)
+        }
+        wake()  // the scope it held may have writes behind it
+        throw OutboxError.storage(saveError ?? StoreError(
+            store: "\(storage)", operation: .insert, key: entry.idempotencyKey,
+            reason: "an earlier save of this write had an unknown outcome; reading it back found nothing stored"))
+    }
+
+    /// Waits until another call's first save of `id` has an outcome.
+    private func waitForSave(of id: UUID) async throws {
+        let token = UUID()
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let now = state.withLock { state -> Bool in
+                    if Task.isCancelled || state.machine.records[id]?.phase != .saving { return true }
+                    state.saveWaiters[id, default: [:]][token] = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            state.withLock { $0.saveWaiters[id]?.removeValue(forKey: token) }?.resume()
+        }
+        try Task.checkCancellation()
+    }
+
+    func finishSave(of id: UUID) {
+        let waiters = state.withLock { $0.saveWaiters.removeValue(forKey: id) } ?? [:]
+        for waiter in waiters.values { waiter.resume() }
     }
 
     // MARK: Reading the queue
@@ -236,13 +267,13 @@ public final class Outbox: Sendable, CustomStringConvertible {
     /// Every entry, pending and parked, in the order they are delivered (by scope, then sequence).
     public func entries() async throws -> [OutboxEntry] {
         try await ensureLoaded()
-        return state.withLock { Array($0.entries.values) }.sorted(by: Self.deliveryOrder)
+        return state.withLock { $0.machine.visibleEntries }.sorted(by: Self.deliveryOrder)
     }
 
     /// The writes of `scope` waiting for delivery, oldest first (what a read overlays).
     public func pendingEntries(scope: String) async throws -> [OutboxEntry] {
         try await ensureLoaded()
-        return state.withLock { state in state.queues[scope, default: []].compactMap { state.entries[$0] } }
+        return state.withLock { $0.machine.pendingEntries(scope: scope) }
     }
 
     /// The parked writes, oldest first.
@@ -253,7 +284,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
     /// The entry with `id`, if it is still in the outbox.
     public func entry(_ id: UUID) async throws -> OutboxEntry? {
         try await ensureLoaded()
-        return state.withLock { $0.entries[id] }
+        return state.withLock { $0.machine.entry(id) }
     }
 
     static func deliveryOrder(_ a: OutboxEntry, _ b: OutboxEntry) -> Bool {
@@ -264,69 +295,13 @@ public final class Outbox: Sendable, CustomStringConvertible {
         return a.id.uuidString < b.id.uuidString
     }
 
-    // MARK: Dead letters
-
-    /// Puts a parked write back in the queue, due now, its attempt count reset (the retention's age
-    /// counts from now).
-    /// - Throws: ``OutboxError/notFound(_:)``, ``OutboxError/notParked(_:)``, ``OutboxError/storage(_:)``.
-    public func retry(_ id: UUID) async throws {
-        try await ensureLoaded()
-        guard let entry = state.withLock({ $0.entries[id] }) else { throw OutboxError.notFound(id) }
-        guard !entry.isPending else { throw OutboxError.notParked(id) }
-        try await requeue(entry)
-        logger.notice("outbox write retried from the dead letters", metadata: metadata(for: entry))
-    }
-
-    /// Removes a parked write for good: the only way a write leaves the outbox undelivered. Logged
-    /// (with its kind and scope) and counted.
-    /// - Throws: ``OutboxError/notFound(_:)``, ``OutboxError/notParked(_:)`` (a pending write is not
-    ///   discarded while it may be in flight), ``OutboxError/storage(_:)``.
-    public func discard(_ id: UUID) async throws {
-        try await ensureLoaded()
-        guard let entry = state.withLock({ $0.entries[id] }) else { throw OutboxError.notFound(id) }
-        guard !entry.isPending else { throw OutboxError.notParked(id) }
-        do {
-            try await storage.remove(id)
-        } catch {
-            metrics.storageFailures.increment()
-            throw OutboxError.storage(error)
-        }
-        state.withLock { $0.delete(id) }
-        metrics.discarded(.discardedByRequest).increment()
-        logger.notice("outbox dead letter discarded", metadata: metadata(for: entry))
-        changed()
-    }
-
-    private func requeue(_ entry: OutboxEntry) async throws {
-        var entry = entry
-        let now = environment.now()
-        entry.state = .pending
-        entry.attempts = 0
-        entry.queuedAt = now
-        entry.nextAttemptAt = now
-        do {
-            try await storage.save(entry)
-        } catch {
-            metrics.storageFailures.increment()
-            throw OutboxError.storage(error)
-        }
-        state.withLock { $0.put(entry) }
-        changed()
-        wake()
-    }
-
     // MARK: Triggers
 
     /// Tells the outbox whether the device is online. Offline, nothing is attempted; back online,
     /// writes that failed for want of an answer are due at once and a running ``run()`` drains.
     public func connectivityChanged(isOnline: Bool) {
         let now = environment.now()
-        let cameOnline = state.withLock { state -> Bool in
-            defer { state.isOnline = isOnline }
-            guard isOnline, !state.isOnline else { return false }
-            state.makeUnreachableDue(now: now, host: nil)
-            return true
-        }
+        let cameOnline = state.withLock { $0.machine.connectivityChanged(isOnline: isOnline, now: now) }
         changed()
         if cameOnline { wake() }
     }
@@ -347,12 +322,13 @@ public final class Outbox: Sendable, CustomStringConvertible {
         }
     }
 
-    /// Tells the outbox that `host` just answered a load: writes to it that failed for want of an
-    /// answer are due at once, and a running ``run()`` drains. ``HTTPTransport/reportingReachability(to:)``
-    /// calls it after every successful response.
+    /// Tells the outbox that `host` just answered a request: writes to it that could not reach it at
+    /// all are due at once, and a running ``run()`` drains. Writes that *timed out* keep their
+    /// backoff: the host answering something else does not mean it is done with a slow write.
+    /// ``HTTPTransport/reportingReachability(to:)`` calls it after every successful response.
     public func hostAnswered(_ host: String) {
         let now = environment.now()
-        let due = state.withLock { $0.makeUnreachableDue(now: now, host: host.lowercased()) }
+        let due = state.withLock { $0.machine.hostAnswered(host, now: now) }
         if due { wake() }
     }
 
@@ -366,10 +342,10 @@ public final class Outbox: Sendable, CustomStringConvertible {
         try await ensureLoaded()
         var report = OutboxDrainReport()
         report.parked += await parkExpired()
-        state.withLock { $0.drains += 1 }
+        state.withLock { $0.machine.drains += 1 }
         changed()
         defer {
-            state.withLock { $0.drains -= 1 }
+            state.withLock { $0.machine.drains -= 1 }
             changed()
         }
         // Each scope is drained at most once per call: a scope that stopped (its storage failed, its
@@ -381,7 +357,8 @@ public final class Outbox: Sendable, CustomStringConvertible {
             var running = 0
             func claimMore() {
                 guard !Task.isCancelled else { return }
-                for scope in claimDueScopes(excluding: drained) {
+                let now = environment.now()
+                for scope in state.withLock({ $0.machine.claimDueScopes(now: now, excluding: drained) }) {
                     drained.insert(scope)
                     running += 1
                     group.addTask { await self.drainScope(scope) }
@@ -410,17 +387,20 @@ public final class Outbox: Sendable, CustomStringConvertible {
             } catch {
                 logger.error("outbox drain failed", metadata: ["outbox": "\(name)", "error": "\(error)"])
             }
-            await waitForWork(until: state.withLock { $0.nextWakeUp() })
+            await waitForWork(until: state.withLock { $0.machine.nextWakeUp() })
         }
     }
 
     /// Waits until every write that was queued when it was called has left the queue: delivered,
     /// or parked. Something must be draining meanwhile (``run()`` or ``drain()``).
-    /// - Throws: ``OutboxError/drainTimedOut(remaining:timeout:)`` after `timeout` on the outbox's clock.
+    /// - Throws: ``OutboxError/drainTimedOut(remaining:timeout:)`` after `timeout` on the outbox's
+    ///   clock; `CancellationError` when the calling task is cancelled.
     public func waitUntilDrained(timeout: Duration) async throws {
         try await ensureLoaded()
         let token = UUID()
-        let waited = state.withLock { state -> Set<UUID> in Set(state.queues.values.joined()) }
+        let waited = state.withLock { state -> Set<UUID> in
+            Set(state.machine.records.values.filter { $0.phase.isQueued }.map(\.entry.id))
+        }
         if waited.isEmpty { return }
         let clock = environment.clock
         let drained = await withTaskGroup(of: Bool.self) { group in
@@ -428,7 +408,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
                 await withTaskCancellationHandler {
                     await withCheckedContinuation { continuation in
                         let resumeNow = self.state.withLock { state -> Bool in
-                            let remaining = waited.filter { state.entries[$0]?.isPending == true }
+                            let remaining = waited.filter { state.machine.isQueued($0) }
                             // Cancelled already (the time limit passed first): the handler ran and
                             // found nothing to resume; do not wait.
                             if remaining.isEmpty || Task.isCancelled { return true }
@@ -450,126 +430,36 @@ public final class Outbox: Sendable, CustomStringConvertible {
             group.cancelAll()
             return first
         }
+        // The caller's own cancellation wins over whatever the race found.
+        try Task.checkCancellation()
         if !drained {
-            let remaining = state.withLock { state in waited.filter { state.entries[$0]?.isPending == true }.count }
+            let remaining = state.withLock { state in waited.filter { state.machine.isQueued($0) }.count }
             if remaining > 0 { throw OutboxError.drainTimedOut(remaining: remaining, timeout: timeout) }
         }
     }
 
-    // MARK: Status
-
-    /// What the outbox holds and does now.
-    public var status: OutboxStatus { state.withLock { $0.status } }
-
-    /// The status now, then after every change (queued, delivered, parked, draining, connectivity),
-    /// newest first when the reader falls behind. Ends when the reader's task is cancelled.
-    public func statusUpdates() -> AsyncStream<OutboxStatus> {
-        let (stream, continuation) = AsyncStream.makeStream(of: OutboxStatus.self, bufferingPolicy: .bufferingNewest(1))
-        let token = UUID()
-        let current = state.withLock { state -> OutboxStatus in
-            state.observers[token] = continuation
-            return state.status
-        }
-        continuation.yield(current)
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { $0.observers.removeValue(forKey: token) }
-        }
-        return stream
-    }
-
     // MARK: Internals
 
-    private struct DrainWaiter {
+    struct DrainWaiter: Sendable {
         var ids: Set<UUID>
         var continuation: CheckedContinuation<Void, Never>
     }
 
-    private struct State {
-        var loaded = false
+    struct State: Sendable {
+        var machine: OutboxStateMachine
         var loading: Task<[OutboxEntry], any Error>?
-        /// Every entry, by id. Written only through `put` and `delete`, which keep the two indexes below.
-        var entries: [UUID: OutboxEntry] = [:]
-        /// The pending entries' ids per scope, in delivery order.
-        var queues: [String: [UUID]] = [:]
-        /// How many entries are parked.
-        var parked = 0
-        var nextSequence: UInt64 = 1
-        var busyScopes: Set<String> = []
-        var isOnline = true
-        var drains = 0
-        var lastFailure: OutboxFailure?
+        var registrations: [String: Registration] = [:]
         var observers: [UUID: AsyncStream<OutboxStatus>.Continuation] = [:]
         var drainWaiters: [UUID: DrainWaiter] = [:]
+        var saveWaiters: [UUID: [UUID: CheckedContinuation<Void, Never>]] = [:]
         var wakeWaiters: [UUID: CheckedContinuation<Void, Never>] = [:]
         var wakeRequested = false
-
-        var status: OutboxStatus {
-            OutboxStatus(
-                pendingByScope: queues.mapValues(\.count), parked: parked, isDraining: drains > 0, isOnline: isOnline,
-                lastFailure: lastFailure, isLoaded: loaded)
-        }
-
-        /// Inserts or replaces `entry`, keeping the per-scope queues and the parked count exact.
-        mutating func put(_ entry: OutboxEntry) {
-            if let old = entries.updateValue(entry, forKey: entry.id) { unindex(old) }
-            if entry.isPending {
-                var queue = queues[entry.scope, default: []]
-                // Almost always the end: entries are queued in sequence order.
-                var index = queue.endIndex
-                while index > queue.startIndex, let previous = entries[queue[index - 1]], Outbox.deliveryOrder(entry, previous) {
-                    index -= 1
-                }
-                queue.insert(entry.id, at: index)
-                queues[entry.scope] = queue
-            } else {
-                parked += 1
-            }
-        }
-
-        /// Removes the entry with `id`, if any.
-        mutating func delete(_ id: UUID) {
-            if let old = entries.removeValue(forKey: id) { unindex(old) }
-        }
-
-        private mutating func unindex(_ entry: OutboxEntry) {
-            guard entry.isPending else {
-                parked -= 1
-                return
-            }
-            guard var queue = queues[entry.scope], let index = queue.firstIndex(of: entry.id) else { return }
-            queue.remove(at: index)
-            queues[entry.scope] = queue.isEmpty ? nil : queue
-        }
-
-        /// The first pending entry of each scope, by sequence.
-        func heads() -> [String: OutboxEntry] {
-            queues.compactMapValues { queue in queue.first.flatMap { entries[$0] } }
-        }
-
-        /// When the earliest waiting head is due, if any (and the device is online).
-        func nextWakeUp() -> Date? {
-            guard isOnline else { return nil }
-            return heads().values.filter { !busyScopes.contains($0.scope) }.map(\.nextAttemptAt).min()
-        }
-
-        /// Makes entries that failed for want of an answer due at `now` (those to `host`, or all);
-        /// whether there were any.
-        @discardableResult
-        mutating func makeUnreachableDue(now: Date, host: String?) -> Bool {
-            var any = false
-            for (id, entry) in entries where entry.isPending && entry.lastFailure?.class == .unreachable && entry.nextAttemptAt > now {
-                if let host, let entryHost = entry.host, entryHost != host { continue }
-                entries[id]?.nextAttemptAt = now
-                any = true
-            }
-            return any
-        }
     }
 
     /// Reads the entries from the storage once (again after a failed read).
     func ensureLoaded() async throws {
         let task = state.withLock { state -> Task<[OutboxEntry], any Error>? in
-            if state.loaded { return nil }
+            if state.machine.isLoaded { return nil }
             if let loading = state.loading { return loading }
             let storage = self.storage
             let loading = Task { try await storage.loadAll() }
@@ -579,24 +469,14 @@ public final class Outbox: Sendable, CustomStringConvertible {
         guard let task else { return }
         do {
             let loaded = try await task.value
-            let didLoad = state.withLock { state -> Bool in
-                guard !state.loaded else { return false }
-                for entry in loaded { state.put(entry) }
-                state.nextSequence = (state.entries.values.map(\.sequence).max() ?? 0) + 1
-                state.loaded = true
-                state.loading = nil
-                return true
-            }
-            changed()
             // Kinds are registered at start, usually before the entries are read: writes an earlier
             // process parked for want of a handler go back in the queue now that one exists.
-            if didLoad {
-                let registered = registrations.withLock { Set($0.keys) }
-                let revivable = state.withLock { state in
-                    state.entries.values.filter { $0.deadLetter?.reason == .unknownKind && registered.contains($0.kind) }
-                }
-                if !revivable.isEmpty { await revive(revivable.sorted(by: Self.deliveryOrder)) }
+            let revivable = state.withLock { state -> [OutboxEntry] in
+                state.loading = nil
+                return state.machine.loaded(loaded)
             }
+            changed()
+            if !revivable.isEmpty { await revive(revivable) }
         } catch {
             state.withLock { if $0.loading == task { $0.loading = nil } }
             metrics.storageFailures.increment()
@@ -604,280 +484,12 @@ public final class Outbox: Sendable, CustomStringConvertible {
         }
     }
 
-    private func claimDueScopes(excluding drained: Set<String>) -> [String] {
-        let now = environment.now()
-        return state.withLock { state -> [String] in
-            guard state.isOnline else { return [] }
-            let room = maxConcurrentScopes - state.busyScopes.count
-            guard room > 0 else { return [] }
-            let due = state.heads().values
-                .filter { !state.busyScopes.contains($0.scope) && !drained.contains($0.scope) && $0.nextAttemptAt <= now }
-                .sorted(by: { ($0.sequence, $0.scope) < ($1.sequence, $1.scope) })
-                .prefix(room)
-                .map(\.scope)
-            state.busyScopes.formUnion(due)
-            return due
-        }
-    }
-
-    /// Delivers the due writes of `scope` one after another, until one fails or none is due.
-    private func drainScope(_ scope: String) async -> OutboxDrainReport {
-        defer {
-            // A `run()` that looked for its next wake-up while this scope was busy skipped it: when
-            // the scope still holds writes, make it look again.
-            let holdsWrites = state.withLock { state -> Bool in
-                state.busyScopes.remove(scope)
-                return state.queues[scope] != nil
-            }
-            if holdsWrites { wake() }
-        }
-        var report = OutboxDrainReport()
-        while !Task.isCancelled {
-            let now = environment.now()
-            let head = state.withLock { state -> OutboxEntry? in
-                guard state.isOnline, let head = state.heads()[scope], head.nextAttemptAt <= now else { return nil }
-                return head
-            }
-            guard let head else { break }
-            let outcome = await deliver(head)
-            report.record(outcome)
-            if outcome != .delivered && outcome != .parked && outcome != .discarded { break }
-        }
-        return report
-    }
-
-    enum Outcome: Equatable {
-        case delivered, parked, discarded, deferred, stopped
-    }
-
-    /// One write, through its handler, with what the failure classes ask for.
-    private func deliver(_ entry: OutboxEntry) async -> Outcome {
-        let now = environment.now()
-        if let reason = retentionExceeded(entry, now: now) {
-            return await park(entry, DeadLetter(reason: .retentionExceeded, detail: reason, parkedAt: now))
-        }
-        guard let registration = registrations.withLock({ $0[entry.kind] }) else {
-            return await park(entry, DeadLetter(
-                reason: .unknownKind, detail: "no handler is registered for kind '\(entry.kind)'", parkedAt: now))
-        }
-        var entry = entry
-        var precondition = entry.baseVersion
-        var refreshedAuthorization = false
-        var merges = 0
-        while true {
-            entry.attempts += 1
-            guard await persist(entry) else { return holdBack(entry) }
-            do {
-                let receipt = try await registration.handler(Delivery(entry: entry, precondition: precondition))
-                return await complete(entry, receipt)
-            } catch {
-                // Only the drain's own cancellation stops it; a handler that throws
-                // `CancellationError` by itself (a transport whose request was cancelled) failed,
-                // and is classified, so it backs off instead of being sent again at once.
-                if Task.isCancelled { return .stopped }
-                let failedAt = environment.now()
-                let failure = Self.classify(error, at: failedAt)
-                state.withLock { $0.lastFailure = failure.failure }
-                metrics.failures(failure.failure.class).increment()
-                switch failure.disposition {
-                case .retryLater(let requested):
-                    entry.lastFailure = failure.failure
-                    entry.nextAttemptAt = failedAt.addingTimeInterval(
-                        retryPolicy.delay(afterAttempt: entry.attempts, requested: requested).seconds)
-                    if let reason = retentionExceeded(entry, now: failedAt) {
-                        return await park(entry, DeadLetter(
-                            reason: .retentionExceeded, detail: "\(reason); last failure: \(failure.failure.message)",
-                            status: failure.failure.status, body: failure.body, parkedAt: failedAt))
-                    }
-                    if !(await persist(entry)) {
-                        // Not saved: the backoff still holds in this process (after a relaunch the
-                        // write is due at once, which is safe).
-                        state.withLock { $0.put(entry) }
-                    }
-                    changed()
-                    return .deferred
-                case .unauthorized:
-                    entry.lastFailure = failure.failure
-                    guard !refreshedAuthorization, let refresh = registration.refreshAuthorization else {
-                        return await park(entry, DeadLetter(
-                            reason: .unauthorized, detail: failure.failure.message, status: failure.failure.status,
-                            body: failure.body, parkedAt: failedAt))
-                    }
-                    refreshedAuthorization = true
-                    do {
-                        try await refresh()
-                    } catch {
-                        return await park(entry, DeadLetter(
-                            reason: .unauthorized, detail: "the auth refresh failed: \(error)", status: failure.failure.status,
-                            body: failure.body, parkedAt: failedAt))
-                    }
-                case .conflict(let conflict):
-                    entry.lastFailure = failure.failure
-                    switch registration.conflicts {
-                    case .manual:
-                        return await park(entry, DeadLetter(
-                            reason: .conflict, detail: conflict.description, status: conflict.status, body: conflict.body,
-                            parkedAt: failedAt))
-                    case .serverWins(let refetch):
-                        let outcome = await remove(entry, because: .conflictServerWins)
-                        await refetch(entry)
-                        return outcome
-                    case .clientWins:
-                        guard precondition != nil else {
-                            return await park(entry, DeadLetter(
-                                reason: .conflict, detail: "\(conflict.description), and the write had no precondition to drop",
-                                status: conflict.status, body: conflict.body, parkedAt: failedAt))
-                        }
-                        precondition = nil
-                    case .merge(let merge):
-                        merges += 1
-                        guard merges <= 3 else {
-                            return await park(entry, DeadLetter(
-                                reason: .conflict, detail: "\(conflict.description), still after 3 merges",
-                                status: conflict.status, body: conflict.body, parkedAt: failedAt))
-                        }
-                        do {
-                            let merged = try await merge(entry, conflict)
-                            entry.payload = merged.payload
-                            entry.baseVersion = merged.baseVersion
-                            precondition = merged.baseVersion
-                        } catch {
-                            return await park(entry, DeadLetter(
-                                reason: .conflict, detail: "\(conflict.description); the merge failed: \(error)",
-                                status: conflict.status, body: conflict.body, parkedAt: failedAt))
-                        }
-                    }
-                case .park(let reason):
-                    entry.lastFailure = failure.failure
-                    return await park(entry, DeadLetter(
-                        reason: reason, detail: failure.failure.message, status: failure.failure.status, body: failure.body,
-                        parkedAt: failedAt))
-                }
-            }
-        }
-    }
-
-    private func retentionExceeded(_ entry: OutboxEntry, now: Date) -> String? {
-        if let maxAttempts = retention.maxAttempts, entry.attempts >= maxAttempts, entry.lastFailure != nil {
-            return "\(entry.attempts) attempts failed (the limit is \(maxAttempts))"
-        }
-        if let maxAge = retention.maxAge, Duration.between(entry.queuedAt, now) > maxAge {
-            return "queued for \(Duration.between(entry.queuedAt, now).formattedAge) (the limit is \(maxAge.formattedAge))"
-        }
-        return nil
-    }
-
-    /// Parks pending writes past the retention's age, even while offline; returns how many.
-    private func parkExpired() async -> Int {
-        guard retention.maxAge != nil else { return 0 }
-        let now = environment.now()
-        let expired = state.withLock { state in
-            state.entries.values.filter { $0.isPending && !state.busyScopes.contains($0.scope) }
-        }.compactMap { entry in retentionExceeded(entry, now: now).map { (entry, $0) } }
-        var parked = 0
-        for (entry, reason) in expired where await park(entry, DeadLetter(reason: .retentionExceeded, detail: reason, parkedAt: now)) == .parked {
-            parked += 1
-        }
-        return parked
-    }
-
-    /// Saves `entry` and mirrors it; `false` (logged) when the storage failed.
-    private func persist(_ entry: OutboxEntry) async -> Bool {
-        do {
-            try await storage.save(entry)
-        } catch {
-            metrics.storageFailures.increment()
-            logger.error("outbox could not save a write; it stays queued as it was", metadata: metadata(for: entry, error: error))
-            return false
-        }
-        state.withLock { $0.put(entry) }
-        return true
-    }
-
-    /// The storage failed while `entry` was being handled: it stays as it is, due again after the
-    /// retry policy's first delay in this process (so neither `drain()` nor `run()` spins on a
-    /// storage that keeps failing).
-    private func holdBack(_ entry: OutboxEntry) -> Outcome {
-        let until = environment.now().addingTimeInterval(retryPolicy.delay(afterAttempt: 1, requested: nil).seconds)
-        state.withLock { state in
-            guard var current = state.entries[entry.id], current.isPending else { return }
-            current.nextAttemptAt = max(current.nextAttemptAt, until)
-            state.put(current)
-        }
-        return .stopped
-    }
-
-    private func park(_ entry: OutboxEntry, _ letter: DeadLetter) async -> Outcome {
-        var parked = entry
-        parked.state = .parked(letter)
-        guard await persist(parked) else { return holdBack(entry) }
-        metrics.parked(letter.reason).increment()
-        var details = metadata(for: parked)
-        details["outbox.reason"] = "\(letter.reason.rawValue)"
-        details["outbox.detail"] = "\(letter.detail)"
-        if let status = letter.status { details["http.status"] = "\(status)" }
-        logger.warning("outbox write parked as a dead letter", metadata: details)
-        settleAndNotify()
-        return .parked
-    }
-
-    private func complete(_ entry: OutboxEntry, _ receipt: Receipt) async -> Outcome {
-        // The writes queued behind it are rewritten (a server-assigned id) and saved *before* the
-        // delivered write is removed: a crash in between sends the delivered write again with the
-        // same key, the server answers it from its record, and the rewrite runs again. Removed
-        // first, a crash would leave the later writes with an id nothing can rewrite any more.
-        if let rewrite = receipt.rewrite {
-            let later = state.withLock { state in
-                state.queues[entry.scope, default: []].filter { $0 != entry.id }.compactMap { state.entries[$0] }
-            }
-            for var next in later {
-                guard let payload = rewrite(next) else { continue }
-                next.payload = payload
-                guard await persist(next) else {
-                    logger.error(
-                        "outbox could not save a write rewritten after the one before it was delivered; that one is kept and sent again",
-                        metadata: metadata(for: entry))
-                    return holdBack(entry)
-                }
-            }
-        }
-        do {
-            try await storage.remove(entry.id)
-        } catch {
-            metrics.storageFailures.increment()
-            logger.error(
-                "outbox delivered a write but could not remove it; after a relaunch it is sent again with the same idempotency key",
-                metadata: metadata(for: entry, error: error))
-        }
-        state.withLock { $0.delete(entry.id) }
-        metrics.delivered.increment()
-        settleAndNotify()
-        return .delivered
-    }
-
-    private func remove(_ entry: OutboxEntry, because why: OutboxMetrics.DiscardReason) async -> Outcome {
-        do {
-            try await storage.remove(entry.id)
-        } catch {
-            metrics.storageFailures.increment()
-            logger.error("outbox could not remove a write", metadata: metadata(for: entry, error: error))
-            return holdBack(entry)
-        }
-        state.withLock { $0.delete(entry.id) }
-        metrics.discarded(why).increment()
-        var details = metadata(for: entry)
-        details["outbox.payload_bytes"] = "\(entry.payload.count)"
-        logger.warning("outbox write dropped: the server's version wins the conflict", metadata: details)
-        settleAndNotify()
-        return .discarded
-    }
-
     /// Resumes the drain waiters whose writes have all left the queue, then publishes the status.
-    private func settleAndNotify() {
+    func settleAndNotify() {
         let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             var ready: [CheckedContinuation<Void, Never>] = []
             for (token, waiter) in state.drainWaiters {
-                let remaining = waiter.ids.filter { state.entries[$0]?.isPending == true }
+                let remaining = waiter.ids.filter { state.machine.isQueued($0) }
                 if remaining.isEmpty {
                     ready.append(waiter.continuation)
                     state.drainWaiters[token] = nil
@@ -891,19 +503,11 @@ public final class Outbox: Sendable, CustomStringConvertible {
         changed()
     }
 
-    /// Publishes the status to every observer and the gauges.
-    private func changed() {
-        let (status, observers) = state.withLock { ($0.status, Array($0.observers.values)) }
-        metrics.pending.record(status.pending)
-        metrics.parkedNow.record(status.parked)
-        for observer in observers { observer.yield(status) }
-    }
-
     /// Whether a ``run()`` waits for a wake-up now (for tests).
     var isWaitingForWork: Bool { state.withLock { !$0.wakeWaiters.isEmpty } }
 
     /// Wakes a waiting ``run()`` (or makes its next wait return at once).
-    private func wake() {
+    func wake() {
         let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             if state.wakeWaiters.isEmpty {
                 state.wakeRequested = true
@@ -961,66 +565,23 @@ public final class Outbox: Sendable, CustomStringConvertible {
     }
 }
 
-/// What one ``Outbox/drain()`` did.
-public struct OutboxDrainReport: Sendable, Hashable {
-    /// Writes delivered.
-    public var delivered = 0
-    /// Writes parked as dead letters.
-    public var parked = 0
-    /// Writes removed because the server's version won a conflict.
-    public var discarded = 0
-    /// Writes that failed and wait for a retry.
-    public var deferred = 0
-
-    /// A report of nothing done yet.
-    public init() {}
-
-    mutating func record(_ outcome: Outbox.Outcome) {
-        switch outcome {
-        case .delivered: delivered += 1
-        case .parked: parked += 1
-        case .discarded: discarded += 1
-        case .deferred: deferred += 1
-        case .stopped: break
-        }
-    }
-
-    mutating func add(_ other: OutboxDrainReport) {
-        delivered += other.delivered
-        parked += other.parked
-        discarded += other.discarded
-        deferred += other.deferred
-    }
-}
-
-/// What an ``Outbox`` holds and does.
-public struct OutboxStatus: Sendable, Hashable {
-    /// Writes waiting for delivery, per scope (scopes with none are absent).
-    public var pendingByScope: [String: Int]
-    /// Parked writes (dead letters).
-    public var parked: Int
-    /// Whether a drain is running.
-    public var isDraining: Bool
-    /// What ``Outbox/connectivityChanged(isOnline:)`` last said (`true` until it says otherwise).
-    public var isOnline: Bool
-    /// The last failed attempt, of any write.
-    public var lastFailure: OutboxFailure?
-    /// Whether the entries have been read from the storage yet (before that, the counts are zero).
-    public var isLoaded: Bool
-
-    /// Writes waiting for delivery, in all scopes.
-    public var pending: Int { pendingByScope.values.reduce(0, +) }
-}
-
 /// Why an ``Outbox`` call failed.
 public enum OutboxError: Error, Sendable, CustomStringConvertible {
     /// The storage failed (the underlying error is usually a ``StoreError``); for `enqueue`, the write
-    /// was not queued.
+    /// was not queued: nothing is stored under its id.
     case storage(any Error)
+    /// `enqueue` could not tell whether the write was stored: its save failed and reading it back
+    /// failed too. It holds its scope until a read-back settles it; call `enqueue` again with the
+    /// same `id` to settle it.
+    case outcomeUnknown(id: UUID, underlying: any Error)
     /// No entry has this id (delivered, discarded, or never queued).
     case notFound(UUID)
     /// The entry is pending, not parked.
     case notParked(UUID)
+    /// Another operation on this dead letter (a retry, a discard) is under way.
+    case busy(UUID)
+    /// This id was discarded; it is not queued again.
+    case discarded(UUID)
     /// `waitUntilDrained` gave up with `remaining` of its writes still queued.
     case drainTimedOut(remaining: Int, timeout: Duration)
     /// A typed write did not encode as JSON; nothing was queued.
@@ -1029,8 +590,12 @@ public enum OutboxError: Error, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .storage(let error): "outbox storage failed: \(error)"
+        case .outcomeUnknown(let id, let error):
+            "outbox could not tell whether write \(id.uuidString.lowercased()) was stored (\(error)); enqueue it again with the same id"
         case .notFound(let id): "outbox has no entry \(id.uuidString.lowercased())"
         case .notParked(let id): "outbox entry \(id.uuidString.lowercased()) is pending, not parked"
+        case .busy(let id): "outbox entry \(id.uuidString.lowercased()) is being retried or discarded already"
+        case .discarded(let id): "outbox entry \(id.uuidString.lowercased()) was discarded"
         case .drainTimedOut(let remaining, let timeout):
             "outbox did not drain within \(timeout.formattedAge): \(remaining) write(s) still queued"
         case .unencodablePayload(let kind, let reason): "outbox write of kind '\(kind)' does not encode: \(reason)"

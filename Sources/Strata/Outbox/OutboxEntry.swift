@@ -11,7 +11,8 @@ public struct OutboxEntry: Sendable, Hashable, Codable, Identifiable {
     /// attempt to deliver this write sends, so a server that remembers keys applies it once.
     public let id: UUID
     /// Order of enqueueing within one outbox: entries of a scope are delivered by increasing sequence.
-    public let sequence: UInt64
+    /// A parked write that is retried gets a new one: it goes to the back of its scope's queue.
+    public var sequence: UInt64
     /// Entries of one scope are delivered one at a time, in order; different scopes in parallel.
     /// By default the resource the write changes (`"posts"`, `"post/42"`).
     public let scope: String
@@ -38,6 +39,15 @@ public struct OutboxEntry: Sendable, Hashable, Codable, Identifiable {
     public var lastFailure: OutboxFailure?
     /// Whether it waits for delivery or is parked.
     public var state: State
+    /// How many times the request was changed and sent again after the server refused it for good (a
+    /// merge, or "client wins" dropping the precondition): each change gets a new
+    /// ``idempotencyKey``, derived from the id, because the server remembers the old key with its
+    /// refusal. 0 for a write sent as it was queued.
+    public var keyRevision: Int
+    /// Bare 409s answered to this write while an earlier attempt may still be applied (it got no
+    /// answer): each was retried after a backoff instead of going to the conflict policy, up to
+    /// ``OutboxRetryPolicy/inFlightConflictRetries``.
+    public var inFlightConflicts: Int
 
     /// Whether an entry waits for delivery or has been set aside.
     public enum State: Sendable, Hashable, Codable {
@@ -74,10 +84,37 @@ public struct OutboxEntry: Sendable, Hashable, Codable, Identifiable {
         self.nextAttemptAt = nextAttemptAt ?? createdAt
         self.lastFailure = lastFailure
         self.state = state
+        self.keyRevision = 0
+        self.inFlightConflicts = 0
     }
 
-    /// The id as the `Idempotency-Key` header value: the lowercase UUID string.
-    public var idempotencyKey: String { id.uuidString.lowercased() }
+    /// Reads an entry; `keyRevision` and `inFlightConflicts`, absent from entries saved before they
+    /// existed, read as 0.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        id = try container.decode(UUID.self, forKey: .id)
+        sequence = try container.decode(UInt64.self, forKey: .sequence)
+        scope = try container.decode(String.self, forKey: .scope)
+        kind = try container.decode(String.self, forKey: .kind)
+        payload = try container.decode(Data.self, forKey: .payload)
+        host = try container.decodeIfPresent(String.self, forKey: .host)
+        baseVersion = try container.decodeIfPresent(String.self, forKey: .baseVersion)
+        createdAt = try container.decode(Date.self, forKey: .createdAt)
+        queuedAt = try container.decode(Date.self, forKey: .queuedAt)
+        attempts = try container.decode(Int.self, forKey: .attempts)
+        nextAttemptAt = try container.decode(Date.self, forKey: .nextAttemptAt)
+        lastFailure = try container.decodeIfPresent(OutboxFailure.self, forKey: .lastFailure)
+        state = try container.decode(State.self, forKey: .state)
+        keyRevision = try container.decodeIfPresent(Int.self, forKey: .keyRevision) ?? 0
+        inFlightConflicts = try container.decodeIfPresent(Int.self, forKey: .inFlightConflicts) ?? 0
+    }
+
+    /// The `Idempotency-Key` header value: the lowercase UUID string, and after the request was
+    /// changed and sent again (``keyRevision`` above 0), that string with `-r` and the revision, so
+    /// the server sees a new request it has not refused yet, still traceable to the write.
+    public var idempotencyKey: String {
+        keyRevision == 0 ? id.uuidString.lowercased() : "\(id.uuidString.lowercased())-r\(keyRevision)"
+    }
 }
 
 /// Why an outbox entry was parked, with what the server said.
@@ -135,9 +172,15 @@ public struct DeadLetter: Sendable, Hashable, Codable {
 public struct OutboxFailure: Sendable, Hashable, Codable, CustomStringConvertible {
     /// The class the outbox put the failure in, which decides what it did next.
     public enum Class: String, Sendable, Hashable, Codable, CaseIterable {
-        /// No answer (connection refused or reset, DNS, TLS, a timeout): retried after a backoff, and at
-        /// once when connectivity comes back.
+        /// The host could not be reached at all (connection refused, DNS, no route, offline): the
+        /// request never left, so it is retried after a backoff, and at once when connectivity comes
+        /// back or the host answers another request.
         case unreachable
+        /// The request may have reached the server but no answer came (a timeout, a connection lost
+        /// mid-exchange, the handler's deadline): retried after the backoff the server earned, which
+        /// another request to the host answering does not cut short; a bare 409 to the next attempt
+        /// means "still being applied", not a conflict.
+        case timedOut
         /// The server answered 408, 429 or 5xx (or the handler threw a transient error): retried after a
         /// backoff, or after the `Retry-After` the server asked for.
         case transient

@@ -18,13 +18,18 @@ public struct OutboxRetryPolicy: Sendable {
     public var maxRetryAfter: Duration
     /// A number in `0..<1` for the jitter; replace it to make waits repeatable in tests.
     public var random: @Sendable () -> Double
+    /// How many bare 409s (no `Retry-After`) after an attempt that got no answer are taken for "the
+    /// server is still applying the earlier attempt" and retried after a backoff, before the 409 goes
+    /// to the kind's ``OutboxConflictPolicy``.
+    public var inFlightConflictRetries: Int
 
     /// A policy; the defaults wait 1 s, then 2 s, 4 s … up to 5 min, each up to half shorter.
     public init(
         initialDelay: Duration = .seconds(1), multiplier: Double = 2, maxDelay: Duration = .seconds(300),
-        jitter: Double = 0.5, maxRetryAfter: Duration = .seconds(3600),
+        jitter: Double = 0.5, maxRetryAfter: Duration = .seconds(3600), inFlightConflictRetries: Int = 5,
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
     ) {
+        precondition(inFlightConflictRetries >= 0, "inFlightConflictRetries must not be negative")
         precondition((0...1).contains(jitter), "jitter is a fraction from 0 to 1")
         precondition(multiplier >= 1, "multiplier must be at least 1")
         self.initialDelay = initialDelay
@@ -33,6 +38,7 @@ public struct OutboxRetryPolicy: Sendable {
         self.jitter = jitter
         self.maxRetryAfter = maxRetryAfter
         self.random = random
+        self.inFlightConflictRetries = inFlightConflictRetries
     }
 
     /// The wait after the `attempts`-th failed attempt (1 for the first), given what the server asked.

@@ -1,0 +1,331 @@
+import Foundation
+
+extension Outbox {
+    enum Outcome: Equatable {
+        case delivered, parked, discarded, deferred, stopped
+        /// A first save's unknown outcome was settled: the drain goes on with the scope.
+        case settled
+    }
+
+    /// Delivers the due writes of the claimed `scope` one after another, until one fails or none is due.
+    func drainScope(_ scope: String) async -> OutboxDrainReport {
+        defer {
+            // A `run()` that looked for its next wake-up while this scope was busy skipped it: when
+            // the scope still holds writes, make it look again.
+            if state.withLock({ $0.machine.releaseScope(scope) }) { wake() }
+        }
+        var report = OutboxDrainReport()
+        while !Task.isCancelled {
+            let now = environment.now()
+            let outcome: Outcome
+            switch state.withLock({ $0.machine.nextStep(in: scope, now: now) }) {
+            case .release:
+                return report
+            case .park(let entry, let letter):
+                outcome = await park(entry, letter)
+            case .resolve(let entry):
+                outcome = await settleInDrain(entry)
+            case .deliver(let entry):
+                outcome = await deliver(entry)
+            }
+            report.record(outcome)
+            guard [.delivered, .parked, .discarded, .settled].contains(outcome) else { break }
+        }
+        return report
+    }
+
+    /// A first save with an unknown outcome, read back in a drain: queued or absent (the drain goes
+    /// on), or still unknown (held back by the retry policy's first delay).
+    private func settleInDrain(_ entry: OutboxEntry) async -> Outcome {
+        let storage = self.storage
+        let readBack = await Task { try await storage.entry(entry.id) }.result
+        defer { finishSave(of: entry.id) }
+        switch readBack {
+        case .success(let stored):
+            state.withLock { _ = $0.machine.saveFinished(entry.id, stored.map { .stored($0) } ?? .absent) }
+            logger.notice(
+                stored == nil
+                    ? "outbox settled a write whose save had an unknown outcome: it was not stored"
+                    : "outbox settled a write whose save had an unknown outcome: it was stored, and is queued",
+                metadata: metadata(for: entry))
+            changed()
+            return .settled
+        case .failure(let error):
+            metrics.storageFailures.increment()
+            logger.error("outbox still cannot tell whether a write was saved", metadata: metadata(for: entry, error: error))
+            state.withLock { $0.machine.heldBack(entry.id, until: holdBackDate()) }
+            return .stopped
+        }
+    }
+
+    /// One write (its attempt already counted), through its handler, with what the failure classes ask for.
+    private func deliver(_ entry: OutboxEntry) async -> Outcome {
+        guard let registration = registration(for: entry.kind) else {
+            // The machine saw the kind registered, and registrations are never removed.
+            preconditionFailure("outbox: no registration for a kind the state machine knows")
+        }
+        var entry = entry
+        var context = OutboxStateMachine.DeliveryContext(precondition: entry.baseVersion)
+        var counted = true
+        while true {
+            if !counted {
+                entry.attempts += 1
+                state.withLock { $0.machine.updateDelivering(entry) }
+            }
+            counted = false
+            guard await persist(entry) else { return holdBack(entry) }
+            let result = await runHandler(registration.handler, Delivery(entry: entry, precondition: context.precondition))
+            let error: any Error
+            switch result {
+            case .success(let receipt):
+                return await complete(entry, receipt)
+            case .failure(let failure):
+                // Only the drain's own cancellation stops it; a handler that throws
+                // `CancellationError` by itself (a transport whose request was cancelled) failed,
+                // and is classified, so it backs off instead of being sent again at once.
+                if Task.isCancelled {
+                    state.withLock { $0.machine.deferred(entry) }
+                    return .stopped
+                }
+                error = failure
+            }
+            let classified = Self.classify(error, at: environment.now())
+            state.withLock { $0.machine.lastFailure = classified.failure }
+            metrics.failures(classified.failure.class).increment()
+            let decision = OutboxStateMachine.decide(
+                after: classified, entry: entry, context: &context, conflicts: registration.conflicts.kind,
+                hasAuthRefresh: registration.refreshAuthorization != nil, retry: retryPolicy, retention: retention)
+            switch decision {
+            case .retryLater(let waiting):
+                // Not saved (logged): the backoff still holds in this process; after a relaunch the
+                // write is due at once, which is safe.
+                _ = await persist(waiting)
+                state.withLock { $0.machine.deferred(waiting) }
+                changed()
+                return .deferred
+            case .park(let failed, let letter):
+                return await park(failed, letter)
+            case .refreshAuthorization(let failed):
+                entry = failed
+                do {
+                    try await registration.refreshAuthorization?()
+                } catch {
+                    return await park(entry, DeadLetter(
+                        reason: .unauthorized, detail: "the auth refresh failed: \(error)", status: classified.failure.status,
+                        body: classified.body, parkedAt: classified.failure.at))
+                }
+            case .dropServerWins(let failed):
+                let outcome = await remove(failed, because: .conflictServerWins)
+                if case .serverWins(let refetch) = registration.conflicts, outcome == .discarded { await refetch(failed) }
+                return outcome
+            case .resend(let resent):
+                entry = resent
+            case .merge(let failed, let conflict):
+                guard case .merge(let merge) = registration.conflicts else { return await park(failed, DeadLetter(
+                    reason: .conflict, detail: conflict.description, status: conflict.status, body: conflict.body,
+                    parkedAt: classified.failure.at)) }
+                do {
+                    let merged = try await merge(failed, conflict)
+                    entry = failed
+                    entry.payload = merged.payload
+                    entry.baseVersion = merged.baseVersion
+                    context.precondition = merged.baseVersion
+                } catch {
+                    return await park(failed, DeadLetter(
+                        reason: .conflict, detail: "\(conflict.description); the merge failed: \(error)",
+                        status: conflict.status, body: conflict.body, parkedAt: classified.failure.at))
+                }
+            }
+        }
+    }
+
+    /// Runs one attempt's handler with the outbox's deadline (on its clock). Past the deadline the
+    /// handler's task is cancelled and left behind (its result, if it ever comes, is ignored: the
+    /// next attempt carries the same key), and the attempt fails with ``OutboxHandlerTimedOut``.
+    private func runHandler(_ handler: @escaping Handler, _ delivery: Delivery) async -> Result<Receipt, any Error> {
+        guard let deadline = handlerDeadline else {
+            do { return .success(try await handler(delivery)) } catch { return .failure(error) }
+        }
+        let race = HandlerRace()
+        let clock = environment.clock
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                race.arm(continuation)
+                let work = Task {
+                    let result: Result<Receipt, any Error>
+                    do { result = .success(try await handler(delivery)) } catch { result = .failure(error) }
+                    race.finish(result)
+                }
+                let timer = Task {
+                    guard (try? await clock.sleep(for: deadline)) != nil else { return }
+                    race.finish(.failure(OutboxHandlerTimedOut(deadline: deadline)))
+                }
+                race.onFinish { work.cancel(); timer.cancel() }
+            }
+        } onCancel: {
+            race.finish(.failure(CancellationError()))
+        }
+    }
+
+    /// When a write held back by a storage failure is due again: after the retry policy's first delay.
+    func holdBackDate() -> Date {
+        environment.now().addingTimeInterval(retryPolicy.delay(afterAttempt: 1, requested: nil).seconds)
+    }
+
+    /// The storage failed while `entry` was being handled: it stays as it is, due again after the
+    /// retry policy's first delay in this process (so neither `drain()` nor `run()` spins on a
+    /// storage that keeps failing).
+    func holdBack(_ entry: OutboxEntry) -> Outcome {
+        state.withLock { $0.machine.heldBack(entry.id, until: holdBackDate()) }
+        return .stopped
+    }
+
+    /// Saves `entry` and mirrors it; `false` (logged) when the storage failed.
+    func persist(_ entry: OutboxEntry) async -> Bool {
+        do {
+            try await storage.save(entry)
+            return true
+        } catch {
+            metrics.storageFailures.increment()
+            logger.error("outbox could not save a write; it stays queued as it was", metadata: metadata(for: entry, error: error))
+            return false
+        }
+    }
+
+    /// Parks pending writes past the retention's age, even while offline; returns how many.
+    func parkExpired() async -> Int {
+        let expired = state.withLock { $0.machine.claimExpired(now: environment.now()) }
+        var parked = 0
+        for (entry, letter) in expired where await park(entry, letter) == .parked {
+            parked += 1
+        }
+        return parked
+    }
+
+    func park(_ entry: OutboxEntry, _ letter: DeadLetter) async -> Outcome {
+        var parked = entry
+        parked.state = .parked(letter)
+        guard await persist(parked) else { return holdBack(entry) }
+        let revive = state.withLock { $0.machine.parked(parked) }
+        metrics.parked(letter.reason).increment()
+        var details = metadata(for: parked)
+        details["outbox.reason"] = "\(letter.reason.rawValue)"
+        details["outbox.detail"] = "\(letter.detail)"
+        if let status = letter.status { details["http.status"] = "\(status)" }
+        logger.warning("outbox write parked as a dead letter", metadata: details)
+        settleAndNotify()
+        // Its kind was registered while it was being parked: back to the queue.
+        if let revive { Task { await self.revive([revive]) } }
+        return .parked
+    }
+
+    private func complete(_ entry: OutboxEntry, _ receipt: Receipt) async -> Outcome {
+        // The writes queued behind it are rewritten (a server-assigned id) and saved *before* the
+        // delivered write is removed: a crash in between sends the delivered write again with the
+        // same key, the server answers it from its record, and the rewrite runs again. Removed
+        // first, a crash would leave the later writes with an id nothing can rewrite any more.
+        if let rewrite = receipt.rewrite {
+            for var next in state.withLock({ $0.machine.queued(after: entry.id) }) {
+                guard let payload = rewrite(next) else { continue }
+                next.payload = payload
+                guard await persist(next) else {
+                    logger.error(
+                        "outbox could not save a write rewritten after the one before it was delivered; that one is kept and sent again",
+                        metadata: metadata(for: entry))
+                    return holdBack(entry)
+                }
+                state.withLock { $0.machine.rewritten(next) }
+            }
+        }
+        do {
+            try await storage.remove(entry.id)
+        } catch {
+            metrics.storageFailures.increment()
+            logger.error(
+                "outbox delivered a write but could not remove it; after a relaunch it is sent again with the same idempotency key",
+                metadata: metadata(for: entry, error: error))
+        }
+        state.withLock { $0.machine.delivered(entry.id) }
+        metrics.delivered.increment()
+        settleAndNotify()
+        return .delivered
+    }
+
+    private func remove(_ entry: OutboxEntry, because why: OutboxMetrics.DiscardReason) async -> Outcome {
+        do {
+            try await storage.remove(entry.id)
+        } catch {
+            metrics.storageFailures.increment()
+            logger.error("outbox could not remove a write", metadata: metadata(for: entry, error: error))
+            return holdBack(entry)
+        }
+        state.withLock { $0.machine.delivered(entry.id) }
+        metrics.discarded(why).increment()
+        var details = metadata(for: entry)
+        details["outbox.payload_bytes"] = "\(entry.payload.count)"
+        logger.warning("outbox write dropped: the server's version wins the conflict", metadata: details)
+        settleAndNotify()
+        return .discarded
+    }
+}
+
+/// An attempt whose handler ran past the outbox's `handlerDeadline`: it was cancelled, and the write
+/// is retried after a backoff as one that got no answer (``OutboxFailure/Class/timedOut``).
+public struct OutboxHandlerTimedOut: Error, Sendable, CustomStringConvertible {
+    /// The deadline it ran past.
+    public var deadline: Duration
+    public var description: String { "the write's handler ran past its deadline of \(deadline.formattedAge) and was cancelled" }
+}
+
+/// The first of a handler's result, its deadline and the drain's cancellation, resumed once.
+private final class HandlerRace: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<Result<Outbox.Receipt, any Error>, Never>?
+        var result: Result<Outbox.Receipt, any Error>?
+        var cleanup: (@Sendable () -> Void)?
+        var finished = false
+    }
+    private let state = Locked(State())
+
+    func arm(_ continuation: CheckedContinuation<Result<Outbox.Receipt, any Error>, Never>) {
+        let result = state.withLock { state -> Result<Outbox.Receipt, any Error>? in
+            if let result = state.result { return result }
+            state.continuation = continuation
+            return nil
+        }
+        if let result { continuation.resume(returning: result) }
+    }
+
+    /// Runs `cleanup` once the race is decided (at once when it already is).
+    func onFinish(_ cleanup: @escaping @Sendable () -> Void) {
+        let now = state.withLock { state -> Bool in
+            if state.finished { return true }
+            state.cleanup = cleanup
+            return false
+        }
+        if now { cleanup() }
+    }
+
+    func finish(_ result: Result<Outbox.Receipt, any Error>) {
+        let (continuation, cleanup) = state.withLock { state -> (CheckedContinuation<Result<Outbox.Receipt, any Error>, Never>?, (@Sendable () -> Void)?) in
+            guard !state.finished else { return (nil, nil) }
+            state.finished = true
+            state.result = result
+            defer { state.continuation = nil; state.cleanup = nil }
+            return (state.continuation, state.cleanup)
+        }
+        continuation?.resume(returning: result)
+        cleanup?()
+    }
+}
+
+extension OutboxConflictPolicy {
+    var kind: OutboxStateMachine.ConflictPolicyKind {
+        switch self {
+        case .manual: .manual
+        case .serverWins: .serverWins
+        case .clientWins: .clientWins
+        case .merge: .merge
+        }
+    }
+}
