@@ -422,8 +422,9 @@ struct OutboxStateMachine: Sendable {
         var parked = 0
         for record in records.values {
             switch record.phase {
-            case .pending, .delivering, .requeueing: pendingByScope[record.entry.scope, default: 0] += 1
-            case .parked, .discarding: parked += 1
+            case .pending, .delivering: pendingByScope[record.entry.scope, default: 0] += 1
+            // A dead letter is parked until its requeue is saved, and until it is removed.
+            case .parked, .requeueing, .discarding: parked += 1
             case .saving, .unresolved: break
             }
         }
