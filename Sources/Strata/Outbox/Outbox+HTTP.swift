@@ -84,8 +84,13 @@ extension Outbox {
                 throw UnreadablePayload(detail: "not an HTTP request: \(error)")
             }
             // A key the request was queued with (one an earlier, direct attempt already sent) is kept:
-            // replacing it would let the server apply the write a second time.
-            if request.headerFields[idempotencyKeyHeader] == nil {
+            // replacing it would let the server apply the write a second time. Once the request was
+            // changed after a refusal, that key gets the same revision suffix as the entry's own.
+            if let carried = request.headerFields[idempotencyKeyHeader] {
+                if delivery.entry.keyRevision > 0 {
+                    request.headerFields[idempotencyKeyHeader] = "\(carried)-r\(delivery.entry.keyRevision)"
+                }
+            } else {
                 request.headerFields[idempotencyKeyHeader] = delivery.idempotencyKey
             }
             request.headerFields[.ifMatch] = delivery.precondition
@@ -106,18 +111,23 @@ extension Outbox {
     ///   - baseVersion: the `ETag` the write was made against, sent as `If-Match`. An `If-Match` the
     ///     request already carries is taken as the base version when this is `nil`, so the conflict
     ///     policy applies to it too.
+    ///   - id: the entry's id, which makes this call idempotent (see
+    ///     ``enqueue(kind:scope:payload:host:baseVersion:id:)``). When `nil` and the request carries
+    ///     an `Idempotency-Key` that is a UUID, that UUID is the id: queueing the same request again
+    ///     after an error answers with the same entry.
     @discardableResult
     public func enqueue(
-        _ request: HTTPRequest, body: Data?, scope: String? = nil, baseVersion: String? = nil
+        _ request: HTTPRequest, body: Data?, scope: String? = nil, baseVersion: String? = nil, id: UUID? = nil
     ) async throws -> OutboxEntry {
         var request = request
+        let id = id ?? request.headerFields[HTTPField.Name("Idempotency-Key")!].flatMap(UUID.init(uuidString:))
         let baseVersion = baseVersion ?? request.headerFields[.ifMatch]
         request.headerFields[.ifMatch] = nil
         let stored = try OutboxRequest(request, body: body)
         let payload = try JSONEncoder().encode(stored)
         return try await enqueue(
             kind: Self.httpKind, scope: scope ?? Self.defaultScope(for: stored.url), payload: payload,
-            host: stored.url.host, baseVersion: baseVersion)
+            host: stored.url.host, baseVersion: baseVersion, id: id)
     }
 
     /// The scope of an HTTP write to `url` when none is given: its path.

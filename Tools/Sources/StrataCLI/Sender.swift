@@ -8,7 +8,9 @@ import Strata
 /// or fails transiently (408, 429, 5xx) it stays queued for `strata outbox drain`; if the server
 /// refuses it (another 4xx, a 501) it is parked as a dead letter for `strata outbox retry` or
 /// `discard`. Every attempt carries the same `Idempotency-Key` (the entry's id), so a server that
-/// honours it applies the write once however often it is sent. Credentials (`Authorization`,
+/// honours it applies the write once however often it is sent. A request that carries its own
+/// `Idempotency-Key` (a UUID) is queued under that id: running the same command again after an error
+/// answers with the entry already queued, never a second copy. Credentials (`Authorization`,
 /// `Proxy-Authorization`, `Cookie`) are never written to the outbox: this command adds them back to
 /// its own attempt.
 public struct Sender: Sendable {
@@ -77,6 +79,12 @@ public struct Sender: Sendable {
         let entry: OutboxEntry
         do {
             entry = try await outbox.enqueue(request, body: options.body, scope: options.scope, baseVersion: options.ifMatch)
+        } catch OutboxError.outcomeUnknown(let id, let underlying) {
+            // Neither queued nor refused: the same command with the same key settles it.
+            let key = id.uuidString.lowercased()
+            stderr("strata send: not known whether the write was queued (\(Redaction.redactingSecrets(in: "\(underlying)"))); "
+                + "nothing was sent. Run the same command with -H 'Idempotency-Key: \(key)' to settle it: it is queued once, never twice")
+            return .storage
         } catch {
             stderr("strata send: not queued, nothing sent: \(Redaction.redactingSecrets(in: "\(error)"))")
             return .storage
