@@ -17,11 +17,13 @@
 // - `naive`: NOT a Strata store. It writes the record's JSON in place at file P (truncate, then 4 KB
 //   chunks, each flushed): the negative control that shows the kill loop does catch torn writes.
 // - `defaults`: `UserDefaultsStore` in suite P.
-// - `outbox-enqueue`: an `Outbox` over a `FileOutboxStorage` in directory P, offline; each round queues
-//   one HTTP write (`POST <url>/posts`, the round's `CrashPost` as JSON) in scope `s<seq % 3>`. Its
-//   payload is the round's first `CrashPost.maxPayload` bytes: an outbox reads every entry when it
-//   opens, so (in a debug build) megabytes of entries would make each relaunch, not the kill, the
-//   cost of the loop.
+// - `outbox-enqueue`: an `Outbox` over a `FileOutboxStorage` in directory P, offline; round `r` queues
+//   three HTTP writes at once, from three concurrent tasks (`POST <url>/posts`, each a `CrashPost` as
+//   JSON): posts `3r` and `3r+1` into scope `shared` (two writers racing for one scope) and `3r+2`
+//   into scope `other`; `a <r>` is printed once all three `enqueue` calls returned. A post's payload
+//   is its round's first `CrashPost.maxPayload` bytes: an outbox reads every entry when it opens, so
+//   (in a debug build) megabytes of entries would make each relaunch, not the kill, the cost of the
+//   loop.
 // - `outbox-replay`: the same outbox, online, drained once through `URLSessionHTTPClient` to `--url`;
 //   it prints `w <seq>` before each write is sent and `a <seq>` once the server answered 2xx, then
 //   `done <delivered>` and exits. (Killed mid-drain, the next run sends what is left.)
@@ -157,6 +159,11 @@ func writeInPlace(_ record: CrashRecord, at path: String) throws {
     }
 }
 
+/// The outbox scope of post `seq` in the `outbox-enqueue` loop: two of each round's three posts share one.
+func crashScope(ofPost seq: Int) -> String {
+    seq % 3 == 2 ? "other" : "shared"
+}
+
 /// Parses the arguments, opens the store and writes until killed (or `--count` rounds).
 func run() async throws {
     var kindArgument: String?
@@ -220,9 +227,17 @@ func run() async throws {
         outbox.connectivityChanged(isOnline: false)
         let posts = (url ?? URL(string: "http://127.0.0.1:9")!).appendingPathComponent("posts")
         insert = { record, _ in
-            var request = HTTPRequest(method: .post, url: posts)
-            request.headerFields[.contentType] = "application/json"
-            try await outbox.enqueue(request, body: try JSONEncoder().encode(CrashPost(seq: record.seq)), scope: "s\(record.seq % 3)")
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for post in 3 * record.seq..<3 * record.seq + 3 {
+                    group.addTask {
+                        var request = HTTPRequest(method: .post, url: posts)
+                        request.headerFields[.contentType] = "application/json"
+                        try await outbox.enqueue(
+                            request, body: try JSONEncoder().encode(CrashPost(seq: post)), scope: crashScope(ofPost: post))
+                    }
+                }
+                try await group.waitForAll()
+            }
         }
         writesFillers = false
     case "outbox-replay":

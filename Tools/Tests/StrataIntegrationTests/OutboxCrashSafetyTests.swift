@@ -140,8 +140,10 @@ struct OutboxCrashSafetyTests {
         let started = clock.now
         var reader = Reader(directory: outbox, scratch: directory.appending("scratch"))
 
-        // Phase 1: kills while queueing. Every acknowledged round must be on disk, intact.
+        // Phase 1: kills while queueing. Every acknowledged round (three posts, enqueued at once by
+        // three tasks, two of them into one scope) must be on disk, intact.
         var queued: [Int] = []
+        var acknowledgedPosts = Set<Int>()
         var next = 1
         var enqueueKills = 0
         var inFlightKept = 0
@@ -160,15 +162,24 @@ struct OutboxCrashSafetyTests {
             let context = "STRATA_CRASH_SEED=\(replaySeed), enqueue kill \(enqueueKills)"
             #expect(point.status == 128 + SIGKILL, "\(context): the writer ended with \(point.status)")
             let acknowledged = try #require(point.acknowledged, "\(context): nothing acknowledged")
+            if acknowledged >= next { acknowledgedPosts.formUnion(3 * next..<3 * (acknowledged + 1)) }
             queued = try await reader.read(context: context).keys.sorted()
-            let lost = Set(1...acknowledged).subtracting(queued)
-            #expect(lost.isEmpty, "\(context): acknowledged rounds lost: \(lost.sorted().prefix(10))")
-            let inFlightQueued = point.inFlight.map { queued.contains($0) } ?? false
+            let lost = acknowledgedPosts.subtracting(queued)
+            #expect(lost.isEmpty, "\(context): posts of acknowledged rounds lost: \(lost.sorted().prefix(10))")
+            let inFlightQueued = point.inFlight.map { round in (3 * round..<3 * round + 3).contains { queued.contains($0) } } ?? false
             if inFlightQueued { inFlightKept += 1 }
-            next = (inFlightQueued ? point.inFlight! : acknowledged) + 1
+            next = max(acknowledged, point.inFlight ?? 0) + 1
         }
         queued = try await reader.read(context: "STRATA_CRASH_SEED=\(replaySeed), after the queueing kills", everything: true).keys.sorted()
         let total = queued.count
+        // The queue order per scope, as every relaunch reads it: by sequence. A round's posts come
+        // after every earlier round's (its writers started after those returned); the two writers of
+        // one round into `shared` may be in either order, which the sequence then fixes.
+        let sequenceOrder = try await Self.queueOrderPerScope(outbox)
+        for (scope, posts) in sequenceOrder {
+            let rounds = posts.map { $0 / 3 }
+            #expect(rounds == rounds.sorted(), "STRATA_CRASH_SEED=\(replaySeed): scope \(scope) is queued out of round order: \(posts.prefix(20))")
+        }
 
         // Phase 2: kills while replaying, each after 1–3 writes the server accepted and one in flight,
         // until a run drains what is left and ends on its own.
@@ -215,6 +226,12 @@ struct OutboxCrashSafetyTests {
         }
 
         let applied = appliedRounds(server)
+        // Delivery order per scope is the queue order, across every kill and relaunch.
+        let appliedInOrder = server.posts.keys.sorted().compactMap { id in server.posts[id].flatMap { Self.round(ofTitle: $0.title) } }
+        for (scope, posts) in sequenceOrder {
+            let delivered = appliedInOrder.filter { Self.scope(ofPost: $0) == scope }
+            #expect(delivered == posts, "STRATA_CRASH_SEED=\(replaySeed): scope \(scope) was applied out of its queue order")
+        }
         let duplicates = Dictionary(grouping: applied, by: { $0 }).filter { $0.value.count > 1 }.keys.sorted()
         #expect(duplicates.isEmpty, "STRATA_CRASH_SEED=\(replaySeed): rounds applied twice: \(duplicates.prefix(10))")
         #expect(applied.sorted() == queued, "STRATA_CRASH_SEED=\(replaySeed): the server holds \(applied.count) of \(total) rounds")
@@ -232,14 +249,34 @@ struct OutboxCrashSafetyTests {
             "OutboxCrashSafety STRATA_CRASH_SEED=\(replaySeed): \(enqueueKills) kills while queueing (in-flight write kept \(inFlightKept)×), "
                 + "\(total) writes queued, \(replayKills) kills while replaying (\(killsAfterApply) after the server applied a write "
                 + "and before the outbox removed it, \(appliedButQueued.count) such writes, \(resent) answered again from the record); "
-                + "lost 0, applied twice \(duplicates.count), torn 0; \(String(format: "%.1f", seconds)) s")
+                + "lost 0, applied twice \(duplicates.count), torn 0, scopes out of order 0 (two writers into one scope, one into another); "
+                + "\(String(format: "%.1f", seconds)) s")
     }
 
     /// The rounds the server applied, one element per post it created.
     static func appliedRounds(_ server: DemoServer) -> [Int] {
-        server.posts.values.compactMap { post in
-            post.title.hasPrefix("crash-") ? Int(post.title.dropFirst("crash-".count)) : nil
+        server.posts.values.compactMap { round(ofTitle: $0.title) }
+    }
+
+    /// The writer's scope of post `seq` (`crashScope(ofPost:)` in strata-crash-writer).
+    static func scope(ofPost seq: Int) -> String {
+        seq % 3 == 2 ? "other" : "shared"
+    }
+
+    static func round(ofTitle title: String) -> Int? {
+        title.hasPrefix("crash-") ? Int(title.dropFirst("crash-".count)) : nil
+    }
+
+    /// The posts queued in `directory`, per outbox scope, in the order the outbox delivers them.
+    static func queueOrderPerScope(_ directory: URL) async throws -> [String: [Int]] {
+        let entries = try await FileOutboxStorage(directory: directory).loadAll().sorted { $0.sequence < $1.sequence }
+        var order: [String: [Int]] = [:]
+        for entry in entries {
+            let post = try entry.decoded(Queued.self).seq
+            #expect(entry.scope == scope(ofPost: post), "post \(post) is queued in scope \(entry.scope)")
+            order[entry.scope, default: []].append(post)
         }
+        return order
     }
 }
 
