@@ -225,6 +225,10 @@ extension Outbox {
         // same key, the server answers it from its record, and the rewrite runs again. Removed
         // first, a crash would leave the later writes with an id nothing can rewrite any more.
         if let rewrite = receipt.rewrite {
+            // A write queued behind it while it was delivered is rewritten too: wait for its save.
+            for id in state.withLock({ $0.machine.saving(after: entry.id) }) {
+                try? await waitForSave(of: id)
+            }
             for var next in state.withLock({ $0.machine.queued(after: entry.id) }) {
                 guard let payload = rewrite(next) else { continue }
                 next.payload = payload

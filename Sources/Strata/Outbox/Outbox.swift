@@ -240,7 +240,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
     }
 
     /// Waits until another call's first save of `id` has an outcome.
-    private func waitForSave(of id: UUID) async throws {
+    func waitForSave(of id: UUID) async throws {
         let token = UUID()
         await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in

@@ -219,10 +219,19 @@ struct OutboxStateMachine: Sendable {
         replace(entry.id, entry: entry, phase: .delivering)
     }
 
-    /// The writes queued behind `id` in its scope (for a receipt's rewrite).
+    /// The saved writes queued behind `id` in its scope (for a receipt's rewrite).
     func queued(after id: UUID) -> [OutboxEntry] {
         guard let scope = records[id]?.entry.scope else { return [] }
-        return queues[scope, default: []].filter { $0 != id }.compactMap { records[$0]?.entry }
+        return queues[scope, default: []].compactMap { other in
+            guard other != id, let record = records[other], record.phase == .pending else { return nil }
+            return record.entry
+        }
+    }
+
+    /// The writes behind `id` in its scope whose first save is still open (a rewrite waits for them).
+    func saving(after id: UUID) -> [UUID] {
+        guard let scope = records[id]?.entry.scope else { return [] }
+        return queues[scope, default: []].filter { records[$0]?.phase == .saving }
     }
 
     /// A queued write behind the delivered one got a new payload (saved): mirror it.
