@@ -43,7 +43,7 @@ struct OfflineWriteScenarioTests {
         #expect(output.contains("the first launch's Outbox has been deallocated"))
         #expect(output.contains("1 delivered: post 1 \"Written on the train\""))
         #expect(output.contains("shown      post 1 \"Written on the train\""))
-        #expect(output.contains("0 delivered; the answer was lost (unreachable: "))
+        #expect(output.contains("0 delivered; the answer was lost (timedOut: "), "the request reached the server: no answer, not unreachable")
         #expect(output.contains("next attempt in 1s, same key"))
         #expect(output.contains("1 request sent, no answer"), "the dropped answer is not counted as one")
         #expect(output.contains("2 requests, applied 1, answered again from the record 1"))

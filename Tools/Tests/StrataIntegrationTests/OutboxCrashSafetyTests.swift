@@ -181,7 +181,7 @@ struct OutboxCrashSafetyTests {
             #expect(rounds == rounds.sorted(), "STRATA_CRASH_SEED=\(replaySeed): scope \(scope) is queued out of round order: \(posts.prefix(20))")
         }
 
-        // Phase 2: kills while replaying, each after 1–3 writes the server accepted and one in flight,
+        // Phase 2: kills while replaying, each after 2–7 writes the server accepted and one in flight,
         // until a run drains what is left and ends on its own.
         var replayKills = 0
         // Kills that landed after the server applied a write and before the outbox removed it: the
@@ -194,7 +194,9 @@ struct OutboxCrashSafetyTests {
                 Issue.record("STRATA_CRASH_SEED=\(replaySeed): the replay did not finish within the budget")
                 break
             }
-            let acks = Int.random(in: 1...2, using: &random)
+            // Each round queued three writes: a run sends 2–7 before its kill, so the replay takes about
+            // as many kills as the rounds it replays.
+            let acks = Int.random(in: 2...7, using: &random)
             // Half the kills aim at the moment an answer arrived (before the outbox removes the
             // write), half at a write sent after it (which the server may have applied meanwhile).
             let atAnswer = Bool.random(using: &random)
