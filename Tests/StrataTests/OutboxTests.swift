@@ -412,6 +412,31 @@ struct OutboxFailureTests {
         #expect(try await outbox.entry(refused.id)?.attempts == 2)
     }
 
+    @Test("the status decides before the body's size: a 2xx over the limit is delivered, a 409 over it is a conflict")
+    func statusDecidesBeforeTheBodyLimit() async throws {
+        // A transport that hands back whole bodies, whatever the limit (the real ones cut them:
+        // Tools' OutboxLargeAnswerTests); the outbox asks every transport to cut rather than refuse.
+        let large = Data(repeating: UInt8(ascii: "x"), count: 100_000)
+        let server = ScriptedServer { request, index in
+            HTTPReply(url: request.url, statusCode: index == 0 ? 201 : 409, body: large)
+        }
+        let fixture = try OutboxFixture(server: server)
+        let outbox = Outbox(storage: fixture.storage, environment: fixture.clock.environment(logger: fixture.logs.logger))
+        outbox.registerHTTP(transport: server, options: HTTPRequestOptions(maxBodyBytes: 1024))
+        let (request, body) = OutboxFixture.post()
+        try await outbox.enqueue(request, body: body)
+        #expect(try await outbox.drain().delivered == 1)
+
+        let conflicting = try await outbox.enqueue(request, body: body)
+        #expect(try await outbox.drain().parked == 1)
+        let letter = try #require(try await outbox.entry(conflicting.id)?.deadLetter)
+        #expect(letter.reason == .conflict)
+        #expect(letter.status == 409)
+        #expect(letter.body?.count == 65_536)
+        #expect(server.requests.map(\.options.oversizedBody) == [.truncate, .truncate])
+        #expect(server.requests.map(\.maxBodyBytes) == [1024, 1024])
+    }
+
     @Test("an entry of a kind no handler knows is parked, and comes back when its kind is registered")
     func unknownKindIsParkedNotDropped() async throws {
         let fixture = try OutboxFixture()
