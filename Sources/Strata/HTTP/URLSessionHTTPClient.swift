@@ -17,15 +17,17 @@ import FoundationNetworking
 /// (``init(session:maxBodyBytes:)``) the client cannot watch the body arrive on every platform; the
 /// limit is then enforced where the platform reports progress and always on the finished body.
 ///
-/// Where the transfer can outrun the refusal: on Linux, FoundationNetworking's libcurl reads the
-/// socket on the session's work queue and hands each chunk to the delegate queue without waiting for
-/// it (swift-corelibs-foundation, `_NativeProtocol.notifyDelegate(aboutReceivedData:)`: there is no
-/// flow control from the delegate back to libcurl). The client cancels the task in the delegate
-/// callback that sees the chunk crossing the limit, and the cancellation removes libcurl's handle,
-/// closing the connection; what libcurl read between that chunk and the cancellation is read and
-/// dropped, as much as the network delivers while the delegate catches up. So that this lag is short,
-/// a session the client creates calls its delegate on a serial queue of its own (a thread of its
-/// own when needed), never held up behind other work on Dispatch's shared pool.
+/// Where the transfer outruns the refusal: on Linux, FoundationNetworking's libcurl reads the socket
+/// on the session's work queue and hands each chunk to the delegate queue without waiting for it
+/// (swift-corelibs-foundation, `_NativeProtocol.notifyDelegate(aboutReceivedData:)`: there is no flow
+/// control from the delegate back to libcurl, and libcurl's receive side is never paused). The client
+/// cancels the task in the delegate callback that sees the chunk crossing the limit, and the
+/// cancellation (two hops on the session's work queue, then `stopLoading()`) removes libcurl's handle,
+/// which closes the connection. What libcurl read between the crossing chunk and that moment is
+/// downloaded, queued for the delegate and dropped there (never added to the body): as much as the
+/// network delivers while the delegate and the work queue catch up (on loopback, with a 1 MiB limit, 40–140 MB were measured; the more the
+/// machine is loaded, the more). The client cannot shorten this: FoundationNetworking offers no
+/// hook on libcurl's thread.
 ///
 /// ## TLS
 /// The client never handles authentication challenges itself: certificate validation is the
@@ -59,16 +61,7 @@ public final class URLSessionHTTPClient: HTTPTransport, Sendable {
     public init(configuration: URLSessionConfiguration, maxBodyBytes: Int? = URLSessionHTTPClient.defaultMaxBodyBytes) {
         let receiver = BodyReceiver()
         self.receiver = receiver
-        // The delegate counts the body and cancels the task at the limit: it gets a serial queue of
-        // its own (Dispatch gives a serial queue a thread when it needs one), so a busy shared pool
-        // never lets the transfer run on far past the limit before the delegate sees it.
-        let dispatchQueue = DispatchQueue(label: "Strata.URLSessionHTTPClient.delegate", qos: .userInitiated)
-        let delegateQueue = OperationQueue()
-        delegateQueue.name = "Strata.URLSessionHTTPClient.delegate"
-        delegateQueue.maxConcurrentOperationCount = 1
-        // Retained by the operation queue, though declared `unowned(unsafe)` (`assign /* actually retain */`).
-        delegateQueue.underlyingQueue = dispatchQueue
-        self.session = URLSession(configuration: configuration, delegate: receiver, delegateQueue: delegateQueue)
+        self.session = URLSession(configuration: configuration, delegate: receiver, delegateQueue: nil)
         self.maxBodyBytes = maxBodyBytes
     }
 
