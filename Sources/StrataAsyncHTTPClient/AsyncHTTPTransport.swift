@@ -25,7 +25,9 @@ import Strata
 /// - the body limit (``Strata/HTTPRequestOptions/maxBodyBytes``, else ``maxBodyBytes``) is enforced
 ///   as the body arrives: a `Content-Length` above it fails before any of the body is read, and a
 ///   body of unknown length is read chunk by chunk and dropped once it passes the limit
-///   (``Strata/HTTPError/bodyTooLarge(url:limit:received:contentLength:)``);
+///   (``Strata/HTTPError/bodyTooLarge(url:limit:received:contentLength:)``), or cut there with
+///   ``Strata/HTTPRequestOptions/OversizedBody/truncate``; either way the request is failed and its
+///   connection closed, so the rest of the body is never downloaded;
 /// - cancelling the calling task cancels the request and throws `CancellationError`.
 ///
 /// ``Strata/HTTPRequestOptions/timeout`` bounds the whole exchange (connection, head and body), as
@@ -76,12 +78,16 @@ public struct AsyncHTTPTransport: HTTPTransport {
                 fields.append(HTTPField(name: fieldName, value: value))
             }
             let declared = response.headers.first(name: "content-length").flatMap { Int($0) }
-            // The body's iterator exists before any early exit: when it goes away unfinished,
-            // AsyncHTTPClient fails the request and closes the connection. A body that was never
+            let head = HTTPResponse(status: HTTPResponse.Status(code: Int(response.status.code)), headerFields: fields)
+            let truncates = options.oversizedBody == .truncate
+            // The body's iterator exists before any early exit: when it goes away unfinished (this
+            // function returns or throws), AsyncHTTPClient fails the request and closes the
+            // connection, so a refused or cut body is not downloaded on. A body that was never
             // iterated is not always cancelled at once (a CI run saw the server send the whole
             // declared gigabyte after this check had thrown).
             var chunks = response.body.makeAsyncIterator()
             if let limit, let declared, declared > limit {
+                if truncates { return HTTPReply(response: head, body: Data(), url: response.url ?? url, isBodyTruncated: true) }
                 throw HTTPError.bodyTooLarge(url: url, limit: limit, received: 0, contentLength: declared)
             }
             var data = Data()
@@ -89,12 +95,15 @@ public struct AsyncHTTPTransport: HTTPTransport {
                 let received = data.count + chunk.readableBytes
                 if let limit, received > limit {
                     // Leaving the loop drops the rest of the body: the connection is closed.
+                    if truncates {
+                        data.append(contentsOf: chunk.readableBytesView.prefix(limit - data.count))
+                        return HTTPReply(response: head, body: data, url: response.url ?? url, isBodyTruncated: true)
+                    }
                     throw HTTPError.bodyTooLarge(url: url, limit: limit, received: received, contentLength: declared)
                 }
                 data.append(contentsOf: chunk.readableBytesView)
             }
-            let status = HTTPResponse.Status(code: Int(response.status.code))
-            return HTTPReply(response: HTTPResponse(status: status, headerFields: fields), body: data, url: response.url ?? url)
+            return HTTPReply(response: head, body: data, url: response.url ?? url)
         } catch let error as HTTPError {
             throw error
         } catch {

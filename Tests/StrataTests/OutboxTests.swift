@@ -417,6 +417,31 @@ struct OutboxFailureTests {
         #expect(try await outbox.entry(refused.id)?.attempts == 2)
     }
 
+    @Test("the status decides before the body's size: a 2xx over the limit is delivered, a 409 over it is a conflict")
+    func statusDecidesBeforeTheBodyLimit() async throws {
+        // A transport that hands back whole bodies, whatever the limit (the real ones cut them:
+        // Tools' OutboxLargeAnswerTests); the outbox asks every transport to cut rather than refuse.
+        let large = Data(repeating: UInt8(ascii: "x"), count: 100_000)
+        let server = ScriptedServer { request, index in
+            HTTPReply(url: request.url, statusCode: index == 0 ? 201 : 409, body: large)
+        }
+        let fixture = try OutboxFixture(server: server)
+        let outbox = Outbox(storage: fixture.storage, environment: fixture.clock.environment(logger: fixture.logs.logger))
+        outbox.registerHTTP(transport: server, options: HTTPRequestOptions(maxBodyBytes: 1024))
+        let (request, body) = OutboxFixture.post()
+        try await outbox.enqueue(request, body: body)
+        #expect(try await outbox.drain().delivered == 1)
+
+        let conflicting = try await outbox.enqueue(request, body: body)
+        #expect(try await outbox.drain().parked == 1)
+        let letter = try #require(try await outbox.entry(conflicting.id)?.deadLetter)
+        #expect(letter.reason == .conflict)
+        #expect(letter.status == 409)
+        #expect(letter.body?.count == 65_536)
+        #expect(server.requests.map(\.options.oversizedBody) == [.truncate, .truncate])
+        #expect(server.requests.map(\.maxBodyBytes) == [1024, 1024])
+    }
+
     @Test("an entry of a kind no handler knows is parked, and comes back when its kind is registered")
     func unknownKindIsParkedNotDropped() async throws {
         let fixture = try OutboxFixture()
@@ -773,6 +798,60 @@ struct OutboxOverlayTests {
         let after = try await read.loadServed()
         #expect(after.value.map(\.id) == ["1", "2", "3", "4"])
         #expect(after.provenance.pendingWrites == 0)
+    }
+
+    @Test("a write delivered while the base loads is shown (read before the base), and one queued meanwhile too (read after)")
+    func writeDeliveredDuringTheBaseReadIsNeverLost() async throws {
+        let fixture = try OutboxFixture()
+        let outbox = fixture.outbox()
+        outbox.connectivityChanged(isOnline: false)
+        let (request, _) = OutboxFixture.post()
+        try await outbox.enqueue(request, body: try JSONEncoder().encode(Post(id: "tmp-a", title: "mine")))
+        let server = Locked([Post(id: "1", title: "server")])
+        // The base answers with what the server had when it read, and the write is delivered right
+        // after that read, before the overlay looks at the pending writes: it is in neither unless
+        // the overlay read them before the base too. A second write is queued at the same moment.
+        let read = ClosureLoader("posts endpoint") { () async throws -> [Post] in
+            let answered = server.withLock { $0 }
+            outbox.connectivityChanged(isOnline: true)
+            #expect(try await outbox.drain().delivered == 1)
+            server.withLock { $0.append(Post(id: "2", title: "mine")) }
+            outbox.connectivityChanged(isOnline: false)
+            try await outbox.enqueue(request, body: try JSONEncoder().encode(Post(id: "tmp-b", title: "mine too")))
+            return answered
+        }
+        .originating(from: .remote)
+        .named("posts")
+        .overlayingPending(outbox, scope: { _ in "/posts" }) { pending, posts in
+            posts + pending.compactMap { try? $0.decoded(Post.self) }
+        }
+
+        let served = try await read.loadServed()
+        #expect(served.value.map(\.id) == ["1", "tmp-a", "tmp-b"])
+        #expect(served.provenance.pendingWrites == 2)
+        #expect(fixture.server.requests.count == 1)
+    }
+
+    @Test("a write pending in both reads is applied once, as the later read has it")
+    func writePendingInBothReadsIsAppliedOnce() throws {
+        func entry(_ sequence: UInt64, title: String) throws -> OutboxEntry {
+            OutboxEntry(
+                id: UUID(), sequence: sequence, scope: "/posts", kind: "post",
+                payload: try JSONEncoder().encode(Post(id: "\(sequence)", title: title)), host: nil, baseVersion: nil,
+                createdAt: Date(timeIntervalSince1970: 0))
+        }
+        let first = try entry(1, title: "first")
+        var rewritten = first
+        rewritten.payload = try JSONEncoder().encode(Post(id: "1", title: "rewritten"))
+        let second = try entry(2, title: "second")
+        let third = try entry(3, title: "third")
+        typealias Overlay = PendingOverlayLoader<ClosureLoader<Void, [Post]>>
+        // `second` was delivered in between, `third` queued in between, `first` rewritten.
+        let union = Overlay.union(before: [first, second], after: [rewritten, third])
+        #expect(union.map(\.sequence) == [1, 2, 3])
+        #expect(try union.map { try $0.decoded(Post.self).title } == ["rewritten", "second", "third"])
+        #expect(Overlay.union(before: [], after: [first]).map(\.id) == [first.id])
+        #expect(Overlay.union(before: [first], after: []).map(\.id) == [first.id])
     }
 
     @Test("a parked write rolls back out of reads")

@@ -14,12 +14,18 @@ public struct HTTPReply: Sendable, Hashable {
     public var body: Data
     /// The URL the response came from (after redirects).
     public var url: URL
+    /// Whether ``body`` is only the start of the body the server sent: the request asked for
+    /// ``HTTPRequestOptions/OversizedBody/truncate`` and the body was over its limit, so the transport
+    /// kept what arrived up to the limit (nothing when the `Content-Length` decided) and stopped the
+    /// transfer.
+    public var isBodyTruncated: Bool
 
     /// A reply with the given parts.
-    public init(response: HTTPResponse, body: Data = Data(), url: URL) {
+    public init(response: HTTPResponse, body: Data = Data(), url: URL, isBodyTruncated: Bool = false) {
         self.response = response
         self.body = body
         self.url = url
+        self.isBodyTruncated = isBodyTruncated
     }
 
     /// The status (`reply.status.code` for the number).

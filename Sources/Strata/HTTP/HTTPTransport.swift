@@ -13,6 +13,12 @@ import Foundation
 /// - Throws ``HTTPError/bodyTooLarge(url:limit:received:contentLength:)`` when the body is larger than
 ///   ``HTTPRequestOptions/maxBodyBytes`` (or the client's own limit), and stops reading it: it does not buffer
 ///   the whole body first. (``HTTPLoader`` checks the size again, for clients that do not.)
+/// - With ``HTTPRequestOptions/OversizedBody/truncate`` returns such a response instead, its body cut at the
+///   limit and ``HTTPReply/isBodyTruncated`` set, so the caller still gets the status (an outbox write
+///   needs it: the server may have applied the write). A transport that ignores the option throws
+///   `bodyTooLarge` as above.
+/// - Ends the transfer when it refuses or cuts a body (cancels the request, closing the connection):
+///   the rest of the body is not downloaded in the background.
 /// - Stops the request and throws `CancellationError` when the calling task is cancelled.
 /// - May be called concurrently.
 /// - Never weakens TLS: certificate validation is the platform's, always on.

@@ -10,10 +10,24 @@ import FoundationNetworking
 /// the client's ``maxBodyBytes`` (``defaultMaxBodyBytes``, 64 MiB, unless you pass another or `nil`).
 /// With a session the client creates (``init(configuration:maxBodyBytes:)``, ``init(maxBodyBytes:)``, ``shared``), a
 /// `Content-Length` above the limit fails before the body is read, and a body of unknown length is
-/// counted chunk by chunk as it arrives; the request is cancelled as soon as it passes the limit, so at
-/// most the limit plus one network chunk is held in memory. With a session of your own
+/// counted chunk by chunk as it arrives; the task is cancelled as soon as the body passes the limit,
+/// which ends the transfer (the connection is closed), so at most the limit plus one network chunk is
+/// kept. With ``HTTPRequestOptions/OversizedBody/truncate`` the response is returned with the body cut
+/// at the limit instead of failing, and the transfer ends the same way. With a session of your own
 /// (``init(session:maxBodyBytes:)``) the client cannot watch the body arrive on every platform; the
 /// limit is then enforced where the platform reports progress and always on the finished body.
+///
+/// Where the transfer outruns the refusal: on Linux, FoundationNetworking's libcurl reads the socket
+/// on the session's work queue and hands each chunk to the delegate queue without waiting for it
+/// (swift-corelibs-foundation, `_NativeProtocol.notifyDelegate(aboutReceivedData:)`: there is no flow
+/// control from the delegate back to libcurl, and libcurl's receive side is never paused). The client
+/// cancels the task in the delegate callback that sees the chunk crossing the limit, and the
+/// cancellation (two hops on the session's work queue, then `stopLoading()`) removes libcurl's handle,
+/// which closes the connection. What libcurl read between the crossing chunk and that moment is
+/// downloaded, queued for the delegate and dropped there (never added to the body): as much as the
+/// network delivers while the delegate and the work queue catch up (on loopback, with a 1 MiB limit, 40–140 MB were measured; the more the
+/// machine is loaded, the more). The client cannot shorten this: FoundationNetworking offers no
+/// hook on libcurl's thread.
 ///
 /// ## TLS
 /// The client never handles authentication challenges itself: certificate validation is the
@@ -84,21 +98,21 @@ public final class URLSessionHTTPClient: HTTPTransport, Sendable {
             urlRequest.timeoutInterval = timeout / .seconds(1)
         }
         let limit = options.maxBodyBytes ?? maxBodyBytes
+        let truncates = options.oversizedBody == .truncate
         try Task.checkCancellation()
 
         let state = Locked(RequestState())
-        let data: Data
-        let response: URLResponse
+        var received: Received
         do {
             if let receiver {
-                (data, response) = try await perform(urlRequest, limit: limit, receiver: receiver, state: state)
+                received = try await perform(urlRequest, limit: limit, truncates: truncates, receiver: receiver, state: state)
             } else {
-                let watcher = BodyLimitWatcher(limit: limit)
+                let watcher = BodyLimitWatcher(limit: limit, truncates: truncates)
                 do {
-                    (data, response) = try await session.data(for: urlRequest, delegate: watcher)
+                    let (data, response) = try await session.data(for: urlRequest, delegate: watcher)
+                    received = Received(body: data, response: response)
                 } catch {
-                    if let tooLarge = watcher.exceeded { throw tooLarge }
-                    throw error
+                    if let cut = watcher.truncated { received = cut } else if let tooLarge = watcher.exceeded { throw tooLarge } else { throw error }
                 }
             }
         } catch let tooLarge as BodyTooLarge {
@@ -108,11 +122,15 @@ public final class URLSessionHTTPClient: HTTPTransport, Sendable {
             throw HTTPError.transport(url: url, reason: describeTransportError(error), underlying: error)
         }
 
-        guard let http = response as? HTTPURLResponse else {
+        guard let http = received.response as? HTTPURLResponse else {
             throw HTTPError.transport(url: url, reason: "the response is not HTTP", underlying: nil)
         }
-        if let limit, data.count > limit {
-            throw HTTPError.bodyTooLarge(url: url, limit: limit, received: data.count, contentLength: nil)
+        if let limit, received.body.count > limit {
+            guard truncates else {
+                throw HTTPError.bodyTooLarge(url: url, limit: limit, received: received.body.count, contentLength: nil)
+            }
+            received.body = Data(received.body.prefix(limit))
+            received.truncated = true
         }
         var fields = HTTPFields()
         for (name, value) in http.allHeaderFields {
@@ -120,18 +138,20 @@ public final class URLSessionHTTPClient: HTTPTransport, Sendable {
             fields.append(HTTPField(name: name, value: String(describing: value)))
         }
         let status = HTTPResponse.Status(code: http.statusCode)
-        return HTTPReply(response: HTTPResponse(status: status, headerFields: fields), body: data, url: http.url ?? url)
+        return HTTPReply(
+            response: HTTPResponse(status: status, headerFields: fields), body: received.body, url: http.url ?? url,
+            isBodyTruncated: received.truncated)
     }
 
     /// Runs a data task on the client's own session, whose delegate collects the body (stopping at
     /// `limit`), cancelling the task when the calling task is cancelled.
     private func perform(
-        _ urlRequest: URLRequest, limit: Int?, receiver: BodyReceiver, state: Locked<RequestState>
-    ) async throws -> (Data, URLResponse) {
+        _ urlRequest: URLRequest, limit: Int?, truncates: Bool, receiver: BodyReceiver, state: Locked<RequestState>
+    ) async throws -> Received {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 let task = session.dataTask(with: urlRequest)
-                receiver.register(task, limit: limit, continuation: continuation)
+                receiver.register(task, limit: limit, truncates: truncates, continuation: continuation)
                 let cancelNow = state.withLock { state -> Bool in
                     state.task = task
                     return state.cancelled
@@ -156,6 +176,13 @@ struct BodyTooLarge: Error, Sendable {
     var contentLength: Int?
 }
 
+/// What one task received: the response, its body, and whether the body was cut at the limit.
+private struct Received: Sendable {
+    var body: Data
+    var response: URLResponse
+    var truncated = false
+}
+
 /// Whether a response declares a body over `limit`: its `Content-Length` (redirects excluded: only the
 /// final body counts).
 private func declaredLengthOverLimit(_ response: URLResponse, limit: Int?) -> Int? {
@@ -171,16 +198,20 @@ private func declaredLengthOverLimit(_ response: URLResponse, limit: Int?) -> In
 private final class BodyReceiver: NSObject, URLSessionDataDelegate, Sendable {
     private struct Transfer: Sendable {
         var limit: Int?
+        /// Whether a body over the limit is cut there (and the response returned) rather than refused.
+        var truncates: Bool
         var body = Data()
         var response: URLResponse?
         var tooLarge: BodyTooLarge?
-        var continuation: CheckedContinuation<(Data, URLResponse), any Error>
+        /// Set once the body was cut at the limit (``truncates``) and the task cancelled for it.
+        var truncated = false
+        var continuation: CheckedContinuation<Received, any Error>
     }
 
     private let transfers = Locked([Int: Transfer]())
 
-    func register(_ task: URLSessionTask, limit: Int?, continuation: CheckedContinuation<(Data, URLResponse), any Error>) {
-        transfers.withLock { $0[task.taskIdentifier] = Transfer(limit: limit, continuation: continuation) }
+    func register(_ task: URLSessionTask, limit: Int?, truncates: Bool, continuation: CheckedContinuation<Received, any Error>) {
+        transfers.withLock { $0[task.taskIdentifier] = Transfer(limit: limit, truncates: truncates, continuation: continuation) }
     }
 
     func urlSession(
@@ -192,10 +223,14 @@ private final class BodyReceiver: NSObject, URLSessionDataDelegate, Sendable {
             transfer.response = response
             transfer.body = Data()
             if let length = declaredLengthOverLimit(response, limit: transfer.limit), let limit = transfer.limit {
-                transfer.tooLarge = BodyTooLarge(limit: limit, received: 0, contentLength: length)
+                if transfer.truncates {
+                    transfer.truncated = true
+                } else {
+                    transfer.tooLarge = BodyTooLarge(limit: limit, received: 0, contentLength: length)
+                }
             }
             transfers[dataTask.taskIdentifier] = transfer
-            return transfer.tooLarge != nil
+            return transfer.tooLarge != nil || transfer.truncated
         }
         completionHandler(tooLong ? .cancel : .allow)
         // FoundationNetworking ignores the disposition; cancelling the task works everywhere.
@@ -205,8 +240,14 @@ private final class BodyReceiver: NSObject, URLSessionDataDelegate, Sendable {
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         let overLimit = transfers.withLock { transfers -> Bool in
             let id = dataTask.taskIdentifier
-            guard let transfer = transfers[id], transfer.tooLarge == nil else { return false }
+            guard let transfer = transfers[id], transfer.tooLarge == nil, !transfer.truncated else { return false }
             let received = transfer.body.count + data.count
+            if let limit = transfer.limit, received > limit, transfer.truncates {
+                // Stop here: keep the body up to the limit, and refuse the rest.
+                transfers[id]?.body.append(data.prefix(limit - transfer.body.count))
+                transfers[id]?.truncated = true
+                return true
+            }
             if let limit = transfer.limit, received > limit {
                 // Stop here: drop what was collected and refuse the rest.
                 let declared = transfer.response.flatMap { $0.expectedContentLength >= 0 ? Int($0.expectedContentLength) : nil }
@@ -225,10 +266,13 @@ private final class BodyReceiver: NSObject, URLSessionDataDelegate, Sendable {
         guard let transfer = transfers.withLock({ $0.removeValue(forKey: task.taskIdentifier) }) else { return }
         if let tooLarge = transfer.tooLarge {
             transfer.continuation.resume(throwing: tooLarge)
+        } else if transfer.truncated, let response = transfer.response {
+            // Cancelled by the client for the cut: the error is that cancellation.
+            transfer.continuation.resume(returning: Received(body: transfer.body, response: response, truncated: true))
         } else if let error {
             transfer.continuation.resume(throwing: error)
         } else if let response = task.response ?? transfer.response {
-            transfer.continuation.resume(returning: (transfer.body, response))
+            transfer.continuation.resume(returning: Received(body: transfer.body, response: response))
         } else {
             transfer.continuation.resume(throwing: URLError(.badServerResponse))
         }
@@ -236,23 +280,45 @@ private final class BodyReceiver: NSObject, URLSessionDataDelegate, Sendable {
 }
 
 /// The task delegate for a session passed in: counts body bytes where the platform reports them to a
-/// task delegate, and cancels the task once they pass the limit. No authentication-challenge method.
+/// task delegate, and cancels the task once they pass the limit (keeping the body up to the limit when
+/// it `truncates`). No authentication-challenge method.
 private final class BodyLimitWatcher: NSObject, URLSessionDataDelegate, Sendable {
-    private let limit: Int?
-    private let received = Locked((count: 0, exceeded: BodyTooLarge?.none))
+    private struct State: Sendable {
+        var count = 0
+        var exceeded: BodyTooLarge?
+        var body = Data()
+        var truncated: Received?
+    }
 
-    init(limit: Int?) {
+    private let limit: Int?
+    private let truncates: Bool
+    private let received = Locked(State())
+
+    init(limit: Int?, truncates: Bool) {
         self.limit = limit
+        self.truncates = truncates
     }
 
     /// Set once the body passed the limit (and the task was cancelled for it).
     var exceeded: BodyTooLarge? { received.withLock { $0.exceeded } }
+    /// The response with its body cut at the limit, once the body passed it when the watcher truncates
+    /// (and the task was cancelled for it).
+    var truncated: Received? { received.withLock { $0.truncated } }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         guard let limit else { return }
+        let response = dataTask.response
         let stop = received.withLock { state -> Bool in
-            guard state.exceeded == nil else { return false }
+            guard state.exceeded == nil, state.truncated == nil else { return false }
+            let before = state.count
             state.count += data.count
+            if truncates {
+                state.body.append(data.prefix(max(0, limit - before)))
+                if state.count > limit, let response {
+                    state.truncated = Received(body: state.body, response: response, truncated: true)
+                }
+                return state.truncated != nil
+            }
             if state.count > limit { state.exceeded = BodyTooLarge(limit: limit, received: state.count, contentLength: nil) }
             return state.exceeded != nil
         }

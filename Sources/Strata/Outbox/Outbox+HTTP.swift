@@ -58,10 +58,20 @@ extension Outbox {
     /// has a base version, `If-Match`. A 2xx delivers it; other statuses are classified as
     /// ``Outbox`` describes (the status and the first 64 KiB of the body are kept in a dead letter,
     /// secrets masked).
+    ///
+    /// The status decides before the size of the body: every attempt asks the transport for
+    /// ``HTTPRequestOptions/OversizedBody/truncate``, so a body over the limit is cut there (the
+    /// transfer ends) and the answer still counts. A 2xx with a large body was applied by the server:
+    /// the write is delivered. A 401, 409 or 412 with a large body reaches `refreshAuthorization` or
+    /// the conflict policy as ``HTTPError/status(code:url:headerFields:body:)`` with the body cut at
+    /// the limit (empty when a `Content-Length` over it decided). A transport of your own that ignores
+    /// the option and throws ``HTTPError/bodyTooLarge(url:limit:received:contentLength:)`` gives the
+    /// outbox no status: the write is parked.
     /// - Parameters:
     ///   - transport: what sends the requests (wrap it with ``HTTPTransport/reportingReachability(to:)``
     ///     so that any successful request to a host starts the writes waiting for it).
-    ///   - options: the request options of every attempt (timeout, largest body read).
+    ///   - options: the request options of every attempt (timeout, largest body read; its
+    ///     ``HTTPRequestOptions/oversizedBody`` is always ``HTTPRequestOptions/OversizedBody/truncate``).
     ///   - idempotencyKeyHeader: the header that carries the key.
     ///   - conflicts: what a 409 or 412 does.
     ///   - authorize: adds credentials to each attempt's request (they are never stored).
@@ -74,7 +84,9 @@ extension Outbox {
         authorize: (@Sendable (inout HTTPRequest) async throws -> Void)? = nil,
         refreshAuthorization: (@Sendable () async throws -> Void)? = nil
     ) {
-        register(Self.httpKind, conflicts: conflicts, refreshAuthorization: refreshAuthorization) { delivery in
+        var options = options
+        options.oversizedBody = .truncate
+        register(Self.httpKind, conflicts: conflicts, refreshAuthorization: refreshAuthorization) { [options] delivery in
             let stored: OutboxRequest
             var request: HTTPRequest
             do {
@@ -96,7 +108,9 @@ extension Outbox {
             request.headerFields[.ifMatch] = delivery.precondition
             if let authorize { try await authorize(&request) }
             let reply = try await transport.send(request, body: stored.body, options: options)
-            try checkReply(reply, to: request, url: stored.url, options: options)
+            // The status decides, whatever the size of the body (a 2xx was applied by the server);
+            // another status throws `HTTPError.status` with the body as it came, cut or not.
+            try checkReply(reply, to: request, url: stored.url, options: HTTPRequestOptions())
             return .delivered
         }
     }

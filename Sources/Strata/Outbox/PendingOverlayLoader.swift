@@ -15,12 +15,17 @@ public struct PendingOverlayLoader<Base: Loader>: Loader {
 
     public func load(_ input: Input) async throws -> Output {
         let scope = scope(input)
+        // Pending writes are read before the base and again after it: a write delivered while the
+        // base loads is in the first read (the base may not have it yet), a write queued meanwhile
+        // is in the second, so none is shown in neither.
+        let before = await pending(scope: scope)
         guard LoadRecorder.isRecording else {
-            return try await overlay(scope: scope, on: try await base.load(input)).value
+            let value = try await base.load(input)
+            return try overlay(before, await pending(scope: scope), on: value).value
         }
         let recorder = LoadRecorder(parent: LoadRecorder.enclosing)
         let value = try await LoadRecorder.recording(into: recorder) { try await base.load(input) }
-        let (overlaid, applied) = try await overlay(scope: scope, on: value)
+        let (overlaid, applied) = try overlay(before, await pending(scope: scope), on: value)
         if applied > 0 {
             var provenance = servingProvenance(in: recorder.events)
                 ?? Provenance(origin: .unknown, tier: LoadRecorder.tierName(default: base.chainSummary))
@@ -30,20 +35,32 @@ public struct PendingOverlayLoader<Base: Loader>: Loader {
         return overlaid
     }
 
-    /// `value` with the scope's pending writes applied, and how many there were. The outbox failing
-    /// to read its storage is logged and the value is served as it is.
-    private func overlay(scope: String, on value: Output) async throws -> (value: Output, applied: Int) {
-        let pending: [OutboxEntry]
+    /// The scope's pending writes, oldest first; `nil` (logged) when the outbox could not read its storage.
+    private func pending(scope: String) async -> [OutboxEntry]? {
         do {
-            pending = try await outbox.pendingEntries(scope: scope)
+            return try await outbox.pendingEntries(scope: scope)
         } catch {
             outbox.logger.warning(
                 "pending writes not shown: the outbox could not be read",
                 metadata: ["outbox": "\(outbox.name)", "outbox.scope": "\(scope)", "error": "\(error)"])
-            return (value, 0)
+            return nil
         }
+    }
+
+    /// `value` with the writes pending before or after the base's read applied, and how many there
+    /// were. An outbox that could not be read at all leaves the value as it is.
+    private func overlay(_ before: [OutboxEntry]?, _ after: [OutboxEntry]?, on value: Output) throws -> (value: Output, applied: Int) {
+        let pending = Self.union(before: before ?? [], after: after ?? [])
         guard !pending.isEmpty else { return (value, 0) }
         return (try apply(pending, value), pending.count)
+    }
+
+    /// The writes in either read, each once (as the later read has it, when both do), oldest first.
+    static func union(before: [OutboxEntry], after: [OutboxEntry]) -> [OutboxEntry] {
+        let later = Set(after.map(\.id))
+        let gone = before.filter { !later.contains($0.id) }
+        guard !gone.isEmpty else { return after }
+        return (gone + after).sorted { $0.sequence < $1.sequence }
     }
 }
 
@@ -61,6 +78,11 @@ extension Loader {
     /// from the server gets the still-pending writes applied again (rebase); a delivered write is no
     /// longer applied (the server's value has it); a parked write is rolled back out of reads. The
     /// provenance says how many were applied: `remote via posts, pending (2)`.
+    ///
+    /// The pending writes are read just before the base loads and again just after, and both reads
+    /// are applied (each write once): a write delivered while the base loads is never missing from
+    /// the value, in neither the base nor the overlay. It may be in both (the base read may already
+    /// have it), so `apply` should not add a write the base already holds (match on an id).
     ///
     /// ```swift
     /// let posts = remotePosts

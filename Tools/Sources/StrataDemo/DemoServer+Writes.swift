@@ -209,12 +209,12 @@ extension DemoServer {
         }
         if admitted.failThisRequest, let status = admitted.faults.status {
             notify(event(.faulted(status: status), false))
-            return Self.faultResponse(status: status, faults: admitted.faults, request: request)
+            return oversizingBody(of: Self.faultResponse(status: status, faults: admitted.faults, request: request), admitted.faults)
         }
         if let fault = admitted.writeFault, let status = fault.status {
             let etag = state.withLock { Self.currentETag(of: path, in: $0) }
             notify(event(.faulted(status: status), false))
-            return Self.writeFaultResponse(fault, etag: etag)
+            return oversizingBody(of: Self.writeFaultResponse(fault, etag: etag), admitted.faults)
         }
 
         let applied = state.withLock { state -> Result<IdempotencyLedger.Answer, WriteRejection> in
@@ -237,7 +237,9 @@ extension DemoServer {
             notify(event(.rejected(status: rejection.status), false))
             var headers = HTTPFields()
             if let etag = rejection.etag { headers[.eTag] = etag }
-            return Self.problem(rejection.status, type: nil, title: rejection.title, detail: rejection.detail, headers: headers)
+            return oversizingBody(
+                of: Self.problem(rejection.status, type: nil, title: rejection.title, detail: rejection.detail, headers: headers),
+                admitted.faults)
         }
     }
 

@@ -54,9 +54,13 @@ public final class DemoServer: Sendable {
         /// Send the headers (with the full `Content-Length`) and the first half of the body, then close
         /// the connection: a connection reset mid-body.
         public var resetMidBody: Bool
-        /// Answer with a `200` body of this many bytes instead of the resource, generated chunk by chunk
-        /// as the client reads it (never held in memory); ``DemoServer/streamedBodyBytes`` counts what
-        /// was sent. See ``declaresOversizedLength``.
+        /// Answer with a body of this many bytes instead of the resource, generated chunk by chunk as
+        /// the client reads it (never held in memory): a success keeps its status (`200`, or `201` for
+        /// a post created), and a fault answer (``status``, ``writeFault``, a write the resource
+        /// refuses) keeps its status and header fields with this body in place of its text.
+        /// ``DemoServer/streamedBodyBytes`` counts what was sent, and
+        /// ``DemoServer/waitForStreamedBodies(count:)`` tells how each such body ended. See
+        /// ``declaresOversizedLength``.
         public var oversizedBody: Int?
         /// Whether an ``oversizedBody`` carries its `Content-Length` (otherwise it is sent chunked, of
         /// unknown length).
@@ -125,6 +129,8 @@ public final class DemoServer: Sendable {
         var releases = 0
         var requestWaiters = CountWaiters()
         var streamedBodyBytes = 0
+        var streamedBodies: [StreamedBody] = []
+        var streamedBodyWaiters = CountWaiters()
         var running: Task<Void, any Error>?
         var port: Int
         var idempotency = IdempotencyLedger()
@@ -196,6 +202,31 @@ public final class DemoServer: Sendable {
     /// How many body bytes the server has handed to its connections for ``Faults/oversizedBody`` and
     /// ``Faults/resetMidBody`` answers (bytes the client stopped reading are never produced).
     public var streamedBodyBytes: Int { state.withLock { $0.streamedBodyBytes } }
+
+    /// How one ``Faults/oversizedBody`` answer ended, as the server saw it.
+    public struct StreamedBody: Sendable, Equatable, CustomStringConvertible {
+        /// The body bytes handed to the connection before it ended.
+        public var bytes: Int
+        /// The size the body would have had.
+        public var size: Int
+        /// Whether the connection went away before the whole body was written: the client closed it
+        /// (or reset it). `false`: the server wrote the whole body.
+        public var closedByClient: Bool
+
+        public var description: String {
+            closedByClient ? "closed by the client after \(bytes) of \(size) bytes" : "all \(size) bytes written"
+        }
+    }
+
+    /// Suspends until `count` ``Faults/oversizedBody`` answers have ended (written in full, or cut
+    /// short because the connection went away), then returns how each ended, in order. The server's
+    /// own account: a client that stopped reading without closing its connection is never counted.
+    public func waitForStreamedBodies(count: Int) async -> [StreamedBody] {
+        await withCheckedContinuation { continuation in
+            state.withLock { $0.streamedBodyWaiters.wait(for: count, current: $0.streamedBodies.count, continuation: continuation) }
+        }
+        return state.withLock { $0.streamedBodies }
+    }
 
     /// Every request received so far.
     public var requests: [RecordedRequest] { state.withLock { $0.requests } }
@@ -381,7 +412,7 @@ public final class DemoServer: Sendable {
         let admitted = admit(request, isWrite: false)
         try await waitAsFaultsAsk(admitted)
         if admitted.failThisRequest, let status = admitted.faults.status {
-            return Self.faultResponse(status: status, faults: admitted.faults, request: request)
+            return oversizingBody(of: Self.faultResponse(status: status, faults: admitted.faults, request: request), admitted.faults)
         }
         if Self.hasBodyFault(admitted.faults) {
             return answer(request, status: status, headers: [:], data: Data(), faults: admitted.faults)
@@ -414,7 +445,9 @@ public final class DemoServer: Sendable {
     /// cookie, `Cache-Control` (for `GET`) and extra fields the faults add.
     func answer(_ request: Request, status: HTTPResponse.Status, headers: HTTPFields, data: Data, faults: Faults) -> Response {
         if let size = faults.oversizedBody {
-            return oversizedResponse(size: size, declaresLength: faults.declaresOversizedLength, setCookie: faults.setCookie)
+            var headers: HTTPFields = [.contentType: "application/json"]
+            if let cookie = faults.setCookie { headers[.setCookie] = cookie }
+            return oversizedResponse(status: status, headers: headers, size: size, declaresLength: faults.declaresOversizedLength)
         }
         if faults.wrongShape {
             var responseHeaders: HTTPFields = [.contentType: "application/json"]
@@ -441,24 +474,46 @@ public final class DemoServer: Sendable {
         return Response(status: status, headers: responseHeaders, body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 
-    /// A `200` whose body is `size` bytes of JSON-looking filler, produced 64 KiB at a time as the
-    /// connection accepts it: an answer far larger than memory costs the server nothing.
-    private func oversizedResponse(size: Int, declaresLength: Bool, setCookie: String?) -> Response {
-        var headers: HTTPFields = [.contentType: "application/json"]
-        if let setCookie { headers[.setCookie] = setCookie }
+    /// `response` with the ``Faults/oversizedBody`` in place of its body when the faults ask for one
+    /// (its status and header fields kept): how fault answers get a large body.
+    func oversizingBody(of response: Response, _ faults: Faults) -> Response {
+        guard let size = faults.oversizedBody else { return response }
+        var headers = response.headers
+        headers[.contentLength] = nil
+        return oversizedResponse(status: response.status, headers: headers, size: size, declaresLength: faults.declaresOversizedLength)
+    }
+
+    /// `status` with `headers` and a body of `size` bytes of JSON-looking filler, produced 64 KiB at a
+    /// time as the connection accepts it: an answer far larger than memory costs the server nothing.
+    /// How it ended is recorded (``waitForStreamedBodies(count:)``).
+    private func oversizedResponse(status: HTTPResponse.Status, headers: HTTPFields, size: Int, declaresLength: Bool) -> Response {
         let chunkSize = 64 * 1024
         let chunk = ByteBuffer(repeating: UInt8(ascii: " "), count: chunkSize)
         let body = ResponseBody(contentLength: declaresLength ? size : nil) { [state] writer in
             var sent = 0
-            while sent < size {
-                let count = min(chunkSize, size - sent)
-                try await writer.write(chunk.getSlice(at: 0, length: count)!)
-                sent += count
-                state.withLock { $0.streamedBodyBytes += count }
+            do {
+                while sent < size {
+                    let count = min(chunkSize, size - sent)
+                    try await writer.write(chunk.getSlice(at: 0, length: count)!)
+                    sent += count
+                    state.withLock { $0.streamedBodyBytes += count }
+                }
+                try await writer.finish(nil)
+            } catch {
+                // A write fails once the connection is gone: the client closed it before the end.
+                Self.recordStreamedBody(StreamedBody(bytes: sent, size: size, closedByClient: true), in: state)
+                throw error
             }
-            try await writer.finish(nil)
+            Self.recordStreamedBody(StreamedBody(bytes: sent, size: size, closedByClient: false), in: state)
         }
-        return Response(status: .ok, headers: headers, body: body)
+        return Response(status: status, headers: headers, body: body)
+    }
+
+    private static func recordStreamedBody(_ body: StreamedBody, in state: Locked<State>) {
+        state.withLock { state in
+            state.streamedBodies.append(body)
+            state.streamedBodyWaiters.resumeReached(state.streamedBodies.count)
+        }
     }
 
     /// JSON with sorted keys: the same value always gives the same bytes, so the same `ETag`.
