@@ -43,10 +43,10 @@ import PostgresNIO
 /// - ``loadAll()`` leaves out a row whose entry does not decode (or names another id), moves it to
 ///   ``unreadableTable`` in one statement, and logs it at `error`: never deleted, never a crash.
 /// - Failures throw `StoreError` naming this storage and the operation (`retrieve` for
-///   ``loadAll()``, `insert` for ``save(_:)``, `delete` for ``remove(_:)``) and the entry's id. A
-///   database that cannot be reached fails as ``PostgresStore`` does: within ``connectTimeout``,
-///   with a ``PostgresConnectionFailure`` as the `underlying` error. Credentials never appear in
-///   ``description``, errors or logs.
+///   ``loadAll()`` and ``entry(_:)``, `insert` for ``save(_:)``, `delete` for ``remove(_:)``) and
+///   the entry's id. A database that cannot be reached fails as ``PostgresStore`` does: within
+///   ``connectTimeout``, with a ``PostgresConnectionFailure`` as the `underlying` error. Credentials
+///   never appear in ``description``, errors or logs.
 public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringConvertible {
     /// The table holding the entries.
     public let table: String
@@ -178,18 +178,28 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
         var entries: [OutboxEntry] = []
         entries.reserveCapacity(rows.count)
         for row in rows {
-            do {
-                let entry = try OutboxEntry(storageEncoding: row.entry)
-                guard entry.id == row.id else {
-                    await setAside(row, reason: "the row's id \(row.id.uuidString.lowercased()) is not the entry's id \(entry.idempotencyKey)")
-                    continue
-                }
-                entries.append(entry)
-            } catch {
-                await setAside(row, reason: "the entry does not decode: \(error)")
-            }
+            if let entry = await readable(row) { entries.append(entry) }
         }
         return entries
+    }
+
+    /// The entry with `id`, read through the primary key in one statement, or `nil` when there is
+    /// none. A row that cannot be read back is moved to ``unreadableTable`` and logged, as
+    /// ``loadAll()`` does, and reads as `nil`.
+    /// - Throws: `StoreError` (`.retrieve`) when the database is unreachable or the query fails.
+    public func entry(_ id: UUID) async throws -> OutboxEntry? {
+        let row: StoredRow? = try await connections.perform(.retrieve, key: id.uuidString.lowercased()) { [table] connection, logger in
+            let rows = try await connection.query(#"SELECT id, entry FROM "\#(unescaped: table)" WHERE id = \#(id)"#, logger: logger)
+            // At most one row (the id is the primary key); read to the end either way, so the
+            // statement completes before the connection goes back to the pool.
+            var stored: StoredRow?
+            for try await (rowID, bytes) in rows.decode((UUID, Data).self) where stored == nil {
+                stored = StoredRow(id: rowID, entry: bytes)
+            }
+            return stored
+        }
+        guard let row else { return nil }
+        return await readable(row)
     }
 
     /// Inserts `entry`, or replaces the row with its id, in one statement.
@@ -233,6 +243,21 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
     private struct StoredRow: Sendable {
         var id: UUID
         var entry: Data
+    }
+
+    /// The entry `row` holds, or `nil` after setting the row aside when it does not decode or names another id.
+    private func readable(_ row: StoredRow) async -> OutboxEntry? {
+        do {
+            let entry = try OutboxEntry(storageEncoding: row.entry)
+            guard entry.id == row.id else {
+                await setAside(row, reason: "the row's id \(row.id.uuidString.lowercased()) is not the entry's id \(entry.idempotencyKey)")
+                return nil
+            }
+            return entry
+        } catch {
+            await setAside(row, reason: "the entry does not decode: \(error)")
+            return nil
+        }
     }
 
     /// Moves the row, as it was, to the unreadable table in one statement (unless a save replaced
