@@ -15,7 +15,7 @@ import PostgresNIO
 /// ## Lifecycle
 /// As ``PostgresStore``'s: with `url:` or `configuration:` the storage runs a `PostgresClient` of its
 /// own (call ``shutdown()`` when done); with
-/// ``init(client:configuration:table:connectTimeout:queryTimeout:logger:)`` it uses the
+/// ``init(client:configuration:table:connectTimeout:queryTimeout:statementTimeout:logger:)`` it uses the
 /// application's client, which the application runs and shuts down. Connections are opened on
 /// demand, so creating a storage never fails because the database is down: the operations do.
 ///
@@ -45,8 +45,10 @@ import PostgresNIO
 /// - Failures throw `StoreError` naming this storage and the operation (`retrieve` for
 ///   ``loadAll()`` and ``entry(_:)``, `insert` for ``save(_:)``, `delete` for ``remove(_:)``) and
 ///   the entry's id. A database that cannot be reached fails as ``PostgresStore`` does: within
-///   ``connectTimeout``, with a ``PostgresConnectionFailure`` as the `underlying` error. Credentials
-///   never appear in ``description``, errors or logs.
+///   ``connectTimeout``, with a ``PostgresConnectionFailure`` as the `underlying` error. A statement
+///   the server aborted after ``statementTimeout`` fails with a ``PostgresStatementTimeout`` as the
+///   `underlying` error: a ``save(_:)`` that fails so was not committed. Credentials never appear in
+///   ``description``, errors or logs.
 public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringConvertible {
     /// The table holding the entries.
     public let table: String
@@ -58,6 +60,11 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
     public var connectTimeout: Duration { connections.connectTimeout }
     /// How long an operation may take once it has a connection.
     public var queryTimeout: Duration { connections.queryTimeout }
+    /// How long the server lets one statement run before it aborts it and rolls it back: below
+    /// ``queryTimeout``, so that a ``save(_:)`` the server did not finish in time fails with a
+    /// ``PostgresStatementTimeout`` (it was not committed) before the storage stops waiting. See
+    /// ``PostgresStore/statementTimeout``.
+    public var statementTimeout: Duration { connections.statementTimeout }
 
     /// The connection handling of ``PostgresStore`` (the client, its lifecycle, the timeouts and the
     /// typed connection failures), running this storage's statements on this storage's tables.
@@ -71,23 +78,29 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
     ///     at most 48 characters. Created on first use, with ``unreadableTable`` beside it.
     ///   - connectTimeout: how long an operation waits for a connection before failing (3 seconds by default).
     ///   - queryTimeout: how long an operation may take once connected (30 seconds by default).
+    ///   - statementTimeout: how long the server lets one statement run before it aborts it: at least
+    ///     1 ms and below `queryTimeout` (see ``statementTimeout``). `nil`, the default: nine tenths
+    ///     of `queryTimeout`.
     ///   - logger: where unreadable rows and the connection pool's own messages go.
-    /// - Throws: `StoreError` (operation `open`) when `table` is not a plain identifier.
+    /// - Throws: `StoreError` (operation `open`) when `table` is not a plain identifier, or
+    ///   `statementTimeout` is not below `queryTimeout`.
     public convenience init(
         configuration: PostgresClient.Configuration,
         table: String = "strata_outbox",
         connectTimeout: Duration = .seconds(3),
         queryTimeout: Duration = .seconds(30),
+        statementTimeout: Duration? = nil,
         logger: Logger = Logger(label: "strata.postgresoutbox")
     ) throws(StoreError) {
         try self.init(
             configuration: configuration, applicationClient: nil, table: table, connectTimeout: connectTimeout,
-            queryTimeout: queryTimeout, logger: logger)
+            queryTimeout: queryTimeout, statementTimeout: statementTimeout, logger: logger)
     }
 
     /// Creates a storage on the database at `url`, `postgres://user:password@host:port/database`
-    /// (`?sslmode=disable|prefer|require`, as ``PostgresStore/init(url:table:connectTimeout:queryTimeout:maxAge:now:logger:)``
-    /// reads it). See ``init(configuration:table:connectTimeout:queryTimeout:logger:)`` for the rest.
+    /// (`?sslmode=disable|prefer|require`, as
+    /// ``PostgresStore/init(url:table:connectTimeout:queryTimeout:statementTimeout:maxAge:now:logger:)`` reads it).
+    /// See ``init(configuration:table:connectTimeout:queryTimeout:statementTimeout:logger:)`` for the rest.
     /// - Throws: `StoreError` (operation `open`) for a URL it cannot use, or a bad table name. The
     ///   error never contains the password.
     public convenience init(
@@ -95,6 +108,7 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
         table: String = "strata_outbox",
         connectTimeout: Duration = .seconds(3),
         queryTimeout: Duration = .seconds(30),
+        statementTimeout: Duration? = nil,
         logger: Logger = Logger(label: "strata.postgresoutbox")
     ) throws(StoreError) {
         let configuration: PostgresClient.Configuration
@@ -109,7 +123,8 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
             throw renamed
         }
         try self.init(
-            configuration: configuration, table: table, connectTimeout: connectTimeout, queryTimeout: queryTimeout, logger: logger)
+            configuration: configuration, applicationClient: nil, table: table,
+            connectTimeout: connectTimeout, queryTimeout: queryTimeout, statementTimeout: statementTimeout, logger: logger)
     }
 
     /// Creates a storage on a `PostgresClient` the application already runs (and shuts down);
@@ -119,37 +134,44 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
     ///   - configuration: the configuration the client was made with: it names the database in
     ///     ``description`` and errors, and the storage connects with it once by itself to find out
     ///     why the client gets no connection.
-    ///   - table, connectTimeout, queryTimeout, logger: as in
-    ///     ``init(configuration:table:connectTimeout:queryTimeout:logger:)``.
-    /// - Throws: `StoreError` (operation `open`) when `table` is not a plain identifier.
+    ///   - table, connectTimeout, queryTimeout, statementTimeout, logger: as in
+    ///     ``init(configuration:table:connectTimeout:queryTimeout:statementTimeout:logger:)``. On the
+    ///     application's client every operation is one transaction, so that ``statementTimeout`` is
+    ///     set for it alone (`SET LOCAL`).
+    /// - Throws: `StoreError` (operation `open`) when `table` is not a plain identifier, or
+    ///   `statementTimeout` is not below `queryTimeout`.
     public convenience init(
         client: PostgresClient,
         configuration: PostgresClient.Configuration,
         table: String = "strata_outbox",
         connectTimeout: Duration = .seconds(3),
         queryTimeout: Duration = .seconds(30),
+        statementTimeout: Duration? = nil,
         logger: Logger = Logger(label: "strata.postgresoutbox")
     ) throws(StoreError) {
         try self.init(
             configuration: configuration, applicationClient: client, table: table, connectTimeout: connectTimeout,
-            queryTimeout: queryTimeout, logger: logger)
+            queryTimeout: queryTimeout, statementTimeout: statementTimeout, logger: logger)
     }
 
-    private init(
+    /// The one designated initializer.
+    init(
         configuration: PostgresClient.Configuration,
         applicationClient: PostgresClient?,
         table: String,
         connectTimeout: Duration,
         queryTimeout: Duration,
+        statementTimeout: Duration?,
+        boundsStatements: Bool = true,
         logger: Logger
     ) throws(StoreError) {
-        let tables = OutboxTables(table: table)
         self.table = table
         self.logger = logger
         self.connections = try PostgresStore<Data>(
             configuration: configuration, applicationClient: applicationClient, table: table, codec: JSONCodec<Data>(),
-            connectTimeout: connectTimeout, queryTimeout: queryTimeout, maxAge: nil, now: { Date() }, logger: logger,
-            name: "PostgresOutboxStorage", preparation: { connection, logger in try await tables.prepare(on: connection, logger: logger) })
+            connectTimeout: connectTimeout, queryTimeout: queryTimeout, statementTimeout: statementTimeout, maxAge: nil,
+            now: { Date() }, logger: logger, name: "PostgresOutboxStorage", boundsStatements: boundsStatements,
+            preparation: { connection, logger in try await OutboxTables.create(table, on: connection, logger: logger) })
     }
 
     /// Stops the storage: operations after this throw. A storage with a client of its own closes its
@@ -284,48 +306,39 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
     }
 }
 
-/// The outbox's two tables, created once per storage, safely while other processes do the same.
-private final class OutboxTables: Sendable {
-    let table: String
-    private let ready = Locked(false)
-
-    init(table: String) { self.table = table }
-
-    func prepare(on connection: PostgresConnection, logger: Logger) async throws {
-        guard !ready.withLock({ $0 }) else { return }
-        let table = table
+/// The outbox's two tables, created once per storage (in the transaction the store opens for it),
+/// safely while other processes do the same.
+private enum OutboxTables {
+    static func create(_ table: String, on connection: PostgresConnection, logger: Logger) async throws {
         let unreadable = table + "_unreadable"
         let lockKey = "strata.table.\(table)"
-        try await connection.withTransaction(logger: logger) { connection in
-            // Concurrent CREATE TABLE IF NOT EXISTS can still collide in the catalog; the lock serialises them.
-            try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
-            try await connection.query("""
-                CREATE TABLE IF NOT EXISTS "\(unescaped: table)" (
-                    id UUID PRIMARY KEY,
-                    sequence BIGINT NOT NULL,
-                    scope TEXT NOT NULL,
-                    kind TEXT NOT NULL,
-                    state TEXT NOT NULL,
-                    attempts BIGINT NOT NULL,
-                    created_at TIMESTAMPTZ NOT NULL,
-                    next_attempt_at TIMESTAMPTZ NOT NULL,
-                    entry BYTEA NOT NULL,
-                    updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
-                )
-                """, logger: logger)
-            try await connection.query(
-                #"CREATE INDEX IF NOT EXISTS "\#(unescaped: table)_scope" ON "\#(unescaped: table)" (scope, sequence)"#,
-                logger: logger)
-            try await connection.query("""
-                CREATE TABLE IF NOT EXISTS "\(unescaped: unreadable)" (
-                    id UUID,
-                    entry BYTEA,
-                    reason TEXT NOT NULL,
-                    set_aside_at TIMESTAMPTZ NOT NULL DEFAULT now()
-                )
-                """, logger: logger)
-        }
-        ready.withLock { $0 = true }
+        // Concurrent CREATE TABLE IF NOT EXISTS can still collide in the catalog; the lock serialises them.
+        try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
+        try await connection.query("""
+            CREATE TABLE IF NOT EXISTS "\(unescaped: table)" (
+                id UUID PRIMARY KEY,
+                sequence BIGINT NOT NULL,
+                scope TEXT NOT NULL,
+                kind TEXT NOT NULL,
+                state TEXT NOT NULL,
+                attempts BIGINT NOT NULL,
+                created_at TIMESTAMPTZ NOT NULL,
+                next_attempt_at TIMESTAMPTZ NOT NULL,
+                entry BYTEA NOT NULL,
+                updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
+            )
+            """, logger: logger)
+        try await connection.query(
+            #"CREATE INDEX IF NOT EXISTS "\#(unescaped: table)_scope" ON "\#(unescaped: table)" (scope, sequence)"#,
+            logger: logger)
+        try await connection.query("""
+            CREATE TABLE IF NOT EXISTS "\(unescaped: unreadable)" (
+                id UUID,
+                entry BYTEA,
+                reason TEXT NOT NULL,
+                set_aside_at TIMESTAMPTZ NOT NULL DEFAULT now()
+            )
+            """, logger: logger)
     }
 }
 #endif
