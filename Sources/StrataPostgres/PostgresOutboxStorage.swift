@@ -71,6 +71,9 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
     private let connections: PostgresStore<Data>
     private let logger: Logger
 
+    /// The connection watchdog of ``connections``, for tests.
+    var watchdog: PostgresConnectionWatchdog { connections.watchdog }
+
     /// Creates a storage on the database `configuration` points at.
     /// - Parameters:
     ///   - configuration: where and how to connect. Its `options.connectTimeout` is set to `connectTimeout`.
@@ -93,12 +96,13 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
         logger: Logger = Logger(label: "strata.postgresoutbox")
     ) throws(StoreError) {
         try self.init(
-            configuration: configuration, applicationClient: nil, table: table, connectTimeout: connectTimeout,
-            queryTimeout: queryTimeout, statementTimeout: statementTimeout, logger: logger)
+            configuration: configuration, tls: PostgresTLSMode(reading: configuration.tls), applicationClient: nil,
+            table: table, connectTimeout: connectTimeout, queryTimeout: queryTimeout, statementTimeout: statementTimeout,
+            logger: logger)
     }
 
     /// Creates a storage on the database at `url`, `postgres://user:password@host:port/database`
-    /// (`?sslmode=disable|prefer|require`, as
+    /// (`?sslmode=disable|allow|prefer|require|verify-ca|verify-full`, as
     /// ``PostgresStore/init(url:table:connectTimeout:queryTimeout:statementTimeout:maxAge:now:logger:)`` reads it).
     /// See ``init(configuration:table:connectTimeout:queryTimeout:statementTimeout:logger:)`` for the rest.
     /// - Throws: `StoreError` (operation `open`) for a URL it cannot use, or a bad table name. The
@@ -111,9 +115,9 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
         statementTimeout: Duration? = nil,
         logger: Logger = Logger(label: "strata.postgresoutbox")
     ) throws(StoreError) {
-        let configuration: PostgresClient.Configuration
+        let parsed: (configuration: PostgresClient.Configuration, tls: PostgresTLSMode)
         do {
-            configuration = try PostgresURL.configuration(from: url)
+            parsed = try PostgresURL.parse(url)
         } catch {
             // The URL's error names the store type; this is the storage's.
             var renamed = error
@@ -122,8 +126,9 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
             }
             throw renamed
         }
+        // The URL's sslmode is the TLS mode, for the pool and the watchdog alike.
         try self.init(
-            configuration: configuration, applicationClient: nil, table: table,
+            configuration: parsed.configuration, tls: parsed.tls, applicationClient: nil, table: table,
             connectTimeout: connectTimeout, queryTimeout: queryTimeout, statementTimeout: statementTimeout, logger: logger)
     }
 
@@ -150,13 +155,15 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
         logger: Logger = Logger(label: "strata.postgresoutbox")
     ) throws(StoreError) {
         try self.init(
-            configuration: configuration, applicationClient: client, table: table, connectTimeout: connectTimeout,
-            queryTimeout: queryTimeout, statementTimeout: statementTimeout, logger: logger)
+            configuration: configuration, tls: PostgresTLSMode(reading: configuration.tls), applicationClient: client,
+            table: table, connectTimeout: connectTimeout, queryTimeout: queryTimeout, statementTimeout: statementTimeout,
+            logger: logger)
     }
 
-    /// The one designated initializer.
+    /// The one designated initializer; `tls` as in ``PostgresStore``'s.
     init(
         configuration: PostgresClient.Configuration,
+        tls: PostgresTLSMode?,
         applicationClient: PostgresClient?,
         table: String,
         connectTimeout: Duration,
@@ -168,7 +175,7 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
         self.table = table
         self.logger = logger
         self.connections = try PostgresStore<Data>(
-            configuration: configuration, applicationClient: applicationClient, table: table, codec: JSONCodec<Data>(),
+            configuration: configuration, tls: tls, applicationClient: applicationClient, table: table, codec: JSONCodec<Data>(),
             connectTimeout: connectTimeout, queryTimeout: queryTimeout, statementTimeout: statementTimeout, maxAge: nil,
             now: { Date() }, logger: logger, name: "PostgresOutboxStorage", boundsStatements: boundsStatements,
             preparation: { connection, logger in try await OutboxTables.create(table, on: connection, logger: logger) })

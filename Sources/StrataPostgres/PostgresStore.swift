@@ -245,8 +245,13 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
 
     /// The one designated initializer: on the application's client when `applicationClient` is given,
     /// else on a client of the store's own, run from here on.
+    ///
+    /// `tls` is the TLS mode the store's connections use, as the store was given it (a URL's
+    /// `sslmode`, or read from `configuration`), for the watchdog's own connection attempt; `nil`
+    /// when it is not known, which turns that attempt off (with one log line) for a TCP connection.
     init(
         configuration: PostgresClient.Configuration,
+        tls: PostgresTLSMode?,
         applicationClient: PostgresClient?,
         table: String,
         codec: some Codec<Value>,
@@ -303,15 +308,45 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         self.now = now
         self.logger = logger
         self.watchdog = PostgresConnectionWatchdog(
-            configuration: configuration, address: address, connectTimeout: connectTimeout,
+            configuration: configuration, tls: tls, address: address, connectTimeout: connectTimeout,
             // The attempt's own messages, like the pool's: diagnostics at `debug`.
             logger: Logger(label: logger.label) { _ in PoolLogHandler(forward: logger) })
+        if !watchdog.canProbe {
+            logger.warning(
+                """
+                the TLS mode of the client configuration is not known: the store does not connect by itself to find \
+                out why it gets no connection, and an unreachable database fails after connectTimeout
+                """,
+                metadata: ["store": "\(description)", "connectTimeout": "\(PostgresConnectionWatchdog.format(connectTimeout))"])
+        }
+    }
+
+    /// The designated initializer for a configuration the application made: the TLS mode is read
+    /// from it (``PostgresTLSMode/init(reading:)``).
+    convenience init(
+        configuration: PostgresClient.Configuration,
+        applicationClient: PostgresClient?,
+        table: String,
+        codec: some Codec<Value>,
+        connectTimeout: Duration,
+        queryTimeout: Duration,
+        statementTimeout: Duration?,
+        maxAge: Duration?,
+        now: @escaping @Sendable () -> Date,
+        logger: Logger
+    ) throws(StoreError) {
+        try self.init(
+            configuration: configuration, tls: PostgresTLSMode(reading: configuration.tls), applicationClient: applicationClient,
+            table: table, codec: codec, connectTimeout: connectTimeout, queryTimeout: queryTimeout,
+            statementTimeout: statementTimeout, maxAge: maxAge, now: now, logger: logger)
     }
 
     /// Creates a store on the database at `url`, `postgres://user:password@host:port/database`.
     ///
     /// `postgresql://` works too; the port defaults to 5432 and the database to the user's name.
-    /// `?sslmode=disable|prefer|require` chooses TLS (`prefer` by default, as with `libpq`).
+    /// `?sslmode=` chooses TLS: `disable`; `allow` or `prefer` (the default, as with `libpq`): TLS when
+    /// the server offers it; `require`, `verify-ca` or `verify-full`: TLS or no connection, with the
+    /// server's certificate and host name verified.
     /// Percent-encoded user names and passwords are decoded. See
     /// ``init(configuration:table:codec:connectTimeout:queryTimeout:statementTimeout:maxAge:now:logger:)`` for the rest.
     /// - Throws: `StoreError` (operation `open`) for a URL it cannot use, or a bad table name. The
@@ -327,8 +362,10 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         now: @escaping @Sendable () -> Date = { Date() },
         logger: Logger = Logger(label: "strata.postgresstore")
     ) throws(StoreError) {
+        // The URL's sslmode is the TLS mode, for the pool and the watchdog alike.
+        let parsed = try PostgresURL.parse(url)
         try self.init(
-            configuration: PostgresURL.configuration(from: url), table: table, codec: codec,
+            configuration: parsed.configuration, tls: parsed.tls, applicationClient: nil, table: table, codec: codec,
             connectTimeout: connectTimeout, queryTimeout: queryTimeout, statementTimeout: statementTimeout,
             maxAge: maxAge, now: now, logger: logger)
     }

@@ -180,8 +180,8 @@ struct PostgresStoreServerTests {
             // store's own, for a server that does not answer at all.
             let configuration = try TestServer.configuration()
             let store = try PostgresStore<Item>(
-                configuration: configuration, applicationClient: nil, table: table, codec: JSONCodec<Item>(),
-                connectTimeout: TestServer.connectTimeout, queryTimeout: .seconds(10), statementTimeout: nil, maxAge: nil, now: { Date() }, logger: quietLogger, boundsStatements: false)
+                configuration: configuration, tls: PostgresTLSMode(reading: configuration.tls), applicationClient: nil,
+                table: table, codec: JSONCodec<Item>(), connectTimeout: TestServer.connectTimeout, queryTimeout: .seconds(10), statementTimeout: nil, maxAge: nil, now: { Date() }, logger: quietLogger, boundsStatements: false)
             TestScope.onExit { await store.shutdown() }
 
             let admin = try Admin.require()
