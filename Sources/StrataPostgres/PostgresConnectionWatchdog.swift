@@ -5,6 +5,76 @@ import NIOSSL
 import PostgresNIO
 @_spi(StrataInternals) import Strata
 
+/// The TLS mode a store's connections use, as the store was given it: the mode the watchdog's own
+/// connection attempt must use too, so that it fails (or connects) as the pool's attempts do.
+struct PostgresTLSMode: Sendable {
+    enum Mode: String, Sendable {
+        /// No TLS.
+        case disable
+        /// TLS when the server offers it, else a plain connection.
+        case prefer
+        /// TLS, or no connection.
+        case require
+    }
+
+    var mode: Mode
+    /// The TLS settings for `prefer` and `require`; `nil` for `disable`.
+    var settings: TLSConfiguration?
+    /// Where the mode came from, for logs and tests: `sslmode=verify-full`, `the client configuration`.
+    var source: String
+
+    /// The mode as a client configuration's.
+    var clientTLS: PostgresClient.Configuration.TLS {
+        switch (mode, settings) {
+        case (.prefer, let settings?): .prefer(settings)
+        case (.require, let settings?): .require(settings)
+        default: .disable
+        }
+    }
+
+    /// The mode as a single connection's.
+    func connectionTLS() throws -> PostgresConnection.Configuration.TLS {
+        switch (mode, settings) {
+        case (.prefer, let settings?): .prefer(try NIOSSLContext(configuration: settings))
+        case (.require, let settings?): .require(try NIOSSLContext(configuration: settings))
+        default: .disable
+        }
+    }
+
+    init(mode: Mode, settings: TLSConfiguration?, source: String) {
+        self.mode = mode
+        self.settings = settings
+        self.source = source
+    }
+
+    /// The mode a configuration the application made holds, or `nil` when it cannot be read.
+    ///
+    /// `PostgresClient.Configuration.TLS` keeps its mode internal (no public accessor), so it is read
+    /// by reflection: its `base`, one of `disable`, `prefer(TLSConfiguration)` and
+    /// `require(TLSConfiguration)`, as PostgresNIO 1.33 has it. Any other shape is not known,
+    /// never guessed: the store then does without its own connection attempt.
+    init?(reading tls: PostgresClient.Configuration.TLS) {
+        self.init(reflecting: tls, source: "the client configuration")
+    }
+
+    /// The mode in a value shaped as `PostgresClient.Configuration.TLS` is, or `nil`.
+    init?(reflecting tls: Any, source: String) {
+        guard let base = Mirror(reflecting: tls).children.first(where: { $0.label == "base" })?.value else { return nil }
+        let cases = Mirror(reflecting: base)
+        guard cases.displayStyle == .enum else { return nil }
+        if cases.children.isEmpty {
+            guard "\(base)" == "disable" else { return nil }
+            self.init(mode: .disable, settings: nil, source: source)
+            return
+        }
+        guard cases.children.count == 1, let payload = cases.children.first,
+            let settings = payload.value as? TLSConfiguration,
+            let label = payload.label, let mode = Mode(rawValue: label), mode != .disable
+        else { return nil }
+        self.init(mode: mode, settings: settings, source: source)
+    }
+}
+
 /// Finds out why a ``PostgresStore`` gets no connection.
 ///
 /// PostgresNIO's pool retries failed connection attempts with backoff and keeps an operation waiting
@@ -13,12 +83,19 @@ import PostgresNIO
 /// public `PostgresConnection.connect(...)` and the same settings, and classifies the typed
 /// `PSQLError` it fails with into a ``PostgresConnectionFailure``. One probe at a time per store;
 /// operations waiting meanwhile share its answer.
+///
+/// The probe uses the TLS mode the store was given (``PostgresTLSMode``). When that mode is not
+/// known (a TCP configuration whose mode could not be read), there is no probe (``canProbe``):
+/// the store says so once when it is made, and an operation waits for the pool until
+/// ``PostgresStore/connectTimeout``.
 final class PostgresConnectionWatchdog: Sendable {
     /// How long an operation waits for the pool before the store probes the database itself: long
     /// enough that a healthy pool's first connection usually wins, short enough to fail fast.
     static var probeDelay: Duration { .milliseconds(100) }
 
     private let configuration: PostgresClient.Configuration
+    /// The TLS mode of the store's connections, as given; `nil` when not known.
+    let tls: PostgresTLSMode?
     private let address: String
     private let connectTimeout: Duration
     private let logger: Logger
@@ -36,8 +113,9 @@ final class PostgresConnectionWatchdog: Sendable {
 
     private let state = Locked(State())
 
-    init(configuration: PostgresClient.Configuration, address: String, connectTimeout: Duration, logger: Logger) {
+    init(configuration: PostgresClient.Configuration, tls: PostgresTLSMode?, address: String, connectTimeout: Duration, logger: Logger) {
         self.configuration = configuration
+        self.tls = tls
         self.address = address
         self.connectTimeout = connectTimeout
         self.logger = logger
@@ -59,8 +137,14 @@ final class PostgresConnectionWatchdog: Sendable {
         }
     }
 
-    /// Starts a probe unless one is running or one that started at or after `instant` has answered.
+    /// Whether the watchdog can connect as the pool does: the TLS mode is known, or the connection
+    /// is a Unix domain socket (no TLS).
+    var canProbe: Bool { tls != nil || configuration.host == nil }
+
+    /// Starts a probe unless one is running or one that started at or after `instant` has answered
+    /// (or the watchdog cannot probe: ``canProbe``).
     func probeIfNeeded(since instant: ContinuousClock.Instant) {
+        guard canProbe else { return }
         let start = ContinuousClock.now
         let shouldStart = state.withLock { state in
             if state.probing != nil { return false }
@@ -119,7 +203,7 @@ final class PostgresConnectionWatchdog: Sendable {
     private func probe() async -> PostgresConnectionFailure? {
         let connectionConfiguration: PostgresConnection.Configuration
         do {
-            connectionConfiguration = try Self.connectionConfiguration(from: configuration, connectTimeout: connectTimeout)
+            connectionConfiguration = try probeConfiguration()
         } catch {
             return PostgresConnectionFailure(cause: .tls, address: address, detail: "TLS configuration unusable: \(error)")
         }
@@ -159,15 +243,23 @@ final class PostgresConnectionWatchdog: Sendable {
         return seconds == seconds.rounded() ? "\(Int(seconds)) s" : "\(seconds) s"
     }
 
-    /// The single-connection settings that match the pool's.
+    /// The settings of the watchdog's own connection attempt.
+    func probeConfiguration() throws -> PostgresConnection.Configuration {
+        try Self.connectionConfiguration(from: configuration, tls: tls, connectTimeout: connectTimeout)
+    }
+
+    /// The single-connection settings that match the pool's, with the TLS mode the store was given.
+    /// - Throws: ``UnknownTLSMode`` for a TCP configuration when `tls` is `nil`, or NIOSSL's error
+    ///   when the TLS settings are unusable.
     static func connectionConfiguration(
-        from configuration: PostgresClient.Configuration, connectTimeout: Duration
+        from configuration: PostgresClient.Configuration, tls: PostgresTLSMode?, connectTimeout: Duration
     ) throws -> PostgresConnection.Configuration {
         var result: PostgresConnection.Configuration
         if let host = configuration.host {
+            guard let tls else { throw UnknownTLSMode() }
             result = PostgresConnection.Configuration(
                 host: host, port: configuration.port ?? 5432, username: configuration.username,
-                password: configuration.password, database: configuration.database, tls: try tls(of: configuration.tls))
+                password: configuration.password, database: configuration.database, tls: try tls.connectionTLS())
             result.options.tlsServerName = configuration.options.tlsServerName
         } else {
             result = PostgresConnection.Configuration(
@@ -177,28 +269,13 @@ final class PostgresConnectionWatchdog: Sendable {
         result.options.connectTimeout = .nanoseconds(
             Int64(connectTimeout.components.seconds) * 1_000_000_000 + connectTimeout.components.attoseconds / 1_000_000_000)
         result.options.requireBackendKeyData = configuration.options.requireBackendKeyData
+        result.options.additionalStartupParameters = configuration.options.additionalStartupParameters
         return result
     }
 
-    /// The pool's TLS mode as a single connection's.
-    ///
-    /// `PostgresClient.Configuration.TLS` keeps its mode internal (no public accessor); reflection reads
-    /// the case (`disable`, `prefer`, `require`) and its `TLSConfiguration`. Should that layout ever
-    /// change, the probe falls back to `prefer` with the default client configuration, which is what
-    /// a `PostgresClient.Configuration` defaults to.
-    private static func tls(of tls: PostgresClient.Configuration.TLS) throws -> PostgresConnection.Configuration.TLS {
-        if let base = Mirror(reflecting: tls).children.first(where: { $0.label == "base" })?.value {
-            let mirror = Mirror(reflecting: base)
-            if mirror.children.isEmpty, "\(base)" == "disable" { return .disable }
-            if let child = mirror.children.first, let settings = child.value as? TLSConfiguration {
-                switch child.label {
-                case "require": return .require(try NIOSSLContext(configuration: settings))
-                case "prefer": return .prefer(try NIOSSLContext(configuration: settings))
-                default: break
-                }
-            }
-        }
-        return .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
+    /// The store's TLS mode is not known: the watchdog does not connect (``canProbe``).
+    struct UnknownTLSMode: Error, CustomStringConvertible {
+        var description: String { "the TLS mode of the client configuration is not known" }
     }
 }
 #endif

@@ -15,7 +15,7 @@ import PostgresNIO
 /// ## Lifecycle
 /// As ``PostgresStore``'s: with `url:` or `configuration:` the storage runs a `PostgresClient` of its
 /// own (call ``shutdown()`` when done); with
-/// ``init(client:configuration:table:connectTimeout:queryTimeout:logger:)`` it uses the
+/// ``init(client:configuration:table:connectTimeout:queryTimeout:statementTimeout:logger:)`` it uses the
 /// application's client, which the application runs and shuts down. Connections are opened on
 /// demand, so creating a storage never fails because the database is down: the operations do.
 ///
@@ -43,9 +43,11 @@ import PostgresNIO
 /// - ``loadAll()`` leaves out a row whose entry does not decode (or names another id), moves it to
 ///   ``unreadableTable`` in one statement, and logs it at `error`: never deleted, never a crash.
 /// - Failures throw `StoreError` naming this storage and the operation (`retrieve` for
-///   ``loadAll()``, `insert` for ``save(_:)``, `delete` for ``remove(_:)``) and the entry's id. A
-///   database that cannot be reached fails as ``PostgresStore`` does: within ``connectTimeout``,
-///   with a ``PostgresConnectionFailure`` as the `underlying` error. Credentials never appear in
+///   ``loadAll()`` and ``entry(_:)``, `insert` for ``save(_:)``, `delete` for ``remove(_:)``) and
+///   the entry's id. A database that cannot be reached fails as ``PostgresStore`` does: within
+///   ``connectTimeout``, with a ``PostgresConnectionFailure`` as the `underlying` error. A statement
+///   the server aborted after ``statementTimeout`` fails with a ``PostgresStatementTimeout`` as the
+///   `underlying` error: a ``save(_:)`` that fails so was not committed. Credentials never appear in
 ///   ``description``, errors or logs.
 public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringConvertible {
     /// The table holding the entries.
@@ -58,11 +60,19 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
     public var connectTimeout: Duration { connections.connectTimeout }
     /// How long an operation may take once it has a connection.
     public var queryTimeout: Duration { connections.queryTimeout }
+    /// How long the server lets one statement run before it aborts it and rolls it back: below
+    /// ``queryTimeout``, so that a ``save(_:)`` the server did not finish in time fails with a
+    /// ``PostgresStatementTimeout`` (it was not committed) before the storage stops waiting. See
+    /// ``PostgresStore/statementTimeout``.
+    public var statementTimeout: Duration { connections.statementTimeout }
 
     /// The connection handling of ``PostgresStore`` (the client, its lifecycle, the timeouts and the
     /// typed connection failures), running this storage's statements on this storage's tables.
     private let connections: PostgresStore<Data>
     private let logger: Logger
+
+    /// The connection watchdog of ``connections``, for tests.
+    var watchdog: PostgresConnectionWatchdog { connections.watchdog }
 
     /// Creates a storage on the database `configuration` points at.
     /// - Parameters:
@@ -71,23 +81,30 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
     ///     at most 48 characters. Created on first use, with ``unreadableTable`` beside it.
     ///   - connectTimeout: how long an operation waits for a connection before failing (3 seconds by default).
     ///   - queryTimeout: how long an operation may take once connected (30 seconds by default).
+    ///   - statementTimeout: how long the server lets one statement run before it aborts it: at least
+    ///     1 ms and below `queryTimeout` (see ``statementTimeout``). `nil`, the default: nine tenths
+    ///     of `queryTimeout`.
     ///   - logger: where unreadable rows and the connection pool's own messages go.
-    /// - Throws: `StoreError` (operation `open`) when `table` is not a plain identifier.
+    /// - Throws: `StoreError` (operation `open`) when `table` is not a plain identifier, or
+    ///   `statementTimeout` is not below `queryTimeout`.
     public convenience init(
         configuration: PostgresClient.Configuration,
         table: String = "strata_outbox",
         connectTimeout: Duration = .seconds(3),
         queryTimeout: Duration = .seconds(30),
+        statementTimeout: Duration? = nil,
         logger: Logger = Logger(label: "strata.postgresoutbox")
     ) throws(StoreError) {
         try self.init(
-            configuration: configuration, applicationClient: nil, table: table, connectTimeout: connectTimeout,
-            queryTimeout: queryTimeout, logger: logger)
+            configuration: configuration, tls: PostgresTLSMode(reading: configuration.tls), applicationClient: nil,
+            table: table, connectTimeout: connectTimeout, queryTimeout: queryTimeout, statementTimeout: statementTimeout,
+            logger: logger)
     }
 
     /// Creates a storage on the database at `url`, `postgres://user:password@host:port/database`
-    /// (`?sslmode=disable|prefer|require`, as ``PostgresStore/init(url:table:connectTimeout:queryTimeout:maxAge:now:logger:)``
-    /// reads it). See ``init(configuration:table:connectTimeout:queryTimeout:logger:)`` for the rest.
+    /// (`?sslmode=disable|allow|prefer|require|verify-ca|verify-full`, as
+    /// ``PostgresStore/init(url:table:connectTimeout:queryTimeout:statementTimeout:maxAge:now:logger:)`` reads it).
+    /// See ``init(configuration:table:connectTimeout:queryTimeout:statementTimeout:logger:)`` for the rest.
     /// - Throws: `StoreError` (operation `open`) for a URL it cannot use, or a bad table name. The
     ///   error never contains the password.
     public convenience init(
@@ -95,11 +112,12 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
         table: String = "strata_outbox",
         connectTimeout: Duration = .seconds(3),
         queryTimeout: Duration = .seconds(30),
+        statementTimeout: Duration? = nil,
         logger: Logger = Logger(label: "strata.postgresoutbox")
     ) throws(StoreError) {
-        let configuration: PostgresClient.Configuration
+        let parsed: (configuration: PostgresClient.Configuration, tls: PostgresTLSMode)
         do {
-            configuration = try PostgresURL.configuration(from: url)
+            parsed = try PostgresURL.parse(url)
         } catch {
             // The URL's error names the store type; this is the storage's.
             var renamed = error
@@ -108,8 +126,10 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
             }
             throw renamed
         }
+        // The URL's sslmode is the TLS mode, for the pool and the watchdog alike.
         try self.init(
-            configuration: configuration, table: table, connectTimeout: connectTimeout, queryTimeout: queryTimeout, logger: logger)
+            configuration: parsed.configuration, tls: parsed.tls, applicationClient: nil, table: table,
+            connectTimeout: connectTimeout, queryTimeout: queryTimeout, statementTimeout: statementTimeout, logger: logger)
     }
 
     /// Creates a storage on a `PostgresClient` the application already runs (and shuts down);
@@ -119,37 +139,46 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
     ///   - configuration: the configuration the client was made with: it names the database in
     ///     ``description`` and errors, and the storage connects with it once by itself to find out
     ///     why the client gets no connection.
-    ///   - table, connectTimeout, queryTimeout, logger: as in
-    ///     ``init(configuration:table:connectTimeout:queryTimeout:logger:)``.
-    /// - Throws: `StoreError` (operation `open`) when `table` is not a plain identifier.
+    ///   - table, connectTimeout, queryTimeout, statementTimeout, logger: as in
+    ///     ``init(configuration:table:connectTimeout:queryTimeout:statementTimeout:logger:)``. On the
+    ///     application's client every operation is one transaction, so that ``statementTimeout`` is
+    ///     set for it alone (`SET LOCAL`).
+    /// - Throws: `StoreError` (operation `open`) when `table` is not a plain identifier, or
+    ///   `statementTimeout` is not below `queryTimeout`.
     public convenience init(
         client: PostgresClient,
         configuration: PostgresClient.Configuration,
         table: String = "strata_outbox",
         connectTimeout: Duration = .seconds(3),
         queryTimeout: Duration = .seconds(30),
+        statementTimeout: Duration? = nil,
         logger: Logger = Logger(label: "strata.postgresoutbox")
     ) throws(StoreError) {
         try self.init(
-            configuration: configuration, applicationClient: client, table: table, connectTimeout: connectTimeout,
-            queryTimeout: queryTimeout, logger: logger)
+            configuration: configuration, tls: PostgresTLSMode(reading: configuration.tls), applicationClient: client,
+            table: table, connectTimeout: connectTimeout, queryTimeout: queryTimeout, statementTimeout: statementTimeout,
+            logger: logger)
     }
 
-    private init(
+    /// The one designated initializer; `tls` as in ``PostgresStore``'s.
+    init(
         configuration: PostgresClient.Configuration,
+        tls: PostgresTLSMode?,
         applicationClient: PostgresClient?,
         table: String,
         connectTimeout: Duration,
         queryTimeout: Duration,
+        statementTimeout: Duration?,
+        boundsStatements: Bool = true,
         logger: Logger
     ) throws(StoreError) {
-        let tables = OutboxTables(table: table)
         self.table = table
         self.logger = logger
         self.connections = try PostgresStore<Data>(
-            configuration: configuration, applicationClient: applicationClient, table: table, codec: JSONCodec<Data>(),
-            connectTimeout: connectTimeout, queryTimeout: queryTimeout, maxAge: nil, now: { Date() }, logger: logger,
-            name: "PostgresOutboxStorage", preparation: { connection, logger in try await tables.prepare(on: connection, logger: logger) })
+            configuration: configuration, tls: tls, applicationClient: applicationClient, table: table, codec: JSONCodec<Data>(),
+            connectTimeout: connectTimeout, queryTimeout: queryTimeout, statementTimeout: statementTimeout, maxAge: nil,
+            now: { Date() }, logger: logger, name: "PostgresOutboxStorage", boundsStatements: boundsStatements,
+            preparation: { connection, logger in try await OutboxTables.create(table, on: connection, logger: logger) })
     }
 
     /// Stops the storage: operations after this throw. A storage with a client of its own closes its
@@ -178,18 +207,28 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
         var entries: [OutboxEntry] = []
         entries.reserveCapacity(rows.count)
         for row in rows {
-            do {
-                let entry = try OutboxEntry(storageEncoding: row.entry)
-                guard entry.id == row.id else {
-                    await setAside(row, reason: "the row's id \(row.id.uuidString.lowercased()) is not the entry's id \(entry.idempotencyKey)")
-                    continue
-                }
-                entries.append(entry)
-            } catch {
-                await setAside(row, reason: "the entry does not decode: \(error)")
-            }
+            if let entry = await readable(row) { entries.append(entry) }
         }
         return entries
+    }
+
+    /// The entry with `id`, read through the primary key in one statement, or `nil` when there is
+    /// none. A row that cannot be read back is moved to ``unreadableTable`` and logged, as
+    /// ``loadAll()`` does, and reads as `nil`.
+    /// - Throws: `StoreError` (`.retrieve`) when the database is unreachable or the query fails.
+    public func entry(_ id: UUID) async throws -> OutboxEntry? {
+        let row: StoredRow? = try await connections.perform(.retrieve, key: id.uuidString.lowercased()) { [table] connection, logger in
+            let rows = try await connection.query(#"SELECT id, entry FROM "\#(unescaped: table)" WHERE id = \#(id)"#, logger: logger)
+            // At most one row (the id is the primary key); read to the end either way, so the
+            // statement completes before the connection goes back to the pool.
+            var stored: StoredRow?
+            for try await (rowID, bytes) in rows.decode((UUID, Data).self) where stored == nil {
+                stored = StoredRow(id: rowID, entry: bytes)
+            }
+            return stored
+        }
+        guard let row else { return nil }
+        return await readable(row)
     }
 
     /// Inserts `entry`, or replaces the row with its id, in one statement.
@@ -235,6 +274,21 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
         var entry: Data
     }
 
+    /// The entry `row` holds, or `nil` after setting the row aside when it does not decode or names another id.
+    private func readable(_ row: StoredRow) async -> OutboxEntry? {
+        do {
+            let entry = try OutboxEntry(storageEncoding: row.entry)
+            guard entry.id == row.id else {
+                await setAside(row, reason: "the row's id \(row.id.uuidString.lowercased()) is not the entry's id \(entry.idempotencyKey)")
+                return nil
+            }
+            return entry
+        } catch {
+            await setAside(row, reason: "the entry does not decode: \(error)")
+            return nil
+        }
+    }
+
     /// Moves the row, as it was, to the unreadable table in one statement (unless a save replaced
     /// it meanwhile), and logs it. A failure to move it is logged too; the row then stays.
     private func setAside(_ row: StoredRow, reason: String) async {
@@ -259,48 +313,39 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
     }
 }
 
-/// The outbox's two tables, created once per storage, safely while other processes do the same.
-private final class OutboxTables: Sendable {
-    let table: String
-    private let ready = Locked(false)
-
-    init(table: String) { self.table = table }
-
-    func prepare(on connection: PostgresConnection, logger: Logger) async throws {
-        guard !ready.withLock({ $0 }) else { return }
-        let table = table
+/// The outbox's two tables, created once per storage (in the transaction the store opens for it),
+/// safely while other processes do the same.
+private enum OutboxTables {
+    static func create(_ table: String, on connection: PostgresConnection, logger: Logger) async throws {
         let unreadable = table + "_unreadable"
         let lockKey = "strata.table.\(table)"
-        try await connection.withTransaction(logger: logger) { connection in
-            // Concurrent CREATE TABLE IF NOT EXISTS can still collide in the catalog; the lock serialises them.
-            try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
-            try await connection.query("""
-                CREATE TABLE IF NOT EXISTS "\(unescaped: table)" (
-                    id UUID PRIMARY KEY,
-                    sequence BIGINT NOT NULL,
-                    scope TEXT NOT NULL,
-                    kind TEXT NOT NULL,
-                    state TEXT NOT NULL,
-                    attempts BIGINT NOT NULL,
-                    created_at TIMESTAMPTZ NOT NULL,
-                    next_attempt_at TIMESTAMPTZ NOT NULL,
-                    entry BYTEA NOT NULL,
-                    updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
-                )
-                """, logger: logger)
-            try await connection.query(
-                #"CREATE INDEX IF NOT EXISTS "\#(unescaped: table)_scope" ON "\#(unescaped: table)" (scope, sequence)"#,
-                logger: logger)
-            try await connection.query("""
-                CREATE TABLE IF NOT EXISTS "\(unescaped: unreadable)" (
-                    id UUID,
-                    entry BYTEA,
-                    reason TEXT NOT NULL,
-                    set_aside_at TIMESTAMPTZ NOT NULL DEFAULT now()
-                )
-                """, logger: logger)
-        }
-        ready.withLock { $0 = true }
+        // Concurrent CREATE TABLE IF NOT EXISTS can still collide in the catalog; the lock serialises them.
+        try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
+        try await connection.query("""
+            CREATE TABLE IF NOT EXISTS "\(unescaped: table)" (
+                id UUID PRIMARY KEY,
+                sequence BIGINT NOT NULL,
+                scope TEXT NOT NULL,
+                kind TEXT NOT NULL,
+                state TEXT NOT NULL,
+                attempts BIGINT NOT NULL,
+                created_at TIMESTAMPTZ NOT NULL,
+                next_attempt_at TIMESTAMPTZ NOT NULL,
+                entry BYTEA NOT NULL,
+                updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
+            )
+            """, logger: logger)
+        try await connection.query(
+            #"CREATE INDEX IF NOT EXISTS "\#(unescaped: table)_scope" ON "\#(unescaped: table)" (scope, sequence)"#,
+            logger: logger)
+        try await connection.query("""
+            CREATE TABLE IF NOT EXISTS "\(unescaped: unreadable)" (
+                id UUID,
+                entry BYTEA,
+                reason TEXT NOT NULL,
+                set_aside_at TIMESTAMPTZ NOT NULL DEFAULT now()
+            )
+            """, logger: logger)
     }
 }
 #endif

@@ -5,43 +5,40 @@ import PostgresNIO
 
 /// The store's table: its name's rules, and creating it (safely while other processes do the same).
 extension PostgresStore {
-    /// Creates the table and its indexes, once per store, safely while other processes do the same.
-    func prepareTable(on connection: PostgresConnection) async throws {
-        guard !state.withLock({ $0.tableReady }) else { return }
+    /// Creates the table and its indexes, safely while other processes do the same. Runs inside the
+    /// transaction ``prepare(on:)`` opens, once per store.
+    func createTable(on connection: PostgresConnection) async throws {
         let table = table
         let lockKey = "strata.table.\(table)"
-        try await connection.withTransaction(logger: logger) { connection in
-            // Concurrent CREATE TABLE IF NOT EXISTS can still collide in the catalog; the lock serialises them.
-            try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
-            try await connection.query("""
-                CREATE TABLE IF NOT EXISTS "\(unescaped: table)" (
-                    key TEXT PRIMARY KEY,
-                    value BYTEA NOT NULL,
-                    stored_at TIMESTAMPTZ NOT NULL,
-                    stored_at_seconds DOUBLE PRECISION NOT NULL,
-                    etag TEXT,
-                    last_modified TEXT,
-                    last_access TIMESTAMPTZ NOT NULL,
-                    size INTEGER NOT NULL,
-                    expires_at TIMESTAMPTZ,
-                    max_age_seconds BIGINT,
-                    max_age_attoseconds BIGINT
-                )
-                """, logger: logger)
-            // Tables made before the server's max-age was kept gain its columns in place.
-            try await connection.query(#"""
-                ALTER TABLE "\#(unescaped: table)"
-                    ADD COLUMN IF NOT EXISTS max_age_seconds BIGINT,
-                    ADD COLUMN IF NOT EXISTS max_age_attoseconds BIGINT
-                """#, logger: logger)
-            try await connection.query(
-                #"CREATE INDEX IF NOT EXISTS "\#(unescaped: table)_stored_at" ON "\#(unescaped: table)" (stored_at)"#,
-                logger: logger)
-            try await connection.query(
-                #"CREATE INDEX IF NOT EXISTS "\#(unescaped: table)_expires_at" ON "\#(unescaped: table)" (expires_at) WHERE expires_at IS NOT NULL"#,
-                logger: logger)
-        }
-        state.withLock { $0.tableReady = true }
+        // Concurrent CREATE TABLE IF NOT EXISTS can still collide in the catalog; the lock serialises them.
+        try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
+        try await connection.query("""
+            CREATE TABLE IF NOT EXISTS "\(unescaped: table)" (
+                key TEXT PRIMARY KEY,
+                value BYTEA NOT NULL,
+                stored_at TIMESTAMPTZ NOT NULL,
+                stored_at_seconds DOUBLE PRECISION NOT NULL,
+                etag TEXT,
+                last_modified TEXT,
+                last_access TIMESTAMPTZ NOT NULL,
+                size INTEGER NOT NULL,
+                expires_at TIMESTAMPTZ,
+                max_age_seconds BIGINT,
+                max_age_attoseconds BIGINT
+            )
+            """, logger: logger)
+        // Tables made before the server's max-age was kept gain its columns in place.
+        try await connection.query(#"""
+            ALTER TABLE "\#(unescaped: table)"
+                ADD COLUMN IF NOT EXISTS max_age_seconds BIGINT,
+                ADD COLUMN IF NOT EXISTS max_age_attoseconds BIGINT
+            """#, logger: logger)
+        try await connection.query(
+            #"CREATE INDEX IF NOT EXISTS "\#(unescaped: table)_stored_at" ON "\#(unescaped: table)" (stored_at)"#,
+            logger: logger)
+        try await connection.query(
+            #"CREATE INDEX IF NOT EXISTS "\#(unescaped: table)_expires_at" ON "\#(unescaped: table)" (expires_at) WHERE expires_at IS NOT NULL"#,
+            logger: logger)
     }
 
     // MARK: Names

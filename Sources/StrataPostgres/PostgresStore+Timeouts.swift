@@ -27,8 +27,8 @@ extension PostgresStore {
     /// still waiting for a connection, or still running, when they pass. Returns when it finished.
     ///
     /// - Waiting for a connection: until the store's own connection attempt (``PostgresConnectionWatchdog``,
-    ///   after ``PostgresConnectionWatchdog/probeDelay``) fails (refused, credentials rejected, no such
-    ///   database, TLS) or ``connectTimeout`` passes, or, while other operations of this store
+    ///   after ``PostgresConnectionWatchdog/probeDelay``, when the store knows its TLS mode) fails
+    ///   (refused, credentials rejected, no such database, TLS) or ``connectTimeout`` passes, or, while other operations of this store
     ///   keep getting connections (a busy pool, not a dead database), until ``queryTimeout`` or
     ///   ``connectTimeout``, whichever is later.
     /// - Connected: ``queryTimeout`` from the moment the connection was leased.
@@ -62,7 +62,7 @@ extension PostgresStore {
             if let stuck { try? await stuck.close() }
             if let timeout { throw timeout }
             guard let next else { return }
-            if refused || poolIsAlive || watchdog.hasAnswered(since: started)
+            if refused || poolIsAlive || !watchdog.canProbe || watchdog.hasAnswered(since: started)
                 || lease.withLock({ if case .waiting = $0 { false } else { true } })
             {
                 try await Task.sleep(until: next)

@@ -23,7 +23,7 @@ import PostgresNIO
 /// - **In a `ServiceGroup`** (swift-service-lifecycle): the store is a `Service`. Its ``run()`` sweeps
 ///   expired rows every minute and, on cancellation or graceful shutdown, calls ``shutdown()``.
 /// - **On the application's client**
-///   (``init(client:configuration:table:codec:connectTimeout:queryTimeout:maxAge:now:logger:)``):
+///   (``init(client:configuration:table:codec:connectTimeout:queryTimeout:statementTimeout:maxAge:now:logger:)``):
 ///   the application runs the `PostgresClient` (and shuts it down); the store only uses it, and its
 ///   ``shutdown()`` leaves the client running.
 ///
@@ -68,6 +68,10 @@ import PostgresNIO
 ///   (other operations keep getting connections) it waits up to ``queryTimeout`` instead. Once
 ///   connected, an operation that gets no answer within ``queryTimeout`` closes its connection and
 ///   throws. No operation hangs.
+/// - The server aborts a statement that runs past ``statementTimeout`` (below ``queryTimeout``) and
+///   rolls it back, so a slow statement fails before the store stops waiting for it, with a
+///   ``PostgresStatementTimeout`` as the `underlying` error, instead of committing after the caller
+///   was told it failed.
 /// - A row that no longer decodes (wrong length, bytes the codec rejects, columns of the wrong type) is
 ///   a miss: it is deleted (unless another writer replaced it meanwhile) and logged at `warning`.
 /// - Credentials never appear in ``description``, errors or logs.
@@ -88,6 +92,16 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     /// the operation throws. Also how long an operation waits for a connection while the pool is busy
     /// (others' operations keep getting connections) rather than unreachable.
     public let queryTimeout: Duration
+    /// How long the server lets one statement of the store run before it aborts it, in whole
+    /// milliseconds: strictly below ``queryTimeout``, so that the server gives up on a statement (and
+    /// rolls it back) before the store stops waiting for it. A write that fails this way throws a
+    /// `StoreError` whose `underlying` error is a ``PostgresStatementTimeout``: it was not committed.
+    ///
+    /// Set as the server's `statement_timeout`: once per connection on the store's own client (a
+    /// `SET` for the session), and for each operation's transaction (`SET LOCAL`) on the
+    /// application's client, whose sessions are not the store's to change. Nine tenths of
+    /// ``queryTimeout`` by default (27 seconds for the default 30).
+    public let statementTimeout: Duration
     /// How long entries are kept, if limited; see ``removeExpiredEntries()``.
     public let maxAge: Duration?
 
@@ -102,9 +116,15 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     /// The name in ``description`` and errors: `PostgresStore`, or the type using this store's
     /// connection handling for a table of its own (`PostgresOutboxStorage`).
     let name: String
-    /// Sets up the table before an operation's statements instead of the cache table's
-    /// ``prepareTable(on:)``: for a type that runs its own statements through ``perform(_:key:_:)``.
+    /// Creates the tables before an operation's first statements instead of the cache table's
+    /// ``createTable(on:)``: for a type that runs its own statements through ``perform(_:key:_:)``.
+    /// Runs once per store, inside a transaction the store opens.
     let preparation: (@Sendable (PostgresConnection, Logger) async throws -> Void)?
+    /// Whether the server bounds statements by ``statementTimeout``: always, except in the tests of
+    /// the client's own bound (``queryTimeout``), which need a server that does not answer first.
+    let boundsStatements: Bool
+    /// The sessions of the store's own client that have ``statementTimeout`` set.
+    let boundSessions = Locked<[ObjectIdentifier: BoundSession]>([:])
 
     struct State: Sendable {
         var tableReady = false
@@ -129,25 +149,31 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     ///   - connectTimeout: how long an operation waits for a connection before failing (3 seconds by default).
     ///   - queryTimeout: how long an operation may take once connected, and wait for a connection while
     ///     the pool is busy rather than unreachable (30 seconds by default).
+    ///   - statementTimeout: how long the server lets one statement run before it aborts it: at least
+    ///     1 ms and below `queryTimeout` (see ``statementTimeout``). `nil`, the default: nine tenths of
+    ///     `queryTimeout`.
     ///   - maxAge: when set, rows are stamped to expire `maxAge` after their `storedAt`, and expired rows
     ///     are swept after an insert, at most once a minute per store.
     ///   - now: the wall clock for `last_access` and expiry.
     ///   - logger: where undecodable rows, sweeps and the connection pool's own messages go (the pool's
     ///     routine messages, such as each failed connection attempt, at `debug`).
-    /// - Throws: `StoreError` (operation `open`) when `table` is not a plain identifier.
+    /// - Throws: `StoreError` (operation `open`) when `table` is not a plain identifier, or
+    ///   `statementTimeout` is not below `queryTimeout`.
     public convenience init(
         configuration: PostgresClient.Configuration,
         table: String = "strata_cache",
         codec: some Codec<Value>,
         connectTimeout: Duration = .seconds(3),
         queryTimeout: Duration = .seconds(30),
+        statementTimeout: Duration? = nil,
         maxAge: Duration? = nil,
         now: @escaping @Sendable () -> Date = { Date() },
         logger: Logger = Logger(label: "strata.postgresstore")
     ) throws(StoreError) {
         try self.init(
             configuration: configuration, applicationClient: nil, table: table, codec: codec,
-            connectTimeout: connectTimeout, queryTimeout: queryTimeout, maxAge: maxAge, now: now, logger: logger)
+            connectTimeout: connectTimeout, queryTimeout: queryTimeout, statementTimeout: statementTimeout,
+            maxAge: maxAge, now: now, logger: logger)
     }
 
     /// Creates a store on a `PostgresClient` the application already runs.
@@ -173,10 +199,13 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     ///   - configuration: the configuration the client was made with (a `PostgresClient` does not
     ///     expose its own): it names the database in ``description`` and errors, and the store uses it
     ///     to connect once by itself to find out why the client gets no connection.
-    ///   - table, codec, connectTimeout, queryTimeout, maxAge, now: as in
-    ///     ``init(configuration:table:codec:connectTimeout:queryTimeout:maxAge:now:logger:)``.
+    ///   - table, codec, connectTimeout, queryTimeout, statementTimeout, maxAge, now: as in
+    ///     ``init(configuration:table:codec:connectTimeout:queryTimeout:statementTimeout:maxAge:now:logger:)``.
+    ///     On the application's client every operation is one transaction, so that ``statementTimeout``
+    ///     is set for it alone (`SET LOCAL`): `BEGIN` and `COMMIT` are two more round trips per operation.
     ///   - logger: where undecodable rows and sweeps go (the client logs to its own logger).
-    /// - Throws: `StoreError` (operation `open`) when `table` is not a plain identifier.
+    /// - Throws: `StoreError` (operation `open`) when `table` is not a plain identifier, or
+    ///   `statementTimeout` is not below `queryTimeout`.
     public convenience init(
         client: PostgresClient,
         configuration: PostgresClient.Configuration,
@@ -184,45 +213,56 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         codec: some Codec<Value>,
         connectTimeout: Duration = .seconds(3),
         queryTimeout: Duration = .seconds(30),
+        statementTimeout: Duration? = nil,
         maxAge: Duration? = nil,
         now: @escaping @Sendable () -> Date = { Date() },
         logger: Logger = Logger(label: "strata.postgresstore")
     ) throws(StoreError) {
         try self.init(
             configuration: configuration, applicationClient: client, table: table, codec: codec,
-            connectTimeout: connectTimeout, queryTimeout: queryTimeout, maxAge: maxAge, now: now, logger: logger)
+            connectTimeout: connectTimeout, queryTimeout: queryTimeout, statementTimeout: statementTimeout,
+            maxAge: maxAge, now: now, logger: logger)
     }
 
     /// Creates a store on a `PostgresClient` the application already runs, that encodes values as JSON;
-    /// see ``init(client:configuration:table:codec:connectTimeout:queryTimeout:maxAge:now:logger:)``.
+    /// see ``init(client:configuration:table:codec:connectTimeout:queryTimeout:statementTimeout:maxAge:now:logger:)``.
     public convenience init(
         client: PostgresClient,
         configuration: PostgresClient.Configuration,
         table: String = "strata_cache",
         connectTimeout: Duration = .seconds(3),
         queryTimeout: Duration = .seconds(30),
+        statementTimeout: Duration? = nil,
         maxAge: Duration? = nil,
         now: @escaping @Sendable () -> Date = { Date() },
         logger: Logger = Logger(label: "strata.postgresstore")
     ) throws(StoreError) where Value: Codable {
         try self.init(
             client: client, configuration: configuration, table: table, codec: JSONCodec<Value>(),
-            connectTimeout: connectTimeout, queryTimeout: queryTimeout, maxAge: maxAge, now: now, logger: logger)
+            connectTimeout: connectTimeout, queryTimeout: queryTimeout, statementTimeout: statementTimeout,
+            maxAge: maxAge, now: now, logger: logger)
     }
 
     /// The one designated initializer: on the application's client when `applicationClient` is given,
     /// else on a client of the store's own, run from here on.
+    ///
+    /// `tls` is the TLS mode the store's connections use, as the store was given it (a URL's
+    /// `sslmode`, or read from `configuration`), for the watchdog's own connection attempt; `nil`
+    /// when it is not known, which turns that attempt off (with one log line) for a TCP connection.
     init(
         configuration: PostgresClient.Configuration,
+        tls: PostgresTLSMode?,
         applicationClient: PostgresClient?,
         table: String,
         codec: some Codec<Value>,
         connectTimeout: Duration,
         queryTimeout: Duration,
+        statementTimeout: Duration?,
         maxAge: Duration?,
         now: @escaping @Sendable () -> Date,
         logger: Logger,
         name: String = "PostgresStore",
+        boundsStatements: Bool = true,
         preparation: (@Sendable (PostgresConnection, Logger) async throws -> Void)? = nil
     ) throws(StoreError) {
         let (address, endpoint) = Self.endpoint(of: configuration)
@@ -234,6 +274,14 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         }
         precondition(connectTimeout > .zero && queryTimeout > .zero, "timeouts must be positive")
         precondition(maxAge.map { $0 > .zero } ?? true, "maxAge must be positive")
+        let statementTimeout = Self.wholeMilliseconds(statementTimeout ?? Self.defaultStatementTimeout(below: queryTimeout))
+        guard statementTimeout >= .milliseconds(1), statementTimeout < queryTimeout else {
+            throw StoreError(
+                store: "\(name)(\(endpoint)/\(table))", operation: .open, key: nil,
+                reason: "statementTimeout (\(PostgresConnectionWatchdog.format(statementTimeout)) in whole milliseconds) "
+                    + "must be at least 1 ms and below queryTimeout (\(PostgresConnectionWatchdog.format(queryTimeout))), "
+                    + "so that the server aborts a statement before the store stops waiting for it")
+        }
         var configuration = configuration
         if let applicationClient {
             self.client = applicationClient
@@ -249,26 +297,58 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         self.table = table
         self.name = name
         self.preparation = preparation
+        self.boundsStatements = boundsStatements
         self.endpoint = endpoint
         self.address = address
         self.codec = codec
         self.connectTimeout = connectTimeout
         self.queryTimeout = queryTimeout
+        self.statementTimeout = statementTimeout
         self.maxAge = maxAge
         self.now = now
         self.logger = logger
         self.watchdog = PostgresConnectionWatchdog(
-            configuration: configuration, address: address, connectTimeout: connectTimeout,
+            configuration: configuration, tls: tls, address: address, connectTimeout: connectTimeout,
             // The attempt's own messages, like the pool's: diagnostics at `debug`.
             logger: Logger(label: logger.label) { _ in PoolLogHandler(forward: logger) })
+        if !watchdog.canProbe {
+            logger.warning(
+                """
+                the TLS mode of the client configuration is not known: the store does not connect by itself to find \
+                out why it gets no connection, and an unreachable database fails after connectTimeout
+                """,
+                metadata: ["store": "\(description)", "connectTimeout": "\(PostgresConnectionWatchdog.format(connectTimeout))"])
+        }
+    }
+
+    /// The designated initializer for a configuration the application made: the TLS mode is read
+    /// from it (``PostgresTLSMode/init(reading:)``).
+    convenience init(
+        configuration: PostgresClient.Configuration,
+        applicationClient: PostgresClient?,
+        table: String,
+        codec: some Codec<Value>,
+        connectTimeout: Duration,
+        queryTimeout: Duration,
+        statementTimeout: Duration?,
+        maxAge: Duration?,
+        now: @escaping @Sendable () -> Date,
+        logger: Logger
+    ) throws(StoreError) {
+        try self.init(
+            configuration: configuration, tls: PostgresTLSMode(reading: configuration.tls), applicationClient: applicationClient,
+            table: table, codec: codec, connectTimeout: connectTimeout, queryTimeout: queryTimeout,
+            statementTimeout: statementTimeout, maxAge: maxAge, now: now, logger: logger)
     }
 
     /// Creates a store on the database at `url`, `postgres://user:password@host:port/database`.
     ///
     /// `postgresql://` works too; the port defaults to 5432 and the database to the user's name.
-    /// `?sslmode=disable|prefer|require` chooses TLS (`prefer` by default, as with `libpq`).
+    /// `?sslmode=` chooses TLS: `disable`; `allow` or `prefer` (the default, as with `libpq`): TLS when
+    /// the server offers it; `require`, `verify-ca` or `verify-full`: TLS or no connection, with the
+    /// server's certificate and host name verified.
     /// Percent-encoded user names and passwords are decoded. See
-    /// ``init(configuration:table:codec:connectTimeout:queryTimeout:maxAge:now:logger:)`` for the rest.
+    /// ``init(configuration:table:codec:connectTimeout:queryTimeout:statementTimeout:maxAge:now:logger:)`` for the rest.
     /// - Throws: `StoreError` (operation `open`) for a URL it cannot use, or a bad table name. The
     ///   error never contains the password.
     public convenience init(
@@ -277,13 +357,17 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         codec: some Codec<Value>,
         connectTimeout: Duration = .seconds(3),
         queryTimeout: Duration = .seconds(30),
+        statementTimeout: Duration? = nil,
         maxAge: Duration? = nil,
         now: @escaping @Sendable () -> Date = { Date() },
         logger: Logger = Logger(label: "strata.postgresstore")
     ) throws(StoreError) {
+        // The URL's sslmode is the TLS mode, for the pool and the watchdog alike.
+        let parsed = try PostgresURL.parse(url)
         try self.init(
-            configuration: PostgresURL.configuration(from: url), table: table, codec: codec,
-            connectTimeout: connectTimeout, queryTimeout: queryTimeout, maxAge: maxAge, now: now, logger: logger)
+            configuration: parsed.configuration, tls: parsed.tls, applicationClient: nil, table: table, codec: codec,
+            connectTimeout: connectTimeout, queryTimeout: queryTimeout, statementTimeout: statementTimeout,
+            maxAge: maxAge, now: now, logger: logger)
     }
 
     /// Creates a store on the database at `url` that encodes values as JSON.
@@ -292,13 +376,14 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         table: String = "strata_cache",
         connectTimeout: Duration = .seconds(3),
         queryTimeout: Duration = .seconds(30),
+        statementTimeout: Duration? = nil,
         maxAge: Duration? = nil,
         now: @escaping @Sendable () -> Date = { Date() },
         logger: Logger = Logger(label: "strata.postgresstore")
     ) throws(StoreError) where Value: Codable {
         try self.init(
             url: url, table: table, codec: JSONCodec<Value>(), connectTimeout: connectTimeout,
-            queryTimeout: queryTimeout, maxAge: maxAge, now: now, logger: logger)
+            queryTimeout: queryTimeout, statementTimeout: statementTimeout, maxAge: maxAge, now: now, logger: logger)
     }
 
     /// Creates a store on the database `configuration` points at that encodes values as JSON.
@@ -307,13 +392,14 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         table: String = "strata_cache",
         connectTimeout: Duration = .seconds(3),
         queryTimeout: Duration = .seconds(30),
+        statementTimeout: Duration? = nil,
         maxAge: Duration? = nil,
         now: @escaping @Sendable () -> Date = { Date() },
         logger: Logger = Logger(label: "strata.postgresstore")
     ) throws(StoreError) where Value: Codable {
         try self.init(
             configuration: configuration, table: table, codec: JSONCodec<Value>(), connectTimeout: connectTimeout,
-            queryTimeout: queryTimeout, maxAge: maxAge, now: now, logger: logger)
+            queryTimeout: queryTimeout, statementTimeout: statementTimeout, maxAge: maxAge, now: now, logger: logger)
     }
 
     deinit {
@@ -593,12 +679,10 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
                                         if case .leased = lease { lease = .finished }
                                     }
                                 }
-                                if let preparation = self.preparation {
-                                    try await preparation(connection, self.logger)
-                                } else {
-                                    try await self.prepareTable(on: connection)
+                                try await self.prepare(on: connection)
+                                let result = try await self.bounded(on: connection) { connection in
+                                    try await body(connection, self.logger)
                                 }
-                                let result = try await body(connection, self.logger)
                                 self.noteProgress()
                                 return result
                             }))

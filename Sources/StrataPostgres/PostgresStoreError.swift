@@ -139,13 +139,71 @@ public struct PostgresConnectionFailure: Error, Sendable, CustomStringConvertibl
         }
     }
 }
+/// The server aborted a statement of a ``PostgresStore`` (or a `PostgresOutboxStorage`) that ran
+/// past the store's ``PostgresStore/statementTimeout``: the `underlying` error of the `StoreError`
+/// the operation throws.
+///
+/// The statement took no effect: the server rolled it back before it answered, and it answered
+/// before the store stopped waiting (``PostgresStore/queryTimeout``). A write that fails with this
+/// error was not committed, so it can be retried without asking the database whether it landed.
+/// Found from the server's SQLSTATE `57014` (`query_canceled`), which an operator's
+/// `pg_cancel_backend` raises too, with the same guarantee.
+///
+/// ```swift
+/// do {
+///     try await storage.save(entry)
+/// } catch let error as StoreError where error.underlying is PostgresStatementTimeout {
+///     // not saved: the database was too slow (a lock held elsewhere, an overloaded server)
+/// }
+/// ```
+public struct PostgresStatementTimeout: Error, Sendable, CustomStringConvertible {
+    /// The store's ``PostgresStore/statementTimeout``.
+    public var timeout: Duration
+    /// The server, `host:port` (or the socket path), without credentials.
+    public var address: String
+    /// The server's message and SQLSTATE.
+    public var detail: String
+    /// The server's SQLSTATE: `57014`.
+    public var sqlState: String
+    /// PostgresNIO's error, when there is one (never carries the query's bind values).
+    public var error: PSQLError?
+
+    public init(timeout: Duration, address: String, detail: String, sqlState: String = "57014", error: PSQLError? = nil) {
+        self.timeout = timeout
+        self.address = address
+        self.detail = detail
+        self.sqlState = sqlState
+        self.error = error
+    }
+
+    /// `the database at host:port aborted the statement (statement timeout 27 s): detail`.
+    public var description: String {
+        let bound = PostgresConnectionWatchdog.format(timeout)
+        return "the database at \(address) aborted the statement (statement timeout \(bound)): \(detail)"
+    }
+
+    /// The server's SQLSTATE for a statement it cancelled.
+    static let sqlStateQueryCanceled = "57014"
+}
+
 /// Turning what went wrong into the `StoreError` an operation throws.
 extension PostgresStore {
     func storeError(_ operation: StoreError.Operation, key: String?, _ error: any Error, since started: ContinuousClock.Instant) -> any Error {
         // The caller's task was cancelled: that is not the database's failure, and callers (a
         // fallback chain) must see it as cancellation.
         if Task.isCancelled, !(error is Timeout) { return CancellationError() }
-        let reason: String
+        // Creating the table, or one operation's transaction: the first thing that went wrong is the story.
+        var error = error
+        var creatingTable = false
+        if let failure = error as? PreparationFailure {
+            creatingTable = true
+            error = failure.error
+        }
+        if let transaction = error as? PostgresTransactionError {
+            error = transaction.beginError ?? transaction.closureError ?? transaction.commitError
+                ?? transaction.rollbackError ?? error
+        }
+        var reason: String
         var underlying: (any Error)? = error
         switch error {
         case Timeout.connect:
@@ -161,17 +219,20 @@ extension PostgresStore {
         case Timeout.query:
             underlying = nil
             reason = "no answer from the database at \(address) within \(formatSeconds(queryTimeout))"
+        case let error as PSQLError
+        where error.code == .server && error.serverInfo?[.sqlState] == PostgresStatementTimeout.sqlStateQueryCanceled:
+            let timeout = PostgresStatementTimeout(
+                timeout: statementTimeout, address: address, detail: Self.describe(error, address: address), error: error)
+            underlying = timeout
+            reason = timeout.description
         case let error as PSQLError:
             reason = Self.describe(error, address: address)
-        case let error as PostgresTransactionError:
-            // Creating the table: the first thing that went wrong is the story.
-            let cause = error.beginError ?? error.closureError ?? error.commitError ?? error.rollbackError
-            reason = "creating table \(table) failed: " + ((cause as? PSQLError).map { Self.describe($0, address: address) } ?? cause.map { "\($0)" } ?? "unknown error")
         case is CancellationError:
             return error
         default:
             reason = "\(error)"
         }
+        if creatingTable { reason = "creating table \(table) failed: " + reason }
         return StoreError(store: description, operation: operation, key: key, reason: reason, underlying: underlying)
     }
 

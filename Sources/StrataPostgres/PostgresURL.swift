@@ -8,6 +8,13 @@ enum PostgresURL {
     /// The configuration `url` describes.
     /// - Throws: `StoreError` (operation `open`) naming what is wrong, with the URL's credentials removed.
     static func configuration(from url: String) throws(StoreError) -> PostgresClient.Configuration {
+        try parse(url).configuration
+    }
+
+    /// The configuration `url` describes, and the TLS mode its `sslmode` chose (the configuration
+    /// holds it too, where it cannot be read back).
+    /// - Throws: `StoreError` (operation `open`) naming what is wrong, with the URL's credentials removed.
+    static func parse(_ url: String) throws(StoreError) -> (configuration: PostgresClient.Configuration, tls: PostgresTLSMode) {
         let shown = URL(string: url).map { Redaction.redactedString(for: $0) } ?? "<unparseable URL>"
         func failure(_ reason: String) -> StoreError {
             StoreError(store: "PostgresStore(\(shown))", operation: .open, key: nil, reason: reason)
@@ -33,22 +40,27 @@ enum PostgresURL {
         guard !database.contains("/") else {
             throw failure("the path must be a single database name")
         }
-        let tls: PostgresClient.Configuration.TLS
-        switch components.queryItems?.first(where: { $0.name == "sslmode" })?.value {
+        let sslmode = components.queryItems?.first(where: { $0.name == "sslmode" })?.value
+        let mode: PostgresTLSMode.Mode
+        switch sslmode {
         case nil, "prefer", "allow":
-            tls = .prefer(.makeClientConfiguration())
+            mode = .prefer
         case "disable":
-            tls = .disable
+            mode = .disable
         case "require", "verify-ca", "verify-full":
-            tls = .require(.makeClientConfiguration())
+            mode = .require
         case let other?:
             throw failure("sslmode '\(other)' is not one of disable, allow, prefer, require, verify-ca, verify-full")
         }
+        let tls = PostgresTLSMode(
+            mode: mode, settings: mode == .disable ? nil : .makeClientConfiguration(),
+            source: "sslmode=\(sslmode ?? "prefer (the default)")")
         // Brackets of an IPv6 literal are URL syntax, not part of the address.
         let bareHost = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
-        return PostgresClient.Configuration(
+        let configuration = PostgresClient.Configuration(
             host: bareHost, port: port, username: username, password: components.password,
-            database: database.isEmpty ? nil : database, tls: tls)
+            database: database.isEmpty ? nil : database, tls: tls.clientTLS)
+        return (configuration, tls)
     }
 }
 #endif

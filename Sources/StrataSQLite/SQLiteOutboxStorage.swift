@@ -23,7 +23,8 @@ import Strata
 ///   ``loadAll()``, moved as it was into the table ``unreadableTableName`` with the reason, and
 ///   logged at `error`: never deleted, never a crash.
 /// - **Failures** throw `StoreError` naming this storage, the operation (`open`, `retrieve` for
-///   ``loadAll()``, `insert` for ``save(_:)``, `delete` for ``remove(_:)``) and the entry's id.
+///   ``loadAll()`` and ``entry(_:)``, `insert` for ``save(_:)``, `delete` for ``remove(_:)``) and
+///   the entry's id.
 ///
 /// Several processes may use the same file (WAL and a busy timeout); one outbox should drain it at
 /// a time (see `OutboxStorage`).
@@ -149,6 +150,31 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
             }
         }
         return entries
+    }
+
+    /// The entry with `id`, read through the primary key, or `nil` when there is none. A row that
+    /// cannot be read back is moved to ``unreadableTableName`` and logged, as ``loadAll()`` does, and
+    /// reads as `nil`.
+    /// - Throws: `StoreError` (`.retrieve`) when the database cannot be read.
+    public func entry(_ id: UUID) async throws -> OutboxEntry? {
+        let key = id.uuidString.lowercased()
+        let row: StoredOutboxRow?
+        do {
+            row = try await writer.read { db in
+                try Row.fetchOne(db, sql: "SELECT rowid, id, entry FROM \(SQLiteOutboxSchema.entries) WHERE id = ?", arguments: [key])
+                    .map { StoredOutboxRow(rowid: $0[0], id: $0[1], entry: $0[2]) }
+            }
+        } catch {
+            throw failure(.retrieve, key, error)
+        }
+        guard let row else { return nil }
+        switch row.decode() {
+        case .success(let entry):
+            return entry
+        case .failure(let unreadable):
+            await setAside(row, reason: unreadable.reason)
+            return nil
+        }
     }
 
     /// Inserts `entry`, or replaces the row with its id, in one transaction.

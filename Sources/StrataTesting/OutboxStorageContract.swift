@@ -4,10 +4,11 @@ import Strata
 /// One behaviour every `OutboxStorage` must have. Run them with ``OutboxStorageContract/verify(_:)``.
 ///
 /// The cases follow the storage contract in `OutboxStorage`'s documentation: every field of an entry
-/// comes back as saved, a save replaces the entry with its id, a remove of a missing id succeeds,
-/// nothing saved concurrently is lost, a second storage object on the same location sees the first
-/// one's saves (``Requirement/reopen``), and an entry that cannot be read back is set aside rather
-/// than deleted (``Requirement/corruption``).
+/// comes back as saved, a save replaces the entry with its id (and a repeated save keeps one), a
+/// remove of a missing id succeeds, `entry(_:)` reads one entry back as `loadAll` would, nothing
+/// saved concurrently is lost, a second storage object on the same location sees the first one's
+/// saves (``Requirement/reopen``), and an entry that cannot be read back is set aside rather than
+/// deleted (``Requirement/corruption``).
 public enum OutboxStorageContractCase: String, CaseIterable, Sendable, CustomStringConvertible {
     /// A new storage loads no entries.
     case loadAllIsEmptyOnANewStorage
@@ -16,6 +17,15 @@ public enum OutboxStorageContractCase: String, CaseIterable, Sendable, CustomStr
     case everyFieldRoundTrips
     /// A save of an entry whose id is already stored replaces it; no other entry changes.
     case saveReplacesTheEntryWithItsID
+    /// A save of the same entry twice (a save retried after its outcome was unknown) leaves one
+    /// entry, as saved, through `loadAll` and `entry(_:)`.
+    case savingTheSameEntryTwiceKeepsOne
+    /// `entry(_:)` of a saved id returns it with every field as saved, and after a save of the same
+    /// id the latest version; the other entries are unaffected.
+    case entryReadsBackTheLatestVersion
+    /// `entry(_:)` returns `nil` for an id never saved (on a new storage and beside other entries)
+    /// and for a removed id.
+    case entryOfAMissingIDIsNil
     /// `remove` deletes the entry with that id and no other.
     case removeDeletesOnlyThatEntry
     /// `remove` of an id never saved (or already removed) succeeds and changes nothing.
@@ -30,6 +40,9 @@ public enum OutboxStorageContractCase: String, CaseIterable, Sendable, CustomStr
     /// An entry damaged in place is left out of `loadAll`, the others come back, the damaged one is
     /// still kept somewhere an operator can find it (set aside, not deleted), and the storage stays usable.
     case unreadableEntryIsSetAsideNotDeleted
+    /// `entry(_:)` of an entry damaged in place returns `nil` and sets it aside as `loadAll` does;
+    /// the other entries still read back, and the id can be saved again.
+    case unreadableEntryReadByIDIsSetAside
 
     /// What an ``OutboxStorageContract`` must provide for this case to run.
     public enum Requirement: Sendable {
@@ -43,7 +56,7 @@ public enum OutboxStorageContractCase: String, CaseIterable, Sendable, CustomStr
     public var requirement: Requirement? {
         switch self {
         case .secondInstanceSeesSavesAndRemovals: .reopen
-        case .unreadableEntryIsSetAsideNotDeleted: .corruption
+        case .unreadableEntryIsSetAsideNotDeleted, .unreadableEntryReadByIDIsSetAside: .corruption
         default: nil
         }
     }
@@ -202,6 +215,45 @@ public struct OutboxStorageContract<S: OutboxStorage>: Sendable {
             try await check.save(storage, first)
             try check.same(try await check.load(storage, "after replacing back"), [first, other], "loadAll after replacing the entry back")
 
+        case .savingTheSameEntryTwiceKeepsOne:
+            let (entry, other) = (samples[4], samples[1])
+            try await check.save(storage, other)
+            try await check.save(storage, entry)
+            try await check.save(storage, entry, "a second time, unchanged")
+            try check.same(try await check.load(storage, "after saving an entry twice"), [entry, other], "loadAll after saving the same entry twice")
+            try check.same(try await check.entry(storage, entry.id, "after saving it twice"), entry, "entry(_:) after saving the same entry twice")
+
+        case .entryReadsBackTheLatestVersion:
+            for sample in samples {
+                try await check.save(storage, sample)
+            }
+            for sample in samples {
+                try check.same(try await check.entry(storage, sample.id, "after saving it"), sample, "entry(_:) of a saved id")
+            }
+            let (first, other) = (samples[0], samples[1])
+            var changed = first
+            changed.attempts = 9
+            changed.payload = Data("the latest version".utf8)
+            changed.nextAttemptAt = Self.date(70_000.125)
+            changed.lastFailure = OutboxFailure(class: .transient, message: "502 Bad Gateway", status: 502, at: Self.date(69_000.5))
+            try await check.save(storage, changed)
+            try check.same(try await check.entry(storage, first.id, "after a replace"), changed, "entry(_:) after a save of a stored id")
+            try check.same(try await check.entry(storage, other.id, "after another id was replaced"), other, "entry(_:) of an entry beside a replaced one")
+            try await check.save(storage, first)
+            try check.same(try await check.entry(storage, first.id, "after replacing back"), first, "entry(_:) after replacing the entry back")
+
+        case .entryOfAMissingIDIsNil:
+            let (first, other) = (samples[0], samples[1])
+            try check.same(try await check.entry(storage, first.id, "on a new storage"), nil, "entry(_:) of an unknown id on a new storage")
+            try await check.save(storage, first)
+            try await check.save(storage, other)
+            try check.same(try await check.entry(storage, UUID(), "beside stored entries"), nil, "entry(_:) of an unknown id beside stored entries")
+            try await check.remove(storage, first.id)
+            try check.same(try await check.entry(storage, first.id, "after removing it"), nil, "entry(_:) of a removed id")
+            try check.same(try await check.entry(storage, other.id, "after removing another"), other, "entry(_:) of an entry beside a removed one")
+            try await check.remove(storage, other.id)
+            try check.same(try await check.entry(storage, other.id, "after removing every entry"), nil, "entry(_:) of the last removed id")
+
         case .removeDeletesOnlyThatEntry:
             let (first, other) = (samples[0], samples[1])
             try await check.save(storage, first)
@@ -283,6 +335,23 @@ public struct OutboxStorageContract<S: OutboxStorage>: Sendable {
             again.attempts = 1
             try await check.save(storage, again)
             try check.same(try await check.load(storage, "after saving the damaged id again"), [again, intact], "loadAll after saving the damaged entry's id again")
+
+        case .unreadableEntryReadByIDIsSetAside:
+            let corruption = try check.hook(corruption, "corruption")
+            let (damaged, intact) = (samples[0], samples[1])
+            try await check.save(storage, damaged)
+            try await check.save(storage, intact)
+            try await corruption.corrupt(storage, damaged.id)
+            try check.same(try await check.entry(storage, damaged.id, "of a damaged entry"), nil, "entry(_:) of a damaged entry")
+            try check.that(
+                try await corruption.isSetAside(storage, damaged.id),
+                "the damaged entry is not kept anywhere after entry(_:) read it: it must be set aside, never deleted")
+            try check.same(try await check.entry(storage, intact.id, "beside a damaged entry"), intact, "entry(_:) of an intact entry beside a damaged one")
+            try check.same(try await check.load(storage, "after entry(_:) set a damaged entry aside"), [intact], "loadAll after entry(_:) set the damaged entry aside")
+            var again = damaged
+            again.attempts = 2
+            try await check.save(storage, again)
+            try check.same(try await check.entry(storage, damaged.id, "after saving the damaged id again"), again, "entry(_:) after saving the damaged entry's id again")
         }
     }
 
@@ -369,6 +438,31 @@ public struct OutboxStorageContract<S: OutboxStorage>: Sendable {
                 return try await storage.loadAll().sorted { $0.id.uuidString < $1.id.uuidString }
             } catch {
                 throw fail("loadAll \(context) threw \(error)")
+            }
+        }
+
+        /// `entry(_:)`.
+        func entry(_ storage: S, _ id: UUID, _ context: String) async throws -> OutboxEntry? {
+            do {
+                return try await storage.entry(id)
+            } catch {
+                throw fail("entry(\(id)) \(context) threw \(error)")
+            }
+        }
+
+        /// Compares one entry read by id with the one expected (`nil`: none), naming the first field that differs.
+        func same(_ actual: OutboxEntry?, _ expected: OutboxEntry?, _ what: String) throws {
+            switch (actual, expected) {
+            case (nil, nil):
+                return
+            case (let read?, nil):
+                throw fail("\(what): expected nil, got entry \(read.id)")
+            case (nil, let saved?):
+                throw fail("\(what): expected entry \(saved.id), got nil")
+            case (let read?, let saved?):
+                if read == saved { return }
+                if read.id != saved.id { throw fail("\(what): expected entry \(saved.id), got entry \(read.id)") }
+                throw fail("\(what): entry \(saved.id) came back with \(Self.difference(read, saved))")
             }
         }
 

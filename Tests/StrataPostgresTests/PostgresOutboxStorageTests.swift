@@ -99,6 +99,33 @@ struct PostgresOutboxStorageTests {
         }
     }
 
+    @Test("entry(_:) reads its one row: a damaged row of another entry stays where it is until read itself")
+    func entryReadsOneRow() async throws {
+        try await TestScope.run {
+            let logs = LogCapture(level: .error)
+            let storage = try TestScope.outboxStorage(table: TestScope.outboxTable(), logger: logs.logger)
+            let (intact, damaged) = (
+                OutboxEntry(id: UUID(), sequence: 0, scope: "s", kind: "note", payload: Data("0".utf8), createdAt: Date(timeIntervalSince1970: 1_767_225_600)),
+                OutboxEntry(id: UUID(), sequence: 1, scope: "s", kind: "note", payload: Data("1".utf8), createdAt: Date(timeIntervalSince1970: 1_767_225_600)))
+            try await storage.save(intact)
+            try await storage.save(damaged)
+            try await writeGarbage(into: damaged.id, of: storage)
+            let admin = try Admin.require()
+
+            #expect(try await storage.entry(intact.id) == intact)
+            // Before, entry(_:) read every row (through loadAll) and set this one aside on the way.
+            #expect(try await admin.integer(#"SELECT count(*) FROM "\#(unescaped: storage.table)""#) == 2)
+            #expect(try await admin.integer(#"SELECT count(*) FROM "\#(unescaped: storage.unreadableTable)""#) == 0)
+            #expect(logs.entries.isEmpty)
+
+            #expect(try await storage.entry(damaged.id) == nil)
+            #expect(try await admin.integer(
+                #"SELECT count(*) FROM "\#(unescaped: storage.unreadableTable)" WHERE id = \#(damaged.id) AND entry = \#(outboxGarbage)"#) == 1)
+            #expect(try await admin.integer(#"SELECT count(*) FROM "\#(unescaped: storage.table)""#) == 1)
+            #expect(logs.entries.map(\.message) == ["outbox entry unreadable; set aside, not deleted"])
+        }
+    }
+
     @Test("storages of several processes starting at once on a new table all create it and save")
     func concurrentFirstUse() async throws {
         try await TestScope.run {

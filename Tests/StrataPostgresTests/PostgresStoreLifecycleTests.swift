@@ -161,5 +161,13 @@ enum PostgresDocExamples {
             }
         } catch {}
     }
+
+    static func statementTimeout(storage: PostgresOutboxStorage, entry: OutboxEntry) async throws {
+        do {
+            try await storage.save(entry)
+        } catch let error as StoreError where error.underlying is PostgresStatementTimeout {
+            // not saved: the database was too slow (a lock held elsewhere, an overloaded server)
+        }
+    }
 }
 #endif

@@ -176,10 +176,12 @@ struct PostgresStoreServerTests {
             // The row is written through a store with the default bounds: at the start of a full run
             // on two loaded cores, creating the table and the first write can take seconds.
             try await TestScope.store(Item.self, table: table).insert(itemA, for: "feed", storedAt: Date())
+            // Without the server's bound (statementTimeout), which would answer first: this is the
+            // store's own, for a server that does not answer at all.
+            let configuration = try TestServer.configuration()
             let store = try PostgresStore<Item>(
-                configuration: TestServer.configuration(), table: table, connectTimeout: TestServer.connectTimeout,
-                queryTimeout: .seconds(10),
-                logger: quietLogger)
+                configuration: configuration, tls: PostgresTLSMode(reading: configuration.tls), applicationClient: nil,
+                table: table, codec: JSONCodec<Item>(), connectTimeout: TestServer.connectTimeout, queryTimeout: .seconds(10), statementTimeout: nil, maxAge: nil, now: { Date() }, logger: quietLogger, boundsStatements: false)
             TestScope.onExit { await store.shutdown() }
 
             let admin = try Admin.require()

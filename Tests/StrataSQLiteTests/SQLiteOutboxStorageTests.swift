@@ -131,6 +131,31 @@ struct SQLiteOutboxStorageTests {
         #expect(try await outbox.entries().map(\.id) == [entries[0].id, entries[2].id])
     }
 
+    @Test("entry(_:) reads its one row: a damaged row of another entry stays where it is until read itself")
+    func entryReadsOneRow() async throws {
+        let directory = try TemporaryDirectory(prefix: "strata-sqlite-outbox")
+        let path = directory.appending("outbox.sqlite").path
+        let logs = LogCapture()
+        let storage = try SQLiteOutboxStorage(path: path, logger: logs.logger)
+        let (intact, damaged) = (
+            OutboxEntry(id: UUID(), sequence: 0, scope: "s", kind: "note", payload: Data("0".utf8), createdAt: referenceDate),
+            OutboxEntry(id: UUID(), sequence: 1, scope: "s", kind: "note", payload: Data("1".utf8), createdAt: referenceDate))
+        try await storage.save(intact)
+        try await storage.save(damaged)
+        try writeGarbage(into: damaged.id, at: path)
+
+        #expect(try await storage.entry(intact.id) == intact)
+        // Before, entry(_:) read every row (through loadAll) and set this one aside on the way.
+        #expect(try setAsideRows(for: damaged.id, at: path).isEmpty)
+        #expect(try rowCount(SQLiteOutboxStorage.tableName, at: path) == 2)
+        #expect(logs.entries.isEmpty)
+
+        #expect(try await storage.entry(damaged.id) == nil)
+        #expect(try setAsideRows(for: damaged.id, at: path).map(\.entry) == [garbage])
+        #expect(try rowCount(SQLiteOutboxStorage.tableName, at: path) == 1)
+        #expect(logs.entries.filter { $0.level == .error }.map(\.message) == ["outbox entry unreadable; set aside, not deleted"])
+    }
+
     @Test("a row of the wrong type or with another entry's id is set aside too", arguments: [
         "UPDATE \(SQLiteOutboxStorage.tableName) SET entry = 42 WHERE id = ?",
         "UPDATE \(SQLiteOutboxStorage.tableName) SET id = 'not-the-id' WHERE id = ?",

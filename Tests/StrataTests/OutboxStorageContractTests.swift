@@ -37,6 +37,31 @@ struct OutboxStorageContractTests {
         }
     }
 
+    @Test("FileOutboxStorage.entry(_:) reads its one file: a damaged file of another entry stays where it is until read itself")
+    func fileEntryReadsOneFile() async throws {
+        let directory = try TemporaryDirectory(prefix: "strata-file-outbox")
+        let logs = LogCapture()
+        let storage = FileOutboxStorage(directory: directory.url, logger: logs.logger)
+        let (intact, damaged) = (
+            OutboxEntry(id: UUID(), sequence: 0, scope: "s", kind: "note", payload: Data("0".utf8), createdAt: Date(timeIntervalSince1970: 1_767_225_600)),
+            OutboxEntry(id: UUID(), sequence: 1, scope: "s", kind: "note", payload: Data("1".utf8), createdAt: Date(timeIntervalSince1970: 1_767_225_600)))
+        try await storage.save(intact)
+        try await storage.save(damaged)
+        let damagedFile = directory.url.appendingPathComponent(Self.fileName(damaged.id))
+        try Data("garbage".utf8).write(to: damagedFile)
+
+        #expect(try await storage.entry(intact.id) == intact)
+        // Before, entry(_:) read every file (through loadAll) and set this one aside on the way.
+        #expect(try Data(contentsOf: damagedFile) == Data("garbage".utf8))
+        #expect(logs.entries.isEmpty)
+
+        #expect(try await storage.entry(damaged.id) == nil)
+        #expect(!FileManager.default.fileExists(atPath: damagedFile.path))
+        #expect(try Data(contentsOf: damagedFile.appendingPathExtension("unreadable")) == Data("garbage".utf8))
+        #expect(logs.entries.filter { $0.level == .error }.map(\.message) == ["outbox entry unreadable; set aside, not deleted"])
+        #expect(try await storage.loadAll() == [intact])
+    }
+
     @Test("the file storage runs every case")
     func fileRunsEverything() {
         #expect(Self.file.applicableCases == OutboxStorageContractCase.allCases)
@@ -47,6 +72,9 @@ struct OutboxStorageContractTests {
         (.losesQueuedAt, .everyFieldRoundTrips, "queuedAt"),
         (.losesConcurrentSaves, .concurrentSavesLoseNothing, "missing"),
         (.refusesMissingRemoves, .removeOfAMissingIDSucceeds, "remove of"),
+        (.readsStaleByID, .entryReadsBackTheLatestVersion, "attempts"),
+        (.readsRemovedByID, .entryOfAMissingIDIsNil, "expected nil"),
+        (.keepsEverySave, .savingTheSameEntryTwiceKeepsOne, "duplicates"),
     ])
     func brokenStorageFails(_ breakage: Breakage, _ behaviour: OutboxStorageContractCase, _ named: String) async throws {
         let contract = OutboxStorageContract { BrokenOutboxStorage(breakage) }
@@ -72,6 +100,12 @@ struct OutboxStorageContractTests {
 
 enum Breakage: Sendable {
     case dropsReplacements, losesQueuedAt, losesConcurrentSaves, refusesMissingRemoves
+    /// `entry(_:)` answers from the first version saved of each id.
+    case readsStaleByID
+    /// `entry(_:)` still answers for a removed id.
+    case readsRemovedByID
+    /// Every save adds a row, even of an id already stored.
+    case keepsEverySave
 }
 
 /// A memory storage with one defect.
@@ -79,10 +113,24 @@ final class BrokenOutboxStorage: OutboxStorage {
     let breakage: Breakage
     private let entries = Locked<[UUID: OutboxEntry]>([:])
     private let saves = Locked(0)
+    /// Every entry ever saved, first version of each id (for `readsStaleByID`, `readsRemovedByID`).
+    private let firstVersions = Locked<[UUID: OutboxEntry]>([:])
+    /// Repeated saves of stored ids (for `keepsEverySave`).
+    private let extraRows = Locked<[OutboxEntry]>([])
 
     init(_ breakage: Breakage) { self.breakage = breakage }
 
-    func loadAll() async throws -> [OutboxEntry] { entries.withLock { Array($0.values) } }
+    func loadAll() async throws -> [OutboxEntry] {
+        entries.withLock { Array($0.values) } + extraRows.withLock { $0 }
+    }
+
+    func entry(_ id: UUID) async throws -> OutboxEntry? {
+        switch breakage {
+        case .readsStaleByID: firstVersions.withLock { $0[id] }
+        case .readsRemovedByID: entries.withLock { $0[id] } ?? firstVersions.withLock { $0[id] }
+        default: entries.withLock { $0[id] }
+        }
+    }
 
     func save(_ entry: OutboxEntry) async throws {
         var entry = entry
@@ -94,9 +142,13 @@ final class BrokenOutboxStorage: OutboxStorage {
         case .losesConcurrentSaves:
             // Every fifth save is acknowledged and not kept.
             if saves.withLock({ count in count += 1; return count.isMultiple(of: 5) }) { return }
+        case .keepsEverySave where entries.withLock({ $0[entry.id] != nil }):
+            extraRows.withLock { $0.append(entry) }
+            return
         default:
             break
         }
+        firstVersions.withLock { if $0[entry.id] == nil { $0[entry.id] = entry } }
         entries.withLock { $0[entry.id] = entry }
     }
 

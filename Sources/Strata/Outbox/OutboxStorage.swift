@@ -17,8 +17,11 @@ import Musl
 ///   and a crash during it leaves either the previous version of the entry or the new one, never a
 ///   torn mix. A failed save leaves the previous version.
 /// - ``remove(_:)`` of a missing id succeeds.
+/// - A save of an entry exactly as already stored (a retried save) leaves one entry, unchanged.
 /// - ``loadAll()`` returns every entry saved and not removed, in any order. An entry it cannot read
 ///   back is set aside where an operator can find it (and logged), never deleted and never a crash.
+/// - ``entry(_:)`` agrees with ``loadAll()`` for one id: the latest version saved, or `nil` when the
+///   id was never saved, was removed, or its entry cannot be read back (set aside as by ``loadAll()``).
 /// - Failures throw ``StoreError``.
 ///
 /// One outbox should own a storage at a time; a second process draining the same storage (the
@@ -108,6 +111,14 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
         }
     }
 
+    /// The entry with `id`, read from its one file, or `nil` when there is none. A file that is not
+    /// an intact entry is set aside as ``loadAll()`` does (renamed `.unreadable`, logged) and reads as
+    /// `nil`; a file holding the entry of another id reads as `nil` and is left alone.
+    /// - Throws: `StoreError` (`.retrieve`) when the file exists and cannot be read.
+    public func entry(_ id: UUID) async throws -> OutboxEntry? {
+        try await BlockingIOPool.shared.run { () throws(StoreError) -> OutboxEntry? in try self.entryNow(id) }
+    }
+
     /// The file's bytes for `entry`.
     static func encode(_ entry: OutboxEntry) throws -> Data {
         // Dates exactly as they are: milliseconds would move a live `Date()` by up to a millisecond,
@@ -142,6 +153,22 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
         }
     }
 
+    private func entryNow(_ id: UUID) throws(StoreError) -> OutboxEntry? {
+        let path = path(for: id)
+        let contents: Data?
+        do {
+            contents = try POSIXFile.read(path)?.data
+        } catch {
+            throw failure(.retrieve, id, error)
+        }
+        guard let contents else { return nil }
+        guard let entry = Self.decode(contents) else {
+            setAside(path)
+            return nil
+        }
+        return entry.id == id ? entry : nil
+    }
+
     private func loadAllNow() throws(StoreError) -> [OutboxEntry] {
         let names: [String]
         do {
@@ -172,24 +199,29 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
             if let entry = Self.decode(contents) {
                 entries.append(entry)
             } else {
-                // A name no earlier unreadable copy of this entry holds: setting aside never deletes.
-                var aside = path + ".unreadable"
-                var copy = 1
-                while access(aside, F_OK) == 0 {
-                    aside = path + ".unreadable.\(copy)"
-                    copy += 1
-                }
-                if rename(path, aside) == 0 {
-                    logger.error(
-                        "outbox entry unreadable; set aside, not deleted",
-                        metadata: ["outbox.storage": "\(description)", "outbox.file": "\(aside)"])
-                } else {
-                    logger.error(
-                        "outbox entry unreadable, and it could not be set aside; left in place, skipped",
-                        metadata: ["outbox.storage": "\(description)", "outbox.file": "\(path)", "errno": "\(errno)"])
-                }
+                setAside(path)
             }
         }
         return entries
+    }
+
+    /// Renames the unreadable file at `path` to a name no earlier unreadable copy of its entry holds
+    /// (setting aside never deletes), and logs it.
+    private func setAside(_ path: String) {
+        var aside = path + ".unreadable"
+        var copy = 1
+        while access(aside, F_OK) == 0 {
+            aside = path + ".unreadable.\(copy)"
+            copy += 1
+        }
+        if rename(path, aside) == 0 {
+            logger.error(
+                "outbox entry unreadable; set aside, not deleted",
+                metadata: ["outbox.storage": "\(description)", "outbox.file": "\(aside)"])
+        } else if errno != ENOENT {  // ENOENT: removed meanwhile, or set aside by a concurrent read
+            logger.error(
+                "outbox entry unreadable, and it could not be set aside; left in place, skipped",
+                metadata: ["outbox.storage": "\(description)", "outbox.file": "\(path)", "errno": "\(errno)"])
+        }
     }
 }
