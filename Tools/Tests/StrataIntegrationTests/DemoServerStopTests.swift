@@ -14,7 +14,7 @@ import Testing
 /// resumed and cancellation did not reach: `stop()` never returned, the test never ended, every task
 /// suspended, no thread blocked, no timer pending. Seen on `noAnswerWithinTheTimeout_…`, whose client
 /// gives up after 1 s while the server still holds requests.
-@Suite("Demo server: stopping while a request is on its way to the hold", .timeLimit(.minutes(1)))
+@Suite("Demo server: stopping while a request is on its way to the hold", .timeLimit(.minutes(3)))
 struct DemoServerStopTests {
     /// The interleaving of the stall, driven step by step: the request's handler is paused just
     /// before the server admits it (the server's `random` draw, taken before admission), the server
@@ -34,7 +34,7 @@ struct DemoServerStopTests {
         while server.isOnline { try await Task.sleep(for: .milliseconds(5)) }
         gate.resume()
 
-        let stopped = await finishes(stopping, within: .seconds(10))
+        let stopped = await finishes(stopping, within: .seconds(60))
         if !stopped {
             // Unstick it so the run goes on: release the request the stop left held.
             server.releaseHeldRequests()
@@ -53,7 +53,7 @@ struct DemoServerStopTests {
         await server.waitForRequests(count: 1)
 
         let stopping = Task { await server.stop() }
-        let stopped = await finishes(stopping, within: .seconds(10))
+        let stopped = await finishes(stopping, within: .seconds(60))
         if !stopped {
             server.releaseHeldRequests()
             await stopping.value
@@ -62,7 +62,8 @@ struct DemoServerStopTests {
         _ = await request.result
     }
 
-    /// Whether `task` ends within `limit` (real time), without waiting for it past that.
+    /// Whether `task` ends within `limit` (real time), without waiting for it past that. Generous: a
+    /// stop takes well under a second, but the whole suite runs on two shared cores.
     func finishes(_ task: Task<Void, Never>, within limit: Duration) async -> Bool {
         let done = Locked(false)
         let watcher = Task {
