@@ -136,9 +136,9 @@ for ((run = 1; run <= runs; run++)); do
             failures=$((failures + 1))
             unfinished_tests "$events" > "$log_dir/run-$run.unfinished"
             echo "!! run $run: FAILED (exit $status) after ${elapsed}s; log: $log"
-            grep -E "✘|error:|failed|recorded an issue" "$log" | head -20 | sed 's/^/     /'
+            grep -E "✘|error:|Fatal error" "$log" | grep -v "known issue" | head -20 | sed 's/^/     /'
         else
-            echo "run $run: passed in ${elapsed}s ($(grep -E "Test run with" "$log" | tail -1))"
+            echo "run $run: passed in ${elapsed}s ($(grep -E "Test run with" "$log" | tail -1 | sed 's/^[^T]*//'))"
         fi
     fi
     done_runs=$run
