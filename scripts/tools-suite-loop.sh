@@ -115,12 +115,12 @@ for ((run = 1; run <= runs; run++)); do
         : > "$log_dir/run-$run.stacks.txt"
         for pid in $pids; do
             # The test process (…PackageTests.xctest) and what it started (the strata CLI, servers).
-            case "$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null)" in
-                *PackageTests.xctest*|*/strata\ *|*/strata|*CrashWriter*) ;;
+            case "$({ tr '\0' ' ' < "/proc/$pid/cmdline"; } 2>/dev/null)" in
+                *PackageTests.xctest*|*/strata\ *|*/strata|*crash-writer*) ;;
                 *) continue ;;
             esac
             {
-                echo "=== pid $pid: $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null)"
+                echo "=== pid $pid: $({ tr '\0' ' ' < "/proc/$pid/cmdline"; } 2>/dev/null)"
                 gdb -p "$pid" -batch -ex "thread apply all bt 12" 2>&1 | grep -E "^(Thread|#)"
             } >> "$log_dir/run-$run.stacks.txt"
         done
