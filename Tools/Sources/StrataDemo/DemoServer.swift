@@ -40,7 +40,8 @@ public final class DemoServer: Sendable {
         /// Wait this long before answering (real time; for people trying the server, not for tests).
         public var latency: Duration?
         /// Hold every request until ``DemoServer/releaseHeldRequests()`` (for tests of slow servers
-        /// and cancellation, without sleeping).
+        /// and cancellation, without sleeping). Never past ``DemoServer/goOffline()`` or
+        /// ``DemoServer/stop()``: a request held then, or reaching the hold after, answers at once.
         public var holdRequests: Bool
         /// Send only the first half of each body, with a matching `Content-Length` (a valid HTTP
         /// response carrying truncated JSON).
@@ -123,7 +124,9 @@ public final class DemoServer: Sendable {
         var nextPostID = 1
         var requests: [RecordedRequest] = []
         var notModified: [String: Int] = [:]
-        var held: [CheckedContinuation<Void, Never>] = []
+        /// The requests held by ``Faults/holdRequests``, by the id each took in ``waitAsFaultsAsk(_:)``.
+        var held: [UInt64: CheckedContinuation<Void, Never>] = [:]
+        var lastHoldID: UInt64 = 0
         /// Counts ``releaseHeldRequests()`` calls, so a request recorded before a release but not yet
         /// parked when it happened is released too, instead of waiting forever.
         var releases = 0
@@ -251,20 +254,29 @@ public final class DemoServer: Sendable {
     /// Lets every held request answer.
     public func releaseHeldRequests() {
         let held = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            defer { state.held = [] }
+            defer { state.held = [:] }
             state.releases += 1
-            return state.held
+            return Array(state.held.values)
         }
         held.forEach { $0.resume() }
     }
 
     /// Stops listening: new connections are refused until ``goOnline()``.
+    ///
+    /// Hummingbird's server ends only once every connection's handler has returned, so no request may
+    /// stay held: the held ones are released and the server marked offline in one step (a request that
+    /// reaches the hold after it is not held, see ``waitAsFaultsAsk(_:)``), and a handler the server's
+    /// cancellation reaches while it is held is let go.
     public func goOffline() async {
-        releaseHeldRequests()
-        let running = state.withLock { state -> Task<Void, any Error>? in
-            defer { state.running = nil }
-            return state.running
+        let (held, running) = state.withLock { state -> ([CheckedContinuation<Void, Never>], Task<Void, any Error>?) in
+            defer {
+                state.held = [:]
+                state.running = nil
+            }
+            state.releases += 1
+            return (Array(state.held.values), state.running)
         }
+        held.forEach { $0.resume() }
         running?.cancel()
         _ = await running?.result
     }
@@ -373,15 +385,33 @@ public final class DemoServer: Sendable {
     }
 
     /// Holds the request while ``Faults/holdRequests`` asks, then waits out ``Faults/latency``.
+    ///
+    /// Held until ``releaseHeldRequests()``, ``goOffline()`` or the cancellation of the handler's task
+    /// (the server stopping), whichever comes first. Not held at all when one of them came between the
+    /// admission and now: a handler runs on the shared cooperative pool and may get here well after
+    /// its request was read, after the server began to stop (issue 20: held then, it kept `stop()`
+    /// from returning, for good).
     func waitAsFaultsAsk(_ admitted: Admitted) async throws {
         if admitted.faults.holdRequests {
-            await withCheckedContinuation { continuation in
-                let releasedMeanwhile = state.withLock { state -> Bool in
-                    guard state.releases == admitted.releasesSeen else { return true }
-                    state.held.append(continuation)
-                    return false
+            let id = state.withLock { state -> UInt64 in
+                state.lastHoldID += 1
+                return state.lastHoldID
+            }
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { continuation in
+                    let releasedMeanwhile = state.withLock { state -> Bool in
+                        // Cancellation is read under the lock: a cancel after this check finds the
+                        // request held and releases it in the handler below.
+                        guard state.releases == admitted.releasesSeen, state.running != nil, !Task.isCancelled else {
+                            return true
+                        }
+                        state.held[id] = continuation
+                        return false
+                    }
+                    if releasedMeanwhile { continuation.resume() }
                 }
-                if releasedMeanwhile { continuation.resume() }
+            } onCancel: {
+                state.withLock { $0.held.removeValue(forKey: id) }?.resume()
             }
         }
         if let latency = admitted.faults.latency { try await Task.sleep(for: latency) }

@@ -16,7 +16,7 @@ final class CapturedOutput: Sendable {
     var stderr: @Sendable (String) -> Void { { line in self.err.withLock { $0.append(line) } } }
 }
 
-@Suite("strata fetch")
+@Suite("strata fetch", .timeLimit(.minutes(3)))
 final class FetchTests {
     let directory: TemporaryDirectory
     let clock = ManualClock()
@@ -149,7 +149,7 @@ final class FetchTests {
     }
 }
 
-@Suite("strata command line")
+@Suite("strata command line", .timeLimit(.minutes(3)))
 struct CommandLineTests {
     @Test(arguments: [
         ("500ms", Duration.milliseconds(500)), ("30s", .seconds(30)), ("10m", .seconds(600)), ("2h", .seconds(7200)),
@@ -191,7 +191,7 @@ struct CommandLineTests {
     }
 }
 
-@Suite("strata serve controls")
+@Suite("strata serve controls", .timeLimit(.minutes(3)))
 struct ServeControlTests {
     @Test func commandsChangeTheRunningServer() async throws {
         try await withDemoServer { server in
@@ -341,7 +341,7 @@ struct Child {
 }
 
 /// The built `strata` binary, run as separate processes: `serve` in one, `fetch` in another.
-@Suite("strata, two processes")
+@Suite("strata, two processes", .timeLimit(.minutes(3)))
 struct TwoProcessTests {
     /// The `strata` executable built next to this test binary.
     static func executable() throws -> URL {

@@ -5,7 +5,7 @@ import StrataDemo
 import StrataTesting
 
 /// `swift run strata demo` runs this scenario; the test checks what each step reports.
-@Suite("strata demo")
+@Suite("strata demo", .timeLimit(.minutes(3)))
 struct DemoTests {
     @Test func narratesTheFiveStepsWithTheRightTierAndNetworkUse() async throws {
         let lines = Locked<[String]>([])
@@ -25,7 +25,7 @@ struct DemoTests {
     }
 }
 
-@Suite("strata demo --scenario resilience")
+@Suite("strata demo --scenario resilience", .timeLimit(.minutes(3)))
 struct ResilienceDemoTests {
     @Test func coalescesTimesOutBreaksAndRecovers() async throws {
         let lines = Locked<[String]>([])

@@ -5,7 +5,7 @@ import StrataDemo
 import StrataTesting
 
 /// `FeedScenario` narrates S0 against the real demo server; the test checks what each step observed.
-@Suite("feed scenario")
+@Suite("feed scenario", .timeLimit(.minutes(3)))
 struct FeedScenarioTests {
     @Test func narratesOnlineThenCachedThenTheOriginalErrorWithTheRightSourceAndNetworkUse() async throws {
         let lines = Locked<[String]>([])

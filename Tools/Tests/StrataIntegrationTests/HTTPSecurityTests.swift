@@ -8,7 +8,7 @@ import StrataTesting
 
 /// HTTPS certificate validation is never disabled: a server with a self-signed certificate is refused
 /// with a typed transport error, and no source file handles authentication challenges.
-@Suite("HTTPS security")
+@Suite("HTTPS security", .timeLimit(.minutes(3)))
 struct HTTPSecurityTests {
     /// A port on 127.0.0.1 that was free a moment ago (the kernel's pick for port 0).
     static func freePort() throws -> Int {

@@ -25,7 +25,7 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
 
 /// The ``HTTPTransport`` contract, the same cases against both transports and the real in-process
 /// server: what comes back, and which ``HTTPError`` each failure is.
-@Suite("HTTP transport contract")
+@Suite("HTTP transport contract", .timeLimit(.minutes(3)))
 struct HTTPTransportContractTests {
     static let bodyLimit = 1024 * 1024
 

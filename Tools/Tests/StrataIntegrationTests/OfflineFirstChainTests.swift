@@ -6,7 +6,7 @@ import StrataTesting
 
 /// The seven S4 requirements, each against a real Hummingbird server on 127.0.0.1 and a real FileStore
 /// in a temporary directory, with time moved by a manual clock.
-@Suite("S4 offline-first chain, end to end")
+@Suite("S4 offline-first chain, end to end", .timeLimit(.minutes(3)))
 final class OfflineFirstChainTests {
     let directory: TemporaryDirectory
     let clock = ManualClock()

@@ -20,7 +20,7 @@ import Glibc
 ///
 /// `STRATA_CRASH_SEED` replays a run; `STRATA_CRASH_KILLS` changes the number of enqueue kills (150;
 /// the replay then takes over a hundred more).
-@Suite("Crash safety: SIGKILL while queueing and replaying writes", .serialized)
+@Suite("Crash safety: SIGKILL while queueing and replaying writes", .serialized, .timeLimit(.minutes(8)))
 struct OutboxCrashSafetyTests {
     /// `STRATA_CRASH_SEED` (what the messages print, so a run can be replayed), and the generator's
     /// seed drawn from it.

@@ -4,7 +4,7 @@ import Testing
 import StrataDemo
 
 /// `strata demo --scenario posts` runs this scenario; the test checks what each step reports.
-@Suite("strata demo: posts (S2)")
+@Suite("strata demo: posts (S2)", .timeLimit(.minutes(3)))
 struct PostsScenarioTests {
     @Test func narratesMockThenProduction_withCacheHitsOfflineReadsAndNotFound() async throws {
         let lines = Locked<[String]>([])

@@ -94,7 +94,7 @@ enum FaultStoreKind: String, CaseIterable, CustomTestStringConvertible, Sendable
 
 /// Server faults against a real in-process server: each fails with its typed error (or the chain's
 /// fallback serves), and the copy already cached in a real store is never touched.
-@Suite("server faults")
+@Suite("server faults", .timeLimit(.minutes(3)))
 struct ServerFaultTests {
     /// The good copy every test starts with: not what the server serves, stamped an hour before the
     /// test's clock, with validators of its own.
