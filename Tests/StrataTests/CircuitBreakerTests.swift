@@ -102,7 +102,7 @@ struct CircuitBreakerTests {
         let held = LoaderSpy<Void, Int>(.success(3), holdsLoads: true)
         let sut = held.guarded(by: breaker)
         let trial = Task { try await sut.load() }
-        await held.waitForLoads()
+        try await held.waitForLoads()
         let error = await #expect(throws: CircuitOpenError.self) { try await sut.load() }
         #expect(error?.state == .halfOpen)
         held.complete(with: .success(3))
@@ -140,7 +140,7 @@ struct CircuitBreakerTests {
         await attempt(StubLoader<Void, Int>(.failure(notFound)).guarded(by: breaker))
         let held = LoaderSpy<Void, Int>(.success(1), holdsLoads: true)
         let task = Task { try await held.guarded(by: breaker).load() }
-        await held.waitForLoads()
+        try await held.waitForLoads()
         task.cancel()
         _ = try? await task.value
         #expect(breaker.state == .closed)
