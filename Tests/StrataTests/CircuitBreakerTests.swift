@@ -110,6 +110,38 @@ struct CircuitBreakerTests {
         #expect(breaker.state == .closed)
     }
 
+    /// Issue 20: a trial admitted before `reset()` that ended in a later half-open period decided it
+    /// (here: closed the circuit), and let a second load through beside that period's trial.
+    @Test func aTrialAdmittedBeforeReset_neitherDecidesALaterHalfOpenPeriodNorRunsBesideItsTrial() async throws {
+        let breaker = breaker(minimum: 1, pause: .seconds(30))
+        let failing = StubLoader<Void, Int>(.failure(TestError())).guarded(by: breaker)
+        let held = LoaderSpy<Void, Int>(holdsLoads: true)
+        let trials = held.guarded(by: breaker)
+        await attempt(failing)
+        clock.advance(by: .seconds(30))
+        let staleTrial = Task { try await trials.load() }
+        try await held.waitForLoads(count: 1)
+
+        breaker.reset()
+        await attempt(failing)
+        #expect(breaker.state == .open)
+        clock.advance(by: .seconds(30))
+        let trial = Task { try await trials.load() }
+        try await held.waitForLoads(count: 2)
+
+        #expect(held.complete(0, with: .success(1)))
+        #expect(try await staleTrial.value == 1)
+        #expect(breaker.state == .halfOpen, "the stale trial's success does not close this period")
+        let refused = await #expect(throws: CircuitOpenError.self) {
+            try await StubLoader<Void, Int>(.success(0)).guarded(by: breaker).load()
+        }
+        #expect(refused?.state == .halfOpen, "one trial at a time")
+
+        #expect(held.complete(1, with: .success(2)))
+        #expect(try await trial.value == 2)
+        #expect(breaker.state == .closed)
+    }
+
     @Test func outcomesOlderThanTheSamplingWindowAreForgotten() async {
         let breaker = breaker(ratio: 0.5, minimum: 4, window: .seconds(10))
         let failing = StubLoader<Void, Int>(.failure(TestError())).guarded(by: breaker)
