@@ -31,7 +31,7 @@ public final class LoaderSpy<Input: Sendable, Output: Sendable>: Loader, Sendabl
         var arrived = 0
         /// Held loads whose task was cancelled before they registered: they must not register.
         var cancelledBeforeHolding: Set<Int> = []
-        var loadWaiters = CountWaiters()
+        var loadWaiters = ConditionWaiters<Int>()
     }
 
     private let state: Locked<State>
@@ -64,7 +64,7 @@ public final class LoaderSpy<Input: Sendable, Output: Sendable>: Loader, Sendabl
             let count = state.inputs.count
             if !holdsLoads {
                 state.arrived += 1
-                state.loadWaiters.resumeReached(state.arrived)
+                state.loadWaiters.resumeSatisfied(by: state.arrived)
             }
             guard !state.results.isEmpty else { return (count - 1, nil) }
             return (count - 1, state.results.count > 1 ? state.results.removeFirst() : state.results[0])
@@ -83,7 +83,7 @@ public final class LoaderSpy<Input: Sendable, Output: Sendable>: Loader, Sendabl
                             state.held.append(Held(index: index, continuation: continuation))
                         }
                         state.arrived += 1
-                        state.loadWaiters.resumeReached(state.arrived)
+                        state.loadWaiters.resumeSatisfied(by: state.arrived)
                         return cancelled
                     }
                     if cancelled { continuation.resume(throwing: CancellationError()) }
@@ -118,9 +118,29 @@ public final class LoaderSpy<Input: Sendable, Output: Sendable>: Loader, Sendabl
 
     /// Suspends until at least `count` loads have started and, with ``holdsLoads``, are held: a load
     /// this returns for can be completed with ``complete(_:with:)`` at once.
-    public func waitForLoads(count: Int = 1) async {
-        await withCheckedContinuation { continuation in
-            state.withLock { $0.loadWaiters.wait(for: count, current: $0.arrived, continuation: continuation) }
+    ///
+    /// - Parameters:
+    ///   - count: how many loads, in all since the spy was made.
+    ///   - timeout: the longest to wait, in real time (`ContinuousClock`). `nil` waits until the loads
+    ///     come or the task is cancelled (a Swift Testing `.timeLimit` cancels it).
+    /// - Throws: `CancellationError` as soon as the waiting task is cancelled; ``Strata/WaitTimeoutError``
+    ///   when `timeout` passes first, e.g. `waited 5.0 seconds for 2 loads on LoaderSpy "spy", saw 1
+    ///   (1 started, 1 held)`.
+    public func waitForLoads(count: Int = 1, timeout: Duration? = nil) async throws {
+        try await withWaitTimeout(timeout) { [state] in
+            let id = state.withLock { $0.loadWaiters.makeID() }
+            try await waitCancellably { continuation in
+                state.withLock { $0.loadWaiters.wait(id, until: { $0 >= count }, current: $0.arrived, continuation: continuation) }
+            } withdraw: {
+                state.withLock { _ = $0.loadWaiters.withdraw(id, throwing: CancellationError()) }
+            }
+        } timedOut: { timeout in
+            let (arrived, started, held) = state.withLock { ($0.arrived, $0.inputs.count, $0.held.count) }
+            if arrived >= count { return nil }
+            return WaitTimeoutError(
+                awaited: "\(count) load\(count == 1 ? "" : "s") on LoaderSpy \"\(name)\"",
+                observed: "\(arrived) (\(started) started" + (holdsLoads ? ", \(held) held)" : ")"),
+                timeout: timeout)
         }
     }
 }

@@ -11,7 +11,8 @@ import Logging
 /// clock.advance(by: .seconds(24 * 3600))   // exactly at max age: expired
 /// ```
 /// Sleepers wake when ``advance(by:)`` passes their deadline, or throw `CancellationError` when their
-/// task is cancelled. Nothing ever waits for real time.
+/// task is cancelled. Nothing ever waits for real time, except ``waitForSleepers(count:timeout:matching:)``
+/// when given a `timeout`, which is a bound on how long a test waits, not a time the clock keeps.
 public final class ManualClock: Clock, Sendable {
     /// A point on the manual clock: the time elapsed since it was created.
     public struct Instant: InstantProtocol, Sendable, Hashable, Comparable {
@@ -24,18 +25,65 @@ public final class ManualClock: Clock, Sendable {
         public static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
     }
 
-    private struct Sleeper {
-        var deadline: Instant
+    /// A task sleeping on the clock, as ``sleepers`` and ``waitForSleepers(count:timeout:matching:)`` see
+    /// it: enough to tell the sleep under test from another component's timer on the same clock.
+    public struct Sleeper: Sendable, Hashable, CustomStringConvertible {
+        /// When it wakes.
+        public var deadline: Instant
+        /// When it went to sleep (its deadline minus this is the duration it asked for).
+        public var since: Instant
+        /// The ``ManualClock/sleeperLabel`` bound in its task when it went to sleep.
+        public var label: String?
+
+        public init(deadline: Instant, since: Instant, label: String? = nil) {
+            self.deadline = deadline
+            self.since = since
+            self.label = label
+        }
+
+        /// `30.0 seconds`, or `30.0 seconds "retry"` when labelled: its deadline (and label).
+        public var description: String {
+            "\(deadline.offset)" + (label.map { " \"\($0)\"" } ?? "")
+        }
+    }
+
+    /// A label for every sleep started in this task (and the tasks it starts) while bound, so a test
+    /// can wait for its own sleeper and not another component's timer on the same clock:
+    ///
+    /// ```swift
+    /// let load = Task { try await ManualClock.$sleeperLabel.withValue("retry") { try await sut.load() } }
+    /// try await clock.waitForSleepers { $0.label == "retry" }
+    /// ```
+    @TaskLocal public static var sleeperLabel: String?
+
+    private struct Registered {
+        var sleeper: Sleeper
         var continuation: CheckedContinuation<Void, any Error>
     }
 
     private struct State {
         var now = Instant(offset: .zero)
-        var sleepers: [UInt64: Sleeper] = [:]
+        var sleepers: [UInt64: Registered] = [:]
         var nextID: UInt64 = 0
         /// Sleepers whose task was cancelled before they registered: they must not register.
         var cancelledBeforeRegistering: Set<UInt64> = []
-        var sleeperWaiters = CountWaiters()
+        /// The waits of ``ManualClock/waitForSleepers(count:timeout:matching:)``: each is handed the
+        /// sleepers after every change, in order, and checks them outside the lock (its predicate is
+        /// the test's code, which may read the clock).
+        var watchers: [UInt64: AsyncStream<[Sleeper]>.Continuation] = [:]
+
+        /// The sleepers by deadline (then by when they registered).
+        var sorted: [Sleeper] {
+            sleepers.sorted { ($0.value.sleeper.deadline, $0.key) < ($1.value.sleeper.deadline, $1.key) }.map(\.value.sleeper)
+        }
+
+        /// A sleeper came or went: every watcher gets the sleepers now. Yielding only buffers the
+        /// value (the streams are unbounded); no watcher's code runs under the lock.
+        func sleepersChanged() {
+            guard !watchers.isEmpty else { return }
+            let sleepers = sorted
+            for watcher in watchers.values { watcher.yield(sleepers) }
+        }
     }
 
     /// The wall-clock date when the clock was created.
@@ -86,12 +134,16 @@ public final class ManualClock: Clock, Sendable {
     /// The number of tasks sleeping on this clock now.
     public var sleeperCount: Int { state.withLock { $0.sleepers.count } }
 
+    /// The tasks sleeping on this clock now, by deadline.
+    public var sleepers: [Sleeper] { state.withLock { $0.sorted } }
+
     public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
         try Task.checkCancellation()
         let id = state.withLock { state -> UInt64 in
             state.nextID += 1
             return state.nextID
         }
+        let label = Self.sleeperLabel
         // The handler cannot run once `withTaskCancellationHandler` has returned: forget the id then.
         defer { state.withLock { _ = $0.cancelledBeforeRegistering.remove(id) } }
         try await withTaskCancellationHandler {
@@ -103,20 +155,22 @@ public final class ManualClock: Clock, Sendable {
                     // found no sleeper to wake, so this sleeper must not wait at all.
                     if state.cancelledBeforeRegistering.remove(id) != nil { return .failure(CancellationError()) }
                     if deadline <= state.now { return .success(()) }
-                    state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
-                    state.sleeperWaiters.resumeReached(state.sleepers.count)
+                    let sleeper = Sleeper(deadline: deadline, since: state.now, label: label)
+                    state.sleepers[id] = Registered(sleeper: sleeper, continuation: continuation)
+                    state.sleepersChanged()
                     return nil
                 }
                 hooks.after?()
                 if let outcome { continuation.resume(with: outcome) }
             }
         } onCancel: {
-            let sleeper = state.withLock { state -> Sleeper? in
+            let sleeper = state.withLock { state -> Registered? in
                 guard let sleeper = state.sleepers.removeValue(forKey: id) else {
                     // Not registered yet (or already woken): remembered, so it never registers.
                     state.cancelledBeforeRegistering.insert(id)
                     return nil
                 }
+                state.sleepersChanged()
                 return sleeper
             }
             sleeper?.continuation.resume(throwing: CancellationError())
@@ -126,21 +180,70 @@ public final class ManualClock: Clock, Sendable {
     /// Moves time forward by `duration`, waking every sleeper whose deadline has passed.
     public func advance(by duration: Duration) {
         precondition(duration >= .zero, "a clock cannot go backwards; create a new one instead")
-        let woken: [Sleeper] = state.withLock { state in
+        let woken: [Registered] = state.withLock { state in
             state.now = state.now.advanced(by: duration)
             let now = state.now
-            let due = state.sleepers.filter { $0.value.deadline <= now }
+            let due = state.sleepers.filter { $0.value.sleeper.deadline <= now }
             for id in due.keys { state.sleepers[id] = nil }
-            return due.values.sorted { $0.deadline < $1.deadline }
+            if !due.isEmpty { state.sleepersChanged() }
+            return due.values.sorted { $0.sleeper.deadline < $1.sleeper.deadline }
         }
         woken.forEach { $0.continuation.resume() }
     }
 
-    /// Suspends until at least `count` tasks are sleeping on this clock, so a test can advance time
-    /// exactly when the code under test is waiting, without sleeping itself.
-    public func waitForSleepers(count: Int = 1) async {
-        await withCheckedContinuation { continuation in
-            state.withLock { $0.sleeperWaiters.wait(for: count, current: $0.sleepers.count, continuation: continuation) }
+    /// Suspends until at least `count` tasks sleep on this clock (that `matching` accepts, when
+    /// given), so a test can advance time exactly when the code under test is waiting, without
+    /// sleeping itself.
+    ///
+    /// ```swift
+    /// try await clock.waitForSleepers(count: 2)
+    /// // Only the retry's backoff, not the outbox's own timer sleeping on the same clock:
+    /// try await clock.waitForSleepers(timeout: .seconds(5)) { $0.deadline == clock.now.advanced(by: .seconds(1)) }
+    /// ```
+    /// - Parameters:
+    ///   - count: how many sleepers (that `matching` accepts) to wait for.
+    ///   - timeout: the longest to wait, in real time (`ContinuousClock`: this clock only moves when
+    ///     told). `nil` waits until the sleepers come or the task is cancelled (a Swift Testing
+    ///     `.timeLimit` cancels it).
+    ///   - matching: which sleepers count: by ``Sleeper/deadline``, ``Sleeper/label`` (see
+    ///     ``sleeperLabel``)…; every sleeper when `nil`.
+    /// - Throws: `CancellationError` as soon as the waiting task is cancelled; ``Strata/WaitTimeoutError``
+    ///   when `timeout` passes first, naming the sleepers there were, e.g. `waited 5.0 seconds for 2
+    ///   sleepers on ManualClock, saw 1 (now 0.0 seconds; sleeping until: 30.0 seconds)`.
+    public func waitForSleepers(
+        count: Int = 1, timeout: Duration? = nil, matching: (@Sendable (Sleeper) -> Bool)? = nil
+    ) async throws {
+        let satisfied: @Sendable ([Sleeper]) -> Bool = { sleepers in
+            guard let matching else { return sleepers.count >= count }
+            return sleepers.lazy.filter(matching).count >= count
+        }
+        try await withWaitTimeout(timeout) { [state] in
+            // Every state of the sleepers from now on, in order, so none is missed between checks.
+            let (states, watcher) = AsyncStream.makeStream(of: [Sleeper].self, bufferingPolicy: .unbounded)
+            let id = state.withLock { state -> UInt64 in
+                state.nextID += 1
+                state.watchers[state.nextID] = watcher
+                watcher.yield(state.sorted)
+                return state.nextID
+            }
+            defer {
+                state.withLock { _ = $0.watchers.removeValue(forKey: id) }
+                watcher.finish()
+            }
+            // The stream ends (`nil`) only when the task is cancelled.
+            for await sleepers in states where satisfied(sleepers) { return }
+            throw CancellationError()
+        } timedOut: { timeout in
+            let (sleepers, now) = state.withLock { ($0.sorted, $0.now) }
+            if satisfied(sleepers) { return nil }
+            let seen = matching.map { sleepers.filter($0).count } ?? sleepers.count
+            let list = sleepers.isEmpty ? "none" : sleepers.map { sleeper in
+                "\(sleeper)" + (matching.map { $0(sleeper) ? "" : " (not matching)" } ?? "")
+            }.joined(separator: ", ")
+            return WaitTimeoutError(
+                awaited: "\(count) sleeper\(count == 1 ? "" : "s")\(matching == nil ? "" : " matching the predicate") on ManualClock",
+                observed: "\(seen) (now \(now.offset); sleeping until: \(list))",
+                timeout: timeout)
         }
     }
 }

@@ -111,7 +111,7 @@ struct PostgresStoreLifecycleTests {
             let sweeper = try TestScope.store(Item.self, table: table, maxAge: .seconds(60), now: clock.wallClock)
             let (passes, pass) = AsyncStream<Void>.makeStream()
             let loop = Task { await sweeper.maintain(every: .seconds(60), clock: clock, afterPass: { pass.yield() }) }
-            await clock.waitForSleepers(count: 1)
+            try await clock.waitForSleepers(count: 1)
             #expect(try await writer.count == 1)  // nothing swept before the interval passed
             clock.advance(by: .seconds(60))
             var iterator = passes.makeAsyncIterator()

@@ -148,7 +148,7 @@ struct CacheAndNetworkTests {
         func firstThenStop() async throws -> Int? {
             var iterator = sut.values().makeAsyncIterator()
             let first = try await iterator.next()
-            await remote.waitForLoads()
+            try await remote.waitForLoads()
             #expect(remote.cancelledLoadCount == 0)
             return first?.value
         }

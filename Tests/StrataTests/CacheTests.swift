@@ -44,7 +44,7 @@ struct CacheTests {
         let (sut, store) = makeSUT(remote)
 
         let task = Task { try await sut.load() }
-        await remote.waitForLoads(count: 1)
+        try await remote.waitForLoads(count: 1)
         task.cancel()
 
         await #expect(throws: CancellationError.self) { try await task.value }

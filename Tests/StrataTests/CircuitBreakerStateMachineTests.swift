@@ -6,8 +6,8 @@ import Testing
 struct CircuitBreakerStateMachineTests {
     typealias Machine = CircuitBreakerStateMachine
     let policy = CircuitBreakerPolicy(failureRatio: 0.5, samplingDuration: .seconds(10), minimumThroughput: 4, breakDuration: .seconds(30))
-    let normal = Machine.Permit(isTrial: false)
-    let trial = Machine.Permit(isTrial: true)
+    /// A load admitted in the machine's first period (closed, before anything happened).
+    let normal = Machine.Permit(isTrial: false, epoch: 0)
 
     /// A machine opened at 0 s by four failures.
     func opened() -> Machine {
@@ -53,34 +53,35 @@ struct CircuitBreakerStateMachineTests {
     @Test func afterTheBreak_oneTrialPasses_othersAreRefusedWhileItRuns() {
         var machine = opened()
         let (first, change) = machine.admit(at: .seconds(30))
-        #expect(first == .admit(trial))
+        #expect(first == .admit(.init(isTrial: true, epoch: machine.epoch)))
         #expect(change == .init(from: .open, to: .halfOpen))
         #expect(machine.admit(at: .seconds(31)) == (.refuse(state: .halfOpen, retryAfter: nil), nil))
     }
 
-    @Test func aSuccessfulTrial_closes_andForgetsTheOldFailures() {
+    @Test func aSuccessfulTrial_closes_andForgetsTheOldFailures() throws {
         var machine = opened()
-        _ = machine.admit(at: .seconds(30))
+        let trial = try #require(permit(&machine, at: .seconds(30)))
         #expect(machine.record(true, permit: trial, at: .seconds(31)) == .init(from: .halfOpen, to: .closed))
         // The four old failures are gone: one new failure does not reopen it.
-        #expect(machine.record(false, permit: normal, at: .seconds(31)) == nil)
+        let load = try #require(permit(&machine, at: .seconds(31)))
+        #expect(machine.record(false, permit: load, at: .seconds(31)) == nil)
         #expect(machine.state == .closed)
     }
 
-    @Test func aFailedTrial_reopensForAnotherBreak() {
+    @Test func aFailedTrial_reopensForAnotherBreak() throws {
         var machine = opened()
-        _ = machine.admit(at: .seconds(30))
+        let trial = try #require(permit(&machine, at: .seconds(30)))
         #expect(machine.record(false, permit: trial, at: .seconds(31)) == .init(from: .halfOpen, to: .open))
         #expect(machine.openUntil == .seconds(61))
         #expect(machine.admit(at: .seconds(40)).0 == .refuse(state: .open, retryAfter: .seconds(21)))
     }
 
-    @Test func aCancelledTrial_freesTheTrialSlot_andStaysHalfOpen() {
+    @Test func aCancelledTrial_freesTheTrialSlot_andStaysHalfOpen() throws {
         var machine = opened()
-        _ = machine.admit(at: .seconds(30))
+        let trial = try #require(permit(&machine, at: .seconds(30)))
         #expect(machine.record(nil, permit: trial, at: .seconds(31)) == nil)
         #expect(machine.state == .halfOpen)
-        #expect(machine.admit(at: .seconds(31)).0 == .admit(trial))
+        #expect(machine.admit(at: .seconds(31)).0 == .admit(trial), "the next trial, in the same period")
     }
 
     @Test func aNormalLoadEndingWhileHalfOpen_changesNothing() {
@@ -99,14 +100,55 @@ struct CircuitBreakerStateMachineTests {
         #expect(machine.isolate() == nil, "no change, nothing to announce")
         #expect(machine.admit(at: .seconds(1000)).0 == .refuse(state: .isolated, retryAfter: nil))
         #expect(machine.reset() == .init(from: .isolated, to: .closed))
-        #expect(machine.admit(at: .seconds(1000)).0 == .admit(normal))
+        #expect(machine.admit(at: .seconds(1000)).0 == .admit(.init(isTrial: false, epoch: machine.epoch)))
     }
 
-    @Test func reset_whileATrialRuns_closes_andTheTrialsEndChangesNothing() {
+    @Test func reset_whileATrialRuns_closes_andTheTrialsEndChangesNothing() throws {
         var machine = opened()
-        _ = machine.admit(at: .seconds(30))
+        let trial = try #require(permit(&machine, at: .seconds(30)))
         #expect(machine.reset() == .init(from: .halfOpen, to: .closed))
         #expect(machine.record(false, permit: trial, at: .seconds(31)) == nil)
         #expect(machine.state == .closed)
+    }
+
+    /// The permit `admit` hands out at `now`, or `nil` when it refuses.
+    func permit(_ machine: inout Machine, at now: Duration) -> Machine.Permit? {
+        guard case .admit(let permit) = machine.admit(at: now).0 else { return nil }
+        return permit
+    }
+
+    /// Issue 20: a trial admitted before `reset()` that ended in a later half-open period decided that
+    /// period (its failure reopened the circuit, its success closed it) and freed the trial slot while
+    /// that period's own trial ran, so a second trial ran beside it.
+    @Test(arguments: [false, true])
+    func aTrialAdmittedBeforeReset_doesNotDecideALaterHalfOpenPeriod(staleTrialSucceeds: Bool) throws {
+        var machine = opened()
+        let stale = try #require(permit(&machine, at: .seconds(30)))
+        #expect(stale.isTrial)
+        #expect(machine.reset() == .init(from: .halfOpen, to: .closed))
+        // It opens again at 31 s, and after the break a new trial runs.
+        for _ in 0..<4 {
+            let load = try #require(permit(&machine, at: .seconds(31)))
+            _ = machine.record(false, permit: load, at: .seconds(31))
+        }
+        #expect(machine.state == .open)
+        let current = try #require(permit(&machine, at: .seconds(61)))
+        #expect(current.isTrial)
+
+        #expect(machine.record(staleTrialSucceeds, permit: stale, at: .seconds(62)) == nil, "a stale trial decides nothing")
+        #expect(machine.state == .halfOpen)
+        #expect(machine.trialInFlight)
+        #expect(machine.admit(at: .seconds(62)).0 == .refuse(state: .halfOpen, retryAfter: nil), "one trial at a time")
+
+        #expect(machine.record(true, permit: current, at: .seconds(63)) == .init(from: .halfOpen, to: .closed))
+    }
+
+    /// A load admitted while closed, before a `reset()`, does not count in the window after it.
+    @Test func aLoadAdmittedBeforeReset_doesNotCountAfterIt() throws {
+        var machine = Machine(policy: policy)
+        let before = try (0..<4).map { _ in try #require(permit(&machine, at: .zero)) }
+        _ = machine.reset()
+        for load in before { #expect(machine.record(false, permit: load, at: .seconds(1)) == nil) }
+        #expect(machine.state == .closed, "four failures from before the reset")
     }
 }

@@ -102,11 +102,43 @@ struct CircuitBreakerTests {
         let held = LoaderSpy<Void, Int>(.success(3), holdsLoads: true)
         let sut = held.guarded(by: breaker)
         let trial = Task { try await sut.load() }
-        await held.waitForLoads()
+        try await held.waitForLoads()
         let error = await #expect(throws: CircuitOpenError.self) { try await sut.load() }
         #expect(error?.state == .halfOpen)
         held.complete(with: .success(3))
         #expect(try await trial.value == 3)
+        #expect(breaker.state == .closed)
+    }
+
+    /// Issue 20: a trial admitted before `reset()` that ended in a later half-open period decided it
+    /// (here: closed the circuit), and let a second load through beside that period's trial.
+    @Test func aTrialAdmittedBeforeReset_neitherDecidesALaterHalfOpenPeriodNorRunsBesideItsTrial() async throws {
+        let breaker = breaker(minimum: 1, pause: .seconds(30))
+        let failing = StubLoader<Void, Int>(.failure(TestError())).guarded(by: breaker)
+        let held = LoaderSpy<Void, Int>(holdsLoads: true)
+        let trials = held.guarded(by: breaker)
+        await attempt(failing)
+        clock.advance(by: .seconds(30))
+        let staleTrial = Task { try await trials.load() }
+        try await held.waitForLoads(count: 1)
+
+        breaker.reset()
+        await attempt(failing)
+        #expect(breaker.state == .open)
+        clock.advance(by: .seconds(30))
+        let trial = Task { try await trials.load() }
+        try await held.waitForLoads(count: 2)
+
+        #expect(held.complete(0, with: .success(1)))
+        #expect(try await staleTrial.value == 1)
+        #expect(breaker.state == .halfOpen, "the stale trial's success does not close this period")
+        let refused = await #expect(throws: CircuitOpenError.self) {
+            try await StubLoader<Void, Int>(.success(0)).guarded(by: breaker).load()
+        }
+        #expect(refused?.state == .halfOpen, "one trial at a time")
+
+        #expect(held.complete(1, with: .success(2)))
+        #expect(try await trial.value == 2)
         #expect(breaker.state == .closed)
     }
 
@@ -140,7 +172,7 @@ struct CircuitBreakerTests {
         await attempt(StubLoader<Void, Int>(.failure(notFound)).guarded(by: breaker))
         let held = LoaderSpy<Void, Int>(.success(1), holdsLoads: true)
         let task = Task { try await held.guarded(by: breaker).load() }
-        await held.waitForLoads()
+        try await held.waitForLoads()
         task.cancel()
         _ = try? await task.value
         #expect(breaker.state == .closed)

@@ -11,8 +11,8 @@ struct CoalescedTests {
         let sut = base.coalesced()
         let values = try await withThrowingTaskGroup(of: String.self) { group in
             for _ in 0..<1000 { group.addTask { try await sut.load(7) } }
-            await sut.waitForWaiters(count: 1000)
-            await base.waitForLoads(count: 1)
+            try await sut.waitForWaiters(count: 1000)
+            try await base.waitForLoads(count: 1)
             #expect(base.complete(with: .success("post 7")))
             return try await group.reduce(into: []) { $0.append($1) }
         }
@@ -25,16 +25,16 @@ struct CoalescedTests {
     @Test func everyWaiterGetsTheSameError() async throws {
         let base = LoaderSpy<Void, Int>(.success(1), holdsLoads: true)
         let sut = base.coalesced()
-        let errors = await withTaskGroup(of: (any Error)?.self) { group in
+        let errors = try await withThrowingTaskGroup(of: (any Error)?.self) { group in
             for _ in 0..<10 {
                 group.addTask {
                     do { _ = try await sut.load(); return nil } catch { return error }
                 }
             }
-            await sut.waitForWaiters(count: 10)
-            await base.waitForLoads(count: 1)
+            try await sut.waitForWaiters(count: 10)
+            try await base.waitForLoads(count: 1)
             #expect(base.complete(with: .failure(TestError("down"))))
-            return await group.reduce(into: []) { $0.append($1) }
+            return try await group.reduce(into: []) { $0.append($1) }
         }
         #expect(errors.count == 10)
         #expect(errors.allSatisfy { ($0 as? TestError) == TestError("down") })
@@ -62,10 +62,10 @@ struct CoalescedTests {
         let base = LoaderSpy<Void, Int>(.success(1), holdsLoads: true)
         let sut = base.coalesced()
         let leader = Task { try await sut.load() }
-        await base.waitForLoads(count: 1)
+        try await base.waitForLoads(count: 1)
         let leaving = Task { try await sut.load() }
         let staying = Task { try await sut.load() }
-        await sut.waitForWaiters(count: 3)
+        try await sut.waitForWaiters(count: 3)
 
         leaving.cancel()
         await #expect(throws: CancellationError.self) { try await leaving.value }
@@ -81,16 +81,16 @@ struct CoalescedTests {
         let base = LoaderSpy<Void, Int>(.success(1), holdsLoads: true)
         let sut = base.coalesced()
         let leader = Task { try await sut.load() }
-        await base.waitForLoads(count: 1)
+        try await base.waitForLoads(count: 1)
         let joiner = Task { try await sut.load() }
-        await sut.waitForWaiters(count: 2)
+        try await sut.waitForWaiters(count: 2)
 
         leader.cancel()
         await #expect(throws: CancellationError.self) { try await leader.value }
         #expect(base.cancelledLoadCount == 1, "the leader's load runs in the leader's task")
 
         // The joiner was not handed the leader's cancellation: it leads a load of its own.
-        await base.waitForLoads(count: 2)
+        try await base.waitForLoads(count: 2)
         #expect(base.complete(1, with: .success(9)))
         #expect(try await joiner.value == 9)
         #expect(sut.inFlightCount == 0)
@@ -107,7 +107,7 @@ struct CoalescedTests {
         let leader = Task { try await sut.load() }
         await gate.waitForWaiters()
         let joiner = Task { try await sut.load() }
-        await sut.waitForWaiters(count: 2)
+        try await sut.waitForWaiters(count: 2)
         leader.cancel()
         gate.open()
         #expect(try await leader.value == 1)
@@ -130,9 +130,9 @@ struct CoalescedTests {
         let base = LoaderSpy<Void, Int>(.success(1), holdsLoads: true, name: "remote")
         let sut = base.originating(from: .remote).coalesced()
         let first = Task { try await sut.loadServed() }
-        await base.waitForLoads(count: 1)
+        try await base.waitForLoads(count: 1)
         let second = Task { try await sut.loadServed() }
-        await sut.waitForWaiters(count: 2)
+        try await sut.waitForWaiters(count: 2)
         #expect(base.complete(with: .success(3)))
 
         let (a, b) = try await (first.value, second.value)
@@ -162,9 +162,9 @@ struct CoalescedTests {
         let base = LoaderSpy<Void, Int>(.success(1), holdsLoads: true, name: "remote")
         let sut = base.originating(from: .remote).coalesced()
         let plain = Task { try await sut.load() }
-        await base.waitForLoads(count: 1)
+        try await base.waitForLoads(count: 1)
         let observing = Task { try await sut.loadServed() }
-        await sut.waitForWaiters(count: 2)
+        try await sut.waitForWaiters(count: 2)
         #expect(base.complete(with: .success(5)))
         #expect(try await plain.value == 5)
         let served = try await observing.value
@@ -186,9 +186,9 @@ struct CoalescedTests {
         // A chain built anew for each use, as in a computed property or a SwiftUI body.
         func chain() -> CoalescingLoader<LoaderSpy<Int, String>, Int> { base.coalesced(in: flights) }
         let first = Task { try await chain().load(7) }
-        await base.waitForLoads(count: 1)
+        try await base.waitForLoads(count: 1)
         let second = Task { try await chain().load(7) }
-        await chain().waitForWaiters(count: 2)
+        try await chain().waitForWaiters(count: 2)
         #expect(base.complete(with: .success("post 7")))
         #expect(try await [first.value, second.value] == ["post 7", "post 7"])
         #expect(base.loadCount == 1)
@@ -217,9 +217,43 @@ struct CoalescedTests {
         let leader = Task { try await sut.environment(\.logger, leaderLogger).load() }
         await gate.waitForWaiters()
         let joiner = Task { try await sut.environment(\.logger, Logger(label: "joiner")).load() }
-        await sut.waitForWaiters(count: 2)
+        try await sut.waitForWaiters(count: 2)
         gate.open()
         _ = try await (leader.value, joiner.value)
         #expect(seen.withLock { $0 } == ["leader"], "one load, in the leader's task")
+    }
+
+    /// Issue 20: the test kit's wait for callers to register ignored its task's cancellation. Cancelled
+    /// once waiting (`Task.immediate`) or before it started, it must throw `CancellationError`; a load
+    /// then registers, so the old wait returns normally and the test fails instead of hanging.
+    @Test(arguments: [true, false])
+    func waitForWaiters_cancelled_throwsCancellationError(whileWaiting: Bool) async throws {
+        let sut = LoaderSpy<Void, Int>(.success(1)).coalesced()
+        let waiting = whileWaiting
+            ? Task.immediate { try await sut.waitForWaiters(count: 1) }
+            : Task { try await sut.waitForWaiters(count: 1) }
+        waiting.cancel()
+        _ = try await sut.load()
+
+        let result = await waiting.result
+
+        #expect(throws: CancellationError.self) { try result.get() }
+    }
+
+    @Test func waitForWaiters_timingOut_namesWhatItWaitedForAndWhatItSaw() async throws {
+        let base = LoaderSpy<Void, Int>(holdsLoads: true)
+        let sut = base.coalesced()
+        let leader = Task { try await sut.load() }
+        try await sut.waitForWaiters(count: 1, timeout: .seconds(600))
+
+        let error = await #expect(throws: WaitTimeoutError.self) {
+            try await sut.waitForWaiters(count: 3, timeout: .milliseconds(10))
+        }
+
+        #expect(error?.description == "waited 0.01 seconds for 3 callers to register with a coalesced load, "
+            + "saw 1 (1 load(s) in flight, 0 caller(s) waiting for them)")
+        try await base.waitForLoads(count: 1)
+        #expect(base.complete(with: .success(2)))
+        #expect(try await leader.value == 2)
     }
 }

@@ -56,7 +56,7 @@ struct FallbackTests {
         let sut = primary.fallingBack(to: fallback)
 
         let task = Task { try await sut.load() }
-        await primary.waitForLoads(count: 1)
+        try await primary.waitForLoads(count: 1)
         task.cancel()
 
         await #expect(throws: CancellationError.self) { try await task.value }

@@ -18,7 +18,7 @@ struct IdempotencyTests {
     ) async throws -> T {
         let task = Task { try await load() }
         for _ in 0..<waits {
-            await clock.waitForSleepers(count: 1)
+            try await clock.waitForSleepers(count: 1)
             clock.advance(by: .seconds(1))
         }
         return try await task.value
@@ -126,7 +126,7 @@ struct IdempotencyTests {
         let first = Task { try await sut.load(1) }
         await gate.waitForRequests(count: 1)   // the leader's load is held at its request
         let second = Task { try await sut.load(1) }
-        await sut.waitForWaiters(count: 2)
+        try await sut.waitForWaiters(count: 2)
         gate.script([.success(created)])      // the joiner's own pass goes straight through
         gate.releaseAll(with: .success(created))
         let results = try await Set([first.value, second.value])
@@ -139,7 +139,7 @@ struct IdempotencyTests {
         let first = Task { try await sut.load(1) }
         await client.waitForRequests(count: 1)   // the leader's request is held
         let second = Task { try await sut.load(1) }
-        await sut.waitForWaiters(count: 2)
+        try await sut.waitForWaiters(count: 2)
         client.releaseAll(with: .success(created))
         _ = try await (first.value, second.value)
         #expect(client.requests.count == 1)

@@ -30,7 +30,7 @@ struct LoadEnvironmentTests {
 
         let load = Task { try await sut.load() }
         // The retry's backoff and the timeout's deadline both wait on the manual clock.
-        await clock.waitForSleepers(count: 2)
+        try await clock.waitForSleepers(count: 2)
         clock.advance(by: .seconds(30))
         #expect(try await load.value == itemA)
 
@@ -94,7 +94,7 @@ struct LoadEnvironmentTests {
 
         clock.advance(by: .seconds(42))
         let first = Task { try await sut.load() }
-        await remote.waitForLoads(count: 1)
+        try await remote.waitForLoads(count: 1)
         #expect(remote.complete(0, with: .success(itemA)))
         #expect(try await first.value == itemA)
         #expect(try await store.retrieve("feed")?.storedAt == clock.date)

@@ -79,7 +79,7 @@ struct OutboxReviewTests {
         // run() sleeps until the write is due again, on the clock, rather than draining in a loop.
         let runner = Task { try await outbox.run() }
         defer { runner.cancel() }
-        await clock.waitForSleepers(count: 1)
+        try await clock.waitForSleepers(count: 1)
         #expect(calls.withLock { $0 } == 0)
     }
 
@@ -109,7 +109,7 @@ struct OutboxReviewTests {
         #expect(clock.sleeperCount == 0)
         gate.open()
         #expect(try await appDrain.value.deferred == 1)
-        await clock.waitForSleepers(count: 1)   // run()'s timer for the retry
+        try await clock.waitForSleepers(count: 1)   // run()'s timer for the retry
         clock.advance(by: .seconds(5))
         try await outbox.waitUntilDrained(timeout: .seconds(60))
         #expect(calls.withLock { $0 } == 2)

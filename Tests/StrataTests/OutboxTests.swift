@@ -672,7 +672,7 @@ struct OutboxOrderTests {
         try await outbox.enqueue(request, body: body)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await outbox.waitUntilDrained(timeout: .seconds(60)) }
-            await fixture.clock.waitForSleepers(count: 1)
+            try await fixture.clock.waitForSleepers(count: 1)
             outbox.connectivityChanged(isOnline: true)
             try await outbox.drain()
             try await group.waitForAll()
@@ -697,7 +697,7 @@ struct OutboxOrderTests {
                     return remaining == 2
                 }
             }
-            await fixture.clock.waitForSleepers(count: 1)
+            try await fixture.clock.waitForSleepers(count: 1)
             fixture.clock.advance(by: .seconds(30))
             try await group.waitForAll()
         }
@@ -747,7 +747,7 @@ struct OutboxOrderTests {
         while let status = await updates.next(), status.lastFailure == nil || status.isDraining {}
         #expect(server.requests.count == 2)
         // When the backoff ends.
-        await fixture.clock.waitForSleepers(count: 1)
+        try await fixture.clock.waitForSleepers(count: 1)
         fixture.clock.advance(by: .seconds(10))
         try await outbox.waitUntilDrained(timeout: .seconds(60))
         #expect(server.requests.count == 3)

@@ -18,7 +18,7 @@ struct RetryTests {
     func drive<T: Sendable>(_ load: @escaping @Sendable () async throws -> T, waits: [Duration]) async throws -> T {
         let task = Task { try await load() }
         for wait in waits {
-            await clock.waitForSleepers(count: 1)
+            try await clock.waitForSleepers(count: 1)
             clock.advance(by: wait)
         }
         return try await task.value
@@ -46,7 +46,7 @@ struct RetryTests {
         let sut = base.retrying(.constant(attempts: 2, delay: .seconds(5))).environment(\.clock, clock)
         let task = Task { try await sut.load() }
 
-        await clock.waitForSleepers(count: 1)
+        try await clock.waitForSleepers(count: 1)
         clock.advance(by: .seconds(4))
         // Still waiting: `advance` wakes a due sleeper before it returns, so a shorter wait fails here.
         #expect(clock.sleeperCount == 1, "no retry before the delay")
@@ -116,7 +116,7 @@ struct RetryTests {
         let sut = base.retrying(.constant(attempts: 2, delay: .seconds(1))).environment(\.clock, clock)
         let task = Task { try await sut.load() }
 
-        await clock.waitForSleepers(count: 1)
+        try await clock.waitForSleepers(count: 1)
         clock.advance(by: .seconds(6))
         #expect(clock.sleeperCount == 1, "the server asked for 7 seconds")
         clock.advance(by: .seconds(1))
@@ -144,7 +144,7 @@ struct RetryTests {
         let base = LoaderSpy<Void, Int>(.failure(transport), .success(1))
         let sut = base.retrying(.constant(attempts: 3, delay: .seconds(10))).environment(\.clock, clock)
         let task = Task { try await sut.load() }
-        await clock.waitForSleepers(count: 1)
+        try await clock.waitForSleepers(count: 1)
 
         task.cancel()
 

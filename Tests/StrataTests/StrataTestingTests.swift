@@ -18,7 +18,7 @@ struct ManualClockTests {
         let woke = Locked<[Int]>([])
         let first = Task { try await clock.sleep(for: .seconds(10)); woke.withLock { $0.append(10) } }
         let second = Task { try await clock.sleep(for: .seconds(20)); woke.withLock { $0.append(20) } }
-        await clock.waitForSleepers(count: 2)
+        try await clock.waitForSleepers(count: 2)
 
         clock.advance(by: .seconds(10))
         try await first.value
@@ -33,7 +33,7 @@ struct ManualClockTests {
     @Test func cancelledSleeper_throwsCancellationError() async throws {
         let clock = ManualClock()
         let sleeper = Task { try await clock.sleep(for: .seconds(60)) }
-        await clock.waitForSleepers(count: 1)
+        try await clock.waitForSleepers(count: 1)
         sleeper.cancel()
         await #expect(throws: CancellationError.self) { try await sleeper.value }
         #expect(clock.sleeperCount == 0)
@@ -62,6 +62,87 @@ struct ManualClockTests {
         clock.advance(by: .seconds(5))
         try await clock.sleep(until: clock.now.advanced(by: .seconds(-1)))
     }
+
+    /// Issue 20: `waitForSleepers` ignored its task's cancellation and waited until the sleepers came,
+    /// forever if they never did. Cancelled once waiting (`Task.immediate` registers the wait before
+    /// it returns) or before it started, it must throw `CancellationError`; a sleeper then comes, so
+    /// the old wait returns normally and the test fails instead of hanging.
+    @Test(arguments: [true, false])
+    func waitForSleepers_cancelled_throwsCancellationError(whileWaiting: Bool) async throws {
+        let clock = ManualClock()
+        let waiting = whileWaiting
+            ? Task.immediate { try await clock.waitForSleepers(count: 1) }
+            : Task { try await clock.waitForSleepers(count: 1) }
+        waiting.cancel()
+        let sleeper = Task { try await clock.sleep(for: .seconds(1)) }
+
+        let result = await waiting.result
+
+        #expect(throws: CancellationError.self) { try result.get() }
+        sleeper.cancel()
+        _ = await sleeper.result
+    }
+
+    @Test func waitForSleepers_cancelledWhileWaitingWithATimeout_throwsCancellationErrorAtOnce() async throws {
+        let clock = ManualClock()
+        let waiting = Task.immediate { try await clock.waitForSleepers(count: 1, timeout: .seconds(3600)) }
+        waiting.cancel()
+        await #expect(throws: CancellationError.self) { try await waiting.value }
+    }
+
+    @Test func waitForSleepers_timingOut_namesWhatItWaitedForAndWhatItSaw() async throws {
+        let clock = ManualClock()
+        let sleeper = Task { try await clock.sleep(for: .seconds(30)) }
+        try await clock.waitForSleepers(count: 1, timeout: .seconds(600))
+
+        let error = await #expect(throws: WaitTimeoutError.self) {
+            try await clock.waitForSleepers(count: 2, timeout: .milliseconds(10))
+        }
+
+        #expect(error?.description
+            == "waited 0.01 seconds for 2 sleepers on ManualClock, saw 1 (now 0.0 seconds; sleeping until: 30.0 seconds)")
+        #expect(clock.sleeperCount == 1, "the sleeper is untouched")
+        sleeper.cancel()
+        _ = await sleeper.result
+    }
+
+    @Test func waitForSleepers_withATimeout_returnsWhenTheSleepersCome() async throws {
+        let clock = ManualClock()
+        let waiting = Task { try await clock.waitForSleepers(count: 2, timeout: .seconds(600)) }
+        let sleepers = (0..<2).map { _ in Task { try await clock.sleep(for: .seconds(5)) } }
+        try await waiting.value
+        clock.advance(by: .seconds(5))
+        for sleeper in sleepers { try await sleeper.value }
+    }
+
+    /// A wait for one component's sleeper is not ended by another component's timer on the same clock
+    /// (an outbox's backoff): it names which sleepers it means, by label or deadline.
+    @Test func waitForSleepers_matching_ignoresOtherSleepersOnTheClock() async throws {
+        let clock = ManualClock()
+        let otherTimer = Task { try await ManualClock.$sleeperLabel.withValue("outbox") { try await clock.sleep(for: .seconds(300)) } }
+        try await clock.waitForSleepers(count: 1)
+
+        let error = await #expect(throws: WaitTimeoutError.self) {
+            try await clock.waitForSleepers(timeout: .milliseconds(10)) { $0.label == "retry" }
+        }
+
+        #expect(error?.awaited == "1 sleeper matching the predicate on ManualClock")
+        #expect(error?.observed == #"0 (now 0.0 seconds; sleeping until: 300.0 seconds "outbox" (not matching))"#)
+
+        let waiting = Task { try await clock.waitForSleepers { $0.label == "retry" && $0.deadline.offset == .seconds(2) } }
+        let retry = Task { try await ManualClock.$sleeperLabel.withValue("retry") { try await clock.sleep(for: .seconds(2)) } }
+        try await waiting.value
+        #expect(clock.sleepers == [
+            .init(deadline: .init(offset: .seconds(2)), since: .init(offset: .zero), label: "retry"),
+            .init(deadline: .init(offset: .seconds(300)), since: .init(offset: .zero), label: "outbox"),
+        ])
+        try await clock.waitForSleepers(count: 1, timeout: .seconds(600)) { $0.deadline == clock.now.advanced(by: .seconds(300)) }
+
+        clock.advance(by: .seconds(2))
+        try await retry.value
+        otherTimer.cancel()
+        _ = await otherTimer.result
+    }
 }
 
 @Suite("LoaderSpy and LeakTracker")
@@ -81,7 +162,7 @@ struct TestKitTests {
     @Test func loaderSpy_heldLoadsCompleteWhenTheTestSays() async throws {
         let spy = LoaderSpy<Void, Int>(holdsLoads: true)
         let task = Task { try await spy.load() }
-        await spy.waitForLoads(count: 1)
+        try await spy.waitForLoads(count: 1)
         #expect(spy.complete(0, with: .success(7)))
         #expect(try await task.value == 7)
         #expect(!spy.complete(0, with: .success(8)), "a load completes once")
@@ -95,7 +176,7 @@ struct TestKitTests {
         for round in 0..<2_000 {
             let spy = LoaderSpy<Void, Int>(holdsLoads: true)
             let task = Task { try await spy.load() }
-            await spy.waitForLoads(count: 1)
+            try await spy.waitForLoads(count: 1)
             if spy.complete(0, with: .success(round)) {
                 #expect(try await task.value == round)
             } else {
@@ -114,7 +195,7 @@ struct TestKitTests {
             let spy = LoaderSpy<Void, Int>(holdsLoads: true)
             let task = Task { try await spy.load() }
             task.cancel()
-            await spy.waitForLoads(count: 1)
+            try await spy.waitForLoads(count: 1)
             // Bounded: if the load is held despite the cancellation, complete it so the test ends.
             if spy.complete(0, with: .success(1)) {
                 Issue.record("a cancelled load was held")
@@ -122,6 +203,35 @@ struct TestKitTests {
             await #expect(throws: CancellationError.self) { try await task.value }
             #expect(spy.cancelledLoadCount == 1)
         }
+    }
+
+    /// Issue 20: `waitForLoads` ignored its task's cancellation (see the same test of `ManualClock`).
+    @Test(arguments: [true, false])
+    func loaderSpy_waitForLoadsCancelled_throwsCancellationError(whileWaiting: Bool) async throws {
+        let spy = LoaderSpy<Void, Int>(.success(1))
+        let waiting = whileWaiting
+            ? Task.immediate { try await spy.waitForLoads(count: 1) }
+            : Task { try await spy.waitForLoads(count: 1) }
+        waiting.cancel()
+        _ = try await spy.load()
+
+        let result = await waiting.result
+
+        #expect(throws: CancellationError.self) { try result.get() }
+    }
+
+    @Test func loaderSpy_waitForLoadsTimingOut_namesWhatItWaitedForAndWhatItSaw() async throws {
+        let spy = LoaderSpy<Void, Int>(holdsLoads: true, name: "remote")
+        let load = Task { try await spy.load() }
+        try await spy.waitForLoads(count: 1, timeout: .seconds(600))
+
+        let error = await #expect(throws: WaitTimeoutError.self) {
+            try await spy.waitForLoads(count: 2, timeout: .milliseconds(10))
+        }
+
+        #expect(error?.description == #"waited 0.01 seconds for 2 loads on LoaderSpy "remote", saw 1 (1 started, 1 held)"#)
+        #expect(spy.complete(0, with: .success(3)), "the held load is untouched")
+        #expect(try await load.value == 3)
     }
 
     @Test func leakTracker_reportsObjectsThatOutliveTheTest() throws {
@@ -143,5 +253,40 @@ struct TestKitTests {
         try await withLeakTracking { leaks in
             _ = leaks.track(Box())
         }
+    }
+
+    /// Issue 20: an object an unstructured task releases just after the body returns was reported as
+    /// a leak. The task runs on the main actor, like the test, so it cannot run before the check
+    /// suspends: the old check, which never did, always reported it.
+    @MainActor
+    @Test func withLeakTracking_doesNotReportAnObjectATaskReleasesJustAfterTheBody() async throws {
+        final class Box {}
+        try await withLeakTracking { leaks in
+            let box = leaks.track(Box())
+            Task { @MainActor in withExtendedLifetime(box) {} }
+        }
+    }
+
+    @Test func withLeakTracking_stillReportsAnObjectNothingReleases() async throws {
+        final class Node { var next: Node? }
+        let error = await #expect(throws: LeakError.self) {
+            try await withLeakTracking(releaseTimeout: .milliseconds(20)) { leaks in
+                let cycle = leaks.track(Node())
+                cycle.next = cycle
+            }
+        }
+        #expect(error?.leaks.count == 1)
+    }
+
+    @Test func withLeakTracking_cancelledWhileWaitingForARelease_throwsCancellationError() async throws {
+        final class Node { var next: Node? }
+        let tracking = Task {
+            try await withLeakTracking(releaseTimeout: .seconds(3600)) { leaks in
+                let cycle = leaks.track(Node())
+                cycle.next = cycle
+            }
+        }
+        tracking.cancel()
+        await #expect(throws: CancellationError.self) { try await tracking.value }
     }
 }

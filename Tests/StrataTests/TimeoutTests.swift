@@ -17,8 +17,8 @@ struct TimeoutTests {
         let base = LoaderSpy<Void, Int>(.success(7), holdsLoads: true, name: "slow remote")
         let sut = base.timingOut(after: .seconds(5)).environment(\.clock, clock)
         let task = Task { try await sut.loadServed() }
-        await base.waitForLoads()
-        await clock.waitForSleepers()
+        try await base.waitForLoads()
+        try await clock.waitForSleepers()
         clock.advance(by: .seconds(4))
         // The deadline timer still sleeps: `advance` wakes a due sleeper before it returns, so this
         // fails at once if the deadline were 4 s or less.
@@ -36,7 +36,7 @@ struct TimeoutTests {
         let base = LoaderSpy<Void, Int>(.success(7), holdsLoads: true, name: "slow remote")
         let sut = base.timingOut(after: .seconds(1)).environment(\.clock, clock).fallingBack(to: ClosureLoader("cache") { 1 }.originating(from: .disk))
         let task = Task { try await sut.loadServed() }
-        await clock.waitForSleepers()
+        try await clock.waitForSleepers()
         clock.advance(by: .seconds(1))
 
         let served = try await task.value
@@ -49,7 +49,7 @@ struct TimeoutTests {
         let base = LoaderSpy<Void, Int>(.success(7), holdsLoads: true)
         let sut = base.timingOut(after: .seconds(5)).environment(\.clock, clock)
         let task = Task { try await sut.load() }
-        await base.waitForLoads()
+        try await base.waitForLoads()
         task.cancel()
         await #expect(throws: CancellationError.self) { try await task.value }
         #expect(base.cancelledLoadCount == 1)
@@ -60,12 +60,12 @@ struct TimeoutTests {
         let base = LoaderSpy<Void, Int>(.success(7), holdsLoads: true)
         let sut = base.timingOut(after: .seconds(1)).environment(\.clock, clock).retrying(.constant(attempts: 2, delay: .seconds(3))).environment(\.clock, clock)
         let task = Task { try await sut.load() }
-        await base.waitForLoads(count: 1)
-        await clock.waitForSleepers()
+        try await base.waitForLoads(count: 1)
+        try await clock.waitForSleepers()
         clock.advance(by: .seconds(1))          // first attempt times out
-        await clock.waitForSleepers()
+        try await clock.waitForSleepers()
         clock.advance(by: .seconds(3))          // backoff
-        await base.waitForLoads(count: 2)
+        try await base.waitForLoads(count: 2)
         #expect(base.complete(1, with: .success(9)))
         #expect(try await task.value == 9)
     }
@@ -82,7 +82,7 @@ struct TimeoutTests {
         let sut = base.timingOut(after: .seconds(5)).environment(\.clock, clock)
         let task = Task { try await sut.load() }
         await gate.waitForWaiters()
-        await clock.waitForSleepers()
+        try await clock.waitForSleepers()
         clock.advance(by: .seconds(5))
 
         let error = await #expect(throws: TimeoutError.self) { try await task.value }

@@ -39,13 +39,13 @@ func registerCoalescingBenchmarks() {
         }.coalesced()
         benchmark.startMeasurement()
         let opener = Task {
-            await loader.waitForWaiters(count: waiters)
+            try await loader.waitForWaiters(count: waiters)
             gate.open()
         }
         let callers = (0..<waiters).map { _ in Task { try await loader.load().count } }
         var served = 0
         for caller in callers { served += try await caller.value }
-        await opener.value
+        try await opener.value
         benchmark.stopMeasurement()
         precondition(served == waiters * feed.count, "a waiter did not receive the feed")
         benchmark.measurement(upstreamCalls, calls.value)

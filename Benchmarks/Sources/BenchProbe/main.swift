@@ -115,7 +115,7 @@ func run() async throws {
             // Unstructured tasks, as in the benchmark: a task group's child bookkeeping is quadratic
             // when 10,000 children finish at once.
             let opener = Task {
-                if scenario == "coalesced-10k" { await loader.waitForWaiters(count: 10_000) }
+                if scenario == "coalesced-10k" { try await loader.waitForWaiters(count: 10_000) }
                 gate.open()
             }
             let callers = (0..<10_000).map { _ in
@@ -123,7 +123,7 @@ func run() async throws {
             }
             var served = 0
             for caller in callers { served += try await caller.value }
-            await opener.value
+            try await opener.value
             precondition(served == 10_000 * feed.count)
         }
     case "sqlite-read", "sqlite-write":

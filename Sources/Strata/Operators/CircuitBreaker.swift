@@ -5,6 +5,9 @@
 /// ``CircuitBreakerPolicy/minimumThroughput`` loads finished and the failed share reached
 /// ``CircuitBreakerPolicy/failureRatio``. Open → half-open after ``CircuitBreakerPolicy/breakDuration``;
 /// half-open lets **one** trial through: success closes, failure reopens. Cancelled loads count as neither.
+/// A load counts only in the period it was admitted in: one admitted before a ``reset()`` or a change
+/// of state that ends afterwards changes nothing (a trial from before a reset cannot decide a later
+/// half-open period, nor run beside its trial).
 ///
 /// One breaker can guard several loaders (everything that calls one host). Its ``state`` can be read at
 /// any time, watched with ``states()``, and forced with ``isolate()`` and ``reset()``.
@@ -92,7 +95,8 @@ public final class CircuitBreaker<C: Clock>: Sendable where C.Duration == Durati
         publish(change)
     }
 
-    /// Closes the circuit and forgets the sampled outcomes.
+    /// Closes the circuit and forgets the sampled outcomes; loads admitted before it no longer count
+    /// when they end.
     public func reset() {
         let change = storage.withLock { storage in
             let change = storage.machine.reset()

@@ -5,6 +5,11 @@
 /// to do: admit or refuse, and the state change to announce, if any. ``CircuitBreaker`` holds one under
 /// its lock, calls it there, and carries out the returned action (yields the change to its watchers,
 /// records it as a load event, throws the refusal). The machine is tested on its own, event by event.
+///
+/// Time is cut into periods: each change of state, and each ``reset()``, starts a new one (its
+/// ``epoch``). A permit carries the epoch it was admitted in, and its outcome counts only in that
+/// period: a trial admitted before a reset, or a load admitted before the circuit opened, that ends
+/// later neither decides the period it ends in nor frees its trial slot.
 struct CircuitBreakerStateMachine: Sendable {
     /// A change of state to announce.
     struct Transition: Sendable, Equatable {
@@ -12,9 +17,12 @@ struct CircuitBreakerStateMachine: Sendable {
         var to: CircuitState
     }
 
-    /// Whether an admitted load is the half-open trial.
+    /// An admitted load: whether it is the half-open trial, and the period it was admitted in.
     struct Permit: Sendable, Equatable {
         var isTrial: Bool
+        /// The ``CircuitBreakerStateMachine/epoch`` it was admitted in; its outcome is ignored once
+        /// the machine has moved on to another.
+        var epoch: UInt64
     }
 
     /// What to do with a load that asks to pass.
@@ -46,6 +54,8 @@ struct CircuitBreakerStateMachine: Sendable {
     private(set) var openUntil: Duration?
     /// Whether the half-open trial is running.
     private(set) var trialInFlight = false
+    /// The current period: advanced by every change of state and every ``reset()``.
+    private(set) var epoch: UInt64 = 0
     private var buckets = Array(repeating: Bucket(), count: bucketCount)
 
     init(policy: CircuitBreakerPolicy) {
@@ -69,10 +79,10 @@ struct CircuitBreakerStateMachine: Sendable {
         }
         switch state {
         case .closed:
-            return (.admit(Permit(isTrial: false)), transition)
+            return (.admit(Permit(isTrial: false, epoch: epoch)), transition)
         case .halfOpen where !trialInFlight:
             trialInFlight = true
-            return (.admit(Permit(isTrial: true)), transition)
+            return (.admit(Permit(isTrial: true, epoch: epoch)), transition)
         case .halfOpen:
             return (.refuse(state: .halfOpen, retryAfter: nil), transition)
         case .open:
@@ -83,8 +93,11 @@ struct CircuitBreakerStateMachine: Sendable {
     }
 
     /// An admitted load ended at `now`: `true` succeeded, `false` failed, `nil` neither (cancelled, or
-    /// an error the policy does not count).
+    /// an error the policy does not count). A permit from an earlier period changes nothing.
     mutating func record(_ succeeded: Bool?, permit: Permit, at now: Duration) -> Transition? {
+        // Admitted before a reset or a change of state: it says nothing about this period, and the
+        // trial slot it held (if any) was freed when its period ended.
+        guard permit.epoch == epoch else { return nil }
         if permit.isTrial {
             trialInFlight = false
             guard state == .halfOpen, let succeeded else { return nil }
@@ -114,11 +127,13 @@ struct CircuitBreakerStateMachine: Sendable {
         move(to: .isolated)
     }
 
-    /// Closes the circuit and forgets the sampled outcomes.
+    /// Closes the circuit, forgets the sampled outcomes, and starts a new period (even when closed
+    /// already), so no load admitted before counts.
     mutating func reset() -> Transition? {
         clearOutcomes()
-        trialInFlight = false
-        return move(to: .closed)
+        let change = move(to: .closed)
+        if change == nil { epoch += 1 }  // closed already: a new period all the same
+        return change
     }
 
     private mutating func clearOutcomes() {
@@ -129,10 +144,13 @@ struct CircuitBreakerStateMachine: Sendable {
         Int64((elapsed / (samplingDuration / Self.bucketCount)).rounded(.down))
     }
 
+    /// Moves to `next`, starting a new period (no trial runs in it yet), and returns the change.
     private mutating func move(to next: CircuitState) -> Transition? {
         guard next != state else { return nil }
         defer { state = next }
         if next != .open { openUntil = nil }
+        trialInFlight = false
+        epoch += 1
         return Transition(from: state, to: next)
     }
 }

@@ -20,7 +20,7 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
     @usableFromInline
     struct Storage: Sendable {
         @usableFromInline var machine = Machine()
-        var registrationWaiters = CountWaiters()
+        var registrationWaiters = ConditionWaiters<Int>()
 
         @usableFromInline init() {}
 
@@ -29,10 +29,10 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
         @usableFromInline var hasRegistrationWaiters = false
 
         /// Resumes the test kit's waiters whose count of registrations is reached (not inlinable:
-        /// `CountWaiters` is SPI).
+        /// `ConditionWaiters` is SPI).
         @usableFromInline
         mutating func resumeRegistrationWaiters() {
-            registrationWaiters.resumeReached(machine.registrations)
+            registrationWaiters.resumeSatisfied(by: machine.registrations)
             hasRegistrationWaiters = !registrationWaiters.isEmpty
         }
     }
@@ -117,13 +117,34 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
         storage.withLock { $0.machine.cancel(id, key: key) }?.resume(returning: .cancelled)
     }
 
-    /// Suspends until `count` callers in all have registered with a load in flight.
-    func waitForRegistrations(count: Int) async {
-        await withCheckedContinuation { continuation in
-            storage.withLock { storage in
-                storage.registrationWaiters.wait(for: count, current: storage.machine.registrations, continuation: continuation)
-                storage.hasRegistrationWaiters = !storage.registrationWaiters.isEmpty
+    /// Suspends until `count` callers in all have registered with a load in flight; throws
+    /// `CancellationError` as soon as the task is cancelled, ``WaitTimeoutError`` when `timeout` (real
+    /// time) passes first.
+    func waitForRegistrations(count: Int, timeout: Duration?) async throws {
+        try await withWaitTimeout(timeout) { [storage] in
+            let id = storage.withLock { $0.registrationWaiters.makeID() }
+            try await waitCancellably { continuation in
+                storage.withLock { storage in
+                    storage.registrationWaiters.wait(
+                        id, until: { $0 >= count }, current: storage.machine.registrations, continuation: continuation)
+                    storage.hasRegistrationWaiters = !storage.registrationWaiters.isEmpty
+                }
+            } withdraw: {
+                storage.withLock { storage in
+                    storage.registrationWaiters.withdraw(id, throwing: CancellationError())
+                    storage.hasRegistrationWaiters = !storage.registrationWaiters.isEmpty
+                }
             }
+        } timedOut: { timeout in
+            let (registrations, inFlight, waiting) = storage.withLock { storage in
+                (storage.machine.registrations, storage.machine.inFlightCount,
+                 storage.machine.entries.values.reduce(0) { $0 + $1.waiters.count })
+            }
+            if registrations >= count { return nil }
+            return WaitTimeoutError(
+                awaited: "\(count) caller\(count == 1 ? "" : "s") to register with a coalesced load",
+                observed: "\(registrations) (\(inFlight) load(s) in flight, \(waiting) caller(s) waiting for them)",
+                timeout: timeout)
         }
     }
 }

@@ -53,7 +53,7 @@ struct CoalescerStateMachine<Key: Hashable & Sendable, Waiter: Sendable>: Sendab
     @usableFromInline var entries: [Key: Entry] = [:]
     @usableFromInline var nextWaiter = 0
     @usableFromInline var nextFlight: UInt64 = 0
-    /// How many callers have led or registered with a load, ever (for `waitForWaiters(count:)`).
+    /// How many callers have led or registered with a load, ever (for `waitForWaiters(count:timeout:)`).
     @usableFromInline var registrations = 0
 
     /// The number of loads in flight (one per key).

@@ -41,11 +41,16 @@ public struct CoalescingLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
     /// The number of loads in flight now (one per distinct key).
     public var inFlightCount: Int { flights.inFlightCount }
 
-    /// Suspends until `count` callers in all have registered with a load in flight (tests use it to
+    /// Suspends until `count` callers in all have led or joined a load in flight (tests use it to
     /// complete a held load only after every caller has joined it).
+    ///
+    /// - Parameter timeout: the longest to wait, in real time (`ContinuousClock`). `nil` waits until
+    ///   the callers come or the task is cancelled.
+    /// - Throws: `CancellationError` as soon as the waiting task is cancelled; ``WaitTimeoutError``
+    ///   when `timeout` passes first, naming how many had registered.
     @_spi(StrataInternals)
-    public func waitForWaiters(count: Int) async {
-        await flights.waitForRegistrations(count: count)
+    public func waitForWaiters(count: Int, timeout: Duration? = nil) async throws {
+        try await flights.waitForRegistrations(count: count, timeout: timeout)
     }
 
     @inlinable

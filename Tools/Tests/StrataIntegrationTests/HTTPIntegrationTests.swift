@@ -118,7 +118,7 @@ struct RetryIntegrationTests {
 
             let load = Task { try await feed.loadServed() }
             for expected in 1...2 {
-                await clock.waitForSleepers(count: 1)
+                try await clock.waitForSleepers(count: 1)
                 #expect(server.requestCount() == expected)
                 clock.advance(by: .seconds(4))
             }
@@ -141,7 +141,7 @@ struct RetryIntegrationTests {
             let feed = HTTPLoader(url: server.feedURL).retrying(.constant(attempts: 2, delay: .seconds(1))).environment(\.clock, clock)
 
             let load = Task { try await feed.load() }
-            await clock.waitForSleepers(count: 1)
+            try await clock.waitForSleepers(count: 1)
             clock.advance(by: .seconds(1))
 
             await #expect {

@@ -67,7 +67,7 @@ struct LogSecrecyTests {
             clock.advance(by: .seconds(120))
             server.faults.status = 503
             let load = Task { try await chain.loadServed() }
-            await clock.waitForSleepers(count: 1)
+            try await clock.waitForSleepers(count: 1)
             clock.advance(by: .seconds(1))
             let second = try await load.value
             #expect(second.value == DemoData.feed)

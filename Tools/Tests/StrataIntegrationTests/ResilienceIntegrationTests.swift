@@ -24,7 +24,7 @@ struct ResilienceIntegrationTests {
 
                 let load = Task { try await chain.loadServed() }
                 await server.waitForRequests(count: 1)
-                await clock.waitForSleepers()
+                try await clock.waitForSleepers()
                 clock.advance(by: .seconds(2))
                 let served = try await load.value
                 server.releaseHeldRequests()
@@ -43,7 +43,7 @@ struct ResilienceIntegrationTests {
             let clock = ManualClock()
             let load = Task { try await HTTPLoader(url: server.feedURL).timingOut(after: .seconds(1)).environment(\.clock, clock).load() }
             await server.waitForRequests(count: 1)
-            await clock.waitForSleepers()
+            try await clock.waitForSleepers()
             clock.advance(by: .seconds(1))
             let error = await #expect(throws: TimeoutError.self) { try await load.value }
             #expect(error?.tier.hasPrefix("HTTP GET http://127.0.0.1:") == true)
@@ -90,7 +90,7 @@ struct ResilienceIntegrationTests {
             let feed = HTTPLoader(url: server.feedURL).decoding([FeedItem].self).coalesced()
             let results = try await withThrowingTaskGroup(of: [FeedItem].self) { group in
                 for _ in 0..<1000 { group.addTask { try await feed.load() } }
-                await feed.waitForWaiters(count: 1000)
+                try await feed.waitForWaiters(count: 1000)
                 await server.waitForRequests(count: 1)
                 server.releaseHeldRequests()
                 return try await group.reduce(into: [[FeedItem]]()) { $0.append($1) }
@@ -114,7 +114,7 @@ struct ResilienceIntegrationTests {
                 .logged(to: capture.logger)
 
             let load = Task { try await chain.load() }
-            await clock.waitForSleepers()
+            try await clock.waitForSleepers()
             clock.advance(by: .seconds(2))
             let value = try await load.value
             #expect(value == DemoData.feed)

@@ -107,7 +107,7 @@ struct CachingFeedRepositoryTests {
         let sut = makeSUT(policy, remote: remote, cache: cache)
 
         let task = Task { try await sut.fetchFeed() }
-        await remote.waitForLoads(count: 1)
+        try await remote.waitForLoads(count: 1)
         task.cancel()
 
         await #expect(throws: CancellationError.self) { try await task.value }

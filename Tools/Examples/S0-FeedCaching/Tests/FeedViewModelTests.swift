@@ -30,7 +30,7 @@ struct FeedViewModelTests {
         let sut = makeSUT(StrataFeedRepository(remote.originating(from: .remote)))
 
         let loading = Task { await sut.load() }
-        await remote.waitForLoads(count: 1)
+        try await remote.waitForLoads(count: 1)
         #expect(sut.state == .loading)
 
         remote.complete(0, with: .success(feed))
@@ -124,7 +124,7 @@ struct FeedViewModelTests {
         let sut = makeSUT(StrataFeedRepository(remote))
 
         let loading = Task { await sut.load() }
-        await remote.waitForLoads(count: 1)
+        try await remote.waitForLoads(count: 1)
         loading.cancel()
         await loading.value
 

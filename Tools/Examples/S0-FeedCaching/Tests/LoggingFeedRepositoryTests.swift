@@ -48,7 +48,7 @@ struct LoggingFeedRepositoryTests {
         let sut = makeSUT(decoratee)
 
         let task = Task { try await sut.fetchFeed() }
-        await decoratee.waitForLoads(count: 1)
+        try await decoratee.waitForLoads(count: 1)
         task.cancel()
 
         await #expect(throws: CancellationError.self) { try await task.value }

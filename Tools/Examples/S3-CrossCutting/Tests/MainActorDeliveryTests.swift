@@ -54,7 +54,7 @@ struct MainActorDeliveryTests {
         let sut = base.deliveredOnMainActor(recorder.sink)
 
         let task = Task { try await sut.load() }
-        await base.waitForLoads(count: 1)
+        try await base.waitForLoads(count: 1)
         task.cancel()
 
         await #expect(throws: CancellationError.self) { try await task.value }
