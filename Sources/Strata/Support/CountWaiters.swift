@@ -1,8 +1,12 @@
-/// Tasks waiting for a count (requests received, loads started, sleepers registered) to reach a
-/// threshold: the test kit's way to wait for "something happened" without sleeping.
+/// Tasks waiting for a count (requests received, tasks at a gate) to reach a threshold, without
+/// sleeping.
 ///
 /// Keep it inside the state a ``Locked`` guards: call ``wait(for:current:continuation:)`` and
 /// ``resumeReached(_:)`` with the lock held; both resume continuations, which never blocks.
+///
+/// A waiter here ignores its task's cancellation and has no time bound. The test kit's waits
+/// (`ManualClock`, `LoaderSpy`, ``Coalescer``) use ``ConditionWaiters`` with
+/// ``waitCancellably(register:withdraw:)`` and ``withWaitTimeout(_:_:timedOut:)`` instead.
 @_spi(StrataInternals)
 public struct CountWaiters: Sendable {
     private var waiting: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
