@@ -306,7 +306,7 @@ struct OutboxConcurrencyTests {
         }
         let entry = try await outbox.enqueue(kind: "note", scope: "notes", payload: Data("n".utf8))
         let draining = Task { try await outbox.drain() }
-        await clock.waitForSleepers(count: 1)  // the deadline's timer
+        try await clock.waitForSleepers(count: 1)  // the deadline's timer
         clock.advance(by: .seconds(30))
         #expect(try await draining.value.deferred == 1)
         let waiting = try #require(try await outbox.entry(entry.id))
@@ -326,7 +326,7 @@ struct OutboxConcurrencyTests {
         }
         try await outbox.enqueue(kind: "note", scope: "notes", payload: Data("n".utf8))
         let draining = Task { try await outbox.drain() }
-        await clock.waitForSleepers(count: 1)
+        try await clock.waitForSleepers(count: 1)
         clock.advance(by: .seconds(59))
         #expect(clock.sleeperCount == 1, "not yet")
         clock.advance(by: .seconds(1))
@@ -355,7 +355,7 @@ struct OutboxConcurrencyTests {
         let outbox = Outbox(storage: MemoryOutboxStorage(), environment: clock.environment())
         try await outbox.enqueue(kind: "note", scope: "notes", payload: Data("n".utf8))
         let waiting = Task { try await outbox.waitUntilDrained(timeout: .seconds(60)) }
-        await clock.waitForSleepers(count: 1)  // its time limit
+        try await clock.waitForSleepers(count: 1)  // its time limit
         waiting.cancel()
         await #expect(throws: CancellationError.self) { try await waiting.value }
     }
