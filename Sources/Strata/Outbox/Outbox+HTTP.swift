@@ -49,7 +49,7 @@ public struct OutboxRequest: Sendable, Hashable, Codable {
 }
 
 extension Outbox {
-    /// The kind of HTTP writes (``enqueue(_:body:scope:baseVersion:)``).
+    /// The kind of HTTP writes (``enqueue(_:body:scope:baseVersion:id:)``).
     public static let httpKind = "http"
 
     /// Registers the handler for HTTP writes (kind ``httpKind``): sends the stored request through

@@ -13,7 +13,7 @@ import Metrics
 /// try await outbox.enqueue(request, body: json)          // durable when it returns; sent when possible
 /// ```
 ///
-/// - **Durable.** ``enqueue(kind:scope:payload:host:baseVersion:)`` returns once the write is saved
+/// - **Durable.** ``enqueue(kind:scope:payload:host:baseVersion:id:)`` returns once the write is saved
 ///   in the ``OutboxStorage``; it is removed only after its handler reported it delivered, so a
 ///   process killed at any point sends it after relaunch.
 /// - **Once.** Every attempt of one write carries the same key (``OutboxEntry/idempotencyKey``; HTTP

@@ -2,7 +2,7 @@ import Foundation
 
 /// One write waiting in an ``Outbox``: what to send, in which order, and how its delivery went so far.
 ///
-/// An entry is persisted by the outbox's ``OutboxStorage`` before ``Outbox/enqueue(kind:scope:payload:host:baseVersion:)``
+/// An entry is persisted by the outbox's ``OutboxStorage`` before ``Outbox/enqueue(kind:scope:payload:host:baseVersion:id:)``
 /// returns, and removed only once its handler reported it delivered. A write that cannot be
 /// delivered is never removed: it is *parked* (a dead letter, ``State-swift.enum/parked(_:)``) until
 /// someone retries or discards it.
@@ -65,7 +65,7 @@ public struct OutboxEntry: Sendable, Hashable, Codable, Identifiable {
     /// Whether it waits for delivery.
     public var isPending: Bool { state == .pending }
 
-    /// An entry as the outbox makes one (``Outbox/enqueue(kind:scope:payload:host:baseVersion:)``),
+    /// An entry as the outbox makes one (``Outbox/enqueue(kind:scope:payload:host:baseVersion:id:)``),
     /// or as a storage reads one back; `queuedAt` starts as `createdAt`, `nextAttemptAt` defaults to it.
     public init(
         id: UUID, sequence: UInt64, scope: String, kind: String, payload: Data, host: String? = nil,
