@@ -167,6 +167,27 @@ final class OutboxCLITests {
         }
     }
 
+    @Test func theSameSendAgain_withItsIdempotencyKey_isTheSameEntry_neverASecondCopy() async throws {
+        try await withDemoServer { server in
+            await server.goOffline()
+            let key = UUID().uuidString.lowercased()
+            var headers: HTTPFields = [.contentType: "application/json"]
+            headers[HTTPField.Name("Idempotency-Key")!] = key
+            let first = await send(server.baseURL.appendingPathComponent("posts"), headers: headers)
+            let again = await send(server.baseURL.appendingPathComponent("posts"), headers: headers)
+
+            #expect(first.code == .ok && again.code == .ok)
+            #expect(try id(in: first.output.stdout.first) == key, "the request's own key is the entry's id")
+            #expect(try id(in: again.output.stdout.first) == key)
+            #expect(try outboxFiles().filter { $0.pathExtension == "outbox" }.count == 1, "one entry, not two")
+
+            try await server.goOnline()
+            clock.advance(by: .seconds(3600))
+            #expect(await drain().output.stdout == ["sent 201 \(key)"])
+            #expect(server.posts.count == 1)
+        }
+    }
+
     @Test func transientServerError_isQueued_andWaitsForItsBackoff() async throws {
         try await withDemoServer { server in
             server.faults = .init(writeFault: .status(503))
