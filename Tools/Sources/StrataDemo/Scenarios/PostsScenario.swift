@@ -43,10 +43,6 @@ public struct PostsScenario: Sendable {
             .appendingPathComponent("strata-posts-demo-\(UUID().uuidString)", isDirectory: true)
         defer { try? FileManager.default.removeItem(at: cacheDirectory) }
         let client = CountingHTTPClient()
-        // A relaunched app has a URLSession of its own: no connection kept alive from before the
-        // server stopped. Reusing the first session's pooled connection made the last step answer
-        // "connection lost" instead of "connection refused" now and then (seen in the Tools loop).
-        let relaunchClient = CountingHTTPClient(URLSessionHTTPClient())
 
         let mock = PostsEnvironment.mock
         let postsDirectory = cacheDirectory.appendingPathComponent("posts", isDirectory: true)
@@ -64,7 +60,7 @@ public struct PostsScenario: Sendable {
             _ configuration: Step.Configuration, _ title: String, _ situation: String,
             _ call: () async throws -> PostsRepositoryExample.Post
         ) async {
-            let sentBefore = client.requestCount + relaunchClient.requestCount
+            let sentBefore = client.requestCount
             let answeredBefore = server.requests.count
             let outcome: Step.Outcome
             do {
@@ -79,7 +75,7 @@ public struct PostsScenario: Sendable {
             }
             let result = Step(
                 configuration: configuration, title: title, outcome: outcome,
-                requestsSent: client.requestCount + relaunchClient.requestCount - sentBefore, requestsAnswered: server.requests.count - answeredBefore)
+                requestsSent: client.requestCount - sentBefore, requestsAnswered: server.requests.count - answeredBefore)
             steps.append(result)
             write("")
             write("\(steps.count). \(title)")
@@ -111,7 +107,7 @@ public struct PostsScenario: Sendable {
         }
 
         await server.goOffline()
-        let relaunched = production.makePostRepo(transport: relaunchClient)
+        let relaunched = production.makePostRepo(transport: client)
         await step(.production, "Relaunch, server down: read post 1", "a new repository on the same cache directory; connections refused") {
             try await relaunched.getPost(id: 1)
         }
