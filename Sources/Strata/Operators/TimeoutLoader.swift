@@ -41,27 +41,7 @@ public struct TimeoutLoader<Base: Loader>: Loader {
     public func load(_ input: Input) async throws -> Output {
         try Task.checkCancellation()
         let clock = LoadEnvironment.current.clock
-        let race = Race()
-        let finish = await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                race.wait(continuation)
-                race.add(Task { [base] in
-                    let result: Result<Output, any Error>
-                    do { result = .success(try await base.load(input)) } catch { result = .failure(error) }
-                    race.resolve(.value(result))
-                })
-                race.add(Task { [clock, duration] in
-                    do {
-                        try await clock.sleep(for: duration)
-                        race.resolve(.deadline)
-                    } catch {
-                        // Cancelled: the load finished first, or the caller left.
-                    }
-                })
-            }
-        } onCancel: {
-            race.resolve(.cancelled)
-        }
+        let finish = await raceAgainstDeadline(clock: clock, duration: duration) { [base] in try await base.load(input) }
         switch finish {
         case .value(let result):
             return try result.get()
@@ -71,54 +51,6 @@ public struct TimeoutLoader<Base: Loader>: Loader {
             let tier = base.chainSummary
             LoadRecorder.record(.timedOut(tier: tier, after: duration))
             throw TimeoutError(tier: tier, timeout: duration)
-        }
-    }
-
-    enum Finish: Sendable {
-        case value(Result<Output, any Error>)
-        case deadline
-        case cancelled
-    }
-
-    /// The first of the load, the deadline and the caller's cancellation to happen: it answers the
-    /// caller and cancels the other tasks, without waiting for them to stop.
-    final class Race: Sendable {
-        private struct State: Sendable {
-            var continuation: CheckedContinuation<Finish, Never>?
-            var finish: Finish?
-            var tasks: [Task<Void, Never>] = []
-        }
-
-        private let state = Locked(State())
-
-        func wait(_ continuation: CheckedContinuation<Finish, Never>) {
-            let finished = state.withLock { state -> Finish? in
-                if let finish = state.finish { return finish }
-                state.continuation = continuation
-                return nil
-            }
-            if let finished { continuation.resume(returning: finished) }
-        }
-
-        func add(_ task: Task<Void, Never>) {
-            let decided = state.withLock { state -> Bool in
-                if state.finish != nil { return true }
-                state.tasks.append(task)
-                return false
-            }
-            if decided { task.cancel() }
-        }
-
-        func resolve(_ finish: Finish) {
-            let taken = state.withLock { state -> (CheckedContinuation<Finish, Never>?, [Task<Void, Never>])? in
-                guard state.finish == nil else { return nil }
-                state.finish = finish
-                defer { state.continuation = nil; state.tasks = [] }
-                return (state.continuation, state.tasks)
-            }
-            guard let (continuation, tasks) = taken else { return }
-            for task in tasks { task.cancel() }
-            continuation?.resume(returning: finish)
         }
     }
 }

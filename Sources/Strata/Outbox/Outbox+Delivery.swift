@@ -37,25 +37,22 @@ extension Outbox {
     /// A first save with an unknown outcome, read back in a drain: queued or absent (the drain goes
     /// on), or still unknown (held back by the retry policy's first delay).
     private func settleInDrain(_ entry: OutboxEntry) async -> Outcome {
-        let storage = self.storage
-        let readBack = await Task { try await storage.entry(entry.id) }.result
+        let readBack = await readBack(entry.id)
         defer { finishSave(of: entry.id) }
-        switch readBack {
-        case .success(let stored):
-            state.withLock { _ = $0.machine.saveFinished(entry.id, stored.map { .stored($0) } ?? .absent) }
-            logger.notice(
-                stored == nil
-                    ? "outbox settled a write whose save had an unknown outcome: it was not stored"
-                    : "outbox settled a write whose save had an unknown outcome: it was stored, and is queued",
-                metadata: metadata(for: entry))
-            changed()
-            return .settled
-        case .failure(let error):
+        if let error = readBack.error {
             metrics.storageFailures.increment()
             logger.error("outbox still cannot tell whether a write was saved", metadata: metadata(for: entry, error: error))
             state.withLock { $0.machine.heldBack(entry.id, until: holdBackDate()) }
             return .stopped
         }
+        state.withLock { _ = $0.machine.saveFinished(entry.id, readBack.outcome) }
+        logger.notice(
+            readBack.outcome == .absent
+                ? "outbox settled a write whose save had an unknown outcome: it was not stored"
+                : "outbox settled a write whose save had an unknown outcome: it was stored, and is queued",
+            metadata: metadata(for: entry))
+        changed()
+        return .settled
     }
 
     /// One write (its attempt already counted), through its handler, with what the failure classes ask for.
@@ -146,24 +143,10 @@ extension Outbox {
         guard let deadline = handlerDeadline else {
             do { return .success(try await handler(delivery)) } catch { return .failure(error) }
         }
-        let race = HandlerRace()
-        let clock = environment.clock
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                race.arm(continuation)
-                let work = Task {
-                    let result: Result<Receipt, any Error>
-                    do { result = .success(try await handler(delivery)) } catch { result = .failure(error) }
-                    race.finish(result)
-                }
-                let timer = Task {
-                    guard (try? await clock.sleep(for: deadline)) != nil else { return }
-                    race.finish(.failure(OutboxHandlerTimedOut(deadline: deadline)))
-                }
-                race.onFinish { work.cancel(); timer.cancel() }
-            }
-        } onCancel: {
-            race.finish(.failure(CancellationError()))
+        switch await raceAgainstDeadline(clock: environment.clock, duration: deadline, { try await handler(delivery) }) {
+        case .value(let result): return result
+        case .deadline: return .failure(OutboxHandlerTimedOut(deadline: deadline))
+        case .cancelled: return .failure(CancellationError())
         }
     }
 
@@ -279,48 +262,6 @@ public struct OutboxHandlerTimedOut: Error, Sendable, CustomStringConvertible {
     /// The deadline it ran past.
     public var deadline: Duration
     public var description: String { "the write's handler ran past its deadline of \(deadline.formattedAge) and was cancelled" }
-}
-
-/// The first of a handler's result, its deadline and the drain's cancellation, resumed once.
-private final class HandlerRace: Sendable {
-    private struct State {
-        var continuation: CheckedContinuation<Result<Outbox.Receipt, any Error>, Never>?
-        var result: Result<Outbox.Receipt, any Error>?
-        var cleanup: (@Sendable () -> Void)?
-        var finished = false
-    }
-    private let state = Locked(State())
-
-    func arm(_ continuation: CheckedContinuation<Result<Outbox.Receipt, any Error>, Never>) {
-        let result = state.withLock { state -> Result<Outbox.Receipt, any Error>? in
-            if let result = state.result { return result }
-            state.continuation = continuation
-            return nil
-        }
-        if let result { continuation.resume(returning: result) }
-    }
-
-    /// Runs `cleanup` once the race is decided (at once when it already is).
-    func onFinish(_ cleanup: @escaping @Sendable () -> Void) {
-        let now = state.withLock { state -> Bool in
-            if state.finished { return true }
-            state.cleanup = cleanup
-            return false
-        }
-        if now { cleanup() }
-    }
-
-    func finish(_ result: Result<Outbox.Receipt, any Error>) {
-        let (continuation, cleanup) = state.withLock { state -> (CheckedContinuation<Result<Outbox.Receipt, any Error>, Never>?, (@Sendable () -> Void)?) in
-            guard !state.finished else { return (nil, nil) }
-            state.finished = true
-            state.result = result
-            defer { state.continuation = nil; state.cleanup = nil }
-            return (state.continuation, state.cleanup)
-        }
-        continuation?.resume(returning: result)
-        cleanup?()
-    }
 }
 
 extension OutboxConflictPolicy {

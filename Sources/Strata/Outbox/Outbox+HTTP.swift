@@ -52,6 +52,9 @@ extension Outbox {
     /// The kind of HTTP writes (``enqueue(_:body:scope:baseVersion:id:)``).
     public static let httpKind = "http"
 
+    /// `Idempotency-Key`: the header HTTP writes carry their key in, unless `registerHTTP` is told another.
+    public static let idempotencyKeyField = HTTPField.Name("Idempotency-Key")!
+
     /// Registers the handler for HTTP writes (kind ``httpKind``): sends the stored request through
     /// `transport` with `Idempotency-Key: <entry id>` (the same on every attempt; a key the request
     /// was queued with is kept instead) and, when the write
@@ -79,7 +82,7 @@ extension Outbox {
     public func registerHTTP(
         transport: any HTTPTransport = URLSessionHTTPClient.shared,
         options: HTTPRequestOptions = HTTPRequestOptions(),
-        idempotencyKeyHeader: HTTPField.Name = HTTPField.Name("Idempotency-Key")!,
+        idempotencyKeyHeader: HTTPField.Name = Outbox.idempotencyKeyField,
         conflicts: OutboxConflictPolicy = .manual,
         authorize: (@Sendable (inout HTTPRequest) async throws -> Void)? = nil,
         refreshAuthorization: (@Sendable () async throws -> Void)? = nil
@@ -134,7 +137,7 @@ extension Outbox {
         _ request: HTTPRequest, body: Data?, scope: String? = nil, baseVersion: String? = nil, id: UUID? = nil
     ) async throws -> OutboxEntry {
         var request = request
-        let id = id ?? request.headerFields[HTTPField.Name("Idempotency-Key")!].flatMap(UUID.init(uuidString:))
+        let id = id ?? request.headerFields[Self.idempotencyKeyField].flatMap(UUID.init(uuidString:))
         let baseVersion = baseVersion ?? request.headerFields[.ifMatch]
         request.headerFields[.ifMatch] = nil
         let stored = try OutboxRequest(request, body: body)

@@ -207,15 +207,8 @@ public final class Outbox: Sendable, CustomStringConvertible {
     /// reading the entry back, in a task of its own so a cancelled caller still gets an answer: stored
     /// (queued), absent (not queued), or unknown (read-back failed; the write holds its scope).
     private func settle(_ entry: OutboxEntry, saveError: (any Error)?) async throws -> OutboxEntry {
-        let storage = self.storage
-        let readBack = await Task { try await storage.entry(entry.id) }.result
-        let outcome: OutboxStateMachine.SaveOutcome
-        switch readBack {
-        case .success(let stored?): outcome = .stored(stored)
-        case .success(nil): outcome = .absent
-        case .failure: outcome = .unknown
-        }
-        let queued = state.withLock { $0.machine.saveFinished(entry.id, outcome) }
+        let readBack = await readBack(entry.id)
+        let queued = state.withLock { $0.machine.saveFinished(entry.id, readBack.outcome) }
         finishSave(of: entry.id)
         changed()
         if let queued {
@@ -226,7 +219,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
             wake()
             return queued
         }
-        if case .failure(let readError) = readBack {
+        if let readError = readBack.error {
             metrics.storageFailures.increment()
             logger.error(
                 "outbox could not tell whether a write was saved; it holds its scope until a read-back settles it",
@@ -237,6 +230,17 @@ public final class Outbox: Sendable, CustomStringConvertible {
         throw OutboxError.storage(saveError ?? StoreError(
             store: "\(storage)", operation: .insert, key: entry.idempotencyKey,
             reason: "an earlier save of this write had an unknown outcome; reading it back found nothing stored"))
+    }
+
+    /// Reads the entry with `id` back from the storage, in a task of its own (a cancelled caller still
+    /// gets the answer): stored, absent, or unknown with the read's error.
+    func readBack(_ id: UUID) async -> (outcome: OutboxStateMachine.SaveOutcome, error: (any Error)?) {
+        let storage = self.storage
+        switch await Task(operation: { try await storage.entry(id) }).result {
+        case .success(let stored?): return (.stored(stored), nil)
+        case .success(nil): return (.absent, nil)
+        case .failure(let error): return (.unknown, error)
+        }
     }
 
     /// Waits until another call's first save of `id` has an outcome.

@@ -398,11 +398,6 @@ struct OutboxStateMachine: Sendable {
         return expired.sorted { Outbox.deliveryOrder($0.0, $1.0) }
     }
 
-    /// A claimed expired write could not be parked (the storage failed): it stays pending.
-    mutating func parkFailed(_ entry: OutboxEntry, until: Date) {
-        heldBack(entry.id, until: until)
-    }
-
     // MARK: Reading
 
     /// Whether `id` is still queued (not delivered, parked, discarded or given up).
