@@ -198,10 +198,14 @@ struct OutboxStateMachineTests {
 
     // MARK: Random interleavings
 
+    /// Seeds per run: 1,000 by default (CI); `STRATA_INTERLEAVING_SEEDS=20000` for a longer search.
+    static let seeds = ProcessInfo.processInfo.environment["STRATA_INTERLEAVING_SEEDS"].flatMap { UInt64($0) } ?? 1_000
+
     @Test("random interleavings of enqueue, saves, deliveries, answers, crashes, discards, retries and registrations keep every invariant",
           arguments: 0..<4)
-    func randomInterleavings(batch: Int) throws {
-        for seed in UInt64(batch * 250)..<UInt64(batch * 250 + 250) {
+    func randomInterleavings(batch: UInt64) throws {
+        let perBatch = (Self.seeds + 3) / 4
+        for seed in batch * perBatch..<(batch + 1) * perBatch {
             var world = World(seed: seed)
             try world.run(steps: 300)
         }
