@@ -179,6 +179,23 @@ struct OutboxConcurrencyTests {
         #expect(first.idempotencyKey == id.uuidString.lowercased())
     }
 
+    @Test("a second enqueue of an id whose save is in flight waits for that save and returns its entry; cancelled, it throws")
+    func aSecondEnqueueOfTheSameIDWaitsForTheFirstSave() async throws {
+        let (_, storage, outbox) = try Self.fixture()
+        let id = UUID()
+        storage.set { $0.holdSave = { $0.id == id } }
+        let first = Task { try await outbox.enqueue(kind: "note", scope: "notes", payload: Data("n".utf8), id: id) }
+        await storage.saveGate.waitForWaiters()
+        let second = Task { try await outbox.enqueue(kind: "note", scope: "notes", payload: Data("n".utf8), id: id) }
+        let cancelled = Task { try await outbox.enqueue(kind: "note", scope: "notes", payload: Data("n".utf8), id: id) }
+        cancelled.cancel()
+        await #expect(throws: CancellationError.self) { try await cancelled.value }
+        storage.saveGate.open()
+        let entry = try await first.value
+        #expect(try await second.value == entry)
+        #expect(try await storage.loadAll().map(\.id) == [id], "saved once")
+    }
+
     @Test("a bare 409 after an attempt that got no answer is retried as still in flight, not given to server-wins")
     func aBare409AfterATimeoutIsNotAConflict() async throws {
         let server = ScriptedServer { request, index in

@@ -245,25 +245,28 @@ public final class Outbox: Sendable, CustomStringConvertible {
 
     /// Waits until another call's first save of `id` has an outcome.
     func waitForSave(of id: UUID) async throws {
-        let token = UUID()
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                let now = state.withLock { state -> Bool in
-                    if Task.isCancelled || state.machine.records[id]?.phase != .saving { return true }
-                    state.saveWaiters[id, default: [:]][token] = continuation
-                    return false
-                }
-                if now { continuation.resume() }
+        let state = self.state
+        let waitID = state.withLock { $0.saveWaiters[id, default: ConditionWaiters()].makeID() }
+        try await waitCancellably { continuation in
+            state.withLock { state in
+                state.saveWaiters[id, default: ConditionWaiters()].wait(
+                    waitID, until: { $0 }, current: state.machine.records[id]?.phase != .saving, continuation: continuation)
+                if state.saveWaiters[id]?.isEmpty == true { state.saveWaiters[id] = nil }
             }
-        } onCancel: {
-            state.withLock { $0.saveWaiters[id]?.removeValue(forKey: token) }?.resume()
+        } withdraw: {
+            state.withLock { state in
+                state.saveWaiters[id]?.withdraw(waitID, throwing: CancellationError())
+                if state.saveWaiters[id]?.isEmpty == true { state.saveWaiters[id] = nil }
+            }
         }
-        try Task.checkCancellation()
     }
 
+    /// The first save of `id` has an outcome: resumes the calls waiting for it.
     func finishSave(of id: UUID) {
-        let waiters = state.withLock { $0.saveWaiters.removeValue(forKey: id) } ?? [:]
-        for waiter in waiters.values { waiter.resume() }
+        state.withLock { state in
+            guard var waiters = state.saveWaiters.removeValue(forKey: id) else { return }
+            waiters.resumeSatisfied(by: true)
+        }
     }
 
     // MARK: Reading the queue
@@ -455,7 +458,8 @@ public final class Outbox: Sendable, CustomStringConvertible {
         var registrations: [String: Registration] = [:]
         var observers: [UUID: AsyncStream<OutboxStatus>.Continuation] = [:]
         var drainWaiters: [UUID: DrainWaiter] = [:]
-        var saveWaiters: [UUID: [UUID: CheckedContinuation<Void, Never>]] = [:]
+        /// Calls waiting for another call's first save of an id (``waitForSave(of:)``).
+        var saveWaiters: [UUID: ConditionWaiters<Bool>] = [:]
         var wakeWaiters: [UUID: CheckedContinuation<Void, Never>] = [:]
         var wakeRequested = false
     }
