@@ -492,6 +492,19 @@ struct World {
             }
         }
         if delivering.values.contains(where: { $0 > 1 }) { try fail("two deliveries in one scope") }
+        // The status counts kept incrementally equal a recount.
+        var pending: [String: Int] = [:]
+        var parked = 0
+        for record in machine.records.values {
+            switch record.phase.countsAsPending {
+            case true?: pending[record.entry.scope, default: 0] += 1
+            case false?: parked += 1
+            case nil: break
+            }
+        }
+        if machine.status.pendingByScope != pending || machine.status.parked != parked {
+            try fail("status \(machine.status.pendingByScope), \(machine.status.parked) parked; a recount gives \(pending), \(parked)")
+        }
         // A discarded write never comes back.
         for id in discardedForGood {
             if machine.records[id] != nil { try fail("a discarded write is back in the machine") }

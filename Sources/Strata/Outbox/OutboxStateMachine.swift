@@ -32,6 +32,16 @@ struct OutboxStateMachine: Sendable {
         /// A dead letter being removed for good, remove in flight.
         case discarding
 
+        /// Whether ``OutboxStatus`` counts it as pending (`true`), parked (`false`) or not at all (`nil`:
+        /// its first save is open). A dead letter is parked until its requeue is saved or it is removed.
+        var countsAsPending: Bool? {
+            switch self {
+            case .pending, .delivering: true
+            case .parked, .requeueing, .discarding: false
+            case .saving, .unresolved: nil
+            }
+        }
+
         /// Whether it sits in its scope's queue.
         var isQueued: Bool {
             switch self {
@@ -58,6 +68,9 @@ struct OutboxStateMachine: Sendable {
     private(set) var records: [UUID: Record] = [:]
     /// The queued writes' ids per scope, by sequence.
     private(set) var queues: [String: [UUID]] = [:]
+    /// The status counts, kept with every insert, remove and replace (a status never scans the records).
+    private(set) var pendingCounts: [String: Int] = [:]
+    private(set) var parkedCount = 0
     private(set) var nextSequence: UInt64 = 1
     private(set) var busyScopes: Set<String> = []
     private(set) var registeredKinds: Set<String> = []
@@ -422,18 +435,8 @@ struct OutboxStateMachine: Sendable {
     }
 
     var status: OutboxStatus {
-        var pendingByScope: [String: Int] = [:]
-        var parked = 0
-        for record in records.values {
-            switch record.phase {
-            case .pending, .delivering: pendingByScope[record.entry.scope, default: 0] += 1
-            // A dead letter is parked until its requeue is saved, and until it is removed.
-            case .parked, .requeueing, .discarding: parked += 1
-            case .saving, .unresolved: break
-            }
-        }
-        return OutboxStatus(
-            pendingByScope: pendingByScope, parked: parked, isDraining: drains > 0, isOnline: isOnline,
+        OutboxStatus(
+            pendingByScope: pendingCounts, parked: parkedCount, isDraining: drains > 0, isOnline: isOnline,
             lastFailure: lastFailure, isLoaded: isLoaded)
     }
 
@@ -561,9 +564,23 @@ struct OutboxStateMachine: Sendable {
             .sorted(by: Outbox.deliveryOrder)
     }
 
+    /// Adds `record` to the status counts (`by: 1`) or takes it out (`by: -1`).
+    private mutating func tally(_ record: Record, by delta: Int) {
+        switch record.phase.countsAsPending {
+        case true?:
+            let count = pendingCounts[record.entry.scope, default: 0] + delta
+            pendingCounts[record.entry.scope] = count == 0 ? nil : count
+        case false?:
+            parkedCount += delta
+        case nil:
+            break
+        }
+    }
+
     private mutating func insert(_ record: Record) {
         let id = record.entry.id
         records[id] = record
+        tally(record, by: 1)
         guard record.phase.isQueued else { return }
         var queue = queues[record.entry.scope, default: []]
         // Almost always the end: writes are queued in sequence order.
@@ -577,6 +594,7 @@ struct OutboxStateMachine: Sendable {
 
     private mutating func remove(_ id: UUID) {
         guard let record = records.removeValue(forKey: id) else { return }
+        tally(record, by: -1)
         guard record.phase.isQueued, var queue = queues[record.entry.scope], let index = queue.firstIndex(of: id) else { return }
         queue.remove(at: index)
         queues[record.entry.scope] = queue.isEmpty ? nil : queue
@@ -586,7 +604,10 @@ struct OutboxStateMachine: Sendable {
     private mutating func replace(_ id: UUID, entry: OutboxEntry, phase: Phase) {
         guard let old = records[id] else { return }
         if old.phase.isQueued == phase.isQueued {
-            records[id] = Record(entry: entry, phase: phase, parkedEntry: old.parkedEntry)
+            let new = Record(entry: entry, phase: phase, parkedEntry: old.parkedEntry)
+            tally(old, by: -1)
+            tally(new, by: 1)
+            records[id] = new
         } else {
             remove(id)
             insert(Record(entry: entry, phase: phase))
