@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Testing
 @testable @_spi(StrataInternals) import Strata
 import StrataTesting
@@ -115,5 +118,40 @@ final class StubHTTPClient: HTTPTransport, Sendable {
         let request = SentRequest(request: request, body: body, options: options)
         recorded.withLock { $0.append(request) }
         return try result.get()
+    }
+}
+
+@Suite("HTTPError.neverReachedTheServer")
+struct HTTPErrorNeverReachedTests {
+    static let url = URL(string: "https://api.example.com/posts")!
+
+    static let neverSentErrors: [HTTPError] = [
+        .transport(url: url, reason: "could not connect (connection refused)", underlying: nil),
+        .transport(url: url, reason: "host not found", underlying: nil),
+        .transport(url: url, reason: "not connected to the internet", underlying: nil),
+        .transport(url: url, reason: "x", underlying: URLError(.cannotConnectToHost)),
+        .transport(url: url, reason: "x", underlying: URLError(.dnsLookupFailed)),
+        .transport(url: url, reason: "x", underlying: POSIXError(.ECONNREFUSED)),
+        .transport(url: url, reason: "x", underlying: POSIXError(.ENETUNREACH)),
+    ]
+
+    /// A timeout or a connection lost mid-exchange may have reached the server; so may any answer.
+    static let mayHaveReachedErrors: [HTTPError] = [
+        .transport(url: url, reason: "timed out", underlying: nil),
+        .transport(url: url, reason: "connection lost", underlying: nil),
+        .transport(url: url, reason: "could not connect", underlying: URLError(.timedOut)),
+        .transport(url: url, reason: "x", underlying: URLError(.networkConnectionLost)),
+        .transport(url: url, reason: "x", underlying: POSIXError(.ECONNRESET)),
+        .status(code: 503, url: url, headerFields: [:], body: Data()),
+    ]
+
+    @Test("a request refused, without a host or without a network never reached a server", arguments: neverSentErrors)
+    func neverSent(_ error: HTTPError) {
+        #expect(error.neverReachedTheServer, "\(error)")
+    }
+
+    @Test("a timeout, a lost connection or an answer may have reached it", arguments: mayHaveReachedErrors)
+    func mayHaveReached(_ error: HTTPError) {
+        #expect(!error.neverReachedTheServer, "\(error)")
     }
 }

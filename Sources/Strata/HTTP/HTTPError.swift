@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 /// Why an HTTP load failed. Every case carries the URL.
 public enum HTTPError: Error, Sendable, CustomStringConvertible {
@@ -32,6 +35,28 @@ public enum HTTPError: Error, Sendable, CustomStringConvertible {
         if case .status(let code, _, _, _) = self { return code }
         return nil
     }
+
+    /// Whether a ``transport(url:reason:underlying:)`` failure happened before the request reached any
+    /// server: the connection was refused, the host was not found, there is no network. `false` for a
+    /// timeout or a connection lost mid-exchange (the server may have the request) and for every
+    /// other case. Read from the underlying error (`URLError` codes, POSIX errnos) and from the
+    /// reasons Strata's transports give (`URLSessionHTTPClient`, `AsyncHTTPTransport`).
+    public var neverReachedTheServer: Bool {
+        guard case .transport(_, let reason, let underlying) = self else { return false }
+        if let urlError = underlying as? URLError {
+            return [
+                .cannotFindHost, .cannotConnectToHost, .dnsLookupFailed, .notConnectedToInternet, .internationalRoamingOff,
+                .dataNotAllowed, .callIsActive,
+            ].contains(urlError.code)
+        }
+        if let posix = underlying as? POSIXError {
+            return [.ECONNREFUSED, .EHOSTUNREACH, .ENETUNREACH, .ENETDOWN, .EHOSTDOWN].contains(posix.code)
+        }
+        return Self.neverSentReasons.contains { reason.hasPrefix($0) }
+    }
+
+    /// The reasons the transports give for a request that never left (see ``neverReachedTheServer``).
+    static let neverSentReasons = ["could not connect", "host not found", "not connected to the internet"]
 
     public var description: String {
         let where_ = Redaction.redactedString(for: url)

@@ -1,7 +1,4 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import HTTPTypes
 import Metrics
 
@@ -39,10 +36,10 @@ extension Outbox {
         }
         if let http = error as? HTTPError {
             switch http {
-            case .transport(_, _, let underlying):
+            case .transport:
                 // Refused before anything was sent: the host was not reached. Anything else (a
                 // timeout, a connection lost mid-exchange) may have reached the server.
-                let kind: OutboxFailure.Class = underlying.map(Self.neverReachedTheServer) == true ? .unreachable : .timedOut
+                let kind: OutboxFailure.Class = http.neverReachedTheServer ? .unreachable : .timedOut
                 return Classified(
                     failure: OutboxFailure(class: kind, message: http.description, at: now), body: nil,
                     disposition: .retryLater(requested: nil))
@@ -93,29 +90,6 @@ extension Outbox {
         return Classified(
             failure: OutboxFailure(class: .permanent, message: "\(error)", status: status, at: now), body: nil,
             disposition: .park(.rejected))
-    }
-}
-
-extension Outbox {
-    /// Whether a transport error says the request never left (no connection was made): a refused
-    /// connection, an unknown or unreachable host, no network. URLSession's codes and POSIX errnos
-    /// are read directly; other transports' errors count as "may have reached the server", the
-    /// cautious side (their writes keep their backoff when the host answers something else).
-    static func neverReachedTheServer(_ error: any Error) -> Bool {
-        if let urlError = error as? URLError {
-            switch urlError.code {
-            case .cannotFindHost, .cannotConnectToHost, .dnsLookupFailed, .notConnectedToInternet, .internationalRoamingOff,
-                .dataNotAllowed, .callIsActive:
-                return true
-            default:
-                return false
-            }
-        }
-        if let posix = error as? POSIXError {
-            return [.ECONNREFUSED, .EHOSTUNREACH, .ENETUNREACH, .ENETDOWN, .EHOSTDOWN].contains(posix.code)
-        }
-        let text = String(describing: error)
-        return text.contains("connectionRefused") || text.contains("Connection refused") || text.contains("ECONNREFUSED")
     }
 }
 
