@@ -8,7 +8,7 @@ public struct DemoCommand: AsyncParsableCommand {
         commandName: "demo",
         abstract: "Narrate the source systems working against an in-process server and real caches.",
         discussion: """
-            Each scenario starts the demo server on 127.0.0.1 (ephemeral port) in this process, \
+            Each scenario starts the demo server on 127.0.0.1 (a free port) in this process, \
             caches in a temporary location that is removed afterwards, and prints, step by step, \
             which tier served the data, how old it was and which requests were made. Time moves on a \
             simulated clock, so "a day later" takes no time.

@@ -20,7 +20,7 @@ import Logging
 /// acknowledgement), a 409, a 422.
 ///
 /// ```swift
-/// let server = try await DemoServer.start()          // 127.0.0.1, ephemeral port
+/// let server = try await DemoServer.start()          // 127.0.0.1, a port of this process's own
 /// server.faults = .init(status: 503)                 // every request fails with 503
 /// await server.goOffline()                           // connections refused
 /// try await server.goOnline()                        // listening again, same port
@@ -148,21 +148,37 @@ public final class DemoServer: Sendable {
     private let random: @Sendable () -> Double
     let state: Locked<State>
     let logger: Logger
+    /// Where a server started on port 0 takes its port.
+    private let ports: DemoServerPorts
 
-    private init(host: String, port: Int, feed: [FeedItem], logger: Logger, random: @escaping @Sendable () -> Double) {
+    private init(
+        host: String, port: Int, feed: [FeedItem], logger: Logger, random: @escaping @Sendable () -> Double,
+        ports: DemoServerPorts
+    ) {
         self.host = host
         self.random = random
         self.logger = logger
+        self.ports = ports
         self.state = Locked(State(feed: feed, feedModifiedAt: Self.wholeSeconds(Date()), port: port))
     }
 
-    /// Starts a server on `host:port` (port 0 picks a free one) and returns once it accepts connections.
+    /// Starts a server on `host:port` and returns once it accepts connections. Port 0: a port of
+    /// ``DemoServerPorts``, which no other server of this process gets while this one lives.
     public static func start(
         host: String = "127.0.0.1", port: Int = 0, feed: [FeedItem] = DemoData.feed,
         logger: Logger = Logger(label: "strata.demo-server", factory: { _ in SwiftLogNoOpLogHandler() }),
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
     ) async throws -> DemoServer {
-        let server = DemoServer(host: host, port: port, feed: feed, logger: logger, random: random)
+        try await start(host: host, port: port, feed: feed, logger: logger, random: random, ports: .shared)
+    }
+
+    /// ``start(host:port:feed:logger:random:)`` with the pool a port-0 server takes its port from.
+    static func start(
+        host: String = "127.0.0.1", port: Int = 0, feed: [FeedItem] = DemoData.feed,
+        logger: Logger = Logger(label: "strata.demo-server", factory: { _ in SwiftLogNoOpLogHandler() }),
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }, ports: DemoServerPorts
+    ) async throws -> DemoServer {
+        let server = DemoServer(host: host, port: port, feed: feed, logger: logger, random: random, ports: ports)
         try await server.goOnline()
         return server
     }
@@ -281,11 +297,24 @@ public final class DemoServer: Sendable {
         _ = await running?.result
     }
 
-    /// Starts listening (again), on the same port as before.
+    /// Starts listening (again), on the same port as before. A server started on port 0 takes its
+    /// first port from ``DemoServerPorts`` (a port this process hands out once, below the kernel's
+    /// ephemeral range), so no other server takes it while this one is offline.
     public func goOnline() async throws {
         if isOnline { return }
         let requestedPort = port
-        let (ports, portContinuation) = AsyncStream<Int>.makeStream()
+        guard requestedPort == 0 else { return try await listen(on: requestedPort) }
+        for attempt in 1...ports.attempts {
+            do {
+                return try await listen(on: ports.take())
+            } catch let error where DemoServerPorts.isAddressInUse(error) && attempt < ports.attempts {
+                continue  // another process holds it
+            }
+        }
+    }
+
+    private func listen(on requestedPort: Int) async throws {
+        let (announced, portContinuation) = AsyncStream<Int>.makeStream()
         let app = Application(
             router: makeRouter(),
             configuration: .init(address: .hostname(host, port: requestedPort), serverName: "strata-demo"),
@@ -300,7 +329,7 @@ public final class DemoServer: Sendable {
             try await app.runService(gracefulShutdownSignals: [])
         }
         var boundPort: Int?
-        for await port in ports { boundPort = port }
+        for await port in announced { boundPort = port }
         guard let boundPort else {
             // The server ended before it listened: report why.
             try await running.value
@@ -579,7 +608,7 @@ public final class DemoServer: Sendable {
     }
 }
 
-/// Runs `body` with a fresh demo server on 127.0.0.1 (ephemeral port) and stops the server
+/// Runs `body` with a fresh demo server on 127.0.0.1 (on a port of its own) and stops the server
 /// afterwards, even when `body` throws: the way tests use a real server.
 @discardableResult
 public func withDemoServer<Result>(
