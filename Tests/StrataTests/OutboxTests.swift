@@ -845,7 +845,7 @@ struct OutboxOverlayTests {
         rewritten.payload = try JSONEncoder().encode(Post(id: "1", title: "rewritten"))
         let second = try entry(2, title: "second")
         let third = try entry(3, title: "third")
-        typealias Overlay = PendingOverlayLoader<ClosureLoader<Void, [Post]>>
+        typealias Overlay = OverlayingPendingLoader<ClosureLoader<Void, [Post]>>
         // `second` was delivered in between, `third` queued in between, `first` rewritten.
         let union = Overlay.union(before: [first, second], after: [rewritten, third])
         #expect(union.map(\.sequence) == [1, 2, 3])

@@ -1,7 +1,7 @@
 /// A bounded wait of the test kit ran out of time: what it waited for, and what it saw instead.
 ///
 /// Thrown by the waits that take a `timeout` (`ManualClock.waitForSleepers`,
-/// `LoaderSpy.waitForLoads`, ``CoalescingLoader``'s `waitForWaiters`), so a test whose code under
+/// `LoaderSpy.waitForLoads`, ``CoalescedLoader``'s `waitForWaiters`), so a test whose code under
 /// test never reaches the awaited point fails with a message instead of hanging:
 ///
 /// ```

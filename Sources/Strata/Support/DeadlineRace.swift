@@ -10,7 +10,7 @@ enum DeadlineRaceOutcome<Value: Sendable>: Sendable {
 
 /// Runs `operation` in a task of its own against a sleep of `duration` on `clock`, and returns the
 /// first of its result, the deadline and the caller's cancellation. The losing tasks are cancelled,
-/// never awaited: an operation that ignores cancellation cannot hold the caller. `TimeoutLoader`
+/// never awaited: an operation that ignores cancellation cannot hold the caller. `TimingOutLoader`
 /// and the outbox's handler deadline both race this way.
 func raceAgainstDeadline<Value: Sendable>(
     clock: any Clock<Duration>, duration: Duration, _ operation: @escaping @Sendable () async throws -> Value

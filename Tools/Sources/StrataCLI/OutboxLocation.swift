@@ -21,13 +21,17 @@ public struct OutboxLocation: Sendable, CustomStringConvertible {
     public var postgresURL: String?
     /// The table for ``Fetcher/StoreKind/postgres``.
     public var postgresTable: String
+    /// How long ``Fetcher/StoreKind/postgres`` waits for a connection (`--postgres-connect-timeout`;
+    /// `PostgresOutboxStorage`'s default, 3 s, when `nil`).
+    public var postgresConnectTimeout: Duration?
 
     public init(cacheDirectory: URL, store: Fetcher.StoreKind = .file, postgresURL: String? = nil,
-                postgresTable: String = "strata_fetch_outbox") {
+                postgresTable: String = "strata_fetch_outbox", postgresConnectTimeout: Duration? = nil) {
         self.cacheDirectory = cacheDirectory
         self.store = store
         self.postgresURL = postgresURL
         self.postgresTable = postgresTable
+        self.postgresConnectTimeout = postgresConnectTimeout
     }
 
     /// The folder of the file outbox.
@@ -62,7 +66,9 @@ public struct OutboxLocation: Sendable, CustomStringConvertible {
         case .postgres:
             guard let postgresURL else { throw OutboxLocationError.missingPostgresURL }
             // Connects on first use: an unreachable database fails the first operation, as a StoreError.
-            let storage = try PostgresOutboxStorage(url: postgresURL, table: postgresTable, logger: logger)
+            let storage = try postgresConnectTimeout.map {
+                try PostgresOutboxStorage(url: postgresURL, table: postgresTable, connectTimeout: $0, logger: logger)
+            } ?? PostgresOutboxStorage(url: postgresURL, table: postgresTable, logger: logger)
             return Opened(storage: storage, close: { await storage.shutdown() })
         }
     }

@@ -13,6 +13,9 @@ struct OutboxLocationOptions: ParsableArguments {
     @Option(help: "The PostgreSQL database for --store postgres (default: $STRATA_POSTGRES_URL).")
     var postgresURL: String?
 
+    @Option(help: "How long --store postgres waits to connect (500ms, 10s, …; default 3s).", transform: DurationArgument.init(parsing:))
+    var postgresConnectTimeout: DurationArgument?
+
     func validate() throws {
         if store == .postgres, resolvedPostgresURL == nil {
             throw ValidationError("--store postgres needs --postgres-url or the STRATA_POSTGRES_URL environment variable")
@@ -24,6 +27,6 @@ struct OutboxLocationOptions: ParsableArguments {
     var location: OutboxLocation {
         OutboxLocation(
             cacheDirectory: cacheDir.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? Fetcher.defaultCacheDirectory,
-            store: store, postgresURL: resolvedPostgresURL)
+            store: store, postgresURL: resolvedPostgresURL, postgresConnectTimeout: postgresConnectTimeout?.duration)
     }
 }

@@ -17,7 +17,7 @@ final class HTTPRevalidationTests {
 
     var store: FileStore<[FeedItem]> { FileStore(directory: directory.url, logger: quietLogger) }
 
-    func feed(_ server: DemoServer, policy: FreshnessPolicy = .maxAge(.zero), honorsCacheControl: Bool = true) -> EnvironmentLoader<RevalidatingLoader<Void, FileStore<[FeedItem]>>> {
+    func feed(_ server: DemoServer, policy: FreshnessPolicy = .maxAge(.zero), honorsCacheControl: Bool = true) -> EnvironmentLoader<RevalidatedLoader<Void, FileStore<[FeedItem]>>> {
         HTTPLoader(url: server.feedURL)
             .revalidated(in: store, key: "feed", freshness: policy, honorsCacheControl: honorsCacheControl, decoding: [FeedItem].self)
             .environment(clock.environment(logger: quietLogger))

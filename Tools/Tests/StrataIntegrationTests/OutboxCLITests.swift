@@ -56,7 +56,11 @@ final class OutboxCLITests {
     /// The database for `store == .postgres`; the table is the tests' own.
     var postgresURL: String?
     var location: OutboxLocation {
-        OutboxLocation(cacheDirectory: directory.url, store: store, postgresURL: postgresURL, postgresTable: "strata_cli_outbox_tests")
+        // Connecting (SCRAM) can take seconds on two busy cores; the library's PostgreSQL tests wait
+        // as long. No test here is about the connect timeout.
+        OutboxLocation(
+            cacheDirectory: directory.url, store: store, postgresURL: postgresURL, postgresTable: "strata_cli_outbox_tests",
+            postgresConnectTimeout: .seconds(60))
     }
 
     init() throws {
@@ -94,9 +98,15 @@ final class OutboxCLITests {
         await outbox(.drain(timeout: .seconds(90), credentials: credentials))
     }
 
+    /// The id in the first line of a command's output (see ``id(in:stderr:)``); what it wrote to
+    /// standard error is reported when there is none.
+    func id(in output: CapturedLines) throws -> String {
+        try id(in: output.stdout.first, stderr: output.stderr)
+    }
+
     /// The id in a result line: `sent 201 ID`, `queued ID: …`, `parked ID: …`.
-    func id(in line: String?) throws -> String {
-        let words = try #require(line).split(separator: " ")
+    func id(in line: String?, stderr: [String] = []) throws -> String {
+        let words = try #require(line, "no result line; standard error: \(stderr)").split(separator: " ")
         let word = words.first == "sent" ? words[2] : words[1]
         return String(word.hasSuffix(":") ? word.dropLast() : word)
     }
@@ -122,7 +132,7 @@ final class OutboxCLITests {
             let (code, output) = await send(server.baseURL.appendingPathComponent("posts"))
 
             #expect(code == .ok)
-            let id = try id(in: output.stdout.first)
+            let id = try id(in: output)
             #expect(output.stdout == ["sent 201 \(id)"])
             #expect(output.stderr.isEmpty)
             #expect(server.posts.values.map(\.title) == ["Offline"])
@@ -142,7 +152,7 @@ final class OutboxCLITests {
             let (code, output) = await send(server.baseURL.appendingPathComponent("posts"))
 
             #expect(code == .ok, "queued is a success: the write is safe")
-            let id = try id(in: output.stdout.first)
+            let id = try id(in: output)
             #expect(output.stdout == [
                 "queued \(id): the server could not be reached (could not connect (connection refused)); will be sent by 'strata outbox drain'",
             ])
@@ -177,8 +187,8 @@ final class OutboxCLITests {
             let again = await send(server.baseURL.appendingPathComponent("posts"), headers: headers)
 
             #expect(first.code == .ok && again.code == .ok)
-            #expect(try id(in: first.output.stdout.first) == key, "the request's own key is the entry's id")
-            #expect(try id(in: again.output.stdout.first) == key)
+            #expect(try id(in: first.output) == key, "the request's own key is the entry's id")
+            #expect(try id(in: again.output) == key)
             #expect(try outboxFiles().filter { $0.pathExtension == "outbox" }.count == 1, "one entry, not two")
 
             try await server.goOnline()
@@ -194,7 +204,7 @@ final class OutboxCLITests {
             let (code, output) = await send(server.baseURL.appendingPathComponent("posts"))
 
             #expect(code == .ok)
-            let id = try id(in: output.stdout.first)
+            let id = try id(in: output)
             #expect(output.stdout == ["queued \(id): the server answered HTTP 503, a transient failure; will be sent by 'strata outbox drain'"])
 
             server.faults = .none
@@ -220,7 +230,7 @@ final class OutboxCLITests {
             try await server.goOnline()
 
             let (code, output) = await send(url, body: Data(#"{"title":"second","body":"2"}"#.utf8))
-            let second = try id(in: output.stdout.first)
+            let second = try id(in: output)
 
             #expect(code == .ok)
             #expect(output.stdout == [
@@ -280,7 +290,7 @@ final class OutboxCLITests {
 
             #expect(code == .parked)
             #expect(code.rawValue == 2)
-            let id = try id(in: output.stdout.first)
+            let id = try id(in: output)
             #expect(output.stdout == [
                 "parked \(id): HTTP 422, rejected by the server; 'strata outbox retry \(id)' sends it again, 'strata outbox discard \(id)' removes it",
             ])
@@ -361,7 +371,7 @@ final class OutboxCLITests {
 
             #expect(code == .conflict)
             #expect(code.rawValue == 3)
-            let id = try id(in: output.stdout.first)
+            let id = try id(in: output)
             #expect(output.stdout.first?.hasPrefix("parked \(id): HTTP 412, conflict;") == true)
             #expect(output.stderr.first?.contains("Precondition Failed") == true)
             let sent = try #require(requests(withKey: id, on: server).first)
@@ -378,7 +388,7 @@ final class OutboxCLITests {
             let (code, output) = await send(server.baseURL.appendingPathComponent("posts"))
 
             #expect(code == .ok)
-            let id = try id(in: output.stdout.first)
+            let id = try id(in: output)
             #expect(output.stdout.first?.hasPrefix("queued \(id): the server could not be reached (") == true)
             #expect(server.appliedWrites.count == 1)
 
@@ -420,7 +430,7 @@ final class OutboxCLITests {
             headers[.cookie] = "session=cookie-value-never-stored"
             await server.goOffline()
             let (code, output) = await send(server.baseURL.appendingPathComponent("posts"), headers: headers)
-            let id = try id(in: output.stdout.first)
+            let id = try id(in: output)
             #expect(code == .ok)
 
             // On disk: the write, without the credentials.
@@ -455,7 +465,7 @@ final class OutboxCLITests {
         try await withDemoServer { server in
             let headers: HTTPFields = [.contentType: "application/json", .authorization: "Bearer sent-at-once"]
             let (code, output) = await send(server.baseURL.appendingPathComponent("posts"), headers: headers)
-            let id = try id(in: output.stdout.first)
+            let id = try id(in: output)
 
             #expect(code == .ok)
             let request = try #require(requests(withKey: id, on: server).first)
@@ -492,7 +502,7 @@ final class OutboxCLITests {
             await server.goOffline()
             let headers: HTTPFields = [.contentType: "application/json", .authorization: "Bearer sqlite-secret-value"]
             let (code, output) = await send(server.baseURL.appendingPathComponent("posts"), headers: headers)
-            let id = try id(in: output.stdout.first)
+            let id = try id(in: output)
             #expect(code == .ok)
             #expect(try FileManager.default.contentsOfDirectory(atPath: directory.url.path).filter { !$0.hasPrefix("fetch.sqlite") }.isEmpty)
             let entries = try await SQLiteOutboxStorage(path: location.sqliteFile, logger: quietLogger).loadAll()
@@ -549,7 +559,7 @@ final class OutboxCLITests {
                 await server.goOffline()
                 let headers: HTTPFields = [.contentType: "application/json", .authorization: "Bearer postgres-secret-value"]
                 let (code, output) = await send(server.baseURL.appendingPathComponent("posts"), headers: headers)
-                let id = try id(in: output.stdout.first)
+                let id = try id(in: output)
                 #expect(code == .ok)
                 #expect(output.stdout.first?.hasPrefix("queued \(id): the server could not be reached") == true)
 
@@ -568,7 +578,7 @@ final class OutboxCLITests {
                 let parked = await send(server.baseURL.appendingPathComponent("posts"))
                 #expect(parked.code == .parked)
                 #expect(await outbox(.count(json: false)).output.stdout == ["0 pending, 1 parked"])
-                let parkedID = try self.id(in: parked.output.stdout.first)
+                let parkedID = try self.id(in: parked.output)
                 #expect(await outbox(.discard(idPrefix: parkedID)).code == .ok)
                 #expect(await outbox(.count(json: false)).output.stdout == ["0 pending, 0 parked"])
             }

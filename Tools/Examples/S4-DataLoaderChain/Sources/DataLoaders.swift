@@ -117,15 +117,15 @@ public struct DefaultLoader: DataLoader {
 
 /// The article's cache decorator: Strata's write-through `writingThrough(to:key:)` under the article's name,
 /// stamping entries with the store's own clock (`LocalDataStore(directory:now:)`).
-public typealias DataLoaderCacheDecorator<Decoratee: DataLoader> = EnvironmentLoader<WriteThroughLoader<Decoratee, FileStore<Data>>>
+public typealias DataLoaderCacheDecorator<Decoratee: DataLoader> = EnvironmentLoader<WritingThroughLoader<Decoratee, FileStore<Data>>>
 
-/// The article's fallback composite: Strata's `FallbackLoader` under the article's name, with the
+/// The article's fallback composite: Strata's `FallingBackLoader` under the article's name, with the
 /// article's initialiser `DataLoaderWithFallbackComposite(primary:fallback:)`.
-public typealias DataLoaderWithFallbackComposite<Primary: DataLoader, Fallback: DataLoader> = FallbackLoader<Primary, Fallback>
+public typealias DataLoaderWithFallbackComposite<Primary: DataLoader, Fallback: DataLoader> = FallingBackLoader<Primary, Fallback>
 
-extension WriteThroughLoader: DataLoader where Base.Input == Void, Base.Output == Data {}
+extension WritingThroughLoader: DataLoader where Base.Input == Void, Base.Output == Data {}
 extension EnvironmentLoader: DataLoader where Base.Input == Void, Base.Output == Data {}
-extension FallbackLoader: DataLoader where Primary.Input == Void, Primary.Output == Data {}
+extension FallingBackLoader: DataLoader where Primary.Input == Void, Primary.Output == Data {}
 extension NamedLoader: DataLoader where Base.Input == Void, Base.Output == Data {}
 extension ClosureLoader: DataLoader where Input == Void, Output == Data {}
 extension AnyLoader: DataLoader where Input == Void, Output == Data {}

@@ -1,0 +1,65 @@
+import Foundation
+
+/// A remote loader and a store combined by a ``CachePolicy``; built by
+/// ``Loader/cached(_:in:key:)-(_,_,S.Key)``.
+///
+/// Time and logging come from the ``LoadEnvironment``.
+public struct CachedLoader<Remote: Loader, S: Store>: Loader where S.Value == Remote.Output {
+    public typealias Input = Remote.Input
+    public typealias Output = Remote.Output
+
+    public let remote: Remote
+    public let store: S
+    public let policy: CachePolicy
+    let key: @Sendable (Input) -> S.Key
+
+    public func load(_ input: Input) async throws -> Output {
+        let key = key(input)
+        let writeThrough = WritingThroughLoader(base: remote, store: store, key: { _ in key })
+        switch policy {
+        case .cacheFirst(let maxAge):
+            return try await StoreLoader<S, Input>(store: store, policy: .maxAge(maxAge), key: { _ in key })
+                .fallingBack(to: writeThrough)
+                .load(input)
+        case .networkFirst(let maxStale):
+            return try await ServingStaleOnErrorLoader(
+                base: remote, store: store, key: { _ in key }, maxStale: maxStale
+            ).load(input)
+        case .cacheOnly(let maxAge):
+            return try await StoreLoader<S, Input>(store: store, policy: maxAge.map { .maxAge($0) } ?? .any, key: { _ in key })
+                .load(input)
+        case .networkOnly:
+            return try await writeThrough.load(input)
+        }
+    }
+}
+
+extension CachedLoader: LoaderDescribing {
+    public var loaderNode: LoaderNode {
+        let inner = remote.chainNode
+        let label = "\(policy) in \(store.storeDescription)"
+        return LoaderNode(label: label, summary: "\(inner.summary) + \(label)", children: [inner])
+    }
+}
+
+extension Loader {
+    /// Combines this (remote) loader with `store` under a preset ``CachePolicy``.
+    ///
+    /// ```swift
+    /// let feed = remote.cached(.cacheFirst(maxAge: .seconds(24 * 3600)), in: store, key: "feed")
+    /// let posts = remotePosts.cached(.networkFirst(maxStale: .seconds(7 * 86_400)), in: store) { id in "post-\(id)" }
+    /// ```
+    public func cached<S: Store>(
+        _ policy: CachePolicy, in store: S, key: S.Key
+    ) -> CachedLoader<Self, S> where S.Value == Output {
+        CachedLoader(remote: self, store: store, policy: policy, key: { _ in key })
+    }
+
+    /// Combines this (remote) loader with `store` under a preset ``CachePolicy``, keyed by input.
+    public func cached<S: Store>(
+        _ policy: CachePolicy, in store: S, key: @escaping @Sendable (Input) -> S.Key
+    ) -> CachedLoader<Self, S> where S.Value == Output {
+        CachedLoader(remote: self, store: store, policy: policy, key: key)
+    }
+}
+

@@ -1,0 +1,91 @@
+/// Tries `primary`, and `fallback` when the primary fails; built by ``Loader/fallingBack(to:)``.
+///
+/// Cancellation is not a failure: when the task is cancelled the fallback is not tried and
+/// `CancellationError` is thrown.
+public struct FallingBackLoader<Primary: Loader, Fallback: Loader>: Loader
+where Primary.Input == Fallback.Input, Primary.Output == Fallback.Output {
+    public typealias Input = Primary.Input
+    public typealias Output = Primary.Output
+
+    public let primary: Primary
+    public let fallback: Fallback
+
+    @inlinable
+    public init(primary: Primary, fallback: Fallback) {
+        self.primary = primary
+        self.fallback = fallback
+    }
+
+    @inlinable
+    public func load(_ input: Input) async throws -> Output {
+        do {
+            return try await primary.load(input)
+        } catch {
+            return try await loadFallback(input, primaryError: error)
+        }
+    }
+
+    @usableFromInline
+    func loadFallback(_ input: Input, primaryError: any Error) async throws -> Output {
+        try rethrowIfCancelled(primaryError)
+        Self.recordFailure(of: primary, primaryError)
+        do {
+            return try await fallback.load(input)
+        } catch {
+            try rethrowIfCancelled(error)
+            Self.recordFailure(of: fallback, error)
+            throw FallbackError(failures: Self.failures(of: primary, primaryError) + Self.failures(of: fallback, error))
+        }
+    }
+
+    /// A ``FallbackError`` from a tier comes from a fallback chain inside it (however it is wrapped:
+    /// named, mapped, erased), which has already recorded each of its tiers' failures.
+    private static func recordFailure(of tier: some Loader, _ error: any Error) {
+        guard !(error is FallbackError) else { return }
+        LoadRecorder.record(.tierFailed(tier: tier.chainSummary, error: error))
+    }
+
+    private static func failures(of tier: some Loader, _ error: any Error) -> [TierFailure] {
+        if let nested = error as? FallbackError { return nested.failures }
+        return [TierFailure(tier: tier.chainSummary, error: error)]
+    }
+}
+
+extension FallingBackLoader: LoaderDescribing {
+    /// A `fallback` node whose children are the tiers in order; nested fallbacks flatten into one.
+    public var loaderNode: LoaderNode {
+        let tiers = [primary.chainNode, fallback.chainNode]
+        var node = LoaderNode(
+            label: "fallback",
+            summary: tiers.map(\.summary).joined(separator: " → "),
+            children: tiers.flatMap { $0.isFallback ? $0.children : [$0] }
+        )
+        node.isFallback = true
+        return node
+    }
+}
+
+extension Loader {
+    /// Loads from this loader, and from `fallback` when this one fails (not when it is cancelled).
+    ///
+    /// ```swift
+    /// let feed = freshLocal
+    ///     .fallingBack(to: remote.writingThrough(to: store, key: "feed"))
+    ///     .fallingBack(to: staleLocal)
+    ///     .fallingBack(to: bundledDefault)
+    /// ```
+    /// When every tier fails, the error is a ``FallbackError`` listing each tier's failure, this one's first.
+    @inlinable
+    public func fallingBack<Fallback: Loader>(to fallback: Fallback) -> FallingBackLoader<Self, Fallback>
+    where Fallback.Input == Input, Fallback.Output == Output {
+        FallingBackLoader(primary: self, fallback: fallback)
+    }
+}
+
+/// Throws `CancellationError` when `error` is one or the task has been cancelled: a cancelled load
+/// reports cancellation, whatever error the cancelled work happened to end with.
+@usableFromInline
+func rethrowIfCancelled(_ error: any Error) throws {
+    if error is CancellationError { throw error }
+    if Task.isCancelled { throw CancellationError() }
+}

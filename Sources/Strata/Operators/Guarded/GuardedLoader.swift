@@ -1,0 +1,57 @@
+/// Guards its base loader with a ``CircuitBreaker``; built by ``Loader/guarded(by:)``.
+///
+/// While the circuit is open, loads throw ``CircuitOpenError`` at once without calling the base, so a
+/// ``Loader/fallingBack(to:)`` after it serves the next tier immediately.
+public struct GuardedLoader<Base: Loader, C: Clock>: Loader where C.Duration == Duration {
+    public typealias Input = Base.Input
+    public typealias Output = Base.Output
+
+    public let base: Base
+    /// The breaker guarding `base` (read its ``CircuitBreaker/state``, or ``CircuitBreaker/isolate()`` it).
+    public let breaker: CircuitBreaker<C>
+
+    public func load(_ input: Input) async throws -> Output {
+        let permit: CircuitBreaker<C>.Permit
+        do {
+            permit = try breaker.admit()
+        } catch {
+            LoadRecorder.record(.breakerRejected(breaker: breaker.name))
+            throw error
+        }
+        do {
+            let value = try await base.load(input)
+            breaker.record(true, permit: permit)
+            return value
+        } catch {
+            let counts = !(error is CancellationError) && !Task.isCancelled && breaker.policy.isFailure(error)
+            breaker.record(counts ? false : nil, permit: permit)
+            throw error
+        }
+    }
+}
+
+extension GuardedLoader: LoaderDescribing {
+    public var loaderNode: LoaderNode {
+        LoaderNode(label: "guarded(by: \(breaker.name), \(breaker.policy))", children: [base.chainNode])
+    }
+}
+
+extension Loader {
+    /// Guards this loader with `breaker`, which may be shared with other loaders.
+    ///
+    /// ```swift
+    /// let breaker = CircuitBreaker(name: "api", policy: .init(failureRatio: 0.5, breakDuration: .seconds(30)),
+    ///                              clock: ContinuousClock())
+    /// let feed = remote.guarded(by: breaker).fallingBack(to: staleLocal)
+    /// ```
+    public func guarded<C: Clock>(by breaker: CircuitBreaker<C>) -> GuardedLoader<Self, C> {
+        GuardedLoader(base: self, breaker: breaker)
+    }
+
+    /// Guards this loader with a new breaker of its own, on the continuous clock.
+    public func guarded(
+        by policy: CircuitBreakerPolicy = CircuitBreakerPolicy(), name: String = "circuit"
+    ) -> GuardedLoader<Self, ContinuousClock> {
+        GuardedLoader(base: self, breaker: CircuitBreaker(name: name, policy: policy, clock: ContinuousClock()))
+    }
+}

@@ -1,0 +1,77 @@
+import Foundation
+
+/// Runs its base loader again after transient failures; built by ``Loader/retrying(_:)``.
+///
+/// - Waits on the ``LoadEnvironment``'s `clock` (a `ManualClock` in tests), so backoff never sleeps in a test.
+/// - Never retries after cancellation; cancelling during a wait throws `CancellationError` at once.
+/// - When every attempt fails, or a failure is not transient, throws the **last** error unchanged,
+///   so callers (and a ``Loader/fallingBack(to:)`` after it) still see the typed error.
+/// - Never repeats a load that sent a non-idempotent request (`POST`, `PATCH`) without an
+///   idempotency key, unless ``RetryPolicy/retriesNonIdempotentRequests``: each logical load runs in
+///   a ``LoadAttempt`` that ``HTTPLoader`` reports its requests to, and whose idempotency key stays
+///   the same across attempts.
+/// - Honours a server-requested delay (``FailureClassifying/requestedRetryDelay(now:)``, an HTTP
+///   `Retry-After`).
+/// - Each retry is recorded as ``LoadEvent/retrying(tier:attempt:delay:error:)``.
+public struct RetryingLoader<Base: Loader>: Loader {
+    public typealias Input = Base.Input
+    public typealias Output = Base.Output
+
+    public let base: Base
+    public let policy: RetryPolicy
+
+    public func load(_ input: Input) async throws -> Output {
+        var attempt = 1
+        let context = LoadAttempt()
+        while true {
+            do {
+                return try await context.run { try await base.load(input) }
+            } catch {
+                try rethrowIfCancelled(error)
+                guard attempt < policy.maxAttempts, policy.shouldRetry(error),
+                      policy.retriesNonIdempotentRequests || !context.sentUnkeyedNonIdempotentRequest,
+                      let delay = delay(beforeRetry: attempt, after: error)
+                else { throw error }
+                LoadRecorder.record(.retrying(tier: base.chainSummary, attempt: attempt + 1, delay: delay, error: error))
+                try await LoadEnvironment.current.clock.sleep(for: delay)
+                attempt += 1
+            }
+        }
+    }
+
+    /// The wait before the next attempt, or `nil` when the server asked for a longer one than the
+    /// policy accepts.
+    private func delay(beforeRetry retry: Int, after error: any Error) -> Duration? {
+        let computed = policy.delay(beforeRetry: retry)
+        guard policy.honorsRetryAfter, let retryAfter = retryAfter(of: error) else { return computed }
+        guard retryAfter <= policy.maxRetryAfter else { return nil }
+        return max(computed, retryAfter)
+    }
+
+    /// The delay the failure asks for (an HTTP `Retry-After`), if it says.
+    private func retryAfter(of error: any Error) -> Duration? {
+        (error as? any FailureClassifying)?.requestedRetryDelay(now: LoadEnvironment.current.now())
+    }
+}
+
+extension RetryingLoader: LoaderDescribing {
+    public var loaderNode: LoaderNode {
+        let inner = base.chainNode
+        return LoaderNode(label: policy.description, summary: "\(inner.summary) + \(policy)", children: [inner])
+    }
+}
+
+extension Loader {
+    /// Retries transient failures with backoff.
+    ///
+    /// ```swift
+    /// let remote = HTTPLoader(url: feedURL).retrying(.exponential(attempts: 3)).decoding([FeedItem].self)
+    /// ```
+    /// - Parameters:
+    ///   - policy: attempts, backoff, jitter and which errors are retried.
+    ///
+    /// Waits on the ``LoadEnvironment``'s `clock`; its `now` turns an HTTP-date `Retry-After` into a wait.
+    public func retrying(_ policy: RetryPolicy = .exponential()) -> RetryingLoader<Self> {
+        RetryingLoader(base: self, policy: policy)
+    }
+}

@@ -1,0 +1,14 @@
+/// A load that did not finish within its deadline.
+public struct TimeoutError: Error, Sendable, CustomStringConvertible {
+    /// The loader that was too slow, as named in the chain.
+    public var tier: String
+    /// The deadline it missed.
+    public var timeout: Duration
+
+    public init(tier: String, timeout: Duration) {
+        self.tier = tier
+        self.timeout = timeout
+    }
+
+    public var description: String { "\(tier): no result within \(timeout.formattedAge); the load was cancelled" }
+}

@@ -1,0 +1,160 @@
+import Foundation
+import Testing
+@testable @_spi(StrataInternals) import Strata
+import StrataTesting
+
+@Suite("cached(_:in:key:)")
+struct CachedTests {
+    let clock = ManualClock()
+    let store = MemoryStore<String, Int>()
+
+    func stored(_ value: Int, age: Duration) async throws {
+        try await store.insert(value, for: "k", storedAt: clock.date.addingTimeInterval(-Double(age.components.seconds)))
+    }
+
+    @Test func cacheFirstServesAFreshEntryWithoutLoading() async throws {
+        try await stored(1, age: .seconds(30))
+        let remote = LoaderSpy<Void, Int>(.success(2))
+        let served = try await remote.cached(.cacheFirst(maxAge: .seconds(60)), in: store, key: "k").environment(\.now, clock.wallClock).loadServed()
+        #expect(served.value == 1)
+        #expect(served.provenance.origin == .memory)
+        #expect(served.provenance.age == .seconds(30))
+        #expect(remote.loadCount == 0)
+    }
+
+    @Test func cacheFirstLoadsAndCachesWhenTheEntryIsTooOld() async throws {
+        try await stored(1, age: .seconds(60))
+        let remote = LoaderSpy<Void, Int>(.success(2))
+        let sut = remote.originating(from: .remote).cached(.cacheFirst(maxAge: .seconds(60)), in: store, key: "k").environment(\.now, clock.wallClock)
+        let served = try await sut.loadServed()
+        #expect(served.value == 2)
+        #expect(served.provenance.origin == .remote)
+        #expect(try await store.retrieve("k")?.value == 2)
+    }
+
+    @Test func networkFirstServesAStaleCopyWithinMaxStaleWhenTheRemoteFails() async throws {
+        try await stored(1, age: .seconds(3600))
+        let remote = LoaderSpy<Void, Int>(.failure(TestError("offline")))
+        let sut = remote.cached(.networkFirst(maxStale: .seconds(7200)), in: store, key: "k").environment(\.now, clock.wallClock)
+        let served = try await sut.loadServed()
+        #expect(served.value == 1)
+        #expect(served.provenance.age == .seconds(3600))
+    }
+
+    @Test func networkFirstRethrowsTheOriginalErrorBeyondMaxStale() async throws {
+        try await stored(1, age: .seconds(7200))
+        let remote = LoaderSpy<Void, Int>(.failure(TestError("offline")))
+        let sut = remote.cached(.networkFirst(maxStale: .seconds(3600)), in: store, key: "k").environment(\.now, clock.wallClock)
+        await #expect(throws: TestError("offline")) { try await sut.load() }
+    }
+
+    @Test func networkFirstPrefersTheRemoteAndCachesIt() async throws {
+        try await stored(1, age: .seconds(1))
+        let remote = LoaderSpy<Void, Int>(.success(2))
+        #expect(try await remote.cached(.networkFirst(maxStale: nil), in: store, key: "k").environment(\.now, clock.wallClock).load() == 2)
+        #expect(try await store.retrieve("k")?.value == 2)
+    }
+
+    @Test func cacheOnlyNeverLoads() async throws {
+        let remote = LoaderSpy<Void, Int>(.success(2))
+        let sut = remote.cached(.cacheOnly(maxAge: nil), in: store, key: "k").environment(\.now, clock.wallClock)
+        await #expect(throws: CacheLoadError.self) { try await sut.load() }
+        try await stored(1, age: .seconds(99_999))
+        #expect(try await sut.load() == 1)
+        #expect(remote.loadCount == 0)
+    }
+
+    @Test func networkOnlyAlwaysLoadsAndStillCaches() async throws {
+        try await stored(1, age: .zero)
+        let remote = LoaderSpy<Void, Int>(.success(2))
+        #expect(try await remote.cached(.networkOnly, in: store, key: "k").environment(\.now, clock.wallClock).load() == 2)
+        #expect(remote.loadCount == 1)
+        #expect(try await store.retrieve("k")?.value == 2)
+    }
+
+    @Test func keyedPresetsUseTheInputsKey() async throws {
+        let remote = LoaderSpy<Int, Int>(.success(7))
+        let sut = remote.cached(.cacheFirst(maxAge: .seconds(60)), in: store) { "post-\($0)" }.environment(\.now, clock.wallClock)
+        _ = try await sut.load(3)
+        #expect(try await store.retrieve("post-3")?.value == 7)
+        _ = try await sut.load(3)
+        #expect(remote.loadCount == 1)
+    }
+
+    @Test(arguments: [
+        (CachePolicy.cacheFirst(maxAge: .seconds(86_400)), "cache-first(max-age 1d 0h)"),
+        (.networkFirst(maxStale: nil), "network-first(max-stale any)"),
+        (.cacheOnly(maxAge: .seconds(60)), "cache-only(max-age 1m 0s)"),
+        (.networkOnly, "network-only"),
+    ])
+    func describesItself(policy: CachePolicy, text: String) {
+        #expect(policy.description == text)
+    }
+}
+
+@Suite("cacheAndNetwork (stale-while-revalidate)")
+struct CacheAndNetworkTests {
+    let clock = ManualClock()
+    let store = MemoryStore<String, Int>()
+
+    func collect(_ stream: AsyncThrowingStream<Served<Int>, any Error>) async -> (values: [Served<Int>], error: (any Error)?) {
+        var values: [Served<Int>] = []
+        do {
+            for try await served in stream { values.append(served) }
+            return (values, nil)
+        } catch {
+            return (values, error)
+        }
+    }
+
+    @Test func yieldsTheCachedValueThenTheFreshOneEachWithOriginAndAge() async throws {
+        try await store.insert(1, for: "k", storedAt: clock.date.addingTimeInterval(-7200))
+        let remote = LoaderSpy<Void, Int>(.success(2))
+        let sut = remote.originating(from: .remote).staleWhileRevalidating(in: store, key: "k").environment(LoadEnvironment(now: clock.wallClock))
+        let (values, error) = await collect(sut.values())
+        #expect(error == nil)
+        #expect(values.map(\.value) == [1, 2])
+        #expect(values.map(\.provenance.origin) == [.memory, .remote])
+        #expect(values.map(\.provenance.age) == [.seconds(7200), .zero])
+        #expect(try await store.retrieve("k")?.value == 2)
+    }
+
+    @Test func withNothingCachedOnlyTheFreshValueComes() async throws {
+        let remote = LoaderSpy<Void, Int>(.success(2))
+        let (values, _) = await collect(remote.staleWhileRevalidating(in: store, key: "k").environment(LoadEnvironment(now: clock.wallClock)).values())
+        #expect(values.map(\.value) == [2])
+    }
+
+    @Test func aCopyOlderThanMaxStaleIsNotShown() async throws {
+        try await store.insert(1, for: "k", storedAt: clock.date.addingTimeInterval(-7200))
+        let remote = LoaderSpy<Void, Int>(.success(2))
+        let (values, _) = await collect(remote.staleWhileRevalidating(in: store, key: "k", maxStale: .seconds(3600)).environment(LoadEnvironment(now: clock.wallClock)).values())
+        #expect(values.map(\.value) == [2])
+    }
+
+    @Test func aFailedRefreshEndsTheSequenceWithTheErrorAfterTheCachedValue() async throws {
+        try await store.insert(1, for: "k", storedAt: clock.date)
+        let remote = LoaderSpy<Void, Int>(.failure(TestError("offline")))
+        let (values, error) = await collect(remote.staleWhileRevalidating(in: store, key: "k").environment(LoadEnvironment(now: clock.wallClock)).values())
+        #expect(values.map(\.value) == [1])
+        #expect(error as? TestError == TestError("offline"))
+        #expect(try await store.retrieve("k")?.value == 1, "the cached copy is untouched")
+    }
+
+    @Test func stoppingTheIterationCancelsTheRefresh() async throws {
+        try await store.insert(1, for: "k", storedAt: clock.date)
+        let remote = LoaderSpy<Void, Int>(.success(2), holdsLoads: true)
+        let sut = remote.staleWhileRevalidating(in: store, key: "k").environment(LoadEnvironment(now: clock.wallClock))
+        func firstThenStop() async throws -> Int? {
+            var iterator = sut.values().makeAsyncIterator()
+            let first = try await iterator.next()
+            try await remote.waitForLoads()
+            #expect(remote.cancelledLoadCount == 0)
+            return first?.value
+        }
+        // Leaving the function drops the iterator, which terminates the stream and cancels the held refresh.
+        #expect(try await firstThenStop() == 1)
+        #expect(remote.cancelledLoadCount == 1)
+        #expect(try await store.retrieve("k")?.value == 1)
+    }
+}

@@ -1,0 +1,84 @@
+import Foundation
+import InMemoryTracing
+import Logging
+import MetricsTestKit
+import Testing
+import Tracing
+@testable @_spi(StrataInternals) import Strata
+import StrataTesting
+
+@Suite("logged(to:level:failureLevel:)")
+struct LoggedTests {
+    let clock = ManualClock()
+
+    @Test func logsStartEventsAndTheServedValueWithOriginAndTier() async throws {
+        let capture = LogCapture(level: .trace)
+        let sut = observedChain(clock: clock).logged(to: capture.logger)
+        #expect(try await sut.load() == 42)
+
+        let lines = capture.entries.map { $0.line(excluding: ["duration"]) }
+        #expect(lines.first == "debug load started loader=fresh local → remote")
+        #expect(lines.contains { $0.hasPrefix("info failed: fresh local: MemoryStore: nothing cached for 'k'") })
+        #expect(lines.contains { $0.hasPrefix("info retrying: remote, attempt 2") })
+        #expect(lines.last == "info served from remote age=0s loader=fresh local → remote origin=remote retries=1 tier=remote")
+    }
+
+    @Test func secretsInErrorsNeverReachTheLog() async throws {
+        let capture = LogCapture(level: .trace)
+        let url = URL(string: "https://user:hunter2@api.example.com/feed?token=abc123")!
+        let failure = HTTPError.transport(url: url, reason: "Authorization: Bearer abc123 rejected", underlying: nil)
+        let sut = StubLoader<Void, Int>(.failure(failure), name: "GET \(url.absoluteString)").logged(to: capture.logger)
+        await #expect(throws: HTTPError.self) { try await sut.load() }
+
+        let everything = capture.entries.map { $0.line() }.joined(separator: "\n")
+        #expect(!everything.contains("hunter2"))
+        #expect(!everything.contains("abc123"))
+        #expect(capture.entries.last?.level == .error)
+        #expect(capture.entries.last?.message == "load failed")
+    }
+
+    @Test func atADisabledLevelItIsAPlainCall() async throws {
+        let capture = LogCapture(level: .critical)
+        let base = LoaderSpy<Void, Int>(.failure(TestError()))
+        let sut = base.logged(to: capture.logger)
+        await #expect(throws: TestError.self) { try await sut.load() }
+        #expect(capture.entries.isEmpty)
+        #expect(base.loadCount == 1)
+    }
+
+    @Test func breakerChangesAreWarnings() async throws {
+        let capture = LogCapture(level: .warning)
+        let breaker = CircuitBreaker(name: "api", policy: CircuitBreakerPolicy(minimumThroughput: 1), clock: clock)
+        let sut = StubLoader<Void, Int>(.failure(TestError())).guarded(by: breaker).logged(to: capture.logger)
+        _ = try? await sut.load()
+        #expect(capture.entries.map(\.message) == ["circuit api: closed → open", "load failed"])
+    }
+}
+
+@Suite("Redaction.redactingSecrets(in:)")
+struct RedactionTests {
+    @Test(arguments: [
+        ("GET https://user:pass@host.example/a", "GET https://***@host.example/a"),
+        ("https://host.example/a?token=abc&page=2", "https://host.example/a?token=***&page=***"),
+        ("Authorization: Bearer abc.def", "Authorization: ***"),
+        ("headers [\"Cookie\": \"session=1\"]", "headers [\"Cookie\": ***"),
+        ("sent bearer xyz123 to host", "sent Bearer *** to host"),
+        ("x-api-key=k123", "x-api-key=***"),
+        ("nothing secret here", "nothing secret here"),
+        ("postgres://strata:pw@127.0.0.1:5432/db", "postgres://***@127.0.0.1:5432/db"),
+        // Path segments shaped like secrets.
+        ("GET https://api.example.com/v1/reset/sk_live_4eC39HqLyjWDarjtT1zdp7dc/confirm", "GET https://api.example.com/v1/reset/***/confirm"),
+        ("https://hooks.slack.com/services/xoxb-2444-ab12cd34ef/x", "https://hooks.slack.com/services/***/x"),
+        ("https://h.example/files/a8Fk29dLq0ZrT7xW3mNb5vYc1Qs/raw", "https://h.example/files/***/raw"),
+        ("https://h.example/s/eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl", "https://h.example/s/***"),
+        ("token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl in text", "token *** in text"),
+        ("https://s3.example/AKIAIOSFODNN7EXAMPLE/obj", "https://s3.example/***/obj"),
+        // Identifiers are kept.
+        ("https://api.example.com/users/550e8400-e29b-41d4-a716-446655440000/posts/123456789012345678901234",
+         "https://api.example.com/users/550e8400-e29b-41d4-a716-446655440000/posts/123456789012345678901234"),
+        ("https://blog.example/how-to-cache-feeds-offline-in-2026", "https://blog.example/how-to-cache-feeds-offline-in-2026"),
+    ])
+    func redacts(input: String, expected: String) {
+        #expect(Redaction.redactingSecrets(in: input) == expected)
+    }
+}
