@@ -119,10 +119,3 @@ public struct OutboxConflict: Error, Sendable, CustomStringConvertible {
         "conflict" + (status.map { " (HTTP \($0))" } ?? "") + (serverVersion.map { ", server version \($0)" } ?? "")
     }
 }
-
-extension Duration {
-    /// The duration in seconds, as a `Double`.
-    var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
-    }
-}

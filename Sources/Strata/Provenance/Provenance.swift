@@ -44,28 +44,3 @@ func servingProvenance(in events: [LoadEvent]) -> Provenance? {
     }
     return nil
 }
-
-extension Duration {
-    /// This duration as an age for people: `250ms`, `42s`, `5m 3s`, `2h 0m`, `3d 4h`. Negative ages
-    /// read as zero.
-    public var formattedAge: String { Self.formatAge(self) }
-
-    private static func formatAge(_ age: Duration) -> String {
-    let seconds = max(0, Int(age.components.seconds))
-    if seconds == 0 {
-        let milliseconds = max(0, age.components.attoseconds / 1_000_000_000_000_000)
-        return milliseconds == 0 || age < .zero ? "0s" : "\(milliseconds)ms"
-    }
-    if seconds < 60 { return "\(seconds)s" }
-    if seconds < 3600 { return "\(seconds / 60)m \(seconds % 60)s" }
-    if seconds < 86_400 { return "\(seconds / 3600)h \((seconds % 3600) / 60)m" }
-    return "\(seconds / 86_400)d \((seconds % 86_400) / 3600)h"
-    }
-}
-
-extension Duration {
-    /// The duration between two wall-clock dates (negative when `end` is before `start`).
-    static func between(_ start: Date, _ end: Date) -> Duration {
-        .seconds(end.timeIntervalSince(start))
-    }
-}

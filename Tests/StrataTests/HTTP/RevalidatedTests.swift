@@ -401,7 +401,7 @@ struct RevalidatedTests {
 
     @Test func description_namesTheRequestStoreAndPolicy() {
         let (sut, _, _) = makeSUT(responses: [])
-        #expect(sut.description == "HTTP GET https://api.example.com/items/1 + HTTP writingThrough(MemoryStore, max age 1m 0s, Cache-Control)")
+        #expect(sut.description == "HTTP GET https://api.example.com/items/1 + revalidated(in: MemoryStore, max age 1m 0s, Cache-Control)")
     }
 
     @Test func revalidatedEvent_describesItself_andIsNotAServingTier() {

@@ -168,7 +168,7 @@ public struct RevalidatedLoader<Input: Sendable, S: Store>: Loader {
 
 extension RevalidatedLoader: CustomStringConvertible {
     public var description: String {
-        "\(http.chainSummary) + HTTP writingThrough(\(store.storeDescription), \(policy)\(honorsCacheControl ? ", Cache-Control" : ""))"
+        "\(http.chainSummary) + revalidated(in: \(store.storeDescription), \(policy)\(honorsCacheControl ? ", Cache-Control" : ""))"
     }
 }
 

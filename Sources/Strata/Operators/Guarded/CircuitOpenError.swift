@@ -19,3 +19,10 @@ public struct CircuitOpenError: Error, Sendable, CustomStringConvertible {
         return "circuit '\(breaker)' is \(state): failing fast\(wait)"
     }
 }
+
+extension CircuitOpenError: FailureClassifying {
+    /// Never retried at once: the breaker refuses until its break is over.
+    public var isTransientFailure: Bool { false }
+    /// Never counted by a breaker (it is the breaker's own refusal).
+    public var countsAsOutage: Bool { false }
+}

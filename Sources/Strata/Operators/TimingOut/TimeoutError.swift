@@ -12,3 +12,8 @@ public struct TimeoutError: Error, Sendable, CustomStringConvertible {
 
     public var description: String { "\(tier): no result within \(timeout.formattedAge); the load was cancelled" }
 }
+
+extension TimeoutError: FailureClassifying {
+    /// A timeout is transient: the next attempt may be faster.
+    public var isTransientFailure: Bool { true }
+}

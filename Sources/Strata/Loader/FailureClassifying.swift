@@ -40,15 +40,3 @@ extension FailureClassifying {
     /// By default no delay is requested.
     public func requestedRetryDelay(now: Date) -> Duration? { nil }
 }
-
-extension TimeoutError: FailureClassifying {
-    /// A timeout is transient: the next attempt may be faster.
-    public var isTransientFailure: Bool { true }
-}
-
-extension CircuitOpenError: FailureClassifying {
-    /// Never retried at once: the breaker refuses until its break is over.
-    public var isTransientFailure: Bool { false }
-    /// Never counted by a breaker (it is the breaker's own refusal).
-    public var countsAsOutage: Bool { false }
-}

@@ -1,0 +1,55 @@
+import Foundation
+
+/// Every `Duration` helper of the library, in one place: the units the public API reads in
+/// (`.minutes`, `.hours`, `.days`), ages for people, and conversions to and from wall-clock time.
+extension Duration {
+    /// `minutes` minutes: `.maxAge(.minutes(5))`.
+    public static func minutes(_ minutes: Int) -> Duration { .seconds(minutes * 60) }
+
+    /// `minutes` minutes, fractional: `.minutes(1.5)` is 90 seconds.
+    public static func minutes(_ minutes: Double) -> Duration { .seconds(minutes * 60) }
+
+    /// `hours` hours: `.maxAge(.hours(24))`.
+    public static func hours(_ hours: Int) -> Duration { .seconds(hours * 3600) }
+
+    /// `hours` hours, fractional: `.hours(0.5)` is 30 minutes.
+    public static func hours(_ hours: Double) -> Duration { .seconds(hours * 3600) }
+
+    /// `days` days of 24 hours (not calendar days: no daylight-saving shifts): `.days(7)`.
+    public static func days(_ days: Int) -> Duration { .seconds(days * 86_400) }
+
+    /// `days` days of 24 hours, fractional.
+    public static func days(_ days: Double) -> Duration { .seconds(days * 86_400) }
+}
+
+extension Duration {
+    /// This duration as an age for people: `250ms`, `42s`, `5m 3s`, `2h 0m`, `3d 4h`. Negative ages
+    /// read as zero.
+    public var formattedAge: String { Self.formatAge(self) }
+
+    private static func formatAge(_ age: Duration) -> String {
+        let seconds = max(0, Int(age.components.seconds))
+        if seconds == 0 {
+            let milliseconds = max(0, age.components.attoseconds / 1_000_000_000_000_000)
+            return milliseconds == 0 || age < .zero ? "0s" : "\(milliseconds)ms"
+        }
+        if seconds < 60 { return "\(seconds)s" }
+        if seconds < 3600 { return "\(seconds / 60)m \(seconds % 60)s" }
+        if seconds < 86_400 { return "\(seconds / 3600)h \((seconds % 3600) / 60)m" }
+        return "\(seconds / 86_400)d \((seconds % 86_400) / 3600)h"
+    }
+}
+
+extension Duration {
+    /// The duration between two wall-clock dates (negative when `end` is before `start`).
+    static func between(_ start: Date, _ end: Date) -> Duration {
+        .seconds(end.timeIntervalSince(start))
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, as a `Double`.
+    var seconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+}
