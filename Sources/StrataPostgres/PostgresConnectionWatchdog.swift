@@ -81,7 +81,7 @@ struct PostgresTLSMode: Sendable {
 /// for a lease; it does not fail the lease. When an operation has waited ``probeDelay`` while none of
 /// the store's operations got a connection, the watchdog opens one connection of its own with the
 /// public `PostgresConnection.connect(...)` and the same settings, and classifies the typed
-/// `PSQLError` it fails with into a ``PostgresConnectionFailure``. One probe at a time per store;
+/// `PSQLError` it fails with into a ``PostgresConnectionError``. One probe at a time per store;
 /// operations waiting meanwhile share its answer.
 ///
 /// The probe uses the TLS mode the store was given (``PostgresTLSMode``). When that mode is not
@@ -101,7 +101,7 @@ final class PostgresConnectionWatchdog: Sendable {
     private let logger: Logger
 
     private struct State: Sendable {
-        var latest: (failure: PostgresConnectionFailure, at: ContinuousClock.Instant)?
+        var latest: (failure: PostgresConnectionError, at: ContinuousClock.Instant)?
         /// When the probe in flight started, if one is.
         var probing: ContinuousClock.Instant?
         /// When the last probe that connected started.
@@ -122,7 +122,7 @@ final class PostgresConnectionWatchdog: Sendable {
     }
 
     /// The failure a probe found at or after `instant`.
-    func failure(since instant: ContinuousClock.Instant) -> PostgresConnectionFailure? {
+    func failure(since instant: ContinuousClock.Instant) -> PostgresConnectionError? {
         state.withLock { state in
             guard let latest = state.latest, latest.at >= instant else { return nil }
             return latest.failure
@@ -200,19 +200,19 @@ final class PostgresConnectionWatchdog: Sendable {
     }
 
     /// Connects once, bounded by the connect timeout; `nil` when it connected (the connection is closed again).
-    private func probe() async -> PostgresConnectionFailure? {
+    private func probe() async -> PostgresConnectionError? {
         let connectionConfiguration: PostgresConnection.Configuration
         do {
             connectionConfiguration = try probeConfiguration()
         } catch {
-            return PostgresConnectionFailure(cause: .tls, address: address, detail: "TLS configuration unusable: \(error)")
+            return PostgresConnectionError(cause: .tls, address: address, detail: "TLS configuration unusable: \(error)")
         }
         let address = address
         let logger = logger
         let bound = connectTimeout
         // A server that accepts TCP and never answers would hold the attempt forever: the bound
         // cancels it (PostgresNIO's async connect closes the channel when cancelled).
-        return await withTaskGroup(of: PostgresConnectionFailure??.self) { group in
+        return await withTaskGroup(of: PostgresConnectionError??.self) { group in
             group.addTask {
                 do {
                     let connection = try await PostgresConnection.connect(
@@ -222,7 +222,7 @@ final class PostgresConnectionWatchdog: Sendable {
                 } catch is CancellationError {
                     return nil
                 } catch {
-                    return .some(PostgresConnectionFailure.classify(error, address: address))
+                    return .some(PostgresConnectionError.classify(error, address: address))
                 }
             }
             group.addTask {
@@ -230,10 +230,10 @@ final class PostgresConnectionWatchdog: Sendable {
                 return nil
             }
             // The attempt's answer, or `nil` when the bound passed first.
-            let first: PostgresConnectionFailure?? = await group.next() ?? nil
+            let first: PostgresConnectionError?? = await group.next() ?? nil
             group.cancelAll()
             if let first { return first }
-            return PostgresConnectionFailure(
+            return PostgresConnectionError(
                 cause: .unreachable, address: address, detail: "no connection within \(Self.format(bound))")
         }
     }

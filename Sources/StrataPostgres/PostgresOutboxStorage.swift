@@ -45,8 +45,8 @@ import PostgresNIO
 /// - Failures throw `StoreError` naming this storage and the operation (`retrieve` for
 ///   ``loadAll()`` and ``entry(_:)``, `insert` for ``save(_:)``, `delete` for ``remove(_:)``) and
 ///   the entry's id. A database that cannot be reached fails as ``PostgresStore`` does: within
-///   ``connectTimeout``, with a ``PostgresConnectionFailure`` as the `underlying` error. A statement
-///   the server aborted after ``statementTimeout`` fails with a ``PostgresStatementTimeout`` as the
+///   ``connectTimeout``, with a ``PostgresConnectionError`` as the `underlying` error. A statement
+///   the server aborted after ``statementTimeout`` fails with a ``PostgresStatementTimeoutError`` as the
 ///   `underlying` error: a ``save(_:)`` that fails so was not committed. Credentials never appear in
 ///   ``description``, errors or logs.
 public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringConvertible {
@@ -62,7 +62,7 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
     public var queryTimeout: Duration { connections.queryTimeout }
     /// How long the server lets one statement run before it aborts it and rolls it back: below
     /// ``queryTimeout``, so that a ``save(_:)`` the server did not finish in time fails with a
-    /// ``PostgresStatementTimeout`` (it was not committed) before the storage stops waiting. See
+    /// ``PostgresStatementTimeoutError`` (it was not committed) before the storage stops waiting. See
     /// ``PostgresStore/statementTimeout``.
     public var statementTimeout: Duration { connections.statementTimeout }
 

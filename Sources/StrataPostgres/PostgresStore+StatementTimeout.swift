@@ -11,7 +11,7 @@ import PostgresNIO
 /// connection, but a server does not notice a closed connection while a statement waits (for a lock,
 /// say): the statement goes on, and may commit after the caller was told it failed. The server's
 /// `statement_timeout`, strictly below ``queryTimeout``, makes the server abort the statement and roll
-/// it back first, so a write the store reports as failed by ``PostgresStatementTimeout`` did not happen.
+/// it back first, so a write the store reports as failed by ``PostgresStatementTimeoutError`` did not happen.
 extension PostgresStore {
     /// Nine tenths of `queryTimeout`: the server's answer has the last tenth to arrive before the
     /// store stops waiting (3 seconds for the default 30).

@@ -58,7 +58,7 @@ import PostgresNIO
 /// ## Failures
 /// - An operation that cannot get a connection throws a `StoreError` whose reason starts
 ///   `database unreachable at host:port:` and whose `underlying` error is a
-///   ``PostgresConnectionFailure`` stating the cause (``PostgresConnectionFailure/Cause``: refused,
+///   ``PostgresConnectionError`` stating the cause (``PostgresConnectionError/Cause``: refused,
 ///   unreachable, TLS, authentication rejected, database missing), so a `fallingBack(to:)` can serve
 ///   another tier. PostgresNIO's pool retries failed connection attempts without failing the
 ///   waiting operation, so when an operation has waited briefly and no operation of the store got a
@@ -70,7 +70,7 @@ import PostgresNIO
 ///   throws. No operation hangs.
 /// - The server aborts a statement that runs past ``statementTimeout`` (below ``queryTimeout``) and
 ///   rolls it back, so a slow statement fails before the store stops waiting for it, with a
-///   ``PostgresStatementTimeout`` as the `underlying` error, instead of committing after the caller
+///   ``PostgresStatementTimeoutError`` as the `underlying` error, instead of committing after the caller
 ///   was told it failed.
 /// - A row that no longer decodes (wrong length, bytes the codec rejects, columns of the wrong type) is
 ///   a miss: it is deleted (unless another writer replaced it meanwhile) and logged at `warning`.
@@ -95,7 +95,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     /// How long the server lets one statement of the store run before it aborts it, in whole
     /// milliseconds: strictly below ``queryTimeout``, so that the server gives up on a statement (and
     /// rolls it back) before the store stops waiting for it. A write that fails this way throws a
-    /// `StoreError` whose `underlying` error is a ``PostgresStatementTimeout``: it was not committed.
+    /// `StoreError` whose `underlying` error is a ``PostgresStatementTimeoutError``: it was not committed.
     ///
     /// Set as the server's `statement_timeout`: once per connection on the store's own client (a
     /// `SET` for the session), and for each operation's transaction (`SET LOCAL`) on the

@@ -16,12 +16,12 @@ import PostgresNIO
 /// do {
 ///     _ = try await store.retrieve("feed")
 /// } catch let error as StoreError {
-///     if let failure = error.underlying as? PostgresConnectionFailure, failure.cause == .authenticationRejected {
+///     if let failure = error.underlying as? PostgresConnectionError, failure.cause == .authenticationRejected {
 ///         print("check the credentials: \(failure.detail)")
 ///     }
 /// }
 /// ```
-public struct PostgresConnectionFailure: Error, Sendable, CustomStringConvertible {
+public struct PostgresConnectionError: Error, Sendable, CustomStringConvertible {
     /// Which layer failed.
     public enum Cause: String, Sendable, Hashable {
         /// Nothing accepts connections at the address (TCP: connection refused).
@@ -66,10 +66,10 @@ public struct PostgresConnectionFailure: Error, Sendable, CustomStringConvertibl
     public var description: String { "database unreachable at \(address): \(detail)" }
 
     /// Classifies the error a connection attempt failed with.
-    static func classify(_ error: any Error, address: String) -> PostgresConnectionFailure {
+    static func classify(_ error: any Error, address: String) -> PostgresConnectionError {
         guard let psql = error as? PSQLError else {
             return classifyTransport(error, address: address, psql: nil)
-                ?? PostgresConnectionFailure(cause: .other, address: address, detail: "\(error)")
+                ?? PostgresConnectionError(cause: .other, address: address, detail: "\(error)")
         }
         switch psql.code {
         case .server:
@@ -82,33 +82,33 @@ public struct PostgresConnectionFailure: Error, Sendable, CustomStringConvertibl
             case "3D000": cause = .databaseMissing
             default: cause = .other
             }
-            return PostgresConnectionFailure(cause: cause, address: address, detail: detail, sqlState: state, error: psql)
+            return PostgresConnectionError(cause: cause, address: address, detail: detail, sqlState: state, error: psql)
         case .unsupportedAuthMechanism, .authMechanismRequiresPassword, .saslError:
-            return PostgresConnectionFailure(
+            return PostgresConnectionError(
                 cause: .authenticationRejected, address: address, detail: "authentication failed: \(psql.code)", error: psql)
         case .sslUnsupported:
-            return PostgresConnectionFailure(
+            return PostgresConnectionError(
                 cause: .tls, address: address, detail: "the server does not support TLS, which is required", error: psql)
         case .failedToAddSSLHandler, .receivedUnencryptedDataAfterSSLRequest:
-            return PostgresConnectionFailure(cause: .tls, address: address, detail: "TLS setup failed: \(psql.code)", error: psql)
+            return PostgresConnectionError(cause: .tls, address: address, detail: "TLS setup failed: \(psql.code)", error: psql)
         case .serverClosedConnection:
             if let underlying = psql.underlying, let transport = classifyTransport(underlying, address: address, psql: psql) {
                 return transport
             }
-            return PostgresConnectionFailure(
+            return PostgresConnectionError(
                 cause: .serverClosedConnection, address: address, detail: "the server closed the connection", error: psql)
         default:
             if let underlying = psql.underlying, let transport = classifyTransport(underlying, address: address, psql: psql) {
                 return transport
             }
-            return PostgresConnectionFailure(
+            return PostgresConnectionError(
                 cause: .other, address: address, detail: "\(psql.code)" + (psql.underlying.map { ": \($0)" } ?? ""),
                 error: psql)
         }
     }
 
     /// The SwiftNIO error under a connection failure: refused, unreachable or TLS.
-    private static func classifyTransport(_ error: any Error, address: String, psql: PSQLError?) -> PostgresConnectionFailure? {
+    private static func classifyTransport(_ error: any Error, address: String, psql: PSQLError?) -> PostgresConnectionError? {
         switch error {
         case let error as NIOConnectionError:
             // Each address tried failed; refused when every one was refused.
@@ -117,23 +117,23 @@ public struct PostgresConnectionFailure: Error, Sendable, CustomStringConvertibl
                 return failures.allSatisfy({ $0.cause == .refused }) ? first : (failures.first { $0.cause != .refused } ?? first)
             }
             if let dns = error.dnsAAAAError ?? error.dnsAError {
-                return PostgresConnectionFailure(cause: .unreachable, address: address, detail: "host not found: \(dns)", error: psql)
+                return PostgresConnectionError(cause: .unreachable, address: address, detail: "host not found: \(dns)", error: psql)
             }
-            return PostgresConnectionFailure(cause: .unreachable, address: address, detail: "no address to connect to", error: psql)
+            return PostgresConnectionError(cause: .unreachable, address: address, detail: "no address to connect to", error: psql)
         case let error as IOError:
             if error.errnoCode == ECONNREFUSED {
-                return PostgresConnectionFailure(
+                return PostgresConnectionError(
                     cause: .refused, address: address, detail: "Connection refused (errno: \(error.errnoCode))", error: psql)
             }
-            return PostgresConnectionFailure(cause: .unreachable, address: address, detail: "\(error)", error: psql)
+            return PostgresConnectionError(cause: .unreachable, address: address, detail: "\(error)", error: psql)
         case ChannelError.connectTimeout(let amount):
             let seconds = Double(amount.nanoseconds) / 1e9
             let text = seconds == seconds.rounded() ? "\(Int(seconds)) s" : "\(seconds) s"
-            return PostgresConnectionFailure(cause: .unreachable, address: address, detail: "Connect timeout (\(text))", error: psql)
+            return PostgresConnectionError(cause: .unreachable, address: address, detail: "Connect timeout (\(text))", error: psql)
         case let error as NIOSSLError:
-            return PostgresConnectionFailure(cause: .tls, address: address, detail: "TLS handshake failed: \(error)", error: psql)
+            return PostgresConnectionError(cause: .tls, address: address, detail: "TLS handshake failed: \(error)", error: psql)
         case let error as BoringSSLError:
-            return PostgresConnectionFailure(cause: .tls, address: address, detail: "TLS handshake failed: \(error)", error: psql)
+            return PostgresConnectionError(cause: .tls, address: address, detail: "TLS handshake failed: \(error)", error: psql)
         default:
             return nil
         }
@@ -152,11 +152,11 @@ public struct PostgresConnectionFailure: Error, Sendable, CustomStringConvertibl
 /// ```swift
 /// do {
 ///     try await storage.save(entry)
-/// } catch let error as StoreError where error.underlying is PostgresStatementTimeout {
+/// } catch let error as StoreError where error.underlying is PostgresStatementTimeoutError {
 ///     // not saved: the database was too slow (a lock held elsewhere, an overloaded server)
 /// }
 /// ```
-public struct PostgresStatementTimeout: Error, Sendable, CustomStringConvertible {
+public struct PostgresStatementTimeoutError: Error, Sendable, CustomStringConvertible {
     /// The store's ``PostgresStore/statementTimeout``.
     public var timeout: Duration
     /// The server, `host:port` (or the socket path), without credentials.
@@ -208,7 +208,7 @@ extension PostgresStore {
         switch error {
         case Timeout.connect:
             // Typed either way: what the store's own connection attempt failed with, or no answer in time.
-            let failure = watchdog.failure(since: started) ?? PostgresConnectionFailure(
+            let failure = watchdog.failure(since: started) ?? PostgresConnectionError(
                 cause: .unreachable, address: address, detail: "no connection within \(formatSeconds(connectTimeout))")
             underlying = failure
             reason = failure.description
@@ -220,8 +220,8 @@ extension PostgresStore {
             underlying = nil
             reason = "no answer from the database at \(address) within \(formatSeconds(queryTimeout))"
         case let error as PSQLError
-        where error.code == .server && error.serverInfo?[.sqlState] == PostgresStatementTimeout.sqlStateQueryCanceled:
-            let timeout = PostgresStatementTimeout(
+        where error.code == .server && error.serverInfo?[.sqlState] == PostgresStatementTimeoutError.sqlStateQueryCanceled:
+            let timeout = PostgresStatementTimeoutError(
                 timeout: statementTimeout, address: address, detail: Self.describe(error, address: address), error: error)
             underlying = timeout
             reason = timeout.description

@@ -73,7 +73,7 @@ public enum OutboxStorageContractCase: String, CaseIterable, Sendable, CustomStr
 }
 
 /// A behaviour of ``OutboxStorageContractCase`` that a storage does not have.
-public struct OutboxStorageContractViolation: Error, CustomStringConvertible {
+public struct OutboxStorageContractError: Error, CustomStringConvertible {
     /// The case that failed.
     public var contractCase: OutboxStorageContractCase
     /// The storage, as it describes itself.
@@ -84,9 +84,9 @@ public struct OutboxStorageContractViolation: Error, CustomStringConvertible {
 }
 
 /// Every case a storage failed in ``OutboxStorageContract/verifyAll()``.
-public struct OutboxStorageContractViolations: Error, CustomStringConvertible {
+public struct OutboxStorageContractVerificationError: Error, CustomStringConvertible {
     /// One violation per failed case.
-    public var violations: [OutboxStorageContractViolation]
+    public var violations: [OutboxStorageContractError]
     public var description: String { violations.map(\.description).joined(separator: "\n") }
 }
 
@@ -169,20 +169,20 @@ public struct OutboxStorageContract<S: OutboxStorage>: Sendable {
 
     /// Runs every applicable case, reporting all violations together (for XCTest, or a one-line check).
     public func verifyAll() async throws {
-        var violations: [OutboxStorageContractViolation] = []
+        var violations: [OutboxStorageContractError] = []
         for contractCase in applicableCases {
             do {
                 try await verify(contractCase)
-            } catch let violation as OutboxStorageContractViolation {
+            } catch let violation as OutboxStorageContractError {
                 violations.append(violation)
             } catch {
-                violations.append(OutboxStorageContractViolation(contractCase: contractCase, storage: "\(S.self)", message: "threw \(error)"))
+                violations.append(OutboxStorageContractError(contractCase: contractCase, storage: "\(S.self)", message: "threw \(error)"))
             }
         }
-        if !violations.isEmpty { throw OutboxStorageContractViolations(violations: violations) }
+        if !violations.isEmpty { throw OutboxStorageContractVerificationError(violations: violations) }
     }
 
-    /// Runs one case; throws ``OutboxStorageContractViolation`` when the storage does not behave as
+    /// Runs one case; throws ``OutboxStorageContractError`` when the storage does not behave as
     /// the case says (or when the case needs a hook this contract lacks).
     public func verify(_ contractCase: OutboxStorageContractCase) async throws {
         let storage = try await makeStorage()
@@ -411,8 +411,8 @@ public struct OutboxStorageContract<S: OutboxStorage>: Sendable {
         let contractCase: OutboxStorageContractCase
         let storage: String
 
-        func fail(_ message: String) -> OutboxStorageContractViolation {
-            OutboxStorageContractViolation(contractCase: contractCase, storage: storage, message: message)
+        func fail(_ message: String) -> OutboxStorageContractError {
+            OutboxStorageContractError(contractCase: contractCase, storage: storage, message: message)
         }
 
         func that(_ condition: Bool, _ message: @autoclosure () -> String) throws {

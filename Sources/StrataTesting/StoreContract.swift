@@ -88,7 +88,7 @@ public enum StoreContractCase: String, CaseIterable, Sendable, CustomStringConve
 }
 
 /// A behaviour of ``StoreContractCase`` that a store does not have.
-public struct StoreContractViolation: Error, CustomStringConvertible {
+public struct StoreContractError: Error, CustomStringConvertible {
     public var contractCase: StoreContractCase
     public var store: String
     public var message: String
@@ -96,8 +96,8 @@ public struct StoreContractViolation: Error, CustomStringConvertible {
 }
 
 /// Every case a store failed in ``StoreContract/verifyAll()``.
-public struct StoreContractViolations: Error, CustomStringConvertible {
-    public var violations: [StoreContractViolation]
+public struct StoreContractVerificationError: Error, CustomStringConvertible {
+    public var violations: [StoreContractError]
     public var description: String { violations.map(\.description).joined(separator: "\n") }
 }
 
@@ -225,20 +225,20 @@ public struct StoreContract<S: Store>: Sendable where S.Value: Equatable {
 
     /// Runs every applicable case, reporting all violations together (for XCTest, or a one-line check).
     public func verifyAll() async throws {
-        var violations: [StoreContractViolation] = []
+        var violations: [StoreContractError] = []
         for contractCase in applicableCases {
             do {
                 try await verify(contractCase)
-            } catch let violation as StoreContractViolation {
+            } catch let violation as StoreContractError {
                 violations.append(violation)
             } catch {
-                violations.append(StoreContractViolation(contractCase: contractCase, store: "\(S.self)", message: "threw \(error)"))
+                violations.append(StoreContractError(contractCase: contractCase, store: "\(S.self)", message: "threw \(error)"))
             }
         }
-        if !violations.isEmpty { throw StoreContractViolations(violations: violations) }
+        if !violations.isEmpty { throw StoreContractVerificationError(violations: violations) }
     }
 
-    /// Runs one case; throws ``StoreContractViolation`` when the store does not behave as the case
+    /// Runs one case; throws ``StoreContractError`` when the store does not behave as the case
     /// says (or when the case needs a hook this contract lacks).
     public func verify(_ contractCase: StoreContractCase) async throws {
         if contractCase.requirement == .countLimit { return try await verifyEviction(contractCase) }
@@ -569,8 +569,8 @@ public struct StoreContract<S: Store>: Sendable where S.Value: Equatable {
         let contractCase: StoreContractCase
         let store: String
 
-        func fail(_ message: String) -> StoreContractViolation {
-            StoreContractViolation(contractCase: contractCase, store: store, message: message)
+        func fail(_ message: String) -> StoreContractError {
+            StoreContractError(contractCase: contractCase, store: store, message: message)
         }
 
         func that(_ condition: Bool, _ message: @autoclosure () -> String) throws {

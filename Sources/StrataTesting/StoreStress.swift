@@ -87,7 +87,7 @@ public struct StoreStress: Sendable {
     }
 
     /// Everything a run found wrong.
-    public struct Violation: Error, CustomStringConvertible {
+    public struct StressError: Error, CustomStringConvertible {
         /// One line per problem: the task, step and key, and what was wrong.
         public var problems: [String]
         public var description: String {
@@ -131,7 +131,7 @@ public struct StoreStress: Sendable {
     /// Runs the stress with tasks spread over `stores` (instances of one store: two `FileStore`s on one
     /// directory, two `SQLiteStore`s on one file, or one store) that keep ``Value``s under `String` keys.
     /// `count` reads how many entries the store holds, checked against `countLimit` at the end.
-    /// - Throws: ``Violation`` listing every problem found.
+    /// - Throws: ``StressError`` listing every problem found.
     @discardableResult
     public func run<S: Store>(
         on stores: [S], countLimit: Int? = nil, count: (@Sendable () async throws -> Int)? = nil
@@ -147,7 +147,7 @@ public struct StoreStress: Sendable {
     ///   - unwrap: the stress value a store value carries, or `nil` when it carries none (reported as
     ///     a problem: the store returned something no write produced).
     ///   - countLimit: the store's count limit, checked with `count` at the end.
-    /// - Throws: ``Violation`` listing every problem found.
+    /// - Throws: ``StressError`` listing every problem found.
     @discardableResult
     public func run<S: Store>(
         on stores: [S],
@@ -228,7 +228,7 @@ public struct StoreStress: Sendable {
         }
 
         let found = problems.withLock { $0 }
-        guard found.isEmpty else { throw Violation(problems: found) }
+        guard found.isEmpty else { throw StressError(problems: found) }
         return report.withLock { $0 }
     }
 

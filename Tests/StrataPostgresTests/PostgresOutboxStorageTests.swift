@@ -185,7 +185,7 @@ struct PostgresOutboxStorageTests {
             }
         } throws: { error in
             guard let error = error as? StoreError else { return false }
-            let failure = error.underlying as? PostgresConnectionFailure
+            let failure = error.underlying as? PostgresConnectionError
             return error.operation == operation
                 && error.key == (operation == .retrieve ? nil : entry.idempotencyKey)
                 && error.store == "PostgresOutboxStorage(127.0.0.1:1/strata/strata_outbox)"

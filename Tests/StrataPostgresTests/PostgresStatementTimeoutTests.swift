@@ -53,7 +53,7 @@ struct PostgresStatementTimeoutTests {
                 let error = await #expect(throws: StoreError.self) { try await storage.save(Self.entry("second", attempts: 1)) }
                 #expect(error?.operation == .insert)
                 #expect(error?.key == saved.idempotencyKey)
-                let timeout = error?.underlying as? PostgresStatementTimeout
+                let timeout = error?.underlying as? PostgresStatementTimeoutError
                 #expect(timeout != nil, "\(String(describing: error))")
                 #expect(timeout?.sqlState == "57014")
                 #expect(timeout?.timeout == .seconds(1))
@@ -94,7 +94,7 @@ struct PostgresStatementTimeoutTests {
 
             try await Self.whileRowIsLocked(saved.id, in: table) {
                 let error = await #expect(throws: StoreError.self) { try await storage.save(Self.entry("second", attempts: 1)) }
-                let timeout = error?.underlying as? PostgresStatementTimeout
+                let timeout = error?.underlying as? PostgresStatementTimeoutError
                 #expect(timeout?.timeout == .milliseconds(200), "\(String(describing: error))")
                 // Reads do not wait on a row lock.
                 let read = try await storage.entry(saved.id)
@@ -128,7 +128,7 @@ struct PostgresStatementTimeoutTests {
                 try await connection.query(#"LOCK TABLE "\#(unescaped: table)" IN ACCESS EXCLUSIVE MODE"#, logger: quietLogger)
                 let error = await #expect(throws: StoreError.self) { try await store.retrieve("feed") }
                 #expect(error?.operation == .retrieve)
-                #expect((error?.underlying as? PostgresStatementTimeout)?.timeout == .milliseconds(300), "\(String(describing: error))")
+                #expect((error?.underlying as? PostgresStatementTimeoutError)?.timeout == .milliseconds(300), "\(String(describing: error))")
             }
             #expect(try await store.retrieve("feed")?.value == itemA)
         }

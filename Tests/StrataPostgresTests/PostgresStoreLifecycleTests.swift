@@ -25,7 +25,7 @@ struct PostgresStoreLifecycleTests {
             let started = clock.now
             let error = await #expect(throws: StoreError.self) { try await store.retrieve("feed") }
             #expect(started.duration(to: clock.now) < TestServer.connectTimeout)
-            let failure = error?.underlying as? PostgresConnectionFailure
+            let failure = error?.underlying as? PostgresConnectionError
             #expect(failure?.cause == .databaseMissing, "\(String(describing: error))")
             #expect(failure?.sqlState == "3D000")
             #expect(error?.reason.contains("strata_no_such_database_5e1c") == true, "\(String(describing: error))")
@@ -67,7 +67,7 @@ struct PostgresStoreLifecycleTests {
         let error = await #expect(throws: StoreError.self) { try await store.retrieve("feed") }
         // The database itself is fine (the store's own attempt connects): only the pool is not running.
         #expect(error?.reason.hasSuffix("no connection within 1 s") == true, "\(String(describing: error))")
-        #expect((error?.underlying as? PostgresConnectionFailure)?.cause == .unreachable)
+        #expect((error?.underlying as? PostgresConnectionError)?.cause == .unreachable)
     }
 
     @Test("run() as a task: the store works while it runs, and cancelling it shuts the store down")
@@ -156,7 +156,7 @@ enum PostgresDocExamples {
         do {
             _ = try await store.retrieve("feed")
         } catch let error as StoreError {
-            if let failure = error.underlying as? PostgresConnectionFailure, failure.cause == .authenticationRejected {
+            if let failure = error.underlying as? PostgresConnectionError, failure.cause == .authenticationRejected {
                 print("check the credentials: \(failure.detail)")
             }
         } catch {}
@@ -165,7 +165,7 @@ enum PostgresDocExamples {
     static func statementTimeout(storage: PostgresOutboxStorage, entry: OutboxEntry) async throws {
         do {
             try await storage.save(entry)
-        } catch let error as StoreError where error.underlying is PostgresStatementTimeout {
+        } catch let error as StoreError where error.underlying is PostgresStatementTimeoutError {
             // not saved: the database was too slow (a lock held elsewhere, an overloaded server)
         }
     }

@@ -217,7 +217,7 @@ struct PostgresStoreServerTests {
             #expect(started.duration(to: clock.now) < TestServer.connectTimeout)
             #expect(error?.reason.contains("password authentication failed") == true, "\(String(describing: error))")
             #expect(error?.reason.contains("SQLSTATE 28P01") == true, "\(String(describing: error))")
-            let failure = error?.underlying as? PostgresConnectionFailure
+            let failure = error?.underlying as? PostgresConnectionError
             #expect(failure?.cause == .authenticationRejected, "\(String(describing: error?.underlying))")
             #expect(failure?.sqlState == "28P01")
             #expect(failure?.error?.code == .server)

@@ -103,7 +103,7 @@ struct PostgresStoreOfflineTests {
             #expect(error.reason.hasPrefix("database unreachable at 127.0.0.1:1: "), "\(error.reason)")
             #expect(error.reason.lowercased().contains("connection refused"), "\(error.reason)")
             // The cause is typed, from PostgresNIO's error of the store's own connection attempt.
-            let failure = error.underlying as? PostgresConnectionFailure
+            let failure = error.underlying as? PostgresConnectionError
             #expect(failure?.cause == .refused, "\(String(describing: error.underlying))")
             #expect(failure?.address == "127.0.0.1:1")
             #expect(failure?.error?.code == .connectionError)
@@ -167,7 +167,7 @@ struct PostgresStoreOfflineTests {
         #expect(
             [prefix + "no connection within 1 s", prefix + "Connect timeout (1 s)"].contains(error?.reason),
             "\(String(describing: error))")
-        #expect((error?.underlying as? PostgresConnectionFailure)?.cause == .unreachable)
+        #expect((error?.underlying as? PostgresConnectionError)?.cause == .unreachable)
         #expect(elapsed >= .seconds(1) && elapsed < Self.failsFastBound, "took \(elapsed)")
         await store.shutdown()
     }

@@ -92,7 +92,7 @@ struct PostgresWatchdogTLSTests {
         for _ in 0..<2 {
             let error = await #expect(throws: StoreError.self) { try await store.retrieve("feed") }
             // Not `.refused`, which only the probe can tell: the operation waited for the pool until connectTimeout.
-            let failure = error?.underlying as? PostgresConnectionFailure
+            let failure = error?.underlying as? PostgresConnectionError
             #expect(failure?.cause == .unreachable, "\(String(describing: error))")
             #expect(failure?.detail == "no connection within 1 s", "\(String(describing: error))")
         }
@@ -129,7 +129,7 @@ struct PostgresWatchdogTLSTests {
             // Before, the probe connected without them, and the operation waited the whole connect
             // timeout, then failed as "no connection within".
             #expect(started.duration(to: clock.now) < TestServer.connectTimeout)
-            let failure = error?.underlying as? PostgresConnectionFailure
+            let failure = error?.underlying as? PostgresConnectionError
             #expect(failure?.sqlState == "42704", "\(String(describing: error))")
             #expect(failure?.detail.contains("strata_no_such_setting") == true, "\(String(describing: error))")
         }
@@ -154,7 +154,7 @@ struct PostgresWatchdogTLSTests {
                 // Only a probe that requires TLS finds this; one that preferred it would connect, and the
                 // operation would wait the whole connect timeout for the pool.
                 #expect(started.duration(to: clock.now) < TestServer.connectTimeout)
-                let failure = error?.underlying as? PostgresConnectionFailure
+                let failure = error?.underlying as? PostgresConnectionError
                 #expect(failure?.cause == .tls, "\(String(describing: error))")
             } else {
                 #expect(try await store.retrieve("feed") == nil)

@@ -41,7 +41,7 @@ struct ConcurrencyStoreTests {
     @Test func aStoreThatReturnsForeignValues_isReported() async throws {
         let store = MemoryStore<String, Data>()
         try await store.insert(Data("not a stress value".utf8), for: "feed", storedAt: referenceDate)
-        await #expect(throws: StoreStress.Violation.self) {
+        await #expect(throws: StoreStress.StressError.self) {
             // Every write is dropped, so the foreign value stays and is read back.
             try await StoreStress(tasks: 2, steps: 40, keys: ["feed"]).run(
                 on: [store], key: { $0 }, value: { _ in Data("not a stress value".utf8) },
@@ -79,7 +79,7 @@ struct ConcurrencyStoreTests {
     /// The harness catches a store that mixes two writes: a store whose inserts keep the previous
     /// entry's metadata fails it.
     @Test func theStressCatchesAStoreThatMixesWrites() async throws {
-        await #expect(throws: StoreStress.Violation.self) {
+        await #expect(throws: StoreStress.StressError.self) {
             try await StoreStress(tasks: 4, steps: 40).run(on: [MixingStore()])
         }
     }

@@ -81,11 +81,11 @@ struct OutboxStorageContractTests {
         do {
             try await contract.verify(behaviour)
             Issue.record("\(breakage) passed \(behaviour)")
-        } catch let violation as OutboxStorageContractViolation {
+        } catch let violation as OutboxStorageContractError {
             #expect(violation.contractCase == behaviour)
             #expect(violation.message.contains(named), "\(violation)")
         }
-        await #expect(throws: OutboxStorageContractViolations.self) { try await contract.verifyAll() }
+        await #expect(throws: OutboxStorageContractVerificationError.self) { try await contract.verifyAll() }
     }
 
     @Test("a case that needs a hook the contract lacks fails, naming the hook")

@@ -37,7 +37,7 @@ struct StoreContractFailureTests {
         (.forgetsTheKey, .failedDeleteKeepsValue, "naming key nil, expected 'a'"),
     ])
     func flawedFailureIsAViolation(_ flaw: FaultyStore.Flaw, _ contractCase: StoreContractCase, _ expected: String) async throws {
-        let violation = try await #require(throws: StoreContractViolation.self) {
+        let violation = try await #require(throws: StoreContractError.self) {
             try await Self.faultyContract(flaw).verify(contractCase)
         }
         #expect(violation.contractCase == contractCase)
@@ -49,7 +49,7 @@ struct StoreContractFailureTests {
         (.runsBodyTwice, "ran the insert 2 times"),
     ])
     func flawedHookIsAViolation(_ hook: FaultyStore.HookFlaw, _ expected: String) async throws {
-        let violation = try await #require(throws: StoreContractViolation.self) {
+        let violation = try await #require(throws: StoreContractError.self) {
             try await Self.faultyContract(.none, hook: hook).verify(.failedInsertKeepsPreviousValue)
         }
         #expect(violation.description.contains(expected), "\(violation)")
@@ -60,7 +60,7 @@ struct StoreContractFailureTests {
     @Test("a store damaged by overlapping operations fails the concurrent case")
     func unsynchronisedStoreFailsConcurrentCase() async throws {
         let contract = StoreContract(keys: ("a", "b"), values: (itemA, itemB)) { UnsynchronisedStore() }
-        let violation = try await #require(throws: StoreContractViolation.self) {
+        let violation = try await #require(throws: StoreContractError.self) {
             try await contract.verify(.concurrentMixedOperationsLoseNothing)
         }
         #expect(violation.contractCase == .concurrentMixedOperationsLoseNothing)
@@ -95,7 +95,7 @@ struct StoreContractFailureTests {
         (.reportsFalse, .refreshRestampsAndKeepsTheValue, "refresh of a stored key: expected true, got false"),
     ])
     func flawedRefreshIsAViolation(_ flaw: RefreshFlawedStore.Flaw, _ contractCase: StoreContractCase, _ expected: String) async throws {
-        let violation = try await #require(throws: StoreContractViolation.self) {
+        let violation = try await #require(throws: StoreContractError.self) {
             try await Self.refreshContract(flaw).verify(contractCase)
         }
         #expect(violation.contractCase == contractCase)
@@ -110,7 +110,7 @@ struct StoreContractFailureTests {
             keys: ("a", "b"), values: (itemA, itemB),
             makeLimitedStore: { _ in MemoryStore<String, Item>() }
         ) { MemoryStore<String, Item>() }
-        let violation = try await #require(throws: StoreContractViolation.self) {
+        let violation = try await #require(throws: StoreContractError.self) {
             try await contract.verify(.evictsLeastRecentlyUsedFirst)
         }
         #expect(violation.contractCase == .evictsLeastRecentlyUsedFirst)
@@ -124,7 +124,7 @@ struct StoreContractFailureTests {
             makeLimitedStore: { FIFOStore(countLimit: $0) }
         ) { FIFOStore(countLimit: .max) }
         try await contract.verify(.evictsLeastRecentlyUsedFirst)
-        let violation = try await #require(throws: StoreContractViolation.self) {
+        let violation = try await #require(throws: StoreContractError.self) {
             try await contract.verify(.retrieveRefreshesRecency)
         }
         #expect(violation.contractCase == .retrieveRefreshesRecency)
@@ -138,7 +138,7 @@ struct StoreContractFailureTests {
             keys: (Name(text: "a"), Name(text: "b")), values: (itemA, itemB),
             makeLimitedStore: { MemoryStore(countLimit: $0) }
         ) { MemoryStore() }
-        let violation = try await #require(throws: StoreContractViolation.self) {
+        let violation = try await #require(throws: StoreContractError.self) {
             try await withoutSpare.verify(.retrieveRefreshesRecency)
         }
         #expect(violation.description.contains("spareKey"))

@@ -85,12 +85,12 @@ struct StoreContractTests {
     @Test("a store that breaks the contract fails it, naming the case")
     func brokenStoreFailsTheContract() async throws {
         let contract = StoreContract(keys: ("a", "b"), values: (itemA, itemB)) { ForgetfulStore() }
-        await #expect(throws: StoreContractViolation.self) {
+        await #expect(throws: StoreContractError.self) {
             try await contract.verify(.insertOverridesPreviouslyInsertedValue)
         }
         do {
             try await contract.verify(.insertOverridesPreviouslyInsertedValue)
-        } catch let violation as StoreContractViolation {
+        } catch let violation as StoreContractError {
             #expect(violation.contractCase == .insertOverridesPreviouslyInsertedValue)
             #expect(violation.description.contains("second insert"))
         }
@@ -100,13 +100,13 @@ struct StoreContractTests {
 
     @Test("a case that needs a missing hook fails instead of passing silently")
     func missingHookFails() async throws {
-        await #expect(throws: StoreContractViolation.self) {
+        await #expect(throws: StoreContractError.self) {
             try await Self.memory.verify(.secondInstanceSeesInsertedValue)
         }
-        await #expect(throws: StoreContractViolation.self) {
+        await #expect(throws: StoreContractError.self) {
             try await Self.userDefaults.verify(.failedInsertKeepsPreviousValue)
         }
-        await #expect(throws: StoreContractViolation.self) {
+        await #expect(throws: StoreContractError.self) {
             try await Self.userDefaults.verify(.evictsLeastRecentlyUsedFirst)
         }
         #expect(Self.memory.applicableCases == StoreContractCase.universal + [.evictsLeastRecentlyUsedFirst, .retrieveRefreshesRecency, .removeAllRestartsTheLimits])
@@ -200,7 +200,7 @@ struct VerifyAllTests {
         do {
             try await contract.verifyAll()
             Issue.record("a forgetful store must fail the contract")
-        } catch let error as StoreContractViolations {
+        } catch let error as StoreContractVerificationError {
             #expect(error.violations.map(\.contractCase).contains(.insertOverridesPreviouslyInsertedValue))
             #expect(!error.violations.map(\.contractCase).contains(.retrieveDeliversEmptyOnEmptyStore))
         }

@@ -138,14 +138,14 @@ extension Outbox {
 
     /// Runs one attempt's handler with the outbox's deadline (on its clock). Past the deadline the
     /// handler's task is cancelled and left behind (its result, if it ever comes, is ignored: the
-    /// next attempt carries the same key), and the attempt fails with ``OutboxHandlerTimedOut``.
+    /// next attempt carries the same key), and the attempt fails with ``OutboxHandlerTimeoutError``.
     private func runHandler(_ handler: @escaping Handler, _ delivery: Delivery) async -> Result<Receipt, any Error> {
         guard let deadline = handlerDeadline else {
             do { return .success(try await handler(delivery)) } catch { return .failure(error) }
         }
         switch await raceAgainstDeadline(clock: environment.clock, duration: deadline, { try await handler(delivery) }) {
         case .value(let result): return result
-        case .deadline: return .failure(OutboxHandlerTimedOut(deadline: deadline))
+        case .deadline: return .failure(OutboxHandlerTimeoutError(deadline: deadline))
         case .cancelled: return .failure(CancellationError())
         }
     }
@@ -258,7 +258,7 @@ extension Outbox {
 
 /// An attempt whose handler ran past the outbox's `handlerDeadline`: it was cancelled, and the write
 /// is retried after a backoff as one that got no answer (``OutboxFailure/Class/timedOut``).
-public struct OutboxHandlerTimedOut: Error, Sendable, CustomStringConvertible {
+public struct OutboxHandlerTimeoutError: Error, Sendable, CustomStringConvertible {
     /// The deadline it ran past.
     public var deadline: Duration
     public var description: String { "the write's handler ran past its deadline of \(deadline.formattedAge) and was cancelled" }

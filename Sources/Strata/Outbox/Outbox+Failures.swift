@@ -11,7 +11,7 @@ extension Outbox {
             /// 401: refresh the authorization, send once more.
             case unauthorized
             /// 409/412: the conflict policy decides.
-            case conflict(OutboxConflict)
+            case conflict(OutboxConflictError)
             /// Park it.
             case park(DeadLetter.Reason)
         }
@@ -24,7 +24,7 @@ extension Outbox {
     /// The class of `error`: no answer and 408/429/5xx (but 501 and 505) are retried, as is a 409
     /// with `Retry-After`; 401 refreshes, 409/412 are conflicts, anything else parks the write.
     static func classify(_ error: any Error, at now: Date) -> Classified {
-        if let conflict = error as? OutboxConflict {
+        if let conflict = error as? OutboxConflictError {
             return Classified(
                 failure: OutboxFailure(class: .conflict, message: conflict.description, status: conflict.status, at: now),
                 body: conflict.body, disposition: .conflict(conflict))
@@ -55,7 +55,7 @@ extension Outbox {
                     return Classified(failure: failure(.transient), body: body, disposition: .retryLater(requested: requested))
                 }
                 if code == 409 || code == 412 {
-                    let conflict = OutboxConflict(status: code, serverVersion: fields[.eTag], body: body)
+                    let conflict = OutboxConflictError(status: code, serverVersion: fields[.eTag], body: body)
                     return Classified(failure: failure(.conflict), body: body, disposition: .conflict(conflict))
                 }
                 // 501 Not Implemented and 505 HTTP Version Not Supported say the server cannot do this
@@ -76,7 +76,7 @@ extension Outbox {
         // A handler's own `CancellationError` (the drain itself was not cancelled): its request was
         // cancelled under it, for example by a transport's delegate. A timeout, or the handler's
         // deadline. No answer, and the request may have reached the server: retried later.
-        if error is TimeoutError || error is CancellationError || error is OutboxHandlerTimedOut {
+        if error is TimeoutError || error is CancellationError || error is OutboxHandlerTimeoutError {
             return Classified(
                 failure: OutboxFailure(class: .timedOut, message: "\(error)", at: now), body: nil,
                 disposition: .retryLater(requested: nil))

@@ -13,7 +13,7 @@ extension Outbox {
     /// the same moment.
     /// - Parameters:
     ///   - kind: the name writes are queued under; the same in every process that drains the storage.
-    ///   - conflicts: what a 409/412 (or an ``OutboxConflict``) does to a write of this kind.
+    ///   - conflicts: what a 409/412 (or an ``OutboxConflictError``) does to a write of this kind.
     ///   - refreshAuthorization: run after a 401, before the write is sent once more.
     ///   - handler: sends one write and returns a ``Receipt``, or throws what went wrong.
     public func register(

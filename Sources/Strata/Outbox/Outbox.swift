@@ -84,7 +84,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
         }
     }
 
-    /// Sends one write; throws what went wrong (an ``HTTPError``, an ``OutboxConflict``, any error:
+    /// Sends one write; throws what went wrong (an ``HTTPError``, an ``OutboxConflictError``, any error:
     /// see ``Outbox`` for how each is treated).
     public typealias Handler = @Sendable (Delivery) async throws -> Receipt
 

@@ -71,7 +71,7 @@ public struct OutboxRetention: Sendable, Hashable {
 }
 
 /// What happens when the server says a write conflicts with its state (HTTP 409 or 412, or a
-/// handler's ``OutboxConflict``).
+/// handler's ``OutboxConflictError``).
 public enum OutboxConflictPolicy: Sendable {
     /// The server's version stands: the write is removed (logged and reported, with its payload in
     /// the log's metadata) and `refetch` runs so the app can reload the resource.
@@ -80,7 +80,7 @@ public enum OutboxConflictPolicy: Sendable {
     case clientWins
     /// The write becomes `merge(entry, conflict)`: a new payload (and the base version it now
     /// applies to), sent again. A merge that throws parks the write.
-    case merge(@Sendable (OutboxEntry, OutboxConflict) async throws -> OutboxMerge)
+    case merge(@Sendable (OutboxEntry, OutboxConflictError) async throws -> OutboxMerge)
     /// The write is parked with reason ``DeadLetter/Reason/conflict`` for the app (or a person) to decide.
     case manual
 }
@@ -100,7 +100,7 @@ public struct OutboxMerge: Sendable {
 }
 
 /// A conflict reported by the server: its status, and what it sent back (often its current version).
-public struct OutboxConflict: Error, Sendable, CustomStringConvertible {
+public struct OutboxConflictError: Error, Sendable, CustomStringConvertible {
     /// 409 or 412 for HTTP; whatever a custom handler says otherwise.
     public var status: Int?
     /// The server's current version (its `ETag`), if it said.

@@ -468,7 +468,7 @@ struct OutboxStateMachine: Sendable {
         /// Send `entry` again at once (client wins: no precondition, a new key).
         case resend(OutboxEntry)
         /// Run the merge hook, then send its result with a new key.
-        case merge(OutboxEntry, OutboxConflict)
+        case merge(OutboxEntry, OutboxConflictError)
     }
 
     /// The decision after attempt `entry.attempts` failed with `failure`. Pure: the same inputs give
