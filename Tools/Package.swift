@@ -53,7 +53,7 @@ let package = Package(
             dependencies: ["StrataCLI", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
 
-        // The five source systems (SEEDS.md), each in its own article's vocabulary.
+        // The five source systems (the articles Strata grew from), each in its own article's vocabulary.
         .target(
             name: "FeedCachingExample",
             dependencies: [.product(name: "Strata", package: "Strata"), .product(name: "Logging", package: "swift-log")],

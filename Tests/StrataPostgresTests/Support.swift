@@ -15,8 +15,6 @@ struct Item: Codable, Equatable, Hashable, Sendable {
 let itemA = Item(id: 1, name: "a")
 let itemB = Item(id: 2, name: "b — ü")
 
-let quietLogger = Logger(label: "quiet", factory: { _ in SwiftLogNoOpLogHandler() })
-
 /// The PostgreSQL server the tests use: `STRATA_POSTGRES_URL`, set by `scripts/postgres.sh start`.
 enum TestServer {
     static let skipReason: Comment = "STRATA_POSTGRES_URL is not set; run eval \"$(scripts/postgres.sh start)\""

@@ -1,5 +1,5 @@
 import Foundation
-import Strata
+@_spi(StrataInternals) import Strata
 
 /// The transport the CLI's outbox sends through: it remembers the last answer (or failure) per
 /// `Idempotency-Key`, so `strata send` and `strata outbox drain` can report `sent 201` or why a write
@@ -42,17 +42,14 @@ struct AttemptRecorder: HTTPTransport {
     }
 
     /// The attempts, by idempotency key.
-    ///
-    /// `@unchecked Sendable`: its one stored property is read and written only while `lock` is held.
-    final class Attempts: @unchecked Sendable {
-        private let lock = NSLock()
-        private var byKey: [String: Attempt] = [:]
+    final class Attempts: Sendable {
+        private let byKey = Locked<[String: Attempt]>([:])
 
         func record(_ attempt: Attempt, for key: String) {
-            lock.withLock { byKey[key] = attempt }
+            byKey.withLock { $0[key] = attempt }
         }
 
         /// The last attempt of the write with `key`, if it was sent in this process.
-        func last(for key: String) -> Attempt? { lock.withLock { byKey[key] } }
+        func last(for key: String) -> Attempt? { byKey.withLock { $0[key] } }
     }
 }

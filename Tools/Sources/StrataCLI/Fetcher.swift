@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import Strata
+@_spi(StrataInternals) import Strata
 import StrataPostgres
 import StrataSQLite
 
@@ -268,17 +268,14 @@ extension Fetcher {
     }
 
     /// The last 2xx answer of one run (written by the decoder, read after the load).
-    ///
-    /// `@unchecked Sendable`: its one stored property is read and written only while `lock` is held.
-    final class NetworkAnswer: @unchecked Sendable {
-        private let lock = NSLock()
-        private var answer: Answer?
+    final class NetworkAnswer: Sendable {
+        private let answer = Locked<Answer?>(nil)
 
         func record(status: Int, cacheControl: CacheControl) {
-            lock.withLock { answer = Answer(status: status, noStore: cacheControl.noStore) }
+            answer.withLock { $0 = Answer(status: status, noStore: cacheControl.noStore) }
         }
 
-        var value: Answer? { lock.withLock { answer } }
+        var value: Answer? { answer.withLock { $0 } }
     }
 
     /// How one fetch was served, in the words of the report.

@@ -5,9 +5,6 @@ import StrataDemo
 import StrataTesting
 
 
-/// A logger that drops everything.
-let quietLogger = Logger(label: "quiet", factory: { _ in SwiftLogNoOpLogHandler() })
-
 /// The test bundle's default feed (`Resources/default_feed.json`).
 var testDefaults: BundledLoader { BundledLoader(resource: "default_feed", withExtension: "json", in: .module) }
 
