@@ -24,7 +24,7 @@ struct ChainDescriptionTests {
         #expect("\(chain)" == """
             logged(app.feed, info)
             └── coalesced
-                └── fallback
+                └── fallingBack
                     ├── named "fresh local"
                     │   └── MemoryStore [max age 5m 0s]
                     ├── writingThrough(MemoryStore)

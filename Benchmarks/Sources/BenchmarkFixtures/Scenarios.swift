@@ -48,7 +48,7 @@ public enum Scenarios {
     /// The remote points at a port nothing listens on; a hit never reaches it.
     public static func readmeChain(memory store: MemoryStore<String, [Article]>) -> some Loader<Void, [Article]> {
         let feedURL = URL(string: "http://127.0.0.1:9/feed")!
-        let api = CircuitBreaker(name: "api", clock: ContinuousClock())
+        let api = CircuitBreaker(name: "api")
         let remote = HTTPLoader(url: feedURL).decoding([Article].self)
             .timingOut(after: .seconds(5))
             .retrying(.exponential(attempts: 3))

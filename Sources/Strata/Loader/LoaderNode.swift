@@ -6,7 +6,7 @@
 /// ```
 /// logged(strata.feed, info)
 /// └── coalesced
-///     └── fallback
+///     └── fallingBack
 ///         ├── named "fresh local"
 ///         │   └── FileStore(/caches/feed) [max age 24h 0m]
 ///         ├── writingThrough(FileStore(/caches/feed))

@@ -23,6 +23,22 @@ struct LoggedTests {
         #expect(lines.last == "info served from remote age=0s loader=fresh local → remote origin=remote retries=1 tier=remote")
     }
 
+    @Test func withoutALoggerItWritesToTheChainsEnvironmentLogger() async throws {
+        let capture = LogCapture(level: .trace)
+        let other = LogCapture(level: .trace)
+        let sut = observedChain(clock: clock).logged().environment(\.logger, capture.logger)
+        #expect(try await sut.load() == 42)
+        #expect(capture.entries.last?.message == "served from remote")
+        #expect("\(sut)".hasPrefix("logged(info)"))
+
+        // Read at each load: the same chain under another environment writes there, not to the first.
+        let written = capture.entries.count
+        let inner = observedChain(clock: clock).logged()
+        _ = try await inner.environment(\.logger, other.logger).load()
+        #expect(other.entries.last?.message == "served from remote")
+        #expect(capture.entries.count == written)
+    }
+
     @Test func secretsInErrorsNeverReachTheLog() async throws {
         let capture = LogCapture(level: .trace)
         let url = URL(string: "https://user:hunter2@api.example.com/feed?token=abc123")!

@@ -99,7 +99,7 @@ struct FallingBackTests {
             .fallingBack(to: StubLoader(.success(1), name: "stale"))
         #expect(sut.chainSummary == "fresh → remote → stale")
         #expect("\(sut)" == """
-            fallback
+            fallingBack
             ├── fresh
             ├── remote
             └── stale

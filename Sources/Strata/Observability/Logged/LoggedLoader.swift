@@ -19,7 +19,8 @@ public struct LoggedLoader<Base: Loader>: Loader {
     public typealias Output = Base.Output
 
     public let base: Base
-    public let logger: Logger
+    /// Where lines go; `nil`: the chain's ``LoadEnvironment/logger``, read at each load.
+    public let logger: Logger?
     /// The level of successful loads and of the events on their way.
     public let level: Logger.Level
     /// The level of failed loads.
@@ -29,7 +30,7 @@ public struct LoggedLoader<Base: Loader>: Loader {
     @usableFromInline let name: String
     @usableFromInline let redactedName: String
 
-    init(base: Base, logger: Logger, level: Logger.Level, failureLevel: Logger.Level) {
+    init(base: Base, logger: Logger?, level: Logger.Level, failureLevel: Logger.Level) {
         self.base = base
         self.logger = logger
         self.level = level
@@ -40,16 +41,16 @@ public struct LoggedLoader<Base: Loader>: Loader {
 
     @inlinable
     public func load(_ input: Input) async throws -> Output {
+        let logger = logger ?? LoadEnvironment.current.logger
         // Below the logger's level every line this operator writes is dropped: a plain call.
         guard logger.logLevel <= max(level, failureLevel, .warning) else { return try await base.load(input) }
-        return try await loadLogged(input)
+        return try await loadLogged(input, to: logger)
     }
 
     @inlinable
-    func loadLogged(_ input: Input) async throws -> Output {
+    func loadLogged(_ input: Input, to logger: Logger) async throws -> Output {
         let name = name
         let redactedName = redactedName
-        let logger = logger
         let level = level
         logger.debug("load started", metadata: ["loader": "\(redactedName)"])
         let (result, report) = await observeLoad(base, input, loader: name, clock: ContinuousClock()) { event in
@@ -103,23 +104,24 @@ public struct LoggedLoader<Base: Loader>: Loader {
 
 extension LoggedLoader: LoaderDescribing {
     public var loaderNode: LoaderNode {
-        LoaderNode(label: "logged(\(logger.label), \(level))", children: [base.chainNode])
+        LoaderNode(label: logger.map { "logged(\($0.label), \(level))" } ?? "logged(\(level))", children: [base.chainNode])
     }
 }
 
 extension Loader {
     /// Logs every load — start, each event on the way (retries, fallbacks, timeouts, breaker changes),
-    /// and how it ended — to `logger`, with secrets redacted.
+    /// and how it ended — to the chain's logger, with secrets redacted.
     ///
     /// ```swift
-    /// let feed = chain.logged(to: Logger(label: "app.feed"))
+    /// let feed = chain.logged().environment(LoadEnvironment(logger: Logger(label: "app.feed")))
     /// // info: served from disk [loader=fresh local, tier=fresh local, age=2h 0m, duration=1ms]
     /// ```
     /// - Parameters:
-    ///   - logger: where lines go; its `logLevel` filters them.
+    ///   - logger: where lines go; its `logLevel` filters them. `nil` (the default): the chain's
+    ///     ``LoadEnvironment/logger``, read at each load, the one failed cache writes go to.
     ///   - level: the level of successful loads and of the events on their way (default `info`).
     ///   - failureLevel: the level of failed loads (default `error`).
-    public func logged(to logger: Logger, level: Logger.Level = .info, failureLevel: Logger.Level = .error) -> LoggedLoader<Self> {
+    public func logged(to logger: Logger? = nil, level: Logger.Level = .info, failureLevel: Logger.Level = .error) -> LoggedLoader<Self> {
         LoggedLoader(base: self, logger: logger, level: level, failureLevel: failureLevel)
     }
 }

@@ -56,7 +56,7 @@ extension FallingBackLoader: LoaderDescribing {
     public var loaderNode: LoaderNode {
         let tiers = [primary.chainNode, fallback.chainNode]
         var node = LoaderNode(
-            label: "fallback",
+            label: "fallingBack",
             summary: tiers.map(\.summary).joined(separator: " → "),
             children: tiers.flatMap { $0.isFallback ? $0.children : [$0] }
         )

@@ -11,7 +11,10 @@
 ///
 /// One breaker can guard several loaders (everything that calls one host). Its ``state`` can be read at
 /// any time, watched with ``states()``, and forced with ``isolate()`` and ``reset()``.
-/// Time comes from the injected clock.
+///
+/// Time comes from the clock given at creation, not from the chain's ``LoadEnvironment``: a breaker
+/// outlives every load and may guard several chains, so its window and its break are measured on one
+/// clock of its own. ``init(name:policy:)`` uses `ContinuousClock`; tests pass a `ManualClock`.
 public final class CircuitBreaker<C: Clock>: Sendable where C.Duration == Duration {
     /// The name used in errors, events and chain trees.
     public let name: String
@@ -46,6 +49,15 @@ public final class CircuitBreaker<C: Clock>: Sendable where C.Duration == Durati
         self.clock = clock
         self.start = clock.now
         self.storage = Locked(Storage(machine: CircuitBreakerStateMachine(policy: policy)))
+    }
+
+    /// A breaker on the continuous clock: the one an app makes.
+    ///
+    /// ```swift
+    /// let api = CircuitBreaker(name: "api")   // one per host, made once
+    /// ```
+    public convenience init(name: String = "circuit", policy: CircuitBreakerPolicy = CircuitBreakerPolicy()) where C == ContinuousClock {
+        self.init(name: name, policy: policy, clock: ContinuousClock())
     }
 
     deinit {

@@ -40,18 +40,13 @@ extension Loader {
     /// Guards this loader with `breaker`, which may be shared with other loaders.
     ///
     /// ```swift
-    /// let breaker = CircuitBreaker(name: "api", policy: .init(failureRatio: 0.5, breakDuration: .seconds(30)),
-    ///                              clock: ContinuousClock())
-    /// let feed = remote.guarded(by: breaker).fallingBack(to: staleLocal)
+    /// let api = CircuitBreaker(name: "api", policy: .init(failureRatio: 0.5, breakDuration: .seconds(30)))
+    /// let feed = remote.guarded(by: api).fallingBack(to: staleLocal)
     /// ```
+    ///
+    /// The breaker is made once and passed in, even for one loader: it outlives every load, and its
+    /// state is what the app inspects (``CircuitBreaker/state``) and forces (``CircuitBreaker/isolate()``).
     public func guarded<C: Clock>(by breaker: CircuitBreaker<C>) -> GuardedLoader<Self, C> {
         GuardedLoader(base: self, breaker: breaker)
-    }
-
-    /// Guards this loader with a new breaker of its own, on the continuous clock.
-    public func guarded(
-        by policy: CircuitBreakerPolicy = CircuitBreakerPolicy(), name: String = "circuit"
-    ) -> GuardedLoader<Self, ContinuousClock> {
-        GuardedLoader(base: self, breaker: CircuitBreaker(name: name, policy: policy, clock: ContinuousClock()))
     }
 }
