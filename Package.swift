@@ -56,8 +56,7 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
-            ],
-            swiftSettings: callerIsolated
+            ]
         ),
         // Empty unless the `SQLite` trait is enabled.
         .target(
@@ -125,4 +124,7 @@ let package = Package(
 // A memory hit asked for on the main actor is then answered on the main actor, with no hop to the
 // global executor and back; the work that must not run there (blocking I/O, decoding a large body)
 // is marked `@concurrent` or runs on `BlockingIOPool`.
-var callerIsolated: [SwiftSetting] { [.enableUpcomingFeature("NonisolatedNonsendingByDefault")] }
+// Every target, tests included, so no behaviour depends on which target a file is in.
+for target in package.targets {
+    target.swiftSettings = (target.swiftSettings ?? []) + [.enableUpcomingFeature("NonisolatedNonsendingByDefault")]
+}

@@ -195,6 +195,7 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
 
     /// Every readable entry, in any order; unreadable rows are moved to ``unreadableTable`` and logged.
     /// - Throws: `StoreError` (`.retrieve`) when the database is unreachable or the query fails.
+    @concurrent
     public func loadAll() async throws -> [OutboxEntry] {
         let rows: [StoredRow] = try await connections.perform(.retrieve, key: nil) { [table] connection, logger in
             let rows = try await connection.query(#"SELECT id, entry FROM "\#(unescaped: table)""#, logger: logger)
@@ -216,6 +217,7 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
     /// none. A row that cannot be read back is moved to ``unreadableTable`` and logged, as
     /// ``loadAll()`` does, and reads as `nil`.
     /// - Throws: `StoreError` (`.retrieve`) when the database is unreachable or the query fails.
+    @concurrent
     public func entry(_ id: UUID) async throws -> OutboxEntry? {
         let row: StoredRow? = try await connections.perform(.retrieve, key: id.uuidString.lowercased()) { [table] connection, logger in
             let rows = try await connection.query(#"SELECT id, entry FROM "\#(unescaped: table)" WHERE id = \#(id)"#, logger: logger)
@@ -234,6 +236,7 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
     /// Inserts `entry`, or replaces the row with its id, in one statement.
     /// - Throws: `StoreError` (`.insert`) when the entry does not encode, the database is unreachable
     ///   or the statement fails; the previous row is then untouched.
+    @concurrent
     public func save(_ entry: OutboxEntry) async throws {
         let encoded: Data
         do {
@@ -260,6 +263,7 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
 
     /// Removes the row with `id`; succeeds when there is none.
     /// - Throws: `StoreError` (`.delete`) when the database is unreachable or the statement fails.
+    @concurrent
     public func remove(_ id: UUID) async throws {
         try await connections.perform(.delete, key: id.uuidString.lowercased()) { [table] connection, logger in
             try await PostgresStore<Data>.drain(connection.query(

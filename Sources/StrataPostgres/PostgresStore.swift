@@ -455,6 +455,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     /// The entry for `key`, or `nil` when there is none or its row no longer decodes (that row is
     /// then deleted and logged at `warning`).
     /// - Throws: `StoreError` when the database is unreachable or the query fails.
+    @concurrent
     public func retrieve(_ key: String) async throws -> Cached<Value>? {
         let now = now()
         let staleAccess = now.addingTimeInterval(-Self.accessGranularity)
@@ -513,6 +514,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     /// Stores `entry` under `key` with one upsert, replacing any previous row atomically.
     /// - Throws: `StoreError` when the value does not encode, the database is unreachable or the
     ///   statement fails; the previous row is then untouched.
+    @concurrent
     public func insert(_ entry: Cached<Value>, for key: String) async throws {
         let bytes: Data
         do {
@@ -549,6 +551,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     /// Re-stamps the row for `key` with one `UPDATE` of its time and validator columns: the value is
     /// neither read nor rewritten. `false` when there is no row.
     /// - Throws: `StoreError` (operation `refresh`) when the database is unreachable or the statement fails.
+    @concurrent
     public func refresh(_ key: String, storedAt: Date, validators: CacheValidators) async throws -> Bool {
         let now = now()
         let seconds = storedAt.timeIntervalSinceReferenceDate
@@ -571,6 +574,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
 
     /// Removes the row for `key`; succeeds when there is none.
     /// - Throws: `StoreError` when the database is unreachable or the statement fails.
+    @concurrent
     public func delete(_ key: String) async throws {
         try await perform(.delete, key: key) { [table] connection, logger in
             try await Self.drain(connection.query(

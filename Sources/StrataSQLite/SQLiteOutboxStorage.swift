@@ -130,6 +130,7 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
     /// Every readable entry, in any order. Rows that cannot be read back are moved to
     /// ``unreadableTableName`` and logged (a failure to move one is logged too, and the row stays).
     /// - Throws: `StoreError` (`.retrieve`) when the database cannot be read.
+    @concurrent
     public func loadAll() async throws -> [OutboxEntry] {
         let rows: [StoredOutboxRow]
         do {
@@ -156,6 +157,7 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
     /// cannot be read back is moved to ``unreadableTableName`` and logged, as ``loadAll()`` does, and
     /// reads as `nil`.
     /// - Throws: `StoreError` (`.retrieve`) when the database cannot be read.
+    @concurrent
     public func entry(_ id: UUID) async throws -> OutboxEntry? {
         let key = id.uuidString.lowercased()
         let row: StoredOutboxRow?
@@ -180,6 +182,7 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
     /// Inserts `entry`, or replaces the row with its id, in one transaction.
     /// - Throws: `StoreError` (`.insert`) when the entry does not encode or the write fails; the
     ///   previous version of the row is then intact.
+    @concurrent
     public func save(_ entry: OutboxEntry) async throws {
         let key = entry.idempotencyKey
         let encoded: Data
@@ -203,6 +206,7 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
 
     /// Removes the row with `id`; succeeds when there is none.
     /// - Throws: `StoreError` (`.delete`) when the write fails; the row is then still there.
+    @concurrent
     public func remove(_ id: UUID) async throws {
         let key = id.uuidString.lowercased()
         do {

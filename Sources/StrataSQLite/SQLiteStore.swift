@@ -144,6 +144,7 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
 
     /// The entry for `key`, or `nil` when there is none or it no longer decodes (it is then deleted).
     /// - Throws: ``StoreError`` (`.retrieve`) when the database cannot be read.
+    @concurrent
     public func retrieve(_ key: String) async throws -> Cached<Value>? {
         let row: StoredRow?
         do {
@@ -167,6 +168,7 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
     /// Stores `entry` under `key`, replacing any previous entry, then evicts beyond ``limits``.
     /// - Throws: ``StoreError`` (`.insert`) when the value does not encode or the write fails; the
     ///   previous entry is then intact.
+    @concurrent
     public func insert(_ entry: Cached<Value>, for key: String) async throws {
         let payload: Data
         do {
@@ -212,6 +214,7 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
 
     /// Removes the entry for `key`; succeeds when there is none.
     /// - Throws: ``StoreError`` (`.delete`) when the write fails; the entry is then still there.
+    @concurrent
     public func delete(_ key: String) async throws {
         let accesses = drainAccesses()
         do {
@@ -229,6 +232,7 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
     /// - Returns: `false` when there is no row for `key` (nothing is then stored).
     /// - Throws: ``StoreError`` (`.refresh`) when `storedAt` is not a finite date or the write fails;
     ///   the entry is then as it was.
+    @concurrent
     public func refresh(_ key: String, storedAt: Date, validators: CacheValidators) async throws -> Bool {
         let storedAt = storedAt.timeIntervalSinceReferenceDate
         guard storedAt.isFinite else {
@@ -256,6 +260,7 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
     /// - Returns: how many entries were removed.
     /// - Throws: ``StoreError`` (`.delete`) when the write fails; nothing is then removed.
     @discardableResult
+    @concurrent
     public func removeEntries(storedBefore date: Date) async throws -> Int {
         let seconds = date.timeIntervalSinceReferenceDate
         do {
@@ -270,6 +275,7 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
 
     /// Deletes every entry.
     /// - Throws: ``StoreError`` (`.delete`) when the write fails; nothing is then removed.
+    @concurrent
     public func removeAll() async throws {
         _ = drainAccesses()
         do {

@@ -140,7 +140,7 @@ struct CallerIsolationTests {
     func fileStoreWorkLeavesMainThread() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        let codec = ThreadNotingCodec()
+        let codec = ThreadNotingCodec<Item>()
         let store = FileStore<Item>(directory: directory.url, codec: codec)
         try await store.insert(itemA, for: "a", storedAt: referenceDate)
         #expect(try await store.retrieve("a")?.value == itemA)
@@ -150,29 +150,6 @@ struct CallerIsolationTests {
 }
 
 // MARK: - Probes
-
-/// Whether the caller runs on the main queue, the main actor's executor. In an app that is the main
-/// thread; under `swift test` on Linux the test harness drains the main queue from another thread, so
-/// `Thread.isMainThread` cannot tell, and the queue's own specific value does.
-enum MainQueue {
-    private static let key = DispatchSpecificKey<Bool>()
-    private static let marked: Bool = {
-        DispatchQueue.main.setSpecific(key: key, value: true)
-        return true
-    }()
-
-    static var isCurrent: Bool {
-        precondition(marked)
-        return DispatchQueue.getSpecific(key: key) == true
-    }
-}
-
-/// Which executor each call was on (`true`: the main queue).
-final class ThreadLog: Sendable {
-    private let storage = Locked<[Bool]>([])
-    func note() { storage.withLock { $0.append(MainQueue.isCurrent) } }
-    var notes: [Bool] { storage.withLock { $0 } }
-}
 
 final class CallCounter: Sendable {
     private let storage = Locked(0)
@@ -205,19 +182,6 @@ struct ThreadProbeStore<Base: Store>: Store {
 
 struct DroppingAnalytics: LoadTracker {
     func track(_ report: LoadReport) {}
-}
-
-/// JSON, noting the thread each encode and decode runs on.
-struct ThreadNotingCodec: Codec {
-    let threads = ThreadLog()
-    func encode(_ value: Item) throws -> Data {
-        threads.note()
-        return try JSONEncoder().encode(value)
-    }
-    func decode(_ data: Data) throws -> Item {
-        threads.note()
-        return try JSONDecoder().decode(Item.self, from: data)
-    }
 }
 
 /// Holds a decode until the main actor has had a turn.
