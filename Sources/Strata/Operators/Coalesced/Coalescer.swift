@@ -45,8 +45,8 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
     /// How a joiner is answered: the shared load's outcome, or `nil` when it must start over (the load
     /// turned out to write, or its leader was cancelled before it could succeed).
     ///
-    /// An `UnsafeContinuation`: a checked one allocates a canary per waiter and checks it on resume
-    /// (about 4,200 of the 11,300 instructions a waiter of 10,000 cost beyond its own task). Each is
+    /// An `UnsafeContinuation`: a checked one allocates a canary per waiter and checks it on resume, a
+    /// large share of a waiter's cost (docs/BENCHMARKS.md has the instruction counts). Each is
     /// resumed exactly once because the machine hands a waiter out at most once: a registration
     /// answered at once is never stored; a stored waiter leaves the machine in the same step that hands
     /// it out (`finish` removes the entry with its waiters, `cancel` and `markWrite` remove the
