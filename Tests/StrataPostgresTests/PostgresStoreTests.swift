@@ -27,14 +27,12 @@ struct PostgresStoreOfflineTests {
         "cache\"", "cache'", String(repeating: "a", count: 49),
     ])
     func tableNameInjectionRejected(_ name: String) throws {
-        do {
-            _ = try PostgresStore<Item>(url: unreachableURL, table: name, logger: quietLogger)
-            Issue.record("table name \(String(reflecting: name)) was accepted")
-        } catch {
-            #expect(error.operation == .open)
-            #expect(error.reason.contains("not a plain identifier"))
-            #expect(!error.description.contains("pw-7f3a"))
+        let error = try #require(throws: StoreError.self, "table name \(String(reflecting: name)) was accepted") {
+            try PostgresStore<Item>(url: unreachableURL, table: name, logger: quietLogger)
         }
+        #expect(error.operation == .open)
+        #expect(error.reason.contains("not a plain identifier"))
+        #expect(!error.description.contains("pw-7f3a"))
     }
 
     @Test("plain identifiers are accepted as table names", arguments: [
@@ -72,13 +70,11 @@ struct PostgresStoreOfflineTests {
         "postgres://u:hunter2-secret@h/db/extra", "postgres://u:hunter2-secret@h/db?sslmode=sometimes", "not a url",
     ])
     func badURLRejected(_ url: String) throws {
-        do {
-            _ = try PostgresStore<Item>(url: url, logger: quietLogger)
-            Issue.record("\(url) was accepted")
-        } catch {
-            #expect(error.operation == .open)
-            #expect(!error.description.contains("hunter2"), "\(error)")
+        let error = try #require(throws: StoreError.self, "\(url) was accepted") {
+            try PostgresStore<Item>(url: url, logger: quietLogger)
         }
+        #expect(error.operation == .open)
+        #expect(!error.description.contains("hunter2"), "\(error)")
     }
 
     @Test("a refused connection is a typed StoreError at once, long before the connect timeout", arguments: [
@@ -88,31 +84,29 @@ struct PostgresStoreOfflineTests {
         let store = try PostgresStore<Item>(url: unreachableURL, connectTimeout: Self.longConnectTimeout, logger: quietLogger)
         let clock = ContinuousClock()
         let started = clock.now
-        do {
+        let error = try await #require(throws: StoreError.self, "\(operation) succeeded against a closed port") {
             switch operation {
             case .retrieve: _ = try await store.retrieve("feed")
             case .insert: try await store.insert(itemA, for: "feed", storedAt: Date())
             case .delete, .open, .refresh: try await store.delete("feed")
             }
-            Issue.record("\(operation) succeeded against a closed port")
-        } catch let error as StoreError {
-            let elapsed = started.duration(to: clock.now)
-            #expect(error.operation == operation)
-            #expect(error.key == "feed")
-            #expect(error.store == "PostgresStore(127.0.0.1:1/strata/strata_cache)")
-            #expect(error.reason.hasPrefix("database unreachable at 127.0.0.1:1: "), "\(error.reason)")
-            #expect(error.reason.lowercased().contains("connection refused"), "\(error.reason)")
-            // The cause is typed, from PostgresNIO's error of the store's own connection attempt.
-            let failure = error.underlying as? PostgresConnectionError
-            #expect(failure?.cause == .refused, "\(String(describing: error.underlying))")
-            #expect(failure?.address == "127.0.0.1:1")
-            #expect(failure?.error?.code == .connectionError)
-            // PostgresNIO's pool alone keeps a lease waiting 60 s (until its circuit breaker trips), and
-            // the connect timeout is 10 minutes: the store fails on the pool's first refused attempt. It
-            // takes milliseconds; the margin is for a loaded CI run, where the whole test process was
-            // once seen to stall ~35 s at its start.
-            #expect(elapsed < Self.failsFastBound, "took \(elapsed)")
         }
+        let elapsed = started.duration(to: clock.now)
+        #expect(error.operation == operation)
+        #expect(error.key == "feed")
+        #expect(error.store == "PostgresStore(127.0.0.1:1/strata/strata_cache)")
+        #expect(error.reason.hasPrefix("database unreachable at 127.0.0.1:1: "), "\(error.reason)")
+        #expect(error.reason.lowercased().contains("connection refused"), "\(error.reason)")
+        // The cause is typed, from PostgresNIO's error of the store's own connection attempt.
+        let failure = error.underlying as? PostgresConnectionError
+        #expect(failure?.cause == .refused, "\(String(describing: error.underlying))")
+        #expect(failure?.address == "127.0.0.1:1")
+        #expect(failure?.error?.code == .connectionError)
+        // PostgresNIO's pool alone keeps a lease waiting 60 s (until its circuit breaker trips), and
+        // the connect timeout is 10 minutes: the store fails on the pool's first refused attempt. It
+        // takes milliseconds; the margin is for a loaded CI run, where the whole test process was
+        // once seen to stall ~35 s at its start.
+        #expect(elapsed < Self.failsFastBound, "took \(elapsed)")
     }
 
     @Test("fallback(to:) serves the next tier when the database is unreachable")

@@ -148,12 +148,14 @@ struct OutboxConcurrencyTests {
             $0.saveFault = ({ FaultyOutboxStorage.body($0) == "A" }, .storeThenThrow)
             $0.failReadBack = true
         }
-        do {
+        let error = try await #require(throws: OutboxError.self, "enqueue answered queued without knowing") {
             try await outbox.enqueue(kind: Outbox.httpKind, scope: "posts", payload: payload, id: id)
-            Issue.record("enqueue answered queued without knowing")
-        } catch OutboxError.outcomeUnknown(let unknown, _) {
-            #expect(unknown == id)
         }
+        guard case .outcomeUnknown(let unknown, _) = error else {
+            Issue.record("expected outcomeUnknown, got \(error)")
+            return
+        }
+        #expect(unknown == id)
         storage.set { $0.saveFault = nil }
         let behind = try await outbox.enqueue(
             kind: Outbox.httpKind, scope: "posts", payload: try JSONEncoder().encode(OutboxRequest(request, body: Data("B".utf8))))

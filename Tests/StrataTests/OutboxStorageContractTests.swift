@@ -78,13 +78,11 @@ struct OutboxStorageContractTests {
     ])
     func brokenStorageFails(_ breakage: Breakage, _ behaviour: OutboxStorageContractCase, _ named: String) async throws {
         let contract = OutboxStorageContract { BrokenOutboxStorage(breakage) }
-        do {
+        let violation = try await #require(throws: OutboxStorageContractError.self, "\(breakage) passed \(behaviour)") {
             try await contract.verify(behaviour)
-            Issue.record("\(breakage) passed \(behaviour)")
-        } catch let violation as OutboxStorageContractError {
-            #expect(violation.contractCase == behaviour)
-            #expect(violation.message.contains(named), "\(violation)")
         }
+        #expect(violation.contractCase == behaviour)
+        #expect(violation.message.contains(named), "\(violation)")
         await #expect(throws: OutboxStorageContractVerificationError.self) { try await contract.verifyAll() }
     }
 

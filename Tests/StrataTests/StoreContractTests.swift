@@ -85,15 +85,11 @@ struct StoreContractTests {
     @Test("a store that breaks the contract fails it, naming the case")
     func brokenStoreFailsTheContract() async throws {
         let contract = StoreContract(keys: ("a", "b"), values: (itemA, itemB)) { ForgetfulStore() }
-        await #expect(throws: StoreContractError.self) {
+        let violation = try await #require(throws: StoreContractError.self) {
             try await contract.verify(.insertOverridesPreviouslyInsertedValue)
         }
-        do {
-            try await contract.verify(.insertOverridesPreviouslyInsertedValue)
-        } catch let violation as StoreContractError {
-            #expect(violation.contractCase == .insertOverridesPreviouslyInsertedValue)
-            #expect(violation.description.contains("second insert"))
-        }
+        #expect(violation.contractCase == .insertOverridesPreviouslyInsertedValue)
+        #expect(violation.description.contains("second insert"))
         // The cases it does satisfy pass.
         try await contract.verify(.retrieveDeliversEmptyOnEmptyStore)
     }
@@ -197,13 +193,11 @@ enum UserDefaultsSuite {
 struct VerifyAllTests {
     @Test func reportsEveryFailingCaseByName() async throws {
         let contract = StoreContract(keys: ("a", "b"), values: (itemA, itemB)) { ForgetfulStore() }
-        do {
+        let error = try await #require(throws: StoreContractVerificationError.self, "a forgetful store must fail the contract") {
             try await contract.verifyAll()
-            Issue.record("a forgetful store must fail the contract")
-        } catch let error as StoreContractVerificationError {
-            #expect(error.violations.map(\.contractCase).contains(.insertOverridesPreviouslyInsertedValue))
-            #expect(!error.violations.map(\.contractCase).contains(.retrieveDeliversEmptyOnEmptyStore))
         }
+        #expect(error.violations.map(\.contractCase).contains(.insertOverridesPreviouslyInsertedValue))
+        #expect(!error.violations.map(\.contractCase).contains(.retrieveDeliversEmptyOnEmptyStore))
     }
 
     @Test func passesForAConformingStore() async throws {

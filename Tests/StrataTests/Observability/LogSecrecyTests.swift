@@ -29,14 +29,14 @@ struct ErrorBodySecrecyTests {
 
     @Test func theStatusErrorsBody_hasTheRequestsSecretsMasked_andKeepsTheRest() async throws {
         let loader = HTTPLoader(url: Self.url, headerFields: fields(Self.headers), transport: Self.failingClient())
-        do {
-            _ = try await loader.load()
-            Issue.record("expected a 401")
-        } catch HTTPError.status(401, _, _, let body) {
-            let text = String(decoding: body, as: UTF8.self)
-            #expect(Self.leaks(text).isEmpty, "\(text)")
-            #expect(text.hasPrefix("denied: token *** for alice (password ***, basic ***) with *** and *** and ***; page 2"), "\(text)")
+        let error = try await #require(throws: HTTPError.self, "expected a 401") { try await loader.load() }
+        guard case .status(401, _, _, let body) = error else {
+            Issue.record("expected a 401, got \(error)")
+            return
         }
+        let text = String(decoding: body, as: UTF8.self)
+        #expect(Self.leaks(text).isEmpty, "\(text)")
+        #expect(text.hasPrefix("denied: token *** for alice (password ***, basic ***) with *** and *** and ***; page 2"), "\(text)")
     }
 
     @Test func bodiesWithoutSecrets_areKeptByteForByte() async throws {

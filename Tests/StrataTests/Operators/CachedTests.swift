@@ -92,7 +92,7 @@ struct CachedTests {
     }
 }
 
-@Suite("cacheAndNetwork (stale-while-revalidate)")
+@Suite("staleWhileRevalidating(in:key:maxStale:)")
 struct CacheAndNetworkTests {
     let clock = ManualClock()
     let store = MemoryStore<String, Int>()

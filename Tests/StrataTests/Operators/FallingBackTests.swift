@@ -41,13 +41,9 @@ struct FallingBackTests {
             .fallingBack(to: StubLoader(.failure(TestError("c")), name: "c"))
         let sut = StubLoader<Void, Int>(.failure(TestError("a")), name: "a").fallingBack(to: inner)
 
-        do {
-            _ = try await sut.load()
-            Issue.record("expected a failure")
-        } catch let error as FallbackError {
-            #expect(error.failures.map(\.tier) == ["a", "b", "c"])
-            #expect(error.description == "all 3 tiers failed: a: a; b: b; c: c")
-        }
+        let error = try await #require(throws: FallbackError.self) { try await sut.load() }
+        #expect(error.failures.map(\.tier) == ["a", "b", "c"])
+        #expect(error.description == "all 3 tiers failed: a: a; b: b; c: c")
     }
 
     @Test func cancellationOfThePrimary_doesNotTryTheFallback() async throws {
@@ -115,14 +111,8 @@ struct FallingBackWrappedChainTests {
             .named("inner").map { $0 }.eraseToAnyLoader()
         let sut = StubLoader<Void, Int>(.failure(TestError("a")), name: "a").fallingBack(to: inner)
 
-        let recorded = Locked<[String]>([])
-        do {
-            _ = try await sut.loadServed()
-        } catch let error as FallbackError {
-            #expect(error.failures.map(\.tier) == ["a", "b", "c"])
-            recorded.withLock { $0 = error.failures.map(\.tier) }
-        }
-        #expect(recorded.withLock { $0 } == ["a", "b", "c"])
+        let error = try await #require(throws: FallbackError.self) { try await sut.loadServed() }
+        #expect(error.failures.map(\.tier) == ["a", "b", "c"])
     }
 
     @Test func failedTiersAreRecordedOnceEvenWhenWrapped() async throws {

@@ -47,9 +47,15 @@ struct LoaderTests {
         #expect(try await createPost.load("hello") == Item(id: 1, name: "hello"))
         #expect(created.withLock { $0 } == ["hello"])
     }
+
+    @Test func loaderWithoutOrigin_reportsUnknown() async throws {
+        let served = try await ClosureLoader { 1 }.loadServed()
+        #expect(served.provenance.origin == .unknown)
+        #expect(served.events.isEmpty)
+    }
 }
 
-@Suite("map, mapInput, mapError, decoding, named, origin")
+@Suite("map(_:), mapInput(_:), mapError(_:), decoding(_:decoder:), named(_:)")
 struct MapTests {
     @Test func map_transformsTheValue() async throws {
         let sut = StubLoader<Void, [Int]>(.success([1, 2, 3])).map { $0.count }
@@ -116,12 +122,6 @@ struct MapTests {
         let spy = LoaderSpy<Int, Int>(.success(5))
         #expect(try await spy.named("x").load(1) == 5)
         #expect(spy.inputs == [1])
-    }
-
-    @Test func loaderWithoutOrigin_reportsUnknown() async throws {
-        let served = try await ClosureLoader { 1 }.loadServed()
-        #expect(served.provenance.origin == .unknown)
-        #expect(served.events.isEmpty)
     }
 }
 

@@ -37,10 +37,14 @@ final class RecordingOutboxStorage: OutboxStorage {
     }
 }
 
-/// The defects a review of the outbox found; each test failed on the code before its fix (two of
-/// them by exceeding their time limit: the drain spun, or `run()` never woke).
-@Suite("Outbox: review findings", .timeLimit(.minutes(1)))
-struct OutboxReviewTests {
+/// The outbox at its edges: a handler's own cancellation and a failing storage back off instead of
+/// spinning the drain or `run()`; `run()` schedules a retry another drain caused; rewritten later
+/// writes are saved before the delivered one is removed; a relaunch revives writes parked for want
+/// of a handler; an app's Idempotency-Key is kept; unreadable copies are set aside, never over each
+/// other. Each failed on an earlier version (two by exceeding the time limit: the drain spun, or
+/// `run()` never woke).
+@Suite("Outbox: backoff without spinning, save order, relaunch, kept keys, unreadable copies", .timeLimit(.minutes(1)))
+struct OutboxEdgeCaseTests {
     static let clockStart = Date(timeIntervalSince1970: 1_767_225_600)
 
     @Test("a handler that throws CancellationError by itself backs off: one attempt per drain, not a tight loop")
