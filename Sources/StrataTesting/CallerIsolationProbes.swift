@@ -56,3 +56,18 @@ public struct ThreadNotingCodec<Value: Codable & Sendable>: Codec {
         return try JSONDecoder().decode(Value.self, from: data)
     }
 }
+
+extension Store {
+    /// From the main actor: inserts `value` under `key`, reads it back, and reports what was read and
+    /// whether both calls came back to the main actor. With a ``ThreadNotingCodec`` it tells whether a
+    /// store encodes and decodes off the main actor when a view model calls it.
+    @MainActor
+    public func roundTripFromTheMainActor(
+        _ value: Value, key: Key, storedAt: Date
+    ) async throws -> (read: Value?, returnedToTheMainActor: Bool) {
+        try await insert(value, for: key, storedAt: storedAt)
+        let afterInsert = MainQueue.isCurrent
+        let read = try await retrieve(key)?.value
+        return (read, afterInsert && MainQueue.isCurrent)
+    }
+}

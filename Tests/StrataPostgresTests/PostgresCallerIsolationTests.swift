@@ -19,10 +19,9 @@ struct PostgresCallerIsolationTests {
                 connectTimeout: TestServer.connectTimeout, logger: quietLogger)
             TestScope.onExit { await store.shutdown() }
 
-            try await store.insert(itemA, for: "a", storedAt: referenceDate)
-            #expect(MainQueue.isCurrent)
-            #expect(try await store.retrieve("a")?.value == itemA)
-            #expect(MainQueue.isCurrent)
+            let (read, returned) = try await store.roundTripFromTheMainActor(itemA, key: "a", storedAt: referenceDate)
+            #expect(read == itemA)
+            #expect(returned)
             #expect(codec.threads.notes == [false, false], "encode, then decode")
         }
     }

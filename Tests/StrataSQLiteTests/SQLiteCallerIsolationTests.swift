@@ -17,10 +17,9 @@ struct SQLiteCallerIsolationTests {
         let codec = ThreadNotingCodec<Item>()
         let store = try SQLiteStore<Item>(path: directory.appending("cache.sqlite").path, codec: codec, logger: quietLogger)
 
-        try await store.insert(itemA, for: "a", storedAt: referenceDate)
-        #expect(MainQueue.isCurrent)
-        #expect(try await store.retrieve("a")?.value == itemA)
-        #expect(MainQueue.isCurrent)
+        let (read, returned) = try await store.roundTripFromTheMainActor(itemA, key: "a", storedAt: referenceDate)
+        #expect(read == itemA)
+        #expect(returned)
         #expect(codec.threads.notes == [false, false], "encode, then decode")
     }
 }
