@@ -2,8 +2,8 @@ import FeedCachingExample
 import Foundation
 import PostsRepositoryExample
 
-/// The feed item of the source articles (S0, S4): S0's own type, which the demo server serves and
-/// the demo caches.
+/// The feed item the demo server serves at `GET /feed`: S0 FeedCaching's own type, which the
+/// scenarios cache.
 public typealias FeedItem = FeedCachingExample.FeedItem
 
 /// Fixed sample data, so demo output and tests are repeatable.
@@ -20,8 +20,8 @@ public enum DemoData {
     }
 }
 
-/// The post of the REST repository article (S2): S2's own type.
+/// The post the demo server serves at `/posts`: S2 PostsRepository's own type.
 public typealias Post = PostsRepositoryExample.Post
 
-/// The body of `POST /posts`: S2's draft post.
+/// The body of `POST /posts`: S2 PostsRepository's draft post.
 public typealias NewPost = PostsRepositoryExample.PostDraft

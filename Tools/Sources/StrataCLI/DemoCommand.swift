@@ -15,15 +15,15 @@ public struct DemoCommand: AsyncParsableCommand {
             """
     )
 
-    /// The scenarios, one per source system.
+    /// The scenarios, one per source system (named after it), and two more.
     public enum Scenario: String, ExpressibleByArgument, CaseIterable, Sendable {
-        /// S0 and S1: a feed repository with a caching decorator over a file or defaults store.
-        case feed
-        /// S2: a posts REST repository, mock and production configurations.
-        case posts
-        /// S3: analytics, logging and delivery on the main queue as decorators.
-        case analytics
-        /// S4: the whole offline-first policy as one chain.
+        /// S0 FeedCaching (and S1 FileFeedStore): a feed repository with a caching decorator over a file store.
+        case feedCaching = "feed-caching"
+        /// S2 PostsRepository: a posts REST repository, mock and production configurations.
+        case postsRepository = "posts-repository"
+        /// S3 CrossCutting: analytics, logging and delivery on the main queue as decorators.
+        case crossCutting = "cross-cutting"
+        /// S4 OfflineFirst: the whole offline-first policy as one chain.
         case offlineFirst = "offline-first"
         /// Timeouts, a circuit breaker and request coalescing keeping the feed up through outages.
         case resilience
@@ -40,14 +40,14 @@ public struct DemoCommand: AsyncParsableCommand {
 
     public func run() async throws {
         let write = StandardOutput.writeLine
-        let selected: [Scenario] = scenario == .all ? [.feed, .posts, .analytics, .offlineFirst, .resilience, .offlineWrite] : [scenario]
+        let selected: [Scenario] = scenario == .all ? [.feedCaching, .postsRepository, .crossCutting, .offlineFirst, .resilience, .offlineWrite] : [scenario]
         for (index, scenario) in selected.enumerated() {
             if index > 0 { write("\n" + String(repeating: "─", count: 72) + "\n") }
             switch scenario {
-            case .feed: _ = try await FeedScenario().run(write: write)
-            case .posts: _ = try await PostsScenario().run(write: write)
-            case .analytics: _ = try await AnalyticsScenario().run(write: write)
-            case .offlineFirst: _ = try await OfflineFirstDemo().run(write: write)
+            case .feedCaching: _ = try await FeedCachingScenario().run(write: write)
+            case .postsRepository: _ = try await PostsRepositoryScenario().run(write: write)
+            case .crossCutting: _ = try await CrossCuttingScenario().run(write: write)
+            case .offlineFirst: _ = try await OfflineFirstScenario().run(write: write)
             case .resilience: _ = try await ResilienceScenario().run(write: write)
             case .offlineWrite: _ = try await OfflineWriteScenario().run(write: write)
             case .all: break

@@ -1,6 +1,5 @@
 import ArgumentParser
 import Foundation
-import StrataDemo
 
 /// `strata fetch URL`.
 public struct FetchCommand: AsyncParsableCommand {

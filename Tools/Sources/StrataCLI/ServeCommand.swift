@@ -1,7 +1,7 @@
 import ArgumentParser
+import DemoServer
 import Foundation
 import Strata
-import StrataDemo
 
 /// `strata serve`.
 public struct ServeCommand: AsyncParsableCommand {

@@ -1,6 +1,5 @@
 import ArgumentParser
 import Foundation
-import StrataDemo
 
 /// The `strata` command-line tool.
 public struct StrataCommand: AsyncParsableCommand {

@@ -1,14 +1,15 @@
 import Foundation
 import Testing
 @_spi(StrataInternals) import Strata
+import DemoServer
 import StrataDemo
 
-/// `strata demo --scenario analytics` runs this scenario; the test checks what each step reports.
-@Suite("strata demo: analytics and threading (S3)", .timeLimit(.minutes(1)))
-struct AnalyticsScenarioTests {
+/// `strata demo --scenario cross-cutting` runs this scenario; the test checks what each step reports.
+@Suite("S3 CrossCutting: strata demo --scenario cross-cutting", .timeLimit(.minutes(1)))
+struct CrossCuttingScenarioTests {
     @Test func narratesAnalyticsAddedAroundTheServiceAndDeliveryOnMain() async throws {
         let lines = Locked<[String]>([])
-        let steps = try await AnalyticsScenario().run { line in lines.withLock { $0.append(line) } }
+        let steps = try await CrossCuttingScenario().run { line in lines.withLock { $0.append(line) } }
         let titles = DemoData.feed.map(\.title)
 
         #expect(steps.count == 7)

@@ -5,7 +5,7 @@ import Glibc
 import Darwin
 #endif
 @_spi(StrataInternals) import Strata
-@testable import StrataDemo
+@testable import DemoServer
 import StrataTesting
 import Testing
 
@@ -13,7 +13,7 @@ import Testing
 /// listening there when a test's client connects, so the client is refused.
 ///
 /// Issue 20: with ports the kernel picked, an offline server's port went to the next server a
-/// parallel test started: PostsScenarioTests' offline step saw "connection lost" instead of
+/// parallel test started: PostsRepositoryScenarioTests' offline step saw "connection lost" instead of
 /// "connection refused", and FeedCachingEndToEndTests got another test's injected HTTP 500.
 @Suite("Demo server: ports", .timeLimit(.minutes(2)))
 struct DemoServerPortTests {

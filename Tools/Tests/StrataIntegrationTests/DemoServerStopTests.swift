@@ -1,7 +1,7 @@
+import DemoServer
 import Dispatch
 import Foundation
 @_spi(StrataInternals) import Strata
-import StrataDemo
 import StrataTesting
 import Testing
 

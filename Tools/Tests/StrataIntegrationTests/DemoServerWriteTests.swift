@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @_spi(StrataInternals) import Strata
-import StrataDemo
+import DemoServer
 import StrataTesting
 #if canImport(Glibc)
 import Glibc

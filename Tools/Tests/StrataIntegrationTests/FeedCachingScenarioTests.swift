@@ -1,16 +1,18 @@
 import Foundation
 import Testing
 @_spi(StrataInternals) import Strata
+import DemoServer
 import StrataDemo
 import StrataTesting
 
-/// `FeedScenario` narrates S0 against the real demo server; the test checks what each step observed.
-@Suite("feed scenario", .timeLimit(.minutes(3)))
-struct FeedScenarioTests {
+/// `strata demo --scenario feed-caching` runs this scenario (S0 FeedCaching against the real demo
+/// server); the test checks what each step observed.
+@Suite("S0 FeedCaching: strata demo --scenario feed-caching", .timeLimit(.minutes(3)))
+struct FeedCachingScenarioTests {
     @Test func narratesOnlineThenCachedThenTheOriginalErrorWithTheRightSourceAndNetworkUse() async throws {
         let lines = Locked<[String]>([])
 
-        let steps = try await FeedScenario().run { line in lines.withLock { $0.append(line) } }
+        let steps = try await FeedCachingScenario().run { line in lines.withLock { $0.append(line) } }
 
         try #require(steps.count == 3)
         #expect(steps.map { $0.served?.provenance.origin } == [.remote, .disk, nil])

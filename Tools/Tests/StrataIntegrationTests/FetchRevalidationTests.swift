@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import Strata
 @testable import StrataCLI
-import StrataDemo
+import DemoServer
 import StrataTesting
 
 /// `strata fetch` revalidates instead of downloading again: past `--max-age` it sends the stored

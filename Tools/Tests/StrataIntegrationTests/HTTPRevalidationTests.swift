@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import Strata
-import StrataDemo
+import DemoServer
 import StrataTesting
 
 /// The revalidating HTTP cache against the real demo server (ETag, Last-Modified, 304) and a real

@@ -5,7 +5,7 @@ import FoundationNetworking
 import Testing
 import Strata
 import StrataAsyncHTTPClient
-import StrataDemo
+import DemoServer
 
 /// The transports under contract: Strata's default on URLSession and the opt-in on AsyncHTTPClient.
 enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable {

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @_spi(StrataInternals) import Strata
 @testable import StrataCLI
-import StrataDemo
+import DemoServer
 import StrataTesting
 
 /// The secrets a request carries in the tests below; none may appear in any log line, error message

@@ -1,13 +1,17 @@
+import DemoServer
 import Foundation
-import Testing
-import Strata
+import OfflineFirstExample
+@_spi(StrataInternals) import Strata
 import StrataDemo
 import StrataTesting
+import Testing
 
-/// The seven S4 requirements, each against a real Hummingbird server on 127.0.0.1 and a real FileStore
-/// in a temporary directory, with time moved by a manual clock.
-@Suite("S4 offline-first chain, end to end", .timeLimit(.minutes(3)))
-final class OfflineFirstChainTests {
+/// S4 OfflineFirst end to end: the example's one chain (`DataLoaderComposer`), built as the demo
+/// scenario builds it, over the feed, against a real Hummingbird server on 127.0.0.1 and a real
+/// FileStore in a temporary directory, with time moved by a manual clock. The seven requirements
+/// each, then `strata demo --scenario offline-first` itself.
+@Suite("S4 OfflineFirst: the chain against the demo server, and strata demo --scenario offline-first", .timeLimit(.minutes(3)))
+final class OfflineFirstScenarioTests {
     let directory: TemporaryDirectory
     let clock = ManualClock()
     let client = CountingHTTPClient()
@@ -16,19 +20,33 @@ final class OfflineFirstChainTests {
         directory = try TemporaryDirectory(prefix: "strata-s4")
     }
 
-    /// A "launch": a new store object and chain over the same cache directory.
-    func launch(_ server: DemoServer, defaults: BundledLoader? = nil) -> some Loader<Void, [FeedItem]> {
-        OfflineFirstFeed.makeLoader(
-            store: store(), feedURL: server.feedURL, defaults: defaults ?? testDefaults,
-            client: client, now: clock.wallClock, logger: quietLogger)
+    /// A "launch": a new store object and chain over the same cache directory. The chain is S4's,
+    /// over the feed's bytes, decoded at the end as the scenario does.
+    func launch(
+        _ server: DemoServer, defaultLoader: DefaultLoader? = nil, fileStore: FileStore<Data>? = nil
+    ) -> some Loader<Void, [FeedItem]> {
+        DataLoaderComposer.makeDataLoader(
+            serverURL: server.feedURL, expecting: [FeedItem].self, store: store(fileStore ?? self.fileStore()),
+            defaultLoader: defaultLoader ?? testDefaults, client: client)
+            .decoding([FeedItem].self)
+            .environment(\.logger, quietLogger)
     }
 
-    func store() -> FileStore<[FeedItem]> {
-        FileStore(directory: directory.url, logger: quietLogger)
+    func fileStore() -> FileStore<Data> {
+        FileStore(directory: directory.url, codec: DataCodec(), logger: quietLogger)
     }
 
-    func cached() async throws -> Cached<[FeedItem]>? {
-        try await store().retrieve(OfflineFirstFeed.cacheKey)
+    func store(_ fileStore: FileStore<Data>) -> LocalDataStore {
+        LocalDataStore(fileStore: fileStore, now: clock.wallClock)
+    }
+
+    func cached() async throws -> Cached<Data>? {
+        try await store(fileStore()).saved()
+    }
+
+    /// The feed in a cached entry.
+    func feed(_ entry: Cached<Data>) throws -> [FeedItem] {
+        try JSONDecoder().decode([FeedItem].self, from: entry.value)
     }
 
     @Test("1. fetches the latest data from the server and shows it")
@@ -49,7 +67,7 @@ final class OfflineFirstChainTests {
             _ = try await launch(server).load()
 
             let saved = try #require(try await cached())
-            #expect(saved.value == DemoData.feed)
+            #expect(try feed(saved) == DemoData.feed)
             #expect(saved.storedAt == clock.date)
         }
     }
@@ -102,7 +120,7 @@ final class OfflineFirstChainTests {
             #expect(served.value == updatedFeed)
             #expect(served.provenance.origin == .remote)
             let saved = try #require(try await cached())
-            #expect(saved.value == updatedFeed)
+            #expect(try feed(saved) == updatedFeed)
             #expect(saved.storedAt == clock.date)
         }
     }
@@ -163,16 +181,17 @@ final class OfflineFirstChainTests {
     func everyTierFails_namesEachTier() async throws {
         try await withDemoServer { server in
             await server.goOffline()
-            let missing = BundledLoader(resource: "no_such_default", withExtension: "json", in: .module)
+            let missing = DefaultLoader(resource: "no_such_default", in: .module)
 
             do {
-                _ = try await launch(server, defaults: missing).load()
+                _ = try await launch(server, defaultLoader: missing).load()
                 Issue.record("expected every tier to fail")
             } catch let error as FallbackError {
                 #expect(error.failures.map(\.tier) == ["fresh local", "remote", "stale local", "bundled default"])
-                if case CacheLoadError.empty = error.failures[0].error {} else { Issue.record("fresh local: \(error.failures[0].error)") }
+                #expect(error.failures[0].error as? DataLoaderError == .emptyCache)
                 #expect((error.failures[1].error as? HTTPError)?.url == server.feedURL)
-                if case BundledResourceError.notFound = error.failures[3].error {} else { Issue.record("bundled: \(error.failures[3].error)") }
+                #expect(error.failures[2].error as? DataLoaderError == .emptyCache)
+                #expect(error.failures[3].error as? DataLoaderError == .noSuchFile)
             }
         }
     }
@@ -198,12 +217,27 @@ final class OfflineFirstChainTests {
     func noLeaks() async throws {
         try await withDemoServer { server in
             try await withLeakTracking { leaks in
-                let store = leaks.track(store())
-                let chain = OfflineFirstFeed.makeLoader(
-                    store: store, feedURL: server.feedURL, defaults: testDefaults, client: client,
-                    now: clock.wallClock, logger: quietLogger)
+                let chain = launch(server, fileStore: leaks.track(fileStore()))
                 _ = try await chain.load()
             }
         }
+    }
+
+    @Test("strata demo --scenario offline-first narrates the five steps with the right tier and network use")
+    func narration() async throws {
+        let lines = Locked<[String]>([])
+        let steps = try await OfflineFirstScenario().run { line in lines.withLock { $0.append(line) } }
+
+        #expect(steps.map(\.served.provenance.origin) == [.bundled, .remote, .disk, .disk, .remote])
+        #expect(steps.map(\.served.provenance.tier) == ["bundled default", "remote", "fresh local", "stale local", "remote"])
+        #expect(steps.map(\.requestsSent) == [1, 1, 0, 1, 1])
+        #expect(steps.map(\.requestsAnswered) == [0, 1, 0, 0, 1])
+        #expect(steps[2].served.provenance.age == .seconds(2 * 3600))
+        #expect(steps[3].served.provenance.age == .seconds(25 * 3600))
+
+        let output = lines.withLock { $0 }.joined(separator: "\n")
+        #expect(output.contains("1. First launch, offline"))
+        #expect(output.contains("no request made"))
+        #expect(output.contains("stale local ✓"))
     }
 }

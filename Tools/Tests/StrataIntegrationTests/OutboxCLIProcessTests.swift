@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import Strata
-import StrataDemo
+import DemoServer
 import StrataTesting
 
 /// The built `strata` binary's `send` and `outbox`, run as separate processes: against the demo

@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import StrataDemo
+import DemoServer
 import StrataTesting
 import Testing
 @_spi(StrataInternals) import Strata

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @_spi(StrataInternals) import Strata
-import StrataDemo
+import DemoServer
 import StrataTesting
 
 /// An outbox write whose answer has a body over the request's limit (issue 20, point 1): the status

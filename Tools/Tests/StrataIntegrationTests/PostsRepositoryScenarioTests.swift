@@ -3,12 +3,12 @@ import Testing
 @_spi(StrataInternals) import Strata
 import StrataDemo
 
-/// `strata demo --scenario posts` runs this scenario; the test checks what each step reports.
-@Suite("strata demo: posts (S2)", .timeLimit(.minutes(3)))
-struct PostsScenarioTests {
+/// `strata demo --scenario posts-repository` runs this scenario; the test checks what each step reports.
+@Suite("S2 PostsRepository: strata demo --scenario posts-repository", .timeLimit(.minutes(3)))
+struct PostsRepositoryScenarioTests {
     @Test func narratesMockThenProduction_withCacheHitsOfflineReadsAndNotFound() async throws {
         let lines = Locked<[String]>([])
-        let steps = try await PostsScenario().run { line in lines.withLock { $0.append(line) } }
+        let steps = try await PostsRepositoryScenario().run { line in lines.withLock { $0.append(line) } }
 
         #expect(steps.map(\.configuration) == [.mock, .mock, .mock, .production, .production, .production, .production, .production])
         #expect(steps.map(\.outcome) == [

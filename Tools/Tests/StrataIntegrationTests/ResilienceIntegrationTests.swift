@@ -3,6 +3,7 @@ import Logging
 import MetricsTestKit
 import Testing
 @_spi(StrataInternals) import Strata
+import DemoServer
 import StrataDemo
 import StrataTesting
 

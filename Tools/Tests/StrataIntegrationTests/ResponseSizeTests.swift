@@ -3,7 +3,7 @@ import Foundation
 import Testing
 @_spi(StrataInternals) import Strata
 @testable import StrataCLI
-import StrataDemo
+import DemoServer
 import StrataTesting
 
 /// `strata fetch --max-body`: sizes parse, a larger body fails the remote tier (and is never cached),

@@ -3,7 +3,7 @@ import Foundation
 import Testing
 @_spi(StrataInternals) import Strata
 @testable import StrataCLI
-import StrataDemo
+import DemoServer
 import StrataTesting
 #if canImport(Glibc)
 import Glibc

@@ -4,7 +4,7 @@ import FoundationNetworking
 #endif
 import Testing
 @_spi(StrataInternals) import Strata
-import StrataDemo
+import DemoServer
 import StrataSQLite
 import StrataTesting
 

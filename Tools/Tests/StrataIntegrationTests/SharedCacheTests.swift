@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @_spi(StrataInternals) import Strata
-import StrataDemo
+import DemoServer
 import StrataTesting
 
 /// Two `strata fetch` processes, one after the other, on one cache: the second is served from what

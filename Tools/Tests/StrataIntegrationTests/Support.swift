@@ -1,12 +1,13 @@
+import DemoServer
 import Foundation
 import Logging
+import OfflineFirstExample
 import Strata
-import StrataDemo
 import StrataTesting
 
 
-/// The test bundle's default feed (`Resources/default_feed.json`).
-var testDefaults: BundledLoader { BundledLoader(resource: "default_feed", withExtension: "json", in: .module) }
+/// The test bundle's default feed (`Resources/default_feed.json`), as S4 OfflineFirst's default loader.
+var testDefaults: DefaultLoader { DefaultLoader(resource: "default_feed", in: .module) }
 
 let defaultFeed: [FeedItem] = [
     FeedItem(

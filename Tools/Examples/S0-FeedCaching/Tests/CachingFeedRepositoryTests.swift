@@ -13,7 +13,7 @@ enum CachingPolicy: String, CaseIterable, Sendable, CustomStringConvertible {
     var description: String { rawValue }
 }
 
-@Suite("CachingFeedRepository and staleIfError")
+@Suite("S0 FeedCaching: CachingFeedRepository and staleIfError")
 struct CachingFeedRepositoryTests {
     func makeSUT(
         _ policy: CachingPolicy, remote: LoaderSpy<Void, [FeedItem]>, cache: FeedCacheSpy

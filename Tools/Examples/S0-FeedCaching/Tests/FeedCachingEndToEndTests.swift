@@ -1,13 +1,13 @@
 import Foundation
 import Testing
 import Strata
-import StrataDemo
+import DemoServer
 import StrataTesting
 import FeedCachingExample
 
 /// Real parts only: the composition root's repositories over HTTP to an in-process Hummingbird server,
 /// caching in a `UserDefaults` suite of the test's own.
-@Suite("S0 against the demo server")
+@Suite("S0 FeedCaching: against the demo server")
 struct FeedCachingEndToEndTests {
     /// The feed the demo server serves, in the example's type (same JSON shape).
     static let serverFeed = DemoData.feed.map { FeedItem(id: $0.id, title: $0.title, imageURL: $0.imageURL) }

@@ -6,7 +6,7 @@ import FeedCachingExample
 
 /// `FeedViewModel` needs Observation (macOS 14, iOS 17), so every test is marked available there.
 @MainActor
-@Suite("FeedViewModel")
+@Suite("S0 FeedCaching: FeedViewModel")
 struct FeedViewModelTests {
     @available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
     func makeSUT(_ repository: some FeedRepository) -> FeedViewModel {

@@ -4,7 +4,7 @@ import Strata
 import StrataTesting
 import FeedCachingExample
 
-@Suite("LoadFeedUseCase")
+@Suite("S0 FeedCaching: LoadFeedUseCase")
 struct LoadFeedUseCaseTests {
     @Test func execute_deliversTheRepositorysFeed() async throws {
         let feed = uniqueFeed()

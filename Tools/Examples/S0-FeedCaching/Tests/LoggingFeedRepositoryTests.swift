@@ -5,7 +5,7 @@ import Strata
 import StrataTesting
 import FeedCachingExample
 
-@Suite("LoggingFeedRepository")
+@Suite("S0 FeedCaching: LoggingFeedRepository")
 struct LoggingFeedRepositoryTests {
     let log = LogCapture()
 

@@ -4,7 +4,7 @@ import Logging
 import StrataTesting
 import FeedCachingExample
 
-/// StrataDemo (imported by the end-to-end tests) has a `FeedItem` of its own, the server's; in these
+/// DemoServer (imported by the end-to-end tests) has a `FeedItem` of its own, the server's; in these
 /// tests the feed is always the example's.
 typealias FeedItem = FeedCachingExample.FeedItem
 

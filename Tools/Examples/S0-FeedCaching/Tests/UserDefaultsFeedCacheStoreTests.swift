@@ -5,7 +5,7 @@ import StrataTesting
 import FeedCachingExample
 
 /// Each test runs in a defaults suite of its own, removed afterwards.
-@Suite("UserDefaultsFeedCacheStore")
+@Suite("S0 FeedCaching: UserDefaultsFeedCacheStore")
 struct UserDefaultsFeedCacheStoreTests {
     @Test func load_onAnEmptyCache_deliversAnEmptyFeed() async throws {
         try await withScopedDefaultsSuite { suiteName in

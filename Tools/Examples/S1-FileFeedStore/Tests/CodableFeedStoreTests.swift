@@ -5,7 +5,7 @@ import StrataTesting
 import Testing
 
 /// What `CodableFeedStore` promises beyond the shared specs: the file it writes.
-@Suite("CodableFeedStore")
+@Suite("S1 FileFeedStore: CodableFeedStore")
 struct CodableFeedStoreTests {
     @Test func save_writesTheFeedAsJSONAtTheStoreURL() async throws {
         try await withStoreLocation { location in

@@ -6,7 +6,7 @@ import StrataTesting
 import Testing
 
 /// S1's store behind S0's caching decorator, through `FeedStoreCacheAdapter`.
-@Suite("FeedStoreCacheAdapter with CachingFeedRepository")
+@Suite("S1 FileFeedStore: FeedStoreCacheAdapter with CachingFeedRepository")
 struct FeedStoreCacheAdapterTests {
     /// `CachingFeedRepository(remote, FeedStoreCacheAdapter(CodableFeedStore))`, with the store tracked for leaks.
     func makeSUT(

@@ -7,7 +7,7 @@ import Testing
 
 /// The same S1 specs, run unchanged against every store. Each case gets a store location of its own,
 /// and every store object it creates must be gone when it ends.
-@Suite("FeedStore specs")
+@Suite("S1 FileFeedStore: FeedStore specs")
 struct FeedStoreSpecsTests {
     @Test("CodableFeedStore", arguments: FeedStoreSpec.allCases)
     func codableFeedStore(_ spec: FeedStoreSpec) async throws {
@@ -79,7 +79,7 @@ struct FeedStoreSpecsTests {
 }
 
 /// The specs must catch a store that breaks the contract.
-@Suite("FeedStore specs catch broken stores")
+@Suite("S1 FileFeedStore: FeedStore specs catch broken stores")
 struct FeedStoreSpecsSelfTests {
     @Test func aStoreThatKeepsTheFirstSave_failsTheReplaceSpec() async throws {
         let specs = FeedStoreSpecs(makeSUT: { ForgetfulFeedStore() })

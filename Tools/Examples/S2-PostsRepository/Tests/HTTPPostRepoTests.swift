@@ -2,11 +2,11 @@ import Foundation
 import Testing
 import PostsRepositoryExample
 import Strata
-import StrataDemo
+import DemoServer
 import StrataTesting
 
 /// HTTPPostRepo and the production configuration against the real demo server on 127.0.0.1.
-@Suite("HTTPPostRepo against a real server")
+@Suite("S2 PostsRepository: HTTPPostRepo against a real server")
 struct HTTPPostRepoTests {
     func makeRepo(_ server: DemoServer) -> HTTPPostRepo {
         HTTPPostRepo(client: HTTPJSONAPIClient(baseURL: server.baseURL))
@@ -95,7 +95,7 @@ struct HTTPPostRepoTests {
     }
 }
 
-@Suite("PostsEnvironment")
+@Suite("S2 PostsRepository: PostsEnvironment")
 struct PostsEnvironmentTests {
     @Test func mock_createsAndReadsPostsInMemoryAndReportsUnknownIDs() async throws {
         let repo = PostsEnvironment.mock.makePostRepo()

@@ -1,7 +1,7 @@
 import Testing
 import PostsRepositoryExample
 
-@Suite("InMemoryPostRepo (the mock environment)")
+@Suite("S2 PostsRepository: InMemoryPostRepo (the mock environment)")
 struct InMemoryPostRepoTests {
     @Test func createPost_numbersPostsOneTwoThreeInCreationOrder() async {
         let repo = InMemoryPostRepo()

@@ -4,7 +4,7 @@ import PostsRepositoryExample
 import Strata
 import StrataTesting
 
-@Suite("PostCache: in memory, on disk, in UserDefaults")
+@Suite("S2 PostsRepository: PostCache, in memory, on disk, in UserDefaults")
 struct PostCacheTests {
     @Test func key_isPostDashID() {
         #expect(InMemoryPostCache.key(for: 42) == "post-42")

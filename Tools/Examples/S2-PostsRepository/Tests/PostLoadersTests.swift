@@ -5,7 +5,7 @@ import Strata
 import StrataTesting
 
 /// The decorator and the Strata chain are two spellings of one policy; these tests hold them to it.
-@Suite("PostLoaders.cacheFirst agrees with PostRepoCacheDecorator")
+@Suite("S2 PostsRepository: PostLoaders.cacheFirst agrees with PostRepoCacheDecorator")
 struct PostLoadersTests {
     /// The same remote seen as a `Loader`, so both forms ask one spy.
     func remote(_ spy: PostRepoSpy) -> some Loader<Int, Post> {

@@ -2,7 +2,7 @@ import Testing
 import PostsRepositoryExample
 import StrataTesting
 
-@Suite("PostRepoCacheDecorator")
+@Suite("S2 PostsRepository: PostRepoCacheDecorator")
 struct PostRepoCacheDecoratorTests {
     func makeSUT(
         inner: PostRepoSpy = PostRepoSpy(), cached: [Post] = []

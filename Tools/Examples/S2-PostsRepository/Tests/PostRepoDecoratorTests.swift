@@ -11,7 +11,7 @@ private struct ShoutingTitlesRepo: PostRepoDecorator {
     }
 }
 
-@Suite("PostRepoDecorator (forwarding by default)")
+@Suite("S2 PostsRepository: PostRepoDecorator (forwarding by default)")
 struct PostRepoDecoratorTests {
     @Test func decoratorOverridingNothing_forwardsEveryCallWithItsArgumentsInOrder() async throws {
         let spy = PostRepoSpy(posts: [hello, second], created: .success(second))

@@ -5,7 +5,7 @@ import PostsRepositoryExample
 import StrataTesting
 
 /// The offline create, with a spy for the wrapped repository and an outbox in memory on a manual clock.
-@Suite("PostRepoOutboxDecorator", .timeLimit(.minutes(1)))
+@Suite("S2 PostsRepository: PostRepoOutboxDecorator", .timeLimit(.minutes(1)))
 struct PostRepoOutboxDecoratorTests {
     static let postsURL = URL(string: "https://api.example.com/posts")!
     static let unreachable = HTTPError.transport(url: postsURL, reason: "could not connect (connection refused)", underlying: nil)
@@ -163,7 +163,7 @@ struct PostRepoOutboxDecoratorTests {
     }
 }
 
-@Suite("Posts lists with pending creates", .timeLimit(.minutes(1)))
+@Suite("S2 PostsRepository: posts lists with pending creates", .timeLimit(.minutes(1)))
 struct PendingCreatesListTests {
     @Test func aListShowsQueuedPostsAfterTheServersSaysPendingAndDropsThemOnceDelivered() async throws {
         let server = InMemoryPostRepo(posts: [hello])
@@ -194,7 +194,7 @@ struct PendingCreatesListTests {
     }
 }
 
-@Suite("Keyed creates")
+@Suite("S2 PostsRepository: keyed creates")
 struct KeyedCreateTests {
     @Test func inMemoryRepo_createsOncePerKey() async throws {
         let repo = InMemoryPostRepo()

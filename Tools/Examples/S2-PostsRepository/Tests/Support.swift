@@ -1,9 +1,9 @@
+import DemoServer
 import Foundation
 import PostsRepositoryExample
 import Strata
-import StrataDemo
 
-// StrataDemo has a `Post` of its own (the demo server's); in these tests `Post` is the example's.
+// DemoServer has a `Post` of its own (the server's); in these tests `Post` is the example's.
 typealias Post = PostsRepositoryExample.Post
 
 let hello = Post(id: 1, title: "Hello", body: "World")

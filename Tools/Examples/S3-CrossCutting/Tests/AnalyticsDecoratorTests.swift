@@ -3,7 +3,7 @@ import CrossCuttingExample
 import Strata
 import StrataTesting
 
-@Suite("AnalyticsDecorator and trackers")
+@Suite("S3 CrossCutting: AnalyticsDecorator and trackers")
 struct AnalyticsDecoratorTests {
     @Test func loadItem_returnsTheDecorateesItemsUnchanged() async {
         let sut = AnalyticsDecorator(decoratee: ItemServiceStub(), tracker: TrackerSpy())

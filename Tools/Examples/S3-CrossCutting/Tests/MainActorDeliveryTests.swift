@@ -4,7 +4,7 @@ import CrossCuttingExample
 @_spi(StrataInternals) import Strata
 import StrataTesting
 
-@Suite("deliveredOnMainActor()")
+@Suite("S3 CrossCutting: deliveredOnMainActor()")
 struct MainActorDeliveryTests {
     /// What the sink saw: each result, and whether it ran on the main queue.
     final class SinkRecorder: Sendable {

@@ -1,7 +1,7 @@
 import Foundation
 import Strata
 
-// S4, "Composite + Decorator for a whole offline-first policy", in the article's own vocabulary.
+// S4 OfflineFirst, "Composite + Decorator for a whole offline-first policy", in the article's own vocabulary.
 // Every type here is a few lines over a Strata primitive: the article's classes become names for
 // loaders Strata already has.
 
@@ -20,8 +20,8 @@ public enum DataLoaderError: Error, Equatable, Sendable {
     case noSuchFile
     /// Nothing is cached locally.
     case emptyCache
-    /// Something is cached, but the cache policy rejects it.
-    case expiredCache
+    /// Something is cached, but the cache policy rejects it: it is `age` old.
+    case expiredCache(age: Duration)
 }
 
 /// How long local data stays valid (the article's `CachePolicy`).
@@ -50,7 +50,12 @@ public struct LocalDataStore: Sendable {
     let now: @Sendable () -> Date
 
     public init(directory: URL, now: @escaping @Sendable () -> Date = { Date() }) {
-        self.store = FileStore(directory: directory, codec: DataCodec())
+        self.init(fileStore: FileStore(directory: directory, codec: DataCodec()), now: now)
+    }
+
+    /// Local data in a `FileStore` configured by the caller (its logger, its limits).
+    public init(fileStore: FileStore<Data>, now: @escaping @Sendable () -> Date = { Date() }) {
+        self.store = fileStore
         self.now = now
     }
 
@@ -73,8 +78,8 @@ public struct LocalLoader: DataLoader {
             return try await local.store.loader(key: LocalDataStore.key, freshness: cachePolicy.freshness).environment(\.now, local.now).load()
         } catch CacheLoadError.empty {
             throw DataLoaderError.emptyCache
-        } catch CacheLoadError.expired {
-            throw DataLoaderError.expiredCache
+        } catch CacheLoadError.expired(_, _, _, let age, _) {
+            throw DataLoaderError.expiredCache(age: age)
         }
     }
 }
@@ -82,13 +87,34 @@ public struct LocalLoader: DataLoader {
 /// Fetches the data from the server (Strata's `HTTPLoader`, body only).
 public struct RemoteLoader: DataLoader {
     let http: HTTPLoader<Void>
+    /// Throws when the answer is not data the app can use.
+    let check: @Sendable (HTTPReply) throws -> Void
 
+    /// Fetches whatever the server answers with a 2xx.
     public init(url: URL, client: any HTTPTransport = URLSessionHTTPClient.shared) {
         self.http = HTTPLoader(url: url, transport: client)
+        self.check = { _ in }
+    }
+
+    /// Fetches data that must decode, as JSON, as `payload`. A body that does not (truncated, the
+    /// wrong shape) throws `HTTPError.decoding` with the URL, so a cache decorator above never saves it.
+    public init<Payload: Decodable & Sendable>(
+        url: URL, expecting payload: Payload.Type, client: any HTTPTransport = URLSessionHTTPClient.shared
+    ) {
+        self.http = HTTPLoader(url: url, transport: client)
+        self.check = { reply in
+            do {
+                _ = try JSONDecoder().decode(Payload.self, from: reply.body)
+            } catch {
+                throw reply.decodingFailure(type: Payload.self, error: error)
+            }
+        }
     }
 
     public func load(_ input: Void) async throws -> Data {
-        try await http.load().body
+        let reply = try await http.load()
+        try check(reply)
+        return reply.body
     }
 }
 

@@ -1,14 +1,14 @@
+import DemoServer
 import Foundation
+import OfflineFirstExample
 import Testing
-import DataLoaderChainExample
 import Strata
-import StrataDemo
 import StrataTesting
 
 /// S4's requirements 1–7, each its own test, against a real server on 127.0.0.1 and a real file cache,
 /// with time moved by a manual clock.
-@Suite("S4 data loader chain: requirements 1–7")
-final class DataLoaderChainRequirementTests {
+@Suite("S4 OfflineFirst: requirements 1–7")
+final class OfflineFirstRequirementTests {
     let directory: TemporaryDirectory
     let clock = ManualClock()
     let store: LocalDataStore
@@ -61,7 +61,7 @@ final class DataLoaderChainRequirementTests {
             _ = try await makeSUT(server).loadData()
             clock.advance(by: .seconds(age))
             let served = try await makeSUT(server).loadServed()
-            #expect((served.provenance.tier == "local (24 h)") == valid)
+            #expect((served.provenance.tier == "fresh local") == valid)
         }
     }
 
@@ -99,7 +99,7 @@ final class DataLoaderChainRequirementTests {
             server.faults = .init(status: 500)
             let served = try await makeSUT(server).loadServed()
             #expect(try feed(served.value) == saved)
-            #expect(served.provenance.tier == "local (any age)")
+            #expect(served.provenance.tier == "stale local")
             #expect(served.provenance.age == .seconds(25 * 3600))
         }
     }
@@ -123,16 +123,42 @@ final class DataLoaderChainRequirementTests {
                 _ = try await makeSUT(server, defaultLoader: DefaultLoader(resource: "missing", in: .main)).loadData()
                 Issue.record("expected a failure")
             } catch let error as FallbackError {
-                #expect(error.failures.map(\.tier) == ["local (24 h)", "remote", "local (any age)", "default"])
+                #expect(error.failures.map(\.tier) == ["fresh local", "remote", "stale local", "bundled default"])
                 #expect(error.failures[0].error as? DataLoaderError == .emptyCache)
                 #expect(error.failures[2].error as? DataLoaderError == .emptyCache)
                 #expect(error.failures[3].error as? DataLoaderError == .noSuchFile)
             }
         }
     }
+
+    @Test("expecting a payload: an answer that does not decode is never saved, and the stale copy is served")
+    func expectingAPayload_keepsABadAnswerOutOfTheCache() async throws {
+        try await withServer { server in
+            let sut = DataLoaderComposer.makeDataLoader(serverURL: server.feedURL, expecting: [FeedItem].self, store: store)
+            _ = try await sut.loadData()
+            let before = try #require(try await store.saved())
+            clock.advance(by: .seconds(25 * 3600))
+            server.faults = .init(truncateBodies: true)
+
+            let served = try await sut.loadServed()
+
+            #expect(served.provenance.tier == "stale local")
+            let remoteFailure = served.events.compactMap { event -> (any Error)? in
+                if case .tierFailed("remote", let error) = event { return error }
+                return nil
+            }.first
+            if case .decoding(let url, _, _)? = remoteFailure as? HTTPError {
+                #expect(url == server.feedURL)
+            } else {
+                Issue.record("expected the remote tier to fail with HTTPError.decoding, got \(String(describing: remoteFailure))")
+            }
+            let after = try #require(try await store.saved())
+            #expect(after.value == before.value && after.storedAt == before.storedAt)
+        }
+    }
 }
 
-@Suite("S4 loaders and policies")
+@Suite("S4 OfflineFirst: loaders and policies")
 struct DataLoaderUnitTests {
     let clock = ManualClock()
 
@@ -148,7 +174,7 @@ struct DataLoaderUnitTests {
         _ = try await ClosureLoader { Data("x".utf8) }.cache(in: store).loadData()
         clock.advance(by: .seconds(24 * 3600))
 
-        await #expect(throws: DataLoaderError.expiredCache) {
+        await #expect(throws: DataLoaderError.expiredCache(age: .seconds(24 * 3600))) {
             try await LocalLoader(store: store, cachePolicy: TwentyFourHoursPolicy()).loadData()
         }
         #expect(try await LocalLoader(store: store, cachePolicy: NullPolicy()).loadData() == Data("x".utf8))

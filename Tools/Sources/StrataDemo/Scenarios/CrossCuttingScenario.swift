@@ -1,12 +1,13 @@
 import CrossCuttingExample
+import DemoServer
 import Dispatch
 import Foundation
 import Logging
 @_spi(StrataInternals) import Strata
 
-/// The S3 scenario, step by step: an item service that knows nothing of analytics or threads, and
+/// The S3 CrossCutting scenario, step by step: an item service that knows nothing of analytics or threads, and
 /// the decorators that add both, wired by `UIComposer`. Items come from the demo server's feed.
-public struct AnalyticsScenario: Sendable {
+public struct CrossCuttingScenario: Sendable {
     /// What one step of the scenario observed.
     public struct Step: Sendable, Equatable {
         public var title: String
@@ -50,7 +51,7 @@ public struct AnalyticsScenario: Sendable {
         let logging = LoggingTracker(logger: logs.logger)
         let trackers: [any Tracker] = [memory, logging]
 
-        write("Strata demo: cross-cutting concerns as decorators (S3)")
+        write("Strata demo: cross-cutting concerns as decorators (S3 CrossCutting)")
         write("  items      FeedTitlesService: the titles of \(server.feedURL.absoluteString) (Hummingbird, in this process)")
         write("  trackers   CompositeTracker([InMemoryTracker, LoggingTracker (swift-log)])")
         write("  user       a completion-handler UserDataLoader that answers on a background queue")

@@ -1,17 +1,18 @@
+import DemoServer
 import FeedCachingExample
 import FileFeedStoreExample
 import Foundation
 import Logging
 @_spi(StrataInternals) import Strata
 
-/// The S0 scenario, step by step: the article's `Logging(Caching(Remote))` feed repository against a
-/// real server, caching in a real file through S1's store adapters, with a simulated clock.
+/// The S0 FeedCaching scenario, step by step: the article's `Logging(Caching(Remote))` feed repository
+/// against a real server, caching in a real file through S1 FileFeedStore's adapters, with a simulated clock.
 ///
 /// 1. Online: the server's feed is shown and saved.
 /// 2. Server down: the saved feed is shown instead (the article's point).
 /// 3. Cache cleared, still offline: the original network error reaches the screen, as a message a
 ///    person can read.
-public struct FeedScenario: Sendable {
+public struct FeedCachingScenario: Sendable {
     /// What one step of the scenario observed.
     public struct Step: Sendable {
         /// The step's heading.
@@ -35,7 +36,7 @@ public struct FeedScenario: Sendable {
     public init() {}
 
     /// Runs the scenario, writing each line of the narration through `write`, and returns what each step observed.
-    public func run(write: @escaping @Sendable (String) -> Void) async throws -> [FeedScenario.Step] {
+    public func run(write: @escaping @Sendable (String) -> Void) async throws -> [FeedCachingScenario.Step] {
         let server = try await DemoServer.start()
         let cacheDirectory = FileManager.default.temporaryDirectory
             .appendingPathComponent("strata-feed-demo-\(UUID().uuidString)", isDirectory: true)
@@ -53,7 +54,7 @@ public struct FeedScenario: Sendable {
             logger: logs.logger)
         let loadFeed = LoadFeedUseCase(repository: repository)
 
-        write("Strata demo: caching a feed with a decorator (S0, cached through S1's FeedStore)")
+        write("Strata demo: caching a feed with a decorator (S0 FeedCaching, cached through S1 FileFeedStore's FeedStore)")
         write("  server  \(server.feedURL.absoluteString)  (Hummingbird, in this process)")
         write("  cache   \(cacheDirectory.path)  (FileStore → FeedStore → FeedCacheStore)")
         write("  clock   simulated: time moves only when the demo says so")

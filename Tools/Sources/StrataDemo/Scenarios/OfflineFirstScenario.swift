@@ -1,10 +1,12 @@
+import DemoServer
 import Foundation
 import Logging
+import OfflineFirstExample
 import Strata
 
-/// The S4 scenario, step by step, against a real server and a real file cache, with a simulated
-/// clock so "a day later" takes no time.
-public struct OfflineFirstDemo: Sendable {
+/// The S4 OfflineFirst scenario, step by step: the example's chain (`DataLoaderComposer`) against a
+/// real server and a real file cache, with a simulated clock so "a day later" takes no time.
+public struct OfflineFirstScenario: Sendable {
     /// What one step of the scenario observed.
     public struct Step: Sendable {
         public var title: String
@@ -27,18 +29,24 @@ public struct OfflineFirstDemo: Sendable {
         let client = CountingHTTPClient()
         let quiet = Logger(label: "strata.demo", factory: { _ in SwiftLogNoOpLogHandler() })
 
-        /// A "launch" of the app: a new store object and chain on the same cache directory.
+        /// A "launch" of the app: a new store object and chain on the same cache directory. The chain
+        /// is S4's, over the feed's bytes; the app decodes what it serves.
         @Sendable func launch() -> some Loader<Void, [FeedItem]> {
-            OfflineFirstFeed.makeLoader(
-                store: FileStore(directory: cacheDirectory, logger: quiet), feedURL: server.feedURL,
-                client: client, now: clock.dates, logger: quiet)
+            let store = LocalDataStore(
+                fileStore: FileStore(directory: cacheDirectory, codec: DataCodec(), logger: quiet), now: clock.dates)
+            return DataLoaderComposer.makeDataLoader(
+                serverURL: server.feedURL, expecting: [FeedItem].self, store: store,
+                defaultLoader: DefaultLoader(resource: "default_feed", in: .module), client: client)
+                .decoding([FeedItem].self)
+                .environment(\.logger, quiet)
         }
 
-        write("Strata demo: the offline-first feed (S4)")
+        write("Strata demo: the offline-first feed (S4 OfflineFirst)")
         write("  server  \(server.feedURL.absoluteString)  (Hummingbird, in this process)")
         write("  cache   \(cacheDirectory.path)  (FileStore)")
         write("  clock   simulated: time moves only when the demo says so")
         write("  chain   fresh local (max age 24h) → remote + cache → stale local → bundled default")
+        write("  built   by DataLoaderComposer, the example's composition root (Tools/Examples/S4-OfflineFirst)")
 
         var steps: [Step] = []
         func step(_ title: String, _ situation: String) async throws {
@@ -92,7 +100,6 @@ public struct OfflineFirstDemo: Sendable {
         return "\(source), \(items.count) item\(items.count == 1 ? "" : "s")\(first), \(age)"
     }
 
-
     private func describeTiers(_ served: Served<[FeedItem]>) -> String {
         var parts: [String] = []
         for event in served.events {
@@ -115,8 +122,8 @@ public struct OfflineFirstDemo: Sendable {
 
     private func shortReason(_ error: any Error) -> String {
         switch error {
-        case CacheLoadError.empty: "nothing cached"
-        case CacheLoadError.expired(_, _, _, let age, _): "expired (\(age.formattedAge) old)"
+        case DataLoaderError.emptyCache: "nothing cached"
+        case DataLoaderError.expiredCache(let age): "expired (\(age.formattedAge) old)"
         case let error as HTTPError:
             if case .transport(_, let reason, _) = error { reason } else { "\(error)" }
         default: "\(error)"

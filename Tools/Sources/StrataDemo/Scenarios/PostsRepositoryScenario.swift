@@ -1,13 +1,14 @@
+import DemoServer
 import Foundation
 import PostsRepositoryExample
 import Strata
 
-/// The S2 scenario, step by step: the posts repository in its mock configuration, then in its
+/// The S2 PostsRepository scenario, step by step: the posts repository in its mock configuration, then in its
 /// production configuration against a real server and a real file cache.
 ///
 /// Both configurations come from one place, ``PostsRepositoryExample/PostsEnvironment``; every step
 /// talks to `any PostRepo` and never learns which one it has.
-public struct PostsScenario: Sendable {
+public struct PostsRepositoryScenario: Sendable {
     /// What one step of the scenario observed.
     public struct Step: Sendable, Equatable {
         /// Which configuration the step ran in.
@@ -49,7 +50,7 @@ public struct PostsScenario: Sendable {
         let outbox = PostsEnvironment.makeOutbox(directory: cacheDirectory.appendingPathComponent("outbox", isDirectory: true))
         let production = PostsEnvironment.production(baseURL: server.baseURL, cacheDirectory: postsDirectory, outbox: outbox)
 
-        write("Strata demo: the posts repository (S2)")
+        write("Strata demo: the posts repository (S2 PostsRepository)")
         write("  mock        InMemoryPostRepo behind InMemoryPostCache: no network, no files")
         write("  production  HTTPPostRepo → \(server.baseURL.absoluteString) (Hummingbird, in this process)")
         write("              behind DiskPostCache → \(postsDirectory.path) (FileStore, one file per post)")

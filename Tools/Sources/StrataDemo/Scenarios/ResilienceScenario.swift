@@ -1,3 +1,4 @@
+import DemoServer
 import Foundation
 import Logging
 @_spi(StrataInternals) import Strata
