@@ -63,10 +63,10 @@ struct ManualClockTests {
         try await clock.sleep(until: clock.now.advanced(by: .seconds(-1)))
     }
 
-    /// Issue 20: `waitForSleepers` ignored its task's cancellation and waited until the sleepers came,
-    /// forever if they never did. Cancelled once waiting (`Task.immediate` registers the wait before
-    /// it returns) or before it started, it must throw `CancellationError`; a sleeper then comes, so
-    /// the old wait returns normally and the test fails instead of hanging.
+    /// `waitForSleepers` honours its task's cancellation instead of waiting until the sleepers come
+    /// (forever if they never do). Cancelled once waiting (`Task.immediate` registers the wait before
+    /// it returns) or before it started, it must throw `CancellationError`; a sleeper then comes, so a
+    /// wait that ignored cancellation would return normally and fail the test instead of hanging it.
     @Test(arguments: [true, false])
     func waitForSleepers_cancelled_throwsCancellationError(whileWaiting: Bool) async throws {
         let clock = ManualClock()
@@ -205,7 +205,7 @@ struct TestKitTests {
         }
     }
 
-    /// Issue 20: `waitForLoads` ignored its task's cancellation (see the same test of `ManualClock`).
+    /// `waitForLoads` honours its task's cancellation (see the same test of `ManualClock`).
     @Test(arguments: [true, false])
     func loaderSpy_waitForLoadsCancelled_throwsCancellationError(whileWaiting: Bool) async throws {
         let spy = LoaderSpy<Void, Int>(.success(1))
@@ -255,9 +255,9 @@ struct TestKitTests {
         }
     }
 
-    /// Issue 20: an object an unstructured task releases just after the body returns was reported as
-    /// a leak. The task runs on the main actor, like the test, so it cannot run before the check
-    /// suspends: the old check, which never did, always reported it.
+    /// An object an unstructured task releases just after the body returns is not a leak. The task
+    /// runs on the main actor, like the test, so it cannot run before the check suspends: a check that
+    /// never suspended would always report it.
     @MainActor
     @Test func withLeakTracking_doesNotReportAnObjectATaskReleasesJustAfterTheBody() async throws {
         final class Box {}

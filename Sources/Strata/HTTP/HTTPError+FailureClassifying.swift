@@ -1,6 +1,9 @@
 import Foundation
 
-/// How the resilience operators read an ``HTTPError``.
+/// How the resilience operators read an ``HTTPError``: the one statement of which HTTP failures are
+/// transient (``isTransientFailure``) and which count as an outage (``countsAsOutage``). Retrying,
+/// the circuit breaker and their guides link here. (The outbox classifies writes by its own rule:
+/// ``OutboxFailure/Class``.)
 extension HTTPError: FailureClassifying {
     /// No response, and HTTP 408, 429 and 5xx, are transient; other statuses, decoding failures, an
     /// invalid request and a body over the size limit are not.

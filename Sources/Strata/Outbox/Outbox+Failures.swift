@@ -21,8 +21,7 @@ extension Outbox {
         var disposition: Disposition
     }
 
-    /// The class of `error`: no answer and 408/429/5xx (but 501 and 505) are retried, as is a 409
-    /// with `Retry-After`; 401 refreshes, 409/412 are conflicts, anything else parks the write.
+    /// The class of `error`, by the rule ``OutboxFailure/Class`` states.
     static func classify(_ error: any Error, at now: Date) -> Classified {
         if let conflict = error as? OutboxConflictError {
             return Classified(

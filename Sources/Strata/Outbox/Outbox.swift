@@ -23,8 +23,8 @@ import Metrics
 /// - **Ordered.** Writes of one scope are delivered one at a time, in the order they were queued,
 ///   even when `enqueue` is called concurrently (a write whose save is in flight holds its scope);
 ///   scopes run in parallel, and a scope that keeps failing never holds up another.
-/// - **Failures.** No answer, 408, 429, 5xx (but 501 and 505) and a 409 with `Retry-After` (the
-///   Idempotency-Key draft's "still processing") are retried with a jittered backoff
+/// - **Failures.** Each attempt's failure has a class (``OutboxFailure/Class``, where the rule is
+///   stated once). Transient ones are retried with a jittered backoff
 ///   (``OutboxRetryPolicy``, honouring `Retry-After`), not at all while ``connectivityChanged(isOnline:)``
 ///   says the device is offline, and at once when it comes back. A bare 409 right after an attempt
 ///   that got no answer is taken for "still being applied" and retried, a bounded number of times

@@ -170,7 +170,8 @@ public struct DeadLetter: Sendable, Hashable, Codable {
 
 /// Why one delivery attempt failed.
 public struct OutboxFailure: Sendable, Hashable, Codable, CustomStringConvertible {
-    /// The class the outbox put the failure in, which decides what it did next.
+    /// The class the outbox put the failure in, which decides what it did next: the one statement of
+    /// how the outbox reads a failed attempt (the guides and the `Outbox` docs link here).
     public enum Class: String, Sendable, Hashable, Codable, CaseIterable {
         /// The host could not be reached at all (connection refused, DNS, no route, offline): the
         /// request never left, so it is retried after a backoff, and at once when connectivity comes
@@ -181,8 +182,9 @@ public struct OutboxFailure: Sendable, Hashable, Codable, CustomStringConvertibl
         /// another request to the host answering does not cut short; a bare 409 to the next attempt
         /// means "still being applied", not a conflict.
         case timedOut
-        /// The server answered 408, 429 or 5xx (or the handler threw a transient error): retried after a
-        /// backoff, or after the `Retry-After` the server asked for.
+        /// The server answered 408, 429, a 5xx other than 501 and 505, or a 409 with `Retry-After` (the
+        /// Idempotency-Key draft's "still processing"), or the handler threw a transient error: retried
+        /// after a backoff, or after the `Retry-After` the server asked for.
         case transient
         /// 401: the auth-refresh hook ran and the write was sent once more.
         case unauthorized

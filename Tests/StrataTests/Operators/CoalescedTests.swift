@@ -223,9 +223,10 @@ struct CoalescedTests {
         #expect(seen.withLock { $0 } == ["leader"], "one load, in the leader's task")
     }
 
-    /// Issue 20: the test kit's wait for callers to register ignored its task's cancellation. Cancelled
-    /// once waiting (`Task.immediate`) or before it started, it must throw `CancellationError`; a load
-    /// then registers, so the old wait returns normally and the test fails instead of hanging.
+    /// The test kit's wait for callers to register honours its task's cancellation. Cancelled once
+    /// waiting (`Task.immediate`) or before it started, it must throw `CancellationError`; a load then
+    /// registers, so a wait that ignored cancellation would return normally and fail the test instead
+    /// of hanging it.
     @Test(arguments: [true, false])
     func waitForWaiters_cancelled_throwsCancellationError(whileWaiting: Bool) async throws {
         let sut = LoaderSpy<Void, Int>(.success(1)).coalesced()

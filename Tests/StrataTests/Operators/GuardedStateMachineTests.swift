@@ -117,9 +117,9 @@ struct GuardedStateMachineTests {
         return permit
     }
 
-    /// Issue 20: a trial admitted before `reset()` that ended in a later half-open period decided that
-    /// period (its failure reopened the circuit, its success closed it) and freed the trial slot while
-    /// that period's own trial ran, so a second trial ran beside it.
+    /// A trial admitted before `reset()` that ends in a later half-open period must not decide that
+    /// period (reopen the circuit on failure, close it on success), nor free the trial slot while that
+    /// period's own trial runs (a second trial would run beside it).
     @Test(arguments: [false, true])
     func aTrialAdmittedBeforeReset_doesNotDecideALaterHalfOpenPeriod(staleTrialSucceeds: Bool) throws {
         var machine = opened()

@@ -110,8 +110,8 @@ struct GuardedTests {
         #expect(breaker.state == .closed)
     }
 
-    /// Issue 20: a trial admitted before `reset()` that ended in a later half-open period decided it
-    /// (here: closed the circuit), and let a second load through beside that period's trial.
+    /// A trial admitted before `reset()` that ends in a later half-open period must not decide it
+    /// (here: close the circuit), nor let a second load through beside that period's trial.
     @Test func aTrialAdmittedBeforeReset_neitherDecidesALaterHalfOpenPeriodNorRunsBesideItsTrial() async throws {
         let breaker = breaker(minimum: 1, pause: .seconds(30))
         let failing = StubLoader<Void, Int>(.failure(TestError())).guarded(by: breaker)

@@ -7,13 +7,10 @@ import Testing
 
 /// `stop()` (and `goOffline()`) must return even when a request reaches the hold fault late.
 ///
-/// Issue 20: one Tools run in four never ended. `goOffline()` released the held requests, then
-/// cancelled the server and waited for it, and Hummingbird waits for every connection's handler.
-/// A handler that reached the hold *after* that release (its request read before the stop, its
-/// task run after it: two cores, a hundred tests) was held for good, on a continuation nothing
-/// resumed and cancellation did not reach: `stop()` never returned, the test never ended, every task
-/// suspended, no thread blocked, no timer pending. Seen on `noAnswerWithinTheTimeout_…`, whose client
-/// gives up after 1 s while the server still holds requests.
+/// Hummingbird ends only once every connection's handler has returned. A handler that reaches the
+/// hold *after* `goOffline()` released the held requests (its request read before the stop, its task
+/// run after it) must not be held: nothing would resume it, `stop()` would never return, and the
+/// test would hang with every task suspended, no thread blocked and no timer pending.
 @Suite("Demo server: stopping while a request is on its way to the hold", .timeLimit(.minutes(3)))
 struct DemoServerStopTests {
     /// The interleaving of the stall, driven step by step: the request's handler is paused just

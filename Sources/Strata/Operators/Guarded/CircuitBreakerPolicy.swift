@@ -35,8 +35,8 @@ public struct CircuitBreakerPolicy: Sendable, CustomStringConvertible {
     }
 
     /// The default: every error counts except cancellation and an error that adopts
-    /// ``FailureClassifying`` and says it is no outage (an open circuit; HTTP 4xx other than 408 and
-    /// 429: the server answered, the request was wrong).
+    /// ``FailureClassifying`` and says it is no outage (an open circuit; for HTTP, see
+    /// ``HTTPError/countsAsOutage``).
     public static func countsAsFailure(_ error: any Error) -> Bool {
         if error is CancellationError { return false }
         return (error as? any FailureClassifying)?.countsAsOutage ?? true

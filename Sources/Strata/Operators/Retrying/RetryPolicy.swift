@@ -78,8 +78,8 @@ public struct RetryPolicy: Sendable, CustomStringConvertible {
     public static let never = RetryPolicy(maxAttempts: 1, initialDelay: .zero, jitter: 0)
 
     /// The default predicate: an error that adopts ``FailureClassifying`` and says it is transient
-    /// (``HTTPError``: no response, 408, 429, 5xx; a ``TimeoutError``); never cancellation, an open
-    /// circuit (``CircuitOpenError``) or an error that does not adopt the protocol.
+    /// (for HTTP, see ``HTTPError/isTransientFailure``; a ``TimeoutError`` is); never cancellation, an
+    /// open circuit (``CircuitOpenError``) or an error that does not adopt the protocol.
     public static func isTransient(_ error: any Error) -> Bool {
         if error is CancellationError { return false }
         return (error as? any FailureClassifying)?.isTransientFailure ?? false
