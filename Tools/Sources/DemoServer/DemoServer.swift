@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Logging
+import NIOCore
 @_spi(StrataInternals) import Strata
 
 /// The demo HTTP server: a real Hummingbird server on loopback, started in-process, serving the feed
@@ -140,6 +141,8 @@ public final class DemoServer: Sendable {
         var honoursIdempotencyKeys = true
         var appliedWrites: [AppliedWrite] = []
         var writeObservers: [@Sendable (WriteEvent) -> Void] = []
+        /// The connections that carried a request and are not closed yet (see ``goOffline()``).
+        var connections: [ObjectIdentifier: any Channel] = [:]
     }
 
     /// The host the server listens on.
@@ -295,6 +298,27 @@ public final class DemoServer: Sendable {
         held.forEach { $0.resume() }
         running?.cancel()
         _ = await running?.result
+        // The listener is closed; a keep-alive connection may not be yet (the server's end does not
+        // wait for every connection to close). A client would then send its next request on it and
+        // see "connection lost" instead of "connection refused". Close them, and return only once
+        // each is closed.
+        let open = state.withLock { state in
+            defer { state.connections = [:] }
+            return Array(state.connections.values)
+        }
+        for connection in open {
+            connection.close(promise: nil)
+            try? await connection.closeFuture.get()
+        }
+    }
+
+    /// Remembers `connection` until it closes, so ``goOffline()`` can close it.
+    func track(_ connection: any Channel) {
+        let id = ObjectIdentifier(connection)
+        let isNew = state.withLock { $0.connections.updateValue(connection, forKey: id) == nil }
+        if isNew {
+            connection.closeFuture.whenComplete { [state] _ in state.withLock { _ = $0.connections.removeValue(forKey: id) } }
+        }
     }
 
     /// Starts listening (again), on the same port as before. A server started on port 0 takes its
@@ -348,6 +372,7 @@ public final class DemoServer: Sendable {
 
     private func makeRouter() -> Router<DemoRequestContext> {
         let router = Router(context: DemoRequestContext.self)
+        router.add(middleware: ConnectionTracking(server: self))
         router.get("feed") { [self] request, _ -> Response in
             try await respond(to: request, validated: true) {
                 let (items, modifiedAt) = state.withLock { ($0.feed, $0.feedModifiedAt) }
@@ -638,5 +663,18 @@ public enum DemoServerError: Error, CustomStringConvertible {
         switch self {
         case .didNotStart(let host, let port): "the demo server did not start on \(host):\(port)"
         }
+    }
+}
+
+/// Hands every request's connection to ``DemoServer/track(_:)``.
+struct ConnectionTracking: RouterMiddleware {
+    typealias Context = DemoRequestContext
+    let server: DemoServer
+
+    func handle(
+        _ request: Request, context: DemoRequestContext, next: (Request, DemoRequestContext) async throws -> Response
+    ) async throws -> Response {
+        server.track(context.channel)
+        return try await next(request, context)
     }
 }
