@@ -143,6 +143,8 @@ public final class DemoServer: Sendable {
         var writeObservers: [@Sendable (WriteEvent) -> Void] = []
         /// The connections that carried a request and are not closed yet (see ``goOffline()``).
         var connections: [ObjectIdentifier: any Channel] = [:]
+        /// The listening socket while online (see ``goOffline()``).
+        var listener: (any Channel)?
     }
 
     /// The host the server listens on.
@@ -287,17 +289,25 @@ public final class DemoServer: Sendable {
     /// reaches the hold after it is not held, see ``waitAsFaultsAsk(_:)``), and a handler the server's
     /// cancellation reaches while it is held is let go.
     public func goOffline() async {
-        let (held, running) = state.withLock { state -> ([CheckedContinuation<Void, Never>], Task<Void, any Error>?) in
+        let (held, running, listener) = state.withLock { state in
             defer {
                 state.held = [:]
                 state.running = nil
+                state.listener = nil
             }
             state.releases += 1
-            return (Array(state.held.values), state.running)
+            return (Array(state.held.values), state.running, state.listener)
         }
         held.forEach { $0.resume() }
         running?.cancel()
         _ = await running?.result
+        // The server's end does not wait for its listening socket to close: until it has, the kernel
+        // still accepts connections on the port (and resets them when it closes), so a client sees
+        // "connection lost" instead of "connection refused". Offline means refused: wait for it.
+        if let listener {
+            listener.close(promise: nil)
+            try? await listener.closeFuture.get()
+        }
         // The listener is closed; a keep-alive connection may not be yet (the server's end does not
         // wait for every connection to close). A client would then send its next request on it and
         // see "connection lost" instead of "connection refused". Close them, and return only once
@@ -342,7 +352,8 @@ public final class DemoServer: Sendable {
         let app = Application(
             router: makeRouter(),
             configuration: .init(address: .hostname(host, port: requestedPort), serverName: "strata-demo"),
-            onServerRunning: { channel in
+            onServerRunning: { [state] channel in
+                state.withLock { $0.listener = channel }
                 portContinuation.yield(channel.localAddress?.port ?? requestedPort)
                 portContinuation.finish()
             },
