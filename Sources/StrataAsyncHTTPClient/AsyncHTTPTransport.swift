@@ -32,6 +32,11 @@ import Strata
 ///
 /// ``Strata/HTTPRequestOptions/timeout`` bounds the whole exchange (connection, head and body), as
 /// AsyncHTTPClient's deadline does; without one, ``defaultTimeout`` applies.
+///
+/// A server that cannot be reached fails the request at once: the default client (``sharedClient``)
+/// does not retry a refused connection, which AsyncHTTPClient's own `HTTPClient.shared` does until
+/// the deadline. An offline-first chain learns "unreachable" in a round trip, not after the whole
+/// timeout, and retries stay the chain's decision (``Strata/Loader/retrying(_:)``).
 public struct AsyncHTTPTransport: HTTPTransport {
     /// The body limit of transports created without one: 64 MiB, as ``Strata/URLSessionHTTPClient``.
     public static let defaultMaxBodyBytes = URLSessionHTTPClient.defaultMaxBodyBytes
@@ -44,9 +49,20 @@ public struct AsyncHTTPTransport: HTTPTransport {
     /// The deadline of requests that set no ``Strata/HTTPRequestOptions/timeout``.
     public let defaultTimeout: Duration
 
-    /// A transport on `client` (AsyncHTTPClient's shared client unless you pass one you run).
+    /// The client transports use unless given one: AsyncHTTPClient's singleton configuration on its
+    /// default event loop group, except that a connection that cannot be established fails its
+    /// requests at once (`retryConnectionEstablishment` off) instead of being retried until their
+    /// deadline. It lives as long as the process; do not shut it down.
+    public static let sharedClient: HTTPClient = {
+        var configuration = HTTPClient.Configuration.singletonConfiguration
+        configuration.connectionPool.retryConnectionEstablishment = false
+        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+    }()
+
+    /// A transport on `client` (``sharedClient`` unless you pass one you run; a client of your own
+    /// keeps its configuration, connection retries included).
     public init(
-        client: HTTPClient = .shared, maxBodyBytes: Int? = AsyncHTTPTransport.defaultMaxBodyBytes,
+        client: HTTPClient = AsyncHTTPTransport.sharedClient, maxBodyBytes: Int? = AsyncHTTPTransport.defaultMaxBodyBytes,
         defaultTimeout: Duration = .seconds(60)
     ) {
         self.client = client

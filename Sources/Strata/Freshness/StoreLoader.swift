@@ -38,12 +38,19 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
     /// The tier as a chain shows it (`MemoryStore [max age 1d]`), made once: a recorded load names
     /// its tier with it, and formatting it per load cost more than the memory hit.
     public let description: String
+    /// The name a ``Loader/named(_:)`` directly around this loader gave it, reported as the tier.
+    @usableFromInline var tierName: String?
 
     init(store: S, policy: FreshnessPolicy, key: @escaping @Sendable (Input) -> S.Key) {
         self.store = store
         self.policy = policy
         self.key = key
         self.description = "\(store.storeDescription) [\(policy)]"
+    }
+
+    /// The tier this load reports: its own name, an enclosing `named(_:)`'s, or its description.
+    @usableFromInline var reportedTier: String {
+        tierName ?? LoadRecorder.tierName(default: description)
     }
 
     /// A hit the policy accepts without the clock (``FreshnessPolicy/any``), with nobody recording,
@@ -82,7 +89,7 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
         if policy.acceptsAnyAge {
             // No freshness to judge: the clock is read only when a load report wants the age.
             LoadRecorder.record(.served(Provenance(
-                origin: store.origin, tier: LoadRecorder.tierName(default: description), storedAt: cached.storedAt,
+                origin: store.origin, tier: reportedTier, storedAt: cached.storedAt,
                 age: max(.zero, .between(cached.storedAt, LoadEnvironment.current.now())))))
             return cached.value
         }
@@ -93,13 +100,21 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
                 age: .between(cached.storedAt, now), policy: policy.description)
         }
         LoadRecorder.record(.served(Provenance(
-            origin: store.origin, tier: LoadRecorder.tierName(default: description), storedAt: cached.storedAt,
+            origin: store.origin, tier: reportedTier, storedAt: cached.storedAt,
             age: max(.zero, .between(cached.storedAt, now)))))
         return cached.value
     }
 }
 
 extension StoreLoader: CustomStringConvertible {}
+
+extension StoreLoader: TierNameCarrying {
+    func carryingTierName(_ name: String) -> Self {
+        var named = self
+        named.tierName = name
+        return named
+    }
+}
 
 extension Store {
     /// A loader that serves the entry for `key` while `policy` accepts it.

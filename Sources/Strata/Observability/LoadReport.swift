@@ -41,6 +41,20 @@ public struct LoadReport: Sendable, CustomStringConvertible {
         }
     }
 
+    /// Whether the load went past its first tier: a tier failed and the chain moved on, a retry, a
+    /// timeout, an open circuit failing fast, a revalidation, a cache write, a circuit changing
+    /// state. A load served by its first tier with nothing else recorded (a cache hit) did not;
+    /// ``Loader/logged(to:level:failureLevel:)`` logs such a load at `debug` and the others at its level.
+    public var leftFirstTier: Bool {
+        events.contains { event in
+            switch event {
+            case .served, .coalesced: false
+            case .tierFailed, .cacheWritten, .cacheWriteFailed, .retrying, .timedOut, .breakerStateChanged,
+                 .breakerRejected, .revalidated: true
+            }
+        }
+    }
+
     /// How many retries happened inside the observed loader.
     public var retryCount: Int {
         events.reduce(0) { count, event in

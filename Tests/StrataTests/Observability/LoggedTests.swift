@@ -23,6 +23,67 @@ struct LoggedTests {
         #expect(lines.last == "info served from remote age=0s loader=fresh local → remote origin=remote retries=1 tier=remote")
     }
 
+    /// A cache in front of a remote that fills it: the first load leaves the first tier, the second
+    /// is a hit.
+    func cachingChain() -> some Loader<Void, Int> {
+        let store = MemoryStore<String, Int>()
+        let remote = LoaderSpy<Void, Int>(.success(42), name: "remote").originating(from: .remote)
+        return store.loader(key: "k", freshness: .maxAge(.seconds(60))).named("fresh local")
+            .fallingBack(to: remote.writingThrough(to: store, key: "k").named("remote"))
+    }
+
+    /// The owners' rule: a load its first tier answers is `debug`; one that left it is `level`.
+    @Test func aLoadTheFirstTierAnswers_isADebugLine_andOneThatLeftIt_isAnInfoLine() async throws {
+        let capture = LogCapture(level: .trace)
+        let sut = cachingChain().logged(to: capture.logger).environment(clock.environment(logger: capture.logger))
+        _ = try await sut.load()
+        #expect(capture.entries.last?.level == .info)
+        #expect(capture.entries.last?.message == "served from remote")
+
+        let before = capture.entries.count
+        _ = try await sut.load()
+        let hit = capture.entries.dropFirst(before).map { $0.line(excluding: ["duration"]) }
+        #expect(hit == [
+            "debug load started loader=fresh local → remote",
+            "debug served: memory via fresh local, age 0s event=served loader=fresh local → remote",
+            "debug served from memory age=0s loader=fresh local → remote origin=memory tier=fresh local",
+        ])
+    }
+
+    @Test func atInfo_aHitWritesNothing_andAMissSaysWhy() async throws {
+        let capture = LogCapture(level: .info)
+        let sut = cachingChain().logged(to: capture.logger).environment(clock.environment(logger: capture.logger))
+        _ = try await sut.load()
+        let miss = capture.entries.count
+        #expect(miss > 0)
+        #expect(capture.entries.allSatisfy { $0.level >= .info })
+        _ = try await sut.load()
+        #expect(capture.entries.count == miss)
+    }
+
+    @Test(arguments: [Logger.Level.trace, .debug])
+    func aLevelBelowDebug_isTheLevelOfHitsToo(level: Logger.Level) async throws {
+        let capture = LogCapture(level: .trace)
+        let sut = cachingChain().logged(to: capture.logger, level: level).environment(clock.environment(logger: capture.logger))
+        _ = try await sut.load()
+        _ = try await sut.load()
+        #expect(capture.entries.last?.message == "served from memory")
+        #expect(capture.entries.last?.level == level)
+    }
+
+    @Test func leftFirstTier_isTrueForEveryEventButServedAndCoalesced() {
+        func report(_ events: [LoadEvent]) -> LoadReport {
+            LoadReport(loader: "x", outcome: .served(Provenance(origin: .memory, tier: "x")), duration: .zero, events: events)
+        }
+        let served = LoadEvent.served(Provenance(origin: .memory, tier: "x"))
+        #expect(!report([served]).leftFirstTier)
+        #expect(!report([.coalesced(tier: "x"), served]).leftFirstTier)
+        #expect(report([.tierFailed(tier: "x", error: TestError()), served]).leftFirstTier)
+        #expect(report([.retrying(tier: "x", attempt: 2, delay: .zero, error: TestError()), served]).leftFirstTier)
+        #expect(report([served, .cacheWritten(store: "s", key: "k")]).leftFirstTier)
+        #expect(report([served, .revalidated(store: "s", key: "k")]).leftFirstTier)
+    }
+
     @Test func withoutALoggerItWritesToTheChainsEnvironmentLogger() async throws {
         let capture = LogCapture(level: .trace)
         let other = LogCapture(level: .trace)

@@ -592,6 +592,10 @@ public final class DemoServer: Sendable {
                     try await writer.write(chunk.getSlice(at: 0, length: count)!)
                     sent += count
                     state.withLock { $0.streamedBodyBytes += count }
+                    // A write into a connection with room returns without suspending: yield, so an
+                    // endless body sent to a fast reader does not keep a thread of the shared pool
+                    // from every other task of the process.
+                    await Task.yield()
                 }
                 try await writer.finish(nil)
             } catch {

@@ -7,7 +7,8 @@ import Logging
 /// |---|---|
 /// | load started, value served by a tier, value cached, load joined (coalesced) | `debug` |
 /// | a tier failed and the chain moved on, a retry, a timeout, an open circuit failing fast | `level` |
-/// | the load served a value (origin, tier, age, duration) | `level` |
+/// | its first tier served the load (origin, tier, age, duration) | `debug` (or `level`, if lower) |
+/// | the load left its first tier and served a value (``LoadReport/leftFirstTier``) | `level` |
 /// | a circuit changed state, a cache write failed | `warning` |
 /// | the load failed | `failureLevel` |
 ///
@@ -21,7 +22,8 @@ public struct LoggedLoader<Base: Loader>: Loader {
     public let base: Base
     /// Where lines go; `nil`: the chain's ``LoadEnvironment/logger``, read at each load.
     public let logger: Logger?
-    /// The level of successful loads and of the events on their way.
+    /// The level of a load that left its first tier (a miss, a fallback, a retry, a revalidation)
+    /// and of the events on its way; a load its first tier answers is logged at `debug`.
     public let level: Logger.Level
     /// The level of failed loads.
     public let failureLevel: Logger.Level
@@ -66,13 +68,15 @@ public struct LoggedLoader<Base: Loader>: Loader {
             return metadata
         }
         switch report.outcome {
-        case .served(let provenance) where logger.logLevel <= level:
+        case .served(let provenance) where logger.logLevel <= (report.leftFirstTier ? level : min(level, .debug)):
             var metadata = metadata(capacity: 6)
             metadata["origin"] = "\(provenance.origin)"
             metadata["tier"] = "\(Redaction.redactingSecrets(in: provenance.tier))"
             if let age = provenance.age { metadata["age"] = "\(age.formattedAge)" }
             if report.retryCount > 0 { metadata["retries"] = "\(report.retryCount)" }
-            logger.log(level: level, "served from \(provenance.origin)", metadata: metadata)
+            logger.log(
+                level: report.leftFirstTier ? level : min(level, .debug), "served from \(provenance.origin)",
+                metadata: metadata)
         case .served:
             break
         case .failed(let error) where logger.logLevel <= failureLevel:
@@ -112,14 +116,21 @@ extension Loader {
     /// Logs every load — start, each event on the way (retries, fallbacks, timeouts, breaker changes),
     /// and how it ended — to the chain's logger, with secrets redacted.
     ///
+    /// A load its first tier answers (a cache hit) is a `debug` line; a load that left its first tier
+    /// is a `level` line, a failed one a `failureLevel` line. At the usual `info`, a hit writes
+    /// nothing and a miss says why.
+    ///
     /// ```swift
     /// let feed = chain.logged().environment(LoadEnvironment(logger: Logger(label: "app.feed")))
-    /// // info: served from disk [loader=fresh local, tier=fresh local, age=2h 0m, duration=1ms]
+    /// // debug: served from disk [loader=fresh local → remote, tier=fresh local, age=2h 0m, duration=1ms]
+    /// // info:  served from remote [loader=fresh local → remote, tier=remote, age=0s, duration=84ms]
     /// ```
     /// - Parameters:
     ///   - logger: where lines go; its `logLevel` filters them. `nil` (the default): the chain's
     ///     ``LoadEnvironment/logger``, read at each load, the one failed cache writes go to.
-    ///   - level: the level of successful loads and of the events on their way (default `info`).
+    ///   - level: the level of a load that left its first tier and of the events on its way
+    ///     (default `info`). A load its first tier answered is logged at `debug` (or at `level`
+    ///     when that is lower).
     ///   - failureLevel: the level of failed loads (default `error`).
     public func logged(to logger: Logger? = nil, level: Logger.Level = .info, failureLevel: Logger.Level = .error) -> LoggedLoader<Self> {
         LoggedLoader(base: self, logger: logger, level: level, failureLevel: failureLevel)

@@ -5,17 +5,26 @@ public struct NamedLoader<Base: Loader>: Loader {
 
     public let base: Base
     public let name: String
+    /// The base took the name when this operator was built (a leaf that reports its own tier, such
+    /// as a store's loader), so a load is a plain forward: no task-local binding per load.
+    @usableFromInline let baseCarriesName: Bool
 
-    @inlinable
+    @usableFromInline
     init(base: Base, name: String) {
-        self.base = base
+        if let leaf = base as? any TierNameCarrying, let named = leaf.carryingTierName(name) as? Base {
+            self.base = named
+            self.baseCarriesName = true
+        } else {
+            self.base = base
+            self.baseCarriesName = false
+        }
         self.name = name
     }
 
     @inlinable
     public func load(_ input: Input) async throws -> Output {
         // Names matter only to someone recording provenance; otherwise this is a plain forward.
-        guard LoadRecorder.isRecording else { return try await base.load(input) }
+        guard !baseCarriesName, LoadRecorder.isRecording else { return try await base.load(input) }
         return try await loadNamed(input)
     }
 
@@ -23,6 +32,20 @@ public struct NamedLoader<Base: Loader>: Loader {
     func loadNamed(_ input: Input) async throws -> Output {
         try await LoadRecorder.naming(name) { try await base.load(input) }
     }
+}
+
+/// A loader that names the tier in the provenance it records itself, and so can carry the name a
+/// ``Loader/named(_:)`` directly around it gives, instead of that operator binding the name for each
+/// load.
+protocol TierNameCarrying {
+    /// This loader, reporting `name` as its tier.
+    func carryingTierName(_ name: String) -> Self
+}
+
+/// A name around a name changes nothing: the inner one wins for every tier beneath it, whether it
+/// was carried or bound.
+extension NamedLoader: TierNameCarrying {
+    func carryingTierName(_ name: String) -> Self { self }
 }
 
 extension NamedLoader: LoaderDescribing {
