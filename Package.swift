@@ -34,7 +34,11 @@ let package = Package(
             name: "AsyncHTTPClient",
             description: "AsyncHTTPTransport, in the StrataAsyncHTTPClient product: an HTTPTransport on AsyncHTTPClient (SwiftNIO) for servers."
         ),
-        .default(enabledTraits: []),
+        .trait(
+            name: "URLSession",
+            description: "URLSessionHTTPClient, HTTPLoader's default transport. On Linux it loads FoundationNetworking and libcurl; a server on AsyncHTTPTransport turns it off (list its traits without .defaults)."
+        ),
+        .default(enabledTraits: ["URLSession"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),

@@ -6,8 +6,15 @@ import PackageDescription
 let package = Package(
     name: "StrataBenchmarks",
     platforms: [.macOS(.v13)],
+    // Off by default, so the relaunch scenario measures Strata as a Linux server on AsyncHTTPClient
+    // gets it; `Benchmarks/relaunch-traits` builds the relaunch program both ways.
+    traits: [
+        .trait(name: "StrataURLSession", description: "Builds Strata with its URLSession trait (FoundationNetworking, libcurl)."),
+    ],
     dependencies: [
-        .package(name: "Strata", path: "..", traits: ["SQLite"]),
+        .package(
+            name: "Strata", path: "..",
+            traits: ["SQLite", .trait(name: "URLSession", condition: .when(traits: ["StrataURLSession"]))]),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         // The raw GRDB baseline of the SQLiteStore scenario (the same GRDB StrataSQLite resolves).
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),

@@ -16,7 +16,7 @@ import Strata
 /// let feed = HTTPLoader(url: feedURL, transport: AsyncHTTPTransport()).decoding([FeedItem].self)
 /// ```
 ///
-/// It keeps the ``Strata/HTTPTransport`` contract as ``Strata/URLSessionHTTPClient`` does, with the
+/// It keeps the ``Strata/HTTPTransport`` contract as `URLSessionHTTPClient` does, with the
 /// same ``Strata/HTTPError`` cases:
 /// - every response is returned whatever its status, with its header fields as received (repeated
 ///   fields stay separate);
@@ -38,8 +38,8 @@ import Strata
 /// the deadline. An offline-first chain learns "unreachable" in a round trip, not after the whole
 /// timeout, and retries stay the chain's decision (``Strata/Loader/retrying(_:)``).
 public struct AsyncHTTPTransport: HTTPTransport {
-    /// The body limit of transports created without one: 64 MiB, as ``Strata/URLSessionHTTPClient``.
-    public static let defaultMaxBodyBytes = URLSessionHTTPClient.defaultMaxBodyBytes
+    /// The body limit of transports created without one: 64 MiB, as `URLSessionHTTPClient`'s.
+    public static let defaultMaxBodyBytes = 64 * 1024 * 1024
 
     /// The AsyncHTTPClient that sends the requests (its lifecycle is the caller's).
     public let client: HTTPClient
@@ -130,7 +130,7 @@ public struct AsyncHTTPTransport: HTTPTransport {
         }
     }
 
-    /// A short reason for a failure, in the words ``Strata/URLSessionHTTPClient`` uses.
+    /// A short reason for a failure, in the words `URLSessionHTTPClient` uses.
     static func reason(for error: any Error) -> String {
         if let clientError = error as? HTTPClientError {
             switch clientError {

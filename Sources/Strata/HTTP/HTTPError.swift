@@ -1,7 +1,4 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 
 /// Why an HTTP load failed. Every case carries the URL.
 public enum HTTPError: Error, Sendable, CustomStringConvertible {
@@ -43,17 +40,20 @@ public enum HTTPError: Error, Sendable, CustomStringConvertible {
     /// reasons Strata's transports give (`URLSessionHTTPClient`, `AsyncHTTPTransport`).
     public var neverReachedTheServer: Bool {
         guard case .transport(_, let reason, let underlying) = self else { return false }
-        if let urlError = underlying as? URLError {
-            return [
-                .cannotFindHost, .cannotConnectToHost, .dnsLookupFailed, .notConnectedToInternet, .internationalRoamingOff,
-                .dataNotAllowed, .callIsActive,
-            ].contains(urlError.code)
+        // `URLError` by its domain and code, so this file needs no FoundationNetworking on Linux.
+        if let urlError = underlying as? any CustomNSError, type(of: urlError).errorDomain == "NSURLErrorDomain" {
+            return Self.neverSentURLErrorCodes.contains(urlError.errorCode)
         }
         if let posix = underlying as? POSIXError {
             return [.ECONNREFUSED, .EHOSTUNREACH, .ENETUNREACH, .ENETDOWN, .EHOSTDOWN].contains(posix.code)
         }
         return Self.neverSentReasons.contains { reason.hasPrefix($0) }
     }
+
+    /// `URLError` codes of a request that never left: `cannotFindHost` (-1003), `cannotConnectToHost`
+    /// (-1004), `dnsLookupFailed` (-1006), `notConnectedToInternet` (-1009),
+    /// `internationalRoamingOff` (-1018), `callIsActive` (-1019), `dataNotAllowed` (-1020).
+    static let neverSentURLErrorCodes: Set<Int> = [-1003, -1004, -1006, -1009, -1018, -1019, -1020]
 
     /// The reasons the transports give for a request that never left (see ``neverReachedTheServer``).
     static let neverSentReasons = ["could not connect", "host not found", "not connected to the internet"]

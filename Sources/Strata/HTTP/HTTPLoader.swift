@@ -34,7 +34,7 @@ public struct HTTPLoader<Input: Sendable>: Loader {
     /// A loader that sends `request(input)` (no body) for every load.
     public init(
         description: String = "HTTP",
-        transport: any HTTPTransport = URLSessionHTTPClient.shared,
+        transport: any HTTPTransport = DefaultHTTPTransport.shared,
         options: HTTPRequestOptions = HTTPRequestOptions(),
         request: @escaping @Sendable (Input) throws -> HTTPRequest
     ) {
@@ -46,7 +46,7 @@ public struct HTTPLoader<Input: Sendable>: Loader {
     /// A loader that sends `requestWithBody(input)`: the request and its body, for methods that send one.
     public init(
         description: String = "HTTP",
-        transport: any HTTPTransport = URLSessionHTTPClient.shared,
+        transport: any HTTPTransport = DefaultHTTPTransport.shared,
         options: HTTPRequestOptions = HTTPRequestOptions(),
         requestWithBody: @escaping @Sendable (Input) throws -> (request: HTTPRequest, body: Data?)
     ) {
@@ -82,7 +82,7 @@ public struct HTTPLoader<Input: Sendable>: Loader {
         headerFields: HTTPFields = [:],
         timeout: Duration? = nil,
         maxBodyBytes: Int? = nil,
-        transport: any HTTPTransport = URLSessionHTTPClient.shared,
+        transport: any HTTPTransport = DefaultHTTPTransport.shared,
         _ url: @escaping @Sendable (Input) -> URL
     ) -> HTTPLoader<Input> {
         HTTPLoader(
@@ -101,7 +101,7 @@ extension HTTPLoader where Input == Void {
     /// `maxBodyBytes` bounds the response body (see ``HTTPRequestOptions/maxBodyBytes``; `nil`: the transport's limit).
     public init(
         url: URL, headerFields: HTTPFields = [:], timeout: Duration? = nil, maxBodyBytes: Int? = nil,
-        transport: any HTTPTransport = URLSessionHTTPClient.shared
+        transport: any HTTPTransport = DefaultHTTPTransport.shared
     ) {
         self.init(
             description: "HTTP GET \(Redaction.redactedString(for: url))", transport: transport,
@@ -117,7 +117,7 @@ extension HTTPLoader where Input: Encodable {
     public static func postJSON(
         to url: URL, method: HTTPRequest.Method = .post, headerFields: HTTPFields = [:], timeout: Duration? = nil,
         maxBodyBytes: Int? = nil, encoder: @escaping @Sendable () -> JSONEncoder = { JSONEncoder() },
-        transport: any HTTPTransport = URLSessionHTTPClient.shared
+        transport: any HTTPTransport = DefaultHTTPTransport.shared
     ) -> HTTPLoader<Input> {
         HTTPLoader(
             description: "HTTP \(method.rawValue) \(Redaction.redactedString(for: url))", transport: transport,

@@ -1,8 +1,9 @@
 import Foundation
 
 /// Sends HTTP requests. Strata's HTTP loaders depend on this seam, not on a concrete client:
-/// ``URLSessionHTTPClient`` is the default; servers can use `AsyncHTTPTransport` (the
-/// `StrataAsyncHTTPClient` product, behind the `AsyncHTTPClient` package trait).
+/// `URLSessionHTTPClient` (the `URLSession` package trait, on by default) is the default
+/// (``DefaultHTTPTransport``); servers can use `AsyncHTTPTransport` (the `StrataAsyncHTTPClient`
+/// product, behind the `AsyncHTTPClient` package trait).
 ///
 /// Requests and responses are swift-http-types' `HTTPRequest` and `HTTPResponse`; the body and
 /// Strata's per-request limits travel beside them (``HTTPRequestOptions``, ``HTTPReply``).
@@ -30,4 +31,48 @@ public protocol HTTPTransport: Sendable {
     ///   - body: the request body, for methods that send one.
     ///   - options: the per-request timeout and body limit.
     func send(_ request: HTTPRequest, body: Data?, options: HTTPRequestOptions) async throws -> HTTPReply
+}
+
+/// The transport ``HTTPLoader`` and `Outbox.registerHTTP` use when given none.
+///
+/// With the `URLSession` package trait (enabled by default) it is `URLSessionHTTPClient.shared`.
+/// Without it, Strata does not import FoundationNetworking at all (on Linux, a server on
+/// `AsyncHTTPTransport` then never loads it and libcurl at launch), and this transport fails every
+/// request with ``HTTPError/invalidRequest(url:reason:)`` saying to pass one:
+///
+/// ```swift
+/// .package(url: "https://github.com/strata-swift/strata", from: "1.0.0", traits: ["AsyncHTTPClient"]),
+/// // URLSession is off: the traits listed replace the defaults (add .defaults to keep it)
+///
+/// let feed = HTTPLoader(url: feedURL, transport: AsyncHTTPTransport())
+/// ```
+public enum DefaultHTTPTransport {
+    /// The default transport of this build.
+    public static var shared: any HTTPTransport {
+        #if URLSession
+        URLSessionHTTPClient.shared
+        #else
+        MissingHTTPTransport()
+        #endif
+    }
+
+    /// Whether this build has a transport of its own (the `URLSession` trait).
+    public static var isAvailable: Bool {
+        #if URLSession
+        true
+        #else
+        false
+        #endif
+    }
+}
+
+/// The default transport of a build without the `URLSession` trait: every request fails, naming
+/// the fix.
+struct MissingHTTPTransport: HTTPTransport {
+    static let reason = "no HTTP transport: Strata was built without its URLSession trait, so pass transport: "
+        + "(AsyncHTTPTransport from StrataAsyncHTTPClient, or your own)"
+
+    func send(_ request: HTTPRequest, body: Data?, options: HTTPRequestOptions) async throws -> HTTPReply {
+        throw HTTPError.invalidRequest(url: request.url ?? URL(fileURLWithPath: request.path ?? "/"), reason: Self.reason)
+    }
 }

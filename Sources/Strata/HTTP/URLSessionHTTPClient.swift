@@ -1,3 +1,6 @@
+// Behind the `URLSession` trait (on by default): without it, nothing in Strata imports
+// FoundationNetworking, so a Linux server on AsyncHTTPTransport never loads it or libcurl.
+#if URLSession
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -356,5 +359,4 @@ private struct RequestState: Sendable {
     var task: URLSessionTask?
     var cancelled = false
 }
-
-
+#endif

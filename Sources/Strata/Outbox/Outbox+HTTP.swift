@@ -80,7 +80,7 @@ extension Outbox {
     ///   - authorize: adds credentials to each attempt's request (they are never stored).
     ///   - refreshAuthorization: runs after a 401, before the write is sent once more.
     public func registerHTTP(
-        transport: any HTTPTransport = URLSessionHTTPClient.shared,
+        transport: any HTTPTransport = DefaultHTTPTransport.shared,
         options: HTTPRequestOptions = HTTPRequestOptions(),
         idempotencyKeyHeader: HTTPField.Name = Outbox.idempotencyKeyField,
         conflicts: OutboxConflictPolicy = .manual,

@@ -131,6 +131,9 @@ struct HTTPErrorNeverReachedTests {
         .transport(url: url, reason: "not connected to the internet", underlying: nil),
         .transport(url: url, reason: "x", underlying: URLError(.cannotConnectToHost)),
         .transport(url: url, reason: "x", underlying: URLError(.dnsLookupFailed)),
+        .transport(url: url, reason: "x", underlying: URLError(.notConnectedToInternet)),
+        .transport(url: url, reason: "x", underlying: URLError(.cannotFindHost)),
+        .transport(url: url, reason: "x", underlying: URLError(.dataNotAllowed)),
         .transport(url: url, reason: "x", underlying: POSIXError(.ECONNREFUSED)),
         .transport(url: url, reason: "x", underlying: POSIXError(.ENETUNREACH)),
     ]

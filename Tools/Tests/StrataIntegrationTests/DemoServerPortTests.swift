@@ -75,9 +75,31 @@ struct DemoServerPortTests {
     }
 }
 
-/// A TCP socket listening on 127.0.0.1:`port`, without `SO_REUSEADDR`: no other socket can bind it.
+/// A TCP socket listening on 127.0.0.1:`port`: while it listens, no other socket can bind the port.
+///
+/// It sets `SO_REUSEADDR`, as servers do: without it, a connection of an earlier test process still
+/// in `TIME_WAIT` on the port made the bind fail (`EADDRINUSE`, seen when runs followed each other
+/// within a minute). A listening socket holds its port with or without the option.
 struct ListeningSocket {
     let fd: Int32
+
+    /// A port of the demo servers' pool (below the kernel's ephemeral range, handed out once per
+    /// process) that a socket could listen on a moment ago: for servers this project did not write,
+    /// which need a port on their command line. The kernel's pick for port 0 could go to another
+    /// test's server, or be a client connection's local port, before such a server binds it.
+    static func freePort() throws -> Int {
+        var failure: (any Error)?
+        for _ in 0..<64 {
+            let port = DemoServerPorts.shared.take()
+            do {
+                try ListeningSocket(port: port).close()
+                return port
+            } catch {
+                failure = error
+            }
+        }
+        throw failure ?? TestError("no free port")
+    }
 
     init(port: Int) throws {
         #if canImport(Glibc)
@@ -86,6 +108,8 @@ struct ListeningSocket {
         fd = socket(AF_INET, SOCK_STREAM, 0)
         #endif
         guard fd >= 0 else { throw TestError("socket failed: \(errno)") }
+        var reuse: Int32 = 1
+        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = UInt16(port).bigEndian

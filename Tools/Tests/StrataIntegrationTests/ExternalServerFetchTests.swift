@@ -148,7 +148,7 @@ struct ExternalServer {
         let python = try executable("python3", hint: "install Python 3")
         let root = directory.appending("www")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-        let port = try freePort()
+        let port = try ListeningSocket.freePort()
         let log = directory.appending("python-stderr.log")
         let child = try Child.spawn(
             python, ["-u", "-m", "http.server", "--bind", "127.0.0.1", String(port), "--directory", root.path],
@@ -163,7 +163,7 @@ struct ExternalServer {
         let nginx = try executable("nginx", hint: "Debian: apt-get install -y --no-install-recommends nginx")
         let root = directory.appending("www")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-        let port = try freePort()
+        let port = try ListeningSocket.freePort()
         let prefix = directory.url.path
         let log = directory.appending("access.log")
         let configuration = """
@@ -252,24 +252,6 @@ struct ExternalServer {
             .first(where: { FileManager.default.isExecutableFile(atPath: $0.path) })
         else { throw TestError("\(name) is not installed (\(hint)); these tests need it") }
         return found
-    }
-
-    /// A port that was free a moment ago: bound to 127.0.0.1:0 and closed.
-    static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw TestError("socket failed: \(errno)") }
-        defer { close(fd) }
-        var address = loopback(port: 0)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0 else { throw TestError("bind failed: \(errno)") }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let named = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        guard named == 0 else { throw TestError("getsockname failed: \(errno)") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     /// Whether a TCP connection to 127.0.0.1:`port` is accepted now.

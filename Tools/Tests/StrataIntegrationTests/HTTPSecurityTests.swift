@@ -10,25 +10,6 @@ import StrataTesting
 /// with a typed transport error, and no source file handles authentication challenges.
 @Suite("HTTPS security", .timeLimit(.minutes(3)))
 struct HTTPSecurityTests {
-    /// A port on 127.0.0.1 that was free a moment ago (the kernel's pick for port 0).
-    static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw TestError("socket failed: \(errno)") }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address -> Bool in
-                bind(fd, address, length) == 0 && getsockname(fd, address, &length) == 0
-            }
-        }
-        guard bound else { throw TestError("bind failed: \(errno)") }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
-
     static func openssl() throws -> URL {
         let candidates = ["/usr/bin/openssl", "/usr/local/bin/openssl", "/opt/homebrew/bin/openssl"]
         guard let path = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
@@ -56,7 +37,7 @@ struct HTTPSecurityTests {
         ], in: directory)
         try #require(made == 0, "openssl could not make a certificate")
 
-        let port = try Self.freePort()
+        let port = try ListeningSocket.freePort()
         // `-www` answers any GET with a 200 status page, so a client that skipped validation would succeed.
         let server = try Child.spawn(
             openssl, ["s_server", "-accept", "127.0.0.1:\(port)", "-cert", cert, "-key", key, "-www"],
