@@ -59,7 +59,7 @@ public struct ThreadNotingCodec<Value: Codable & Sendable>: Codec {
 
 extension Store {
     /// From the main actor: inserts `value` under `key`, reads it back, and reports what was read and
-    /// whether both calls came back to the main actor. With a ``ThreadNotingCodec`` it tells whether a
+    /// whether both calls came back to the main actor. With a `ThreadNotingCodec` it tells whether a
     /// store encodes and decodes off the main actor when a view model calls it.
     @MainActor
     public func roundTripFromTheMainActor(

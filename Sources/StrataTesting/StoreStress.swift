@@ -142,11 +142,12 @@ public struct StoreStress: Sendable {
     /// Runs the stress on a store of any key and value types.
     /// - Parameters:
     ///   - stores: instances of one store.
-    ///   - key: the store key for each of ``keys`` (distinct keys must map to distinct store keys).
-    ///   - value: the store value that carries a stress value.
+    ///   - storeKey: the store key for each of ``keys`` (distinct keys must map to distinct store keys).
+    ///   - wrap: the store value that carries a stress value.
     ///   - unwrap: the stress value a store value carries, or `nil` when it carries none (reported as
     ///     a problem: the store returned something no write produced).
     ///   - countLimit: the store's count limit, checked with `count` at the end.
+    ///   - count: how many entries the store holds (asked at the end, when `countLimit` is given).
     /// - Throws: ``StressError`` listing every problem found.
     @discardableResult
     public func run<S: Store>(

@@ -19,6 +19,12 @@ func registerChainBenchmarks() {
             blackHole(try await chain.load())
         }
     }
+    let uncoalesced = Scenarios.chain5Uncoalesced(memory: memory)
+    Benchmark("Chain5Uncoalesced.strata (1000 loads)", configuration: configuration) { benchmark in
+        for _ in benchmark.scaledIterations {
+            blackHole(try await uncoalesced.load())
+        }
+    }
     Benchmark("Chain5.baseline (1000 loads)", configuration: configuration) { benchmark in
         for _ in benchmark.scaledIterations {
             blackHole(try await memory.retrieve(Scenarios.feedKey)!.value)

@@ -26,8 +26,8 @@ let scenarios = [
     "file-read-baseline", "file-write-json", "file-write-baseline", "json-decode", "binary-decode",
     "coalesced-10k", "tasks-10k", "sqlite-read", "sqlite-read-baseline", "sqlite-write", "sqlite-write-baseline",
     "readme-chain", "main-readme-chain", "main-chain5", "main-chain5-baseline", "main-memory-hit", "main-mutex-hit",
-    "outbox-enqueue-sqlite", "outbox-enqueue-sqlite-baseline",
-]
+    "outbox-enqueue-sqlite", "outbox-enqueue-sqlite-baseline", "chain5-uncoalesced", "main-chain5-uncoalesced",
+] + Scenarios.PassThrough.allCases.map { "pass-\($0.rawValue)" }
 let arguments = CommandLine.arguments
 guard arguments.count == 3, scenarios.contains(arguments[1]), let iterations = Int(arguments[2]), iterations > 0 else {
     FileHandle.standardError.write(Data("usage: BenchProbe <\(scenarios.joined(separator: "|"))> <iterations>\n".utf8))
@@ -54,12 +54,29 @@ func repeatLoads(_ load: nonisolated(nonsending) @Sendable (Int) async throws ->
 /// Runs `scenario` `iterations` times.
 func run() async throws {
     switch scenario {
-    case "chain5", "chain5-baseline", "readme-chain", "main-chain5", "main-chain5-baseline", "main-readme-chain":
+    case _ where scenario.hasPrefix("pass-"):
+        let memory = try await Scenarios.memoryHoldingFeed(feed)
+        let hit = memory.loader(key: Scenarios.feedKey, freshness: .any)
+        let remote = ClosureLoader<Void, [Article]>("remote") { throw Scenarios.NotReached() }
+        func loop<L: Loader>(_ loader: L) async throws where L.Input == Void {
+            try await repeatLoads { _ in consume(try await loader.load()) }
+        }
+        switch Scenarios.PassThrough(rawValue: String(scenario.dropFirst("pass-".count)))! {
+        case .bare: try await loop(hit)
+        case .named: try await loop(hit.named("local"))
+        case .map: try await loop(hit.map { $0 })
+        case .mapError: try await loop(hit.mapError { $0 })
+        case .fallingBack: try await loop(hit.fallingBack(to: remote.writingThrough(to: memory, key: Scenarios.feedKey)))
+        }
+    case "chain5", "chain5-baseline", "readme-chain", "main-chain5", "main-chain5-baseline", "main-readme-chain",
+         "chain5-uncoalesced", "main-chain5-uncoalesced":
         let memory = try await Scenarios.memoryHoldingFeed(feed)
         let chain5 = Scenarios.chain5(memory: memory)
+        let uncoalesced = Scenarios.chain5Uncoalesced(memory: memory)
         let readme = Scenarios.readmeChain(memory: memory)
         switch scenario.replacingOccurrences(of: "main-", with: "") {
         case "chain5": try await repeatLoads { _ in consume(try await chain5.load()) }
+        case "chain5-uncoalesced": try await repeatLoads { _ in consume(try await uncoalesced.load()) }
         case "readme-chain": try await repeatLoads { _ in consume(try await readme.load()) }
         default: try await repeatLoads { _ in consume(try await memory.retrieve(Scenarios.feedKey)!.value) }
         }

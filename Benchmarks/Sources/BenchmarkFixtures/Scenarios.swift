@@ -34,6 +34,23 @@ public enum Scenarios {
             .coalesced()
     }
 
+    /// `chain5` without `coalesced()`, with a name on the hit tier in its place: five operators
+    /// (`StoreLoader`, `named`, `fallingBack`, `writingThrough`, `logged` at a disabled level), so
+    /// `chain5` against this is what `coalesced()` outermost adds.
+    public static func chain5Uncoalesced(memory: MemoryStore<String, [Article]>) -> some Loader<Void, [Article]> {
+        let remote = ClosureLoader<Void, [Article]>("remote") { throw NotReached() }
+        return memory.loader(key: feedKey, freshness: .any).named("local")
+            .fallingBack(to: remote.writingThrough(to: memory, key: feedKey))
+            .logged(to: silentLogger)
+    }
+
+    /// The pass-through operators, each alone around the same hit (`memory.loader(key:)`, any age),
+    /// and that loader bare: what one operator adds when it only forwards. The loaders are built by
+    /// the caller (BenchProbe) as concrete types, so each row is specialised like an app's chain.
+    public enum PassThrough: String, CaseIterable, Sendable {
+        case bare, named, map, mapError, fallingBack
+    }
+
     /// The README's production chain ("A production chain"), verbatim but for the store: a
     /// `MemoryStore` in place of the `FileStore`, so a hit is a memory hit. Logs go at `.info` into a
     /// handler that drops every line (the level is enabled, so `logged` does its work); tracing and

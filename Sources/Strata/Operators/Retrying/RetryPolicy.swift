@@ -28,10 +28,8 @@ public struct RetryPolicy: Sendable, CustomStringConvertible {
     public var maxRetryAfter: Duration
     /// A number in `0..<1` for the jitter; replace it to make waits repeatable in tests.
     public var random: @Sendable () -> Double
-    /// Whether a load that sent a non-idempotent request (a `POST`, a `PATCH`) without an
-    /// `Idempotency-Key` is sent again. `false` by default: a retried `POST` whose first attempt
-    /// reached the server creates the object twice. Loads whose request carried a key (see
-    /// ``HTTPLoader/addingIdempotencyKey(header:)``) are retried either way; see ``LoadAttempt``.
+    /// Whether a load that sent a non-idempotent request without an `Idempotency-Key` is sent
+    /// again (`false` by default): see <doc:Retrying#Writes-are-not-repeated>, where the rule is stated.
     public var retriesNonIdempotentRequests: Bool
 
     public init(

@@ -6,10 +6,8 @@ import Foundation
 /// - Never retries after cancellation; cancelling during a wait throws `CancellationError` at once.
 /// - When every attempt fails, or a failure is not transient, throws the **last** error unchanged,
 ///   so callers (and a ``Loader/fallingBack(to:)`` after it) still see the typed error.
-/// - Never repeats a load that sent a non-idempotent request (`POST`, `PATCH`) without an
-///   idempotency key, unless ``RetryPolicy/retriesNonIdempotentRequests``: each logical load runs in
-///   a ``LoadAttempt`` that ``HTTPLoader`` reports its requests to, and whose idempotency key stays
-///   the same across attempts.
+/// - Does not repeat a write: the rule for non-idempotent requests is stated once, in the guide
+///   <doc:Retrying#Writes-are-not-repeated>.
 /// - Honours a server-requested delay (``FailureClassifying/requestedRetryDelay(now:)``, an HTTP
 ///   `Retry-After`).
 /// - Each retry is recorded as ``LoadEvent/retrying(tier:attempt:delay:error:)``.
