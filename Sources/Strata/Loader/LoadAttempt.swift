@@ -3,7 +3,7 @@ import Foundation
 /// What the loaders of one logical load tell the operators around them about the requests they sent.
 ///
 /// ``Loader/retrying(_:)`` runs its base inside a `LoadAttempt` (a task-local, so it reaches through
-/// any chain of operators), and ``Loader/coalesced()->CoalescedLoader<Self,Self.Input>`` hears of it
+/// any chain of operators), and ``Loader/coalesced(in:)->CoalescedLoader<Self,Self.Input>`` hears of it
 /// through the flight's ``LoadRecorder``; a
 /// loader that sends a **non-idempotent** request (a `POST`, a `PATCH`) says so with
 /// ``noteNonIdempotentRequest(hasIdempotencyKey:)``. Then:

@@ -18,7 +18,7 @@ import CoreMetrics
 /// | `strata_coalesced_total` | counter | each load that joined one in flight |
 /// | `strata_cache_write_failures_total` | counter | each failed cache write inside |
 ///
-/// Put it inside ``Loader/coalesced()->CoalescedLoader<Self,Self.Input>`` to count upstream work once, outside to count what callers see.
+/// Put it inside ``Loader/coalesced(in:)->CoalescedLoader<Self,Self.Input>`` to count upstream work once, outside to count what callers see.
 public struct MeteredLoader<Base: Loader>: Loader {
     public typealias Input = Base.Input
     public typealias Output = Base.Output

@@ -1,5 +1,5 @@
 /// Shares one in-flight load among every caller asking for the same input; built by
-/// ``Loader/coalesced()->CoalescedLoader<Self,Self.Input>`` or `coalesced(in:)`.
+/// ``Loader/coalesced(in:)->CoalescedLoader<Self,Self.Input>`` or `coalesced(in:)`.
 ///
 /// - N concurrent loads of one input make **one** call to the base; every caller gets the same value
 ///   or the same error, and the events the shared load recorded (so each caller's
@@ -124,30 +124,19 @@ extension Loader where Input: Hashable {
     /// let posts = remotePosts.coalesced()   // 50 cells asking for post 7 at once → one request
     /// ```
     ///
-    /// The loads in flight belong to the loader this returns: a chain **built again** for each use
-    /// (a computed property, a SwiftUI `body`) never shares a load. Make a ``Coalescer`` once and
-    /// use `coalesced(in:)` there.
-    public func coalesced() -> CoalescedLoader<Self, Input> {
-        CoalescedLoader(base: self, key: { $0 }, flights: Coalescer())
-    }
-
-    /// Makes concurrent loads of the same input share one call, through `flights`: every chain built
-    /// with the same ``Coalescer`` shares its loads in flight, however often it is rebuilt.
-    public func coalesced(in flights: Coalescer<Input, Output>) -> CoalescedLoader<Self, Input> {
+    /// The loads in flight belong to `flights`. Without one, the loader this returns has its own: a
+    /// chain **built again** for each use (a computed property, a SwiftUI `body`) then never shares a
+    /// load. Make a ``Coalescer`` once and pass it (`coalesced(in: flights)`): every chain built with
+    /// it shares its loads in flight, however often it is rebuilt.
+    public func coalesced(in flights: Coalescer<Input, Output> = Coalescer()) -> CoalescedLoader<Self, Input> {
         CoalescedLoader(base: self, key: { $0 }, flights: flights)
     }
 }
 
 extension Loader where Input == Void {
-    /// Makes concurrent loads share one call to this loader (single-flight). A chain built again for
-    /// each use never shares a load: see `coalesced(in:)`.
-    public func coalesced() -> CoalescedLoader<Self, Bool> {
-        CoalescedLoader(base: self, key: { _ in true }, flights: Coalescer())
-    }
-
-    /// Makes concurrent loads share one call, through `flights` (made once, shared by every chain
-    /// built with it; its key is always `true`).
-    public func coalesced(in flights: Coalescer<Bool, Output>) -> CoalescedLoader<Self, Bool> {
+    /// Makes concurrent loads share one call to this loader (single-flight), through `flights` when
+    /// given (made once, shared by every chain built with it; a single resource has one key, `true`).
+    public func coalesced(in flights: Coalescer<Bool, Output> = Coalescer()) -> CoalescedLoader<Self, Bool> {
         CoalescedLoader(base: self, key: { _ in true }, flights: flights)
     }
 }

@@ -3,7 +3,7 @@
 /// Make it **once** and pass it to `coalesced(in:)` when the chain is built more than once
 /// (a computed property, a SwiftUI `body`, a function that returns a loader): every chain built
 /// with the same coalescer shares its loads in flight, as every loader guarded by one
-/// ``CircuitBreaker`` shares its state. ``Loader/coalesced()->CoalescedLoader<Self,Self.Input>``
+/// ``CircuitBreaker`` shares its state. ``Loader/coalesced(in:)->CoalescedLoader<Self,Self.Input>``
 /// makes a new coalescer each time it is called, so two chains built by two calls never share a load.
 ///
 /// ```swift
