@@ -108,12 +108,17 @@ extension Loader {
 extension OutboxEntry {
     /// The write as `Value`, decoded from JSON: the payload of a typed write, or the body of an HTTP
     /// write (kind ``Outbox/httpKind``).
-    public func decoded<Value: Decodable>(_ type: Value.Type, decoder: JSONDecoder = JSONDecoder()) throws -> Value {
+    ///
+    /// `decoder` makes the decoder, as in ``Loader/decoding(_:decoder:)``: one form of decoder
+    /// parameter across Strata.
+    public func decoded<Value: Decodable>(
+        _ type: Value.Type, decoder: () -> JSONDecoder = { JSONDecoder() }
+    ) throws -> Value {
         if kind == Outbox.httpKind {
             let request = try JSONDecoder().decode(OutboxRequest.self, from: payload)
-            return try decoder.decode(Value.self, from: request.body ?? Data())
+            return try decoder().decode(Value.self, from: request.body ?? Data())
         }
-        return try decoder.decode(Value.self, from: payload)
+        return try decoder().decode(Value.self, from: payload)
     }
 
     /// The stored request of an HTTP write (kind ``Outbox/httpKind``), or `nil` for other kinds.
