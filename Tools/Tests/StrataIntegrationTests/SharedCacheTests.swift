@@ -15,7 +15,11 @@ struct SharedCacheTests {
         try await withDemoServer { server in
             let cache = try TemporaryDirectory(prefix: "strata-shared-\(store)")
             defer { cache.remove() }
-            let arguments = ["fetch", server.feedURL.absoluteString, "--store", store, "--cache-dir", cache.url.path, "--max-age", "1h"]
+            // A URL of its own: PostgreSQL's cache table outlives the test process, and a later run's
+            // server can get the same port (a loop run's first fetch was served a 21-minute-old copy
+            // an earlier run had stored under the same URL).
+            let url = server.feedURL.appending(queryItems: [URLQueryItem(name: "run", value: UUID().uuidString)])
+            let arguments = ["fetch", url.absoluteString, "--store", store, "--cache-dir", cache.url.path, "--max-age", "1h"]
 
             let first = try await TwoProcessTests.run(arguments)
             #expect(first.status == 0, "\(first.stderr)")
