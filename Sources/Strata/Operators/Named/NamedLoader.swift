@@ -34,14 +34,6 @@ public struct NamedLoader<Base: Loader>: Loader {
     }
 }
 
-/// A loader that names the tier in the provenance it records itself, and so can carry the name a
-/// ``Loader/named(_:)`` directly around it gives, instead of that operator binding the name for each
-/// load.
-protocol TierNameCarrying {
-    /// This loader, reporting `name` as its tier.
-    func carryingTierName(_ name: String) -> Self
-}
-
 /// A name around a name changes nothing: the inner one wins for every tier beneath it, whether it
 /// was carried or bound.
 extension NamedLoader: TierNameCarrying {
