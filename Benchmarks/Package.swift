@@ -6,10 +6,12 @@ import PackageDescription
 let package = Package(
     name: "StrataBenchmarks",
     platforms: [.macOS(.v13)],
-    // Off by default, so the relaunch scenario measures Strata as a Linux server on AsyncHTTPClient
-    // gets it; `Benchmarks/relaunch-traits` builds the relaunch program both ways.
+    // On by default, as for an app (the outbox benchmarks send with URLSessionHTTPClient);
+    // `Benchmarks/compare` builds the relaunch programs with `--disable-default-traits` unless given
+    // `--url-session`, so the relaunch row measures Strata as a Linux server on AsyncHTTPClient gets it.
     traits: [
         .trait(name: "StrataURLSession", description: "Builds Strata with its URLSession trait (FoundationNetworking, libcurl)."),
+        .default(enabledTraits: ["StrataURLSession"]),
     ],
     dependencies: [
         .package(
