@@ -67,16 +67,16 @@ public struct LoggedLoader<Base: Loader>: Loader {
             metadata["duration"] = "\(report.duration.formattedAge)"
             return metadata
         }
+        // A load its first tier answered is routine: `debug` (or `level`, if lower).
+        let servedLevel = report.leftFirstTier ? level : min(level, .debug)
         switch report.outcome {
-        case .served(let provenance) where logger.logLevel <= (report.leftFirstTier ? level : min(level, .debug)):
+        case .served(let provenance) where logger.logLevel <= servedLevel:
             var metadata = metadata(capacity: 6)
             metadata["origin"] = "\(provenance.origin)"
             metadata["tier"] = "\(Redaction.redactingSecrets(in: provenance.tier))"
             if let age = provenance.age { metadata["age"] = "\(age.formattedAge)" }
             if report.retryCount > 0 { metadata["retries"] = "\(report.retryCount)" }
-            logger.log(
-                level: report.leftFirstTier ? level : min(level, .debug), "served from \(provenance.origin)",
-                metadata: metadata)
+            logger.log(level: servedLevel, "served from \(provenance.origin)", metadata: metadata)
         case .served:
             break
         case .failed(let error) where logger.logLevel <= failureLevel:
