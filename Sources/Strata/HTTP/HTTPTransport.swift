@@ -55,15 +55,6 @@ public enum DefaultHTTPTransport {
         MissingHTTPTransport()
         #endif
     }
-
-    /// Whether this build has a transport of its own (the `URLSession` trait).
-    public static var isAvailable: Bool {
-        #if URLSession
-        true
-        #else
-        false
-        #endif
-    }
 }
 
 /// The default transport of a build without the `URLSession` trait: every request fails, naming

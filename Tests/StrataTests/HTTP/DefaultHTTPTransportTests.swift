@@ -25,10 +25,8 @@ struct DefaultHTTPTransportTests {
 
     @Test func theDefault_isURLSession_withTheTrait_andTheMissingTransport_without() async throws {
         #if URLSession
-        #expect(DefaultHTTPTransport.isAvailable)
         #expect(DefaultHTTPTransport.shared is URLSessionHTTPClient)
         #else
-        #expect(!DefaultHTTPTransport.isAvailable)
         #expect(DefaultHTTPTransport.shared is MissingHTTPTransport)
         await #expect(throws: HTTPError.self) { try await HTTPLoader(url: Self.url).load() }
         #endif
