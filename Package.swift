@@ -96,12 +96,15 @@ let package = Package(
             name: "StrataTesting",
             dependencies: ["Strata", .product(name: "Logging", package: "swift-log")]
         ),
+        // The value the test targets store (`Item`): one definition, in no product.
+        .target(name: "StrataFixtures", path: "Tests/StrataFixtures"),
 
         .testTarget(
             name: "StrataTests",
             dependencies: [
                 "Strata",
                 "StrataTesting",
+                "StrataFixtures",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ]
@@ -109,13 +112,13 @@ let package = Package(
         // Run with `swift test --traits SQLite` (or `--enable-all-traits`); empty otherwise.
         .testTarget(
             name: "StrataSQLiteTests",
-            dependencies: ["StrataSQLite", "Strata", "StrataTesting"]
+            dependencies: ["StrataSQLite", "Strata", "StrataTesting", "StrataFixtures"]
         ),
         // Run with `swift test --traits Postgres` and STRATA_POSTGRES_URL set; empty otherwise.
         .testTarget(
             name: "StrataPostgresTests",
             dependencies: [
-                "StrataPostgres", "Strata", "StrataTesting",
+                "StrataPostgres", "Strata", "StrataTesting", "StrataFixtures",
                 .product(
                     name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["Postgres"])),
             ]

@@ -15,7 +15,7 @@ from collections import defaultdict
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Sources", "Strata")
 LAYERS = [
-    "Support", "Provenance", "Loader", "Environment", "Stores", "Freshness", "Operators",
+    "Support", "Provenance", "Context", "Loader", "Stores", "Freshness", "Operators",
     "Observability", "HTTP", "Outbox",
 ]
 

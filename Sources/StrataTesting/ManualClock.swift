@@ -213,6 +213,9 @@ public final class ManualClock: Clock, Sendable {
     public func waitForSleepers(
         count: Int = 1, timeout: Duration? = nil, matching: (@Sendable (Sleeper) -> Bool)? = nil
     ) async throws {
+        // A wait cancelled before it began throws, even when the sleepers are already there: the
+        // first state it reads could satisfy it, and a cancelled caller must not see "done".
+        try Task.checkCancellation()
         let satisfied: @Sendable ([Sleeper]) -> Bool = { sleepers in
             guard let matching else { return sleepers.count >= count }
             return sleepers.lazy.filter(matching).count >= count

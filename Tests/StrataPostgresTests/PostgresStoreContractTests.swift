@@ -11,7 +11,7 @@ import Testing
 @Suite("PostgresStore contract", .enabled(if: TestServer.isAvailable, TestServer.skipReason))
 struct PostgresStoreContractTests {
     static let contract = StoreContract<PostgresStore<Item>>(
-        keys: ("feed", "posts/1' OR '1'='1"), values: (itemA, itemB),
+        keys: ("feed", "posts/1' OR '1'='1"), values: (itemA, itemUnicode),
         // A second store with its own connection pool on the same table: another process, as far
         // as the database can tell.
         reopen: { store in try TestScope.store(Item.self, table: store.table) },

@@ -90,8 +90,8 @@ struct PostgresStoreLifecycleTests {
             let store = try TestScope.store(Item.self, table: TestScope.table())
             let group = ServiceGroup(services: [store], logger: quietLogger)
             let running = Task { try await group.run() }
-            try await store.insert(itemB, for: "k", storedAt: Date())
-            #expect(try await store.retrieve("k")?.value == itemB)
+            try await store.insert(itemUnicode, for: "k", storedAt: Date())
+            #expect(try await store.retrieve("k")?.value == itemUnicode)
             await group.triggerGracefulShutdown()
             try await running.value
             await #expect(throws: StoreError.self) { try await store.retrieve("k") }

@@ -80,14 +80,14 @@ struct PostgresStoreServerTests {
             try await store.insert(itemA, for: "old", storedAt: boundary.addingTimeInterval(-3600))
             // Less than a microsecond before the boundary: the timestamp column cannot tell them apart.
             try await store.insert(itemA, for: "just-before", storedAt: Date(timeIntervalSinceReferenceDate: boundary.timeIntervalSinceReferenceDate.nextDown))
-            try await store.insert(itemB, for: "at", storedAt: boundary)
-            try await store.insert(itemB, for: "after", storedAt: boundary.addingTimeInterval(60))
+            try await store.insert(itemUnicode, for: "at", storedAt: boundary)
+            try await store.insert(itemUnicode, for: "after", storedAt: boundary.addingTimeInterval(60))
 
             #expect(try await store.removeEntries(storedBefore: boundary) == 2)
             #expect(try await store.retrieve("old") == nil)
             #expect(try await store.retrieve("just-before") == nil)
-            #expect(try await store.retrieve("at")?.value == itemB)
-            #expect(try await store.retrieve("after")?.value == itemB)
+            #expect(try await store.retrieve("at")?.value == itemUnicode)
+            #expect(try await store.retrieve("after")?.value == itemUnicode)
             #expect(try await store.removeEntries(storedBefore: boundary) == 0)
             #expect(try await store.count == 2)
         }
@@ -106,8 +106,8 @@ struct PostgresStoreServerTests {
             // Two hours old when written: expired at once, so the sweep after this very insert removes it.
             try await store.insert(itemA, for: "stale", storedAt: clock.date.addingTimeInterval(-7200))
             #expect(try await store.retrieve("stale") == nil)
-            try await store.insert(itemB, for: "fresh", storedAt: clock.date)
-            #expect(try await store.retrieve("fresh")?.value == itemB)
+            try await store.insert(itemUnicode, for: "fresh", storedAt: clock.date)
+            #expect(try await store.retrieve("fresh")?.value == itemUnicode)
 
             clock.advance(by: .seconds(3599))
             #expect(try await store.removeExpiredEntries() == 0)
@@ -124,7 +124,7 @@ struct PostgresStoreServerTests {
             let clock = ManualClock()
             let store = try TestScope.store(Item.self, table: TestScope.table(), now: clock.wallClock)
             try await store.insert(itemA, for: "read", storedAt: clock.date)
-            try await store.insert(itemB, for: "unread", storedAt: clock.date)
+            try await store.insert(itemUnicode, for: "unread", storedAt: clock.date)
             clock.advance(by: .seconds(3600))
             #expect(try await store.retrieve("read")?.value == itemA)  // refreshes last_access
             let cutoff = clock.date.addingTimeInterval(-60)
@@ -155,12 +155,12 @@ struct PostgresStoreServerTests {
             let logs = LogCapture(level: .warning)
             let store = try TestScope.store(Item.self, table: table, logger: logs.logger)
             try await store.insert(itemA, for: "feed", storedAt: Date())
-            try await store.insert(itemB, for: "other", storedAt: Date())
+            try await store.insert(itemUnicode, for: "other", storedAt: Date())
             try await Admin.require().execute(PostgresQuery(unsafeSQL: #"UPDATE "\#(table)" SET \#(damage.sql) WHERE key = 'feed'"#))
 
             #expect(try await store.retrieve("feed") == nil)
             #expect(try await Admin.require().rowCount(in: table, key: "feed") == 0)
-            #expect(try await store.retrieve("other")?.value == itemB)
+            #expect(try await store.retrieve("other")?.value == itemUnicode)
             let warning = try #require(logs.entries.first)
             #expect(warning.level == .warning)
             #expect(warning.message == "removing undecodable cache row")

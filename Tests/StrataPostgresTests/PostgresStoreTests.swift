@@ -113,11 +113,11 @@ struct PostgresStoreOfflineTests {
     func fallbackServesAnotherTier() async throws {
         let store = try PostgresStore<Item>(url: unreachableURL, connectTimeout: Self.longConnectTimeout, logger: quietLogger)
         let feed = store.loader(key: "feed", freshness: .any)
-            .fallingBack(to: ClosureLoader { itemB })
+            .fallingBack(to: ClosureLoader { itemUnicode })
         let clock = ContinuousClock()
         let started = clock.now
         let value = try await feed.load()
-        #expect(value == itemB)
+        #expect(value == itemUnicode)
         #expect(started.duration(to: clock.now) < Self.failsFastBound)  // milliseconds when idle; 60 s without the store's bound
 
         // The failure the fallback absorbed was the store's, unreadable rather than empty.

@@ -4,16 +4,10 @@ import Logging
 import PostgresNIO
 @_spi(StrataInternals) import Strata
 @testable import StrataPostgres
+// Every file of this target uses `Item`: imported once, for the whole target.
+@_exported import StrataFixtures
 import StrataTesting
 import Testing
-
-struct Item: Codable, Equatable, Hashable, Sendable {
-    var id: Int
-    var name: String
-}
-
-let itemA = Item(id: 1, name: "a")
-let itemB = Item(id: 2, name: "b — ü")
 
 /// The PostgreSQL server the tests use: `STRATA_POSTGRES_URL`, set by `scripts/postgres.sh start`.
 enum TestServer {

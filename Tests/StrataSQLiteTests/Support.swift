@@ -4,16 +4,9 @@ import GRDB
 import Logging
 @_spi(StrataInternals) import Strata
 import StrataSQLite
+// Every file of this target uses `Item`: imported once, for the whole target.
+@_exported import StrataFixtures
 import StrataTesting
-
-/// A small Codable value for the store tests.
-struct Item: Codable, Equatable, Hashable, Sendable {
-    var id: Int
-    var name: String
-}
-
-let itemA = Item(id: 1, name: "a")
-let itemB = Item(id: 2, name: "b")
 
 /// The entries table, as tests inspect and damage it from their own connection.
 let entriesTable = SQLiteStore<Item>.tableName

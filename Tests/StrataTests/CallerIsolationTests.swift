@@ -86,7 +86,7 @@ struct CallerIsolationTests {
             case .coalesced: AnyLoader(probe.coalesced())
             case .environment: AnyLoader(probe.environment(LoadEnvironment(logger: quietLogger)))
             case .tracked: AnyLoader(probe.tracked(by: DroppingAnalytics()))
-            case .cached: AnyLoader(failing.cached(.cacheFirst(maxAge: .seconds(60)), in: probeStore, key: "k"))
+            case .cached: AnyLoader(failing.cached(.cacheFirst(freshness: .maxAge(.seconds(60))), in: probeStore, key: "k"))
             case .staleIfError: AnyLoader(probe.servingStaleOnError(from: store, key: "k"))
             case .retrying: AnyLoader(probe.retrying(.exponential(attempts: 3)))
             case .guarded: AnyLoader(probe.guarded(by: CircuitBreaker(name: "b", clock: ContinuousClock())))

@@ -154,7 +154,7 @@ struct StoreValueTests {
     let store = StoreSpy(MemoryStore<String, Item>())
 
     @Test func missingOrExpiredValues_areNil() async throws {
-        try await LoadEnvironment.$current.withValue(clock.environment()) {
+        try await clock.environment().bound {
             #expect(try await store.value(for: "feed") == nil)
             try await store.insert(itemA, for: "feed", storedAt: clock.date)
             clock.advance(by: .seconds(3600))

@@ -83,6 +83,21 @@ struct ManualClockTests {
         _ = await sleeper.result
     }
 
+    /// The ordering the test above leaves to the scheduler, fixed: the sleeper is there before the
+    /// cancelled wait starts, so a wait that read the sleepers before its cancellation returned.
+    @Test func waitForSleepers_cancelledBeforeItStarts_throwsEvenWhenTheSleepersAreThere() async throws {
+        let clock = ManualClock()
+        let sleeper = Task { try await clock.sleep(for: .seconds(1)) }
+        try await clock.waitForSleepers(count: 1)
+        let waiting = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            try await clock.waitForSleepers(count: 1)
+        }
+        await #expect(throws: CancellationError.self) { try await waiting.value }
+        sleeper.cancel()
+        _ = await sleeper.result
+    }
+
     @Test func waitForSleepers_cancelledWhileWaitingWithATimeout_throwsCancellationErrorAtOnce() async throws {
         let clock = ManualClock()
         let waiting = Task.immediate { try await clock.waitForSleepers(count: 1, timeout: .seconds(3600)) }

@@ -22,7 +22,7 @@ struct TypeNamedStrataTests {
                     .guarded(by: breaker)
                     .writingThrough(to: store, key: "n")
                     .named("remote"))
-            .fallingBack(to: remote.servingStaleOnError(from: store, key: "n", maxStale: .days(7)))
+            .fallingBack(to: remote.servingStaleOnError(from: store, key: "n", freshness: .maxAge(.days(7))))
             .coalesced()
         #expect(try await chain.load() == 7)
         #expect(chain.chainSummary == "fresh → remote → stub + servingStaleOnError(MemoryStore, max age 7d 0h)")

@@ -51,10 +51,11 @@ public enum Scenarios {
         case bare, named, map, mapError, fallingBack
     }
 
-    /// The README's production chain ("A production chain"), verbatim but for the store: a
-    /// `MemoryStore` in place of the `FileStore`, so a hit is a memory hit. Logs go at `.info` into a
-    /// handler that drops every line (the level is enabled, so `logged` does its work); tracing and
-    /// metrics are the process's defaults, the no-op tracer and the no-op metrics backend.
+    /// The README's production chain ("A production chain"), verbatim but for the store and the
+    /// logger: a `MemoryStore` in place of the `FileStore`, so a hit is a memory hit, and the
+    /// environment's logger at `.info` with a handler that drops every line (the level is enabled, so
+    /// `logged` does its work); tracing and metrics are the process's defaults, the no-op tracer and
+    /// the no-op metrics backend.
     ///
     /// ```
     /// metered → traced → logged(.info) → fallback
@@ -75,7 +76,7 @@ public enum Scenarios {
         return store.loader(key: "feed", freshness: .maxAge(.hours(24))).named("fresh local")
             .fallingBack(to: remote.named("remote"))
             .fallingBack(to: store.loader(key: "feed", freshness: .any).named("stale local"))
-            .logged(to: droppingInfoLogger(label: "app.feed"))
+            .logged()
             .traced("load feed")
             .metered("feed")
             .environment(LoadEnvironment(logger: droppingInfoLogger(label: "app.cache")))

@@ -25,7 +25,7 @@ public enum CacheLoadError: Error, Sendable, CustomStringConvertible {
 
 /// Reads a store through a ``FreshnessPolicy``; built by ``Store/loader(key:freshness:)``.
 ///
-/// Entries are aged against the ``LoadEnvironment``'s `now`.
+/// Entries are aged against the `now` of the load's ``LoadEnvironment``.
 ///
 /// Serves the stored value when the policy accepts its age; otherwise throws ``CacheLoadError``
 /// (`empty`, `expired`, `unreadable`), which a ``Loader/fallingBack(to:)`` after it turns into the next tier.
@@ -38,8 +38,6 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
     /// The tier as a chain shows it (`MemoryStore [max age 1d]`), made once: a recorded load names
     /// its tier with it, and formatting it per load cost more than the memory hit.
     public let description: String
-    /// The name a ``Loader/named(_:)`` directly around this loader gave it, reported as the tier.
-    @usableFromInline var tierName: String?
 
     init(store: S, policy: FreshnessPolicy, key: @escaping @Sendable (Input) -> S.Key) {
         self.store = store
@@ -48,16 +46,16 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
         self.description = "\(store.storeDescription) [\(policy)]"
     }
 
-    /// The tier this load reports: its own name, an enclosing `named(_:)`'s, or its description.
-    @usableFromInline var reportedTier: String {
-        tierName ?? LoadRecorder.tierName(default: description)
+    @inlinable
+    public func load(_ input: Input) async throws -> S.Value {
+        try await load(input, in: .current)
     }
 
     /// A hit the policy accepts without the clock (``FreshnessPolicy/any``), with nobody recording,
     /// is served inline: `@inlinable`, so a chain specialises it with the store's own (inlinable)
-    /// lookup. Every other path (a miss, an age to judge, an event to record) is `serve(_:key:)`.
+    /// lookup. Every other path (a miss, an age to judge, an event to record) is `serve(_:key:in:)`.
     @inlinable
-    public func load(_ input: Input) async throws -> S.Value {
+    public func load(_ input: Input, in context: LoadContext) async throws -> S.Value {
         let key = key(input)
         // Descriptions are built only on the paths that report them, never on a plain hit.
         let cached: Cached<S.Value>?
@@ -69,8 +67,8 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
             throw unreadable(key, error)
         }
         guard let cached else { throw empty(key) }
-        if policy.acceptsAnyAge, !LoadRecorder.isRecording { return cached.value }
-        return try serve(cached, key: key)
+        if policy.acceptsAnyAge, !context.isRecording { return cached.value }
+        return try serve(cached, key: key, in: context)
     }
 
     @usableFromInline
@@ -84,37 +82,25 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
     }
 
     /// Judges `cached`'s age (unless the policy accepts any) and records what served it.
-    @usableFromInline
-    func serve(_ cached: Cached<S.Value>, key: S.Key) throws -> S.Value {
-        if policy.acceptsAnyAge {
-            // No freshness to judge: the clock is read only when a load report wants the age.
-            LoadRecorder.record(.served(Provenance(
-                origin: store.origin, tier: reportedTier, storedAt: cached.storedAt,
-                age: max(.zero, .between(cached.storedAt, LoadEnvironment.current.now())))))
-            return cached.value
-        }
-        let now = LoadEnvironment.current.now()
-        guard policy.isFresh(storedAt: cached.storedAt, now: now) else {
+    /// `@inlinable` so a chain specialises it: unspecialised, it looked up `Cached`'s metadata and
+    /// copied the entry through value witnesses on every recorded hit.
+    @inlinable
+    func serve(_ cached: Cached<S.Value>, key: S.Key, in context: LoadContext) throws -> S.Value {
+        let now = context.environment.now()
+        let age = Duration.between(cached.storedAt, now)
+        if !policy.acceptsAnyAge, !policy.isFresh(storedAt: cached.storedAt, now: now) {
             throw CacheLoadError.expired(
                 store: store.storeDescription, key: "\(key)", storedAt: cached.storedAt,
-                age: .between(cached.storedAt, now), policy: policy.description)
+                age: age, policy: policy.description)
         }
-        LoadRecorder.record(.served(Provenance(
-            origin: store.origin, tier: reportedTier, storedAt: cached.storedAt,
-            age: max(.zero, .between(cached.storedAt, now)))))
+        context.record(.served(Provenance(
+            origin: store.origin, tier: context.tierName(default: description), storedAt: cached.storedAt,
+            age: max(.zero, age))))
         return cached.value
     }
 }
 
 extension StoreLoader: CustomStringConvertible {}
-
-extension StoreLoader: TierNameCarrying {
-    func carryingTierName(_ name: String) -> Self {
-        var named = self
-        named.tierName = name
-        return named
-    }
-}
 
 extension Store {
     /// A loader that serves the entry for `key` while `policy` accepts it.
@@ -136,8 +122,8 @@ extension Store {
 extension Store {
     /// The value stored for `key` when `policy` accepts it, or `nil` when nothing acceptable is stored.
     ///
-    /// Ages the entry against the current task's ``LoadEnvironment`` (`LoadEnvironment.$current.withValue`
-    /// sets it). Reads through ``loader(key:freshness:)``, so a value served from here reports its origin and
+    /// Ages the entry against the current task's ``LoadEnvironment`` (`environment.bound { … }` sets
+    /// it). Reads through ``loader(key:freshness:)``, so a value served from here reports its origin and
     /// age to ``Loader/loadServed(_:)`` like any tier; for repositories and adapters of your own that
     /// need "the cached value, if any" rather than a loader that throws on a miss. A store that fails
     /// to read throws its own error (not ``CacheLoadError``).

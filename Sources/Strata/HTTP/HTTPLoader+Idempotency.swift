@@ -18,14 +18,14 @@ extension HTTPLoader {
 
     /// Adds the idempotency key when asked to, and tells the ``LoadAttempt`` around the load that
     /// it sends a non-idempotent request.
-    func prepareForSending(_ request: HTTPRequest) -> HTTPRequest {
+    func prepareForSending(_ request: HTTPRequest, in context: LoadContext) -> HTTPRequest {
         guard !LoadAttempt.isIdempotent(method: request.method.rawValue) else { return request }
         var request = request
         if let header = idempotencyKeyHeader, let name = HTTPField.Name(header), request.headerFields[name] == nil {
             request.headerFields[name] = LoadAttempt.currentIdempotencyKey
         }
         let hasKey = HTTPField.Name(idempotencyKeyHeader ?? "Idempotency-Key").map { request.headerFields[$0] != nil } ?? false
-        LoadAttempt.noteNonIdempotentRequest(hasIdempotencyKey: hasKey)
+        LoadAttempt.noteNonIdempotentRequest(hasIdempotencyKey: hasKey, in: context)
         return request
     }
 }

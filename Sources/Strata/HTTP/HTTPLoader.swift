@@ -67,11 +67,15 @@ public struct HTTPLoader<Input: Sendable>: Loader {
     }
 
     public func load(_ input: Input) async throws -> HTTPReply {
+        try await load(input, in: .current)
+    }
+
+    public func load(_ input: Input, in context: LoadContext) async throws -> HTTPReply {
         let (prepared, body, url) = try makeRequest(input)
-        let request = prepareForSending(prepared)  // HTTPLoader+Idempotency.swift
+        let request = prepareForSending(prepared, in: context)  // HTTPLoader+Idempotency.swift
         let reply = try await transport.send(request, body: body, options: options)
         try checkReply(reply, to: request, url: url, options: options)
-        LoadRecorder.record(.served(Provenance(origin: .remote, tier: LoadRecorder.tierName(default: description), age: .zero)))
+        context.record(.served(Provenance(origin: .remote, tier: context.tierName(default: description), age: .zero)))
         return reply
     }
 

@@ -4,7 +4,7 @@
 /// loaders of different concrete types behind one type (a dependency container, a heterogeneous array).
 /// Erasing costs one indirect call per load.
 public struct AnyLoader<Input: Sendable, Output: Sendable>: Loader {
-    @usableFromInline let body: @Sendable (Input) async throws -> Output
+    @usableFromInline let body: @Sendable (Input, LoadContext) async throws -> Output
     /// The erased loader's node, so chains stay readable after erasure.
     public let loaderNode: LoaderNode
 
@@ -14,19 +14,24 @@ public struct AnyLoader<Input: Sendable, Output: Sendable>: Loader {
             self = alreadyErased
             return
         }
-        self.body = { try await base.load($0) }
+        self.body = { try await base.load($0, in: $1) }
         self.loaderNode = base.chainNode
     }
 
     /// A loader that runs `body` for every load.
     public init(_ description: String = "closure", _ body: @escaping @Sendable (Input) async throws -> Output) {
-        self.body = body
+        self.body = { input, context in try await context.bound { try await body(input) } }
         self.loaderNode = .leaf(description)
     }
 
     @inlinable
     public func load(_ input: Input) async throws -> Output {
-        try await body(input)
+        try await body(input, .current)
+    }
+
+    @inlinable
+    public func load(_ input: Input, in context: LoadContext) async throws -> Output {
+        try await body(input, context)
     }
 }
 

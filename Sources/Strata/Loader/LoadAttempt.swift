@@ -74,8 +74,13 @@ public final class LoadAttempt: Sendable {
     /// `retry` will not repeat it unless `hasIdempotencyKey` (or the policy opts in), and `coalesced`
     /// will not share it. Call it before sending. Does nothing outside such operators.
     public static func noteNonIdempotentRequest(hasIdempotencyKey: Bool) {
+        noteNonIdempotentRequest(hasIdempotencyKey: hasIdempotencyKey, in: .current)
+    }
+
+    /// ``noteNonIdempotentRequest(hasIdempotencyKey:)`` for a loader given its context.
+    static func noteNonIdempotentRequest(hasIdempotencyKey: Bool, in context: LoadContext) {
         current?.note(hasKey: hasIdempotencyKey)
-        LoadRecorder.noteWrite()
+        context.noteWrite()
     }
 
     /// The idempotency key of the current logical load: the same for every attempt a

@@ -28,6 +28,24 @@ public protocol Loader<Input, Output>: Sendable {
     /// main thread; the operators whose work must not run there (decoding, reading a bundled file,
     /// racing a timeout, a store's blocking I/O) move it off the caller's executor themselves.
     nonisolated(nonsending) func load(_ input: Input) async throws -> Output
+
+    /// Produces the output for `input` within `context`: the environment, the recorders and the tier
+    /// name the operators around this loader pass down (see ``LoadContext``).
+    ///
+    /// A loader of your own implements only ``load(_:)``: the default binds `context` as the task's
+    /// (when it is not already) and calls it, so ``LoadEnvironment/current`` and
+    /// ``LoadRecorder/record(_:)`` reach the chain around it. Strata's operators implement this one,
+    /// pass the context to the loaders they wrap, and start from ``LoadContext/current`` in
+    /// ``load(_:)``: a load through a chain of them binds no task-local value for its context.
+    nonisolated(nonsending) func load(_ input: Input, in context: LoadContext) async throws -> Output
+}
+
+extension Loader {
+    /// Runs ``load(_:)`` with `context` as the task's.
+    @inlinable
+    public nonisolated(nonsending) func load(_ input: Input, in context: LoadContext) async throws -> Output {
+        try await context.bound { try await load(input) }
+    }
 }
 
 extension Loader where Input == Void {

@@ -46,13 +46,7 @@ public struct LoadReport: Sendable, CustomStringConvertible {
     /// state. A load served by its first tier with nothing else recorded (a cache hit) did not;
     /// ``Loader/logged(to:level:failureLevel:)`` logs such a load at `debug` and the others at its level.
     public var leftFirstTier: Bool {
-        events.contains { event in
-            switch event {
-            case .served, .coalesced: false
-            case .tierFailed, .cacheWritten, .cacheWriteFailed, .retrying, .timedOut, .breakerStateChanged,
-                 .breakerRejected, .revalidated: true
-            }
-        }
+        events.contains { $0.leavesFirstTier }
     }
 
     /// How many retries happened inside the observed loader.
@@ -127,27 +121,41 @@ extension LoadEvent {
 /// event as it happens. The shared core of the observing operators.
 @inlinable
 func observeLoad<Base: Loader, C: Clock>(
-    _ base: Base, _ input: Base.Input, loader: String, clock: C,
-    onEvent: (@Sendable (LoadEvent) -> Void)? = nil
+    _ base: Base, _ input: Base.Input, in context: LoadContext, loader: String, clock: C,
+    onEvent: (@Sendable (LoadEvent, LoadEnvironment) -> Void)? = nil
 ) async -> (result: Result<Base.Output, any Error>, report: LoadReport) where C.Duration == Duration {
     let start = clock.now
-    let recorder = LoadRecorder(parent: LoadRecorder.enclosing, onEvent: onEvent)
-    let result: Result<Base.Output, any Error>
-    do {
-        result = .success(try await LoadRecorder.recording(into: recorder) { try await base.load(input) })
-    } catch {
-        result = .failure(error)
+    let recorder = context.recorder(onEvent: onEvent)
+    let result = await base.loadResult(input, in: context.recording(into: recorder))
+    return (result, LoadReport(loader: loader, result: result, duration: start.duration(to: clock.now), events: recorder.events))
+}
+
+extension Loader {
+    /// The load's value or error, as a `Result`.
+    @inlinable
+    func loadResult(_ input: Input, in context: LoadContext) async -> Result<Output, any Error> {
+        do {
+            return .success(try await load(input, in: context))
+        } catch {
+            return .failure(error)
+        }
     }
-    let duration = start.duration(to: clock.now)
-    let events = recorder.events
-    let outcome: LoadReport.Outcome
-    switch result {
-    case .success:
-        outcome = .served(servingProvenance(in: events) ?? Provenance(origin: .unknown, tier: loader))
-    case .failure(let error) where error is CancellationError || Task.isCancelled:
-        outcome = .cancelled
-    case .failure(let error):
-        outcome = .failed(error)
+}
+
+extension LoadReport {
+    /// The report of a load of `loader` that ended with `result` after `duration`, having recorded
+    /// `events`.
+    @usableFromInline
+    init<Output>(loader: String, result: Result<Output, any Error>, duration: Duration, events: [LoadEvent]) {
+        let outcome: LoadReport.Outcome
+        switch result {
+        case .success:
+            outcome = .served(servingProvenance(in: events) ?? Provenance(origin: .unknown, tier: loader))
+        case .failure(let error) where error is CancellationError || Task.isCancelled:
+            outcome = .cancelled
+        case .failure(let error):
+            outcome = .failed(error)
+        }
+        self.init(loader: loader, outcome: outcome, duration: duration, events: events)
     }
-    return (result, LoadReport(loader: loader, outcome: outcome, duration: duration, events: events))
 }

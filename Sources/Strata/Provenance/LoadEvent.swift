@@ -39,3 +39,17 @@ public enum LoadEvent: Sendable, CustomStringConvertible {
         }
     }
 }
+
+extension LoadEvent {
+    /// Whether a load that recorded this event went past its first tier: a tier failed, a retry, a
+    /// timeout, a breaker's say, a cache write or a revalidation. A value served and a joined
+    /// flight do not (``LoadReport/leftFirstTier``).
+    @usableFromInline
+    var leavesFirstTier: Bool {
+        switch self {
+        case .served, .coalesced: false
+        case .tierFailed, .cacheWritten, .cacheWriteFailed, .retrying, .timedOut, .breakerStateChanged,
+             .breakerRejected, .revalidated: true
+        }
+    }
+}

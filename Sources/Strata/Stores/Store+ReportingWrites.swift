@@ -5,17 +5,17 @@ extension Store {
     /// to the environment's logger and the load report instead of throwing it: a failed cache write
     /// never fails a load, and the store keeps its previous entry.
     func insertReportingFailure(
-        _ value: Value, for key: Key, storedAt: Date? = nil, validators: CacheValidators = .none
+        _ value: Value, for key: Key, storedAt: Date? = nil, validators: CacheValidators = .none, in context: LoadContext
     ) async {
-        let environment = LoadEnvironment.current
+        let environment = context.environment
         do {
             try await insert(value, for: key, storedAt: storedAt ?? environment.now(), validators: validators)
-            LoadRecorder.record(.cacheWritten(store: storeDescription, key: "\(key)"))
+            context.record(.cacheWritten(store: storeDescription, key: "\(key)"))
         } catch {
             environment.logger.warning(
                 "cache write failed; the load still succeeds and the previous entry is kept",
                 metadata: ["store": "\(storeDescription)", "key": "\(key)", "error": "\(error)"])
-            LoadRecorder.record(.cacheWriteFailed(store: storeDescription, key: "\(key)", error: error))
+            context.record(.cacheWriteFailed(store: storeDescription, key: "\(key)", error: error))
         }
     }
 }

@@ -59,7 +59,13 @@ final class LockedBuffer<State>: ManagedBuffer<State, pthread_mutex_t> {
     /// A buffer holding `initial`, its mutex initialised.
     @usableFromInline
     static func make(_ initial: State) -> LockedBuffer<State> {
-        let buffer = unsafeDowncast(create(minimumCapacity: 1) { _ in initial }, to: LockedBuffer<State>.self)
+        make { initial }
+    }
+
+    /// A buffer holding the state `makeState` builds in place (no copy of a state made beforehand).
+    @usableFromInline
+    static func make(_ makeState: () -> State) -> LockedBuffer<State> {
+        let buffer = unsafeDowncast(create(minimumCapacity: 1) { _ in makeState() }, to: LockedBuffer<State>.self)
         buffer.withUnsafeMutablePointerToElements { mutex in
             mutex.initialize(to: pthread_mutex_t())
             pthread_mutex_init(mutex, nil)
@@ -101,6 +107,12 @@ struct InlinableLocked<State>: @unchecked Sendable {
     @usableFromInline
     init(_ initial: State) where State: Sendable {
         buffer = LockedBuffer.make(initial)
+    }
+
+    /// A lock around the state `makeState` builds in place.
+    @usableFromInline
+    init(making makeState: () -> State) where State: Sendable {
+        buffer = LockedBuffer.make(makeState)
     }
 
     @inlinable

@@ -15,7 +15,7 @@ struct CachedTests {
     @Test func cacheFirstServesAFreshEntryWithoutLoading() async throws {
         try await stored(1, age: .seconds(30))
         let remote = LoaderSpy<Void, Int>(.success(2))
-        let served = try await remote.cached(.cacheFirst(maxAge: .seconds(60)), in: store, key: "k").environment(\.now, clock.wallClock).loadServed()
+        let served = try await remote.cached(.cacheFirst(freshness: .maxAge(.seconds(60))), in: store, key: "k").environment(\.now, clock.wallClock).loadServed()
         #expect(served.value == 1)
         #expect(served.provenance.origin == .memory)
         #expect(served.provenance.age == .seconds(30))
@@ -25,7 +25,7 @@ struct CachedTests {
     @Test func cacheFirstLoadsAndCachesWhenTheEntryIsTooOld() async throws {
         try await stored(1, age: .seconds(60))
         let remote = LoaderSpy<Void, Int>(.success(2))
-        let sut = remote.originating(from: .remote).cached(.cacheFirst(maxAge: .seconds(60)), in: store, key: "k").environment(\.now, clock.wallClock)
+        let sut = remote.originating(from: .remote).cached(.cacheFirst(freshness: .maxAge(.seconds(60))), in: store, key: "k").environment(\.now, clock.wallClock)
         let served = try await sut.loadServed()
         #expect(served.value == 2)
         #expect(served.provenance.origin == .remote)
@@ -35,7 +35,7 @@ struct CachedTests {
     @Test func networkFirstServesAStaleCopyWithinMaxStaleWhenTheRemoteFails() async throws {
         try await stored(1, age: .seconds(3600))
         let remote = LoaderSpy<Void, Int>(.failure(TestError("offline")))
-        let sut = remote.cached(.networkFirst(maxStale: .seconds(7200)), in: store, key: "k").environment(\.now, clock.wallClock)
+        let sut = remote.cached(.networkFirst(freshness: .maxAge(.seconds(7200))), in: store, key: "k").environment(\.now, clock.wallClock)
         let served = try await sut.loadServed()
         #expect(served.value == 1)
         #expect(served.provenance.age == .seconds(3600))
@@ -44,20 +44,20 @@ struct CachedTests {
     @Test func networkFirstRethrowsTheOriginalErrorBeyondMaxStale() async throws {
         try await stored(1, age: .seconds(7200))
         let remote = LoaderSpy<Void, Int>(.failure(TestError("offline")))
-        let sut = remote.cached(.networkFirst(maxStale: .seconds(3600)), in: store, key: "k").environment(\.now, clock.wallClock)
+        let sut = remote.cached(.networkFirst(freshness: .maxAge(.seconds(3600))), in: store, key: "k").environment(\.now, clock.wallClock)
         await #expect(throws: TestError("offline")) { try await sut.load() }
     }
 
     @Test func networkFirstPrefersTheRemoteAndCachesIt() async throws {
         try await stored(1, age: .seconds(1))
         let remote = LoaderSpy<Void, Int>(.success(2))
-        #expect(try await remote.cached(.networkFirst(maxStale: nil), in: store, key: "k").environment(\.now, clock.wallClock).load() == 2)
+        #expect(try await remote.cached(.networkFirst(freshness: .any), in: store, key: "k").environment(\.now, clock.wallClock).load() == 2)
         #expect(try await store.retrieve("k")?.value == 2)
     }
 
     @Test func cacheOnlyNeverLoads() async throws {
         let remote = LoaderSpy<Void, Int>(.success(2))
-        let sut = remote.cached(.cacheOnly(maxAge: nil), in: store, key: "k").environment(\.now, clock.wallClock)
+        let sut = remote.cached(.cacheOnly(freshness: .any), in: store, key: "k").environment(\.now, clock.wallClock)
         await #expect(throws: CacheLoadError.self) { try await sut.load() }
         try await stored(1, age: .seconds(99_999))
         #expect(try await sut.load() == 1)
@@ -74,7 +74,7 @@ struct CachedTests {
 
     @Test func keyedPresetsUseTheInputsKey() async throws {
         let remote = LoaderSpy<Int, Int>(.success(7))
-        let sut = remote.cached(.cacheFirst(maxAge: .seconds(60)), in: store) { "post-\($0)" }.environment(\.now, clock.wallClock)
+        let sut = remote.cached(.cacheFirst(freshness: .maxAge(.seconds(60))), in: store) { "post-\($0)" }.environment(\.now, clock.wallClock)
         _ = try await sut.load(3)
         #expect(try await store.retrieve("post-3")?.value == 7)
         _ = try await sut.load(3)
@@ -82,9 +82,9 @@ struct CachedTests {
     }
 
     @Test(arguments: [
-        (CachePolicy.cacheFirst(maxAge: .seconds(86_400)), "cache-first(max-age 1d 0h)"),
-        (.networkFirst(maxStale: nil), "network-first(max-stale any)"),
-        (.cacheOnly(maxAge: .seconds(60)), "cache-only(max-age 1m 0s)"),
+        (CachePolicy.cacheFirst(freshness: .maxAge(.seconds(86_400))), "cache-first(max age 1d 0h)"),
+        (.networkFirst(freshness: .any), "network-first(stale if error: any age)"),
+        (.cacheOnly(freshness: .maxAge(.seconds(60))), "cache-only(max age 1m 0s)"),
         (.networkOnly, "network-only"),
     ])
     func describesItself(policy: CachePolicy, text: String) {
@@ -92,7 +92,7 @@ struct CachedTests {
     }
 }
 
-@Suite("staleWhileRevalidating(in:key:maxStale:)")
+@Suite("staleWhileRevalidating(in:key:freshness:)")
 struct CacheAndNetworkTests {
     let clock = ManualClock()
     let store = MemoryStore<String, Int>()
@@ -128,7 +128,7 @@ struct CacheAndNetworkTests {
     @Test func aCopyOlderThanMaxStaleIsNotShown() async throws {
         try await store.insert(1, for: "k", storedAt: clock.date.addingTimeInterval(-7200))
         let remote = LoaderSpy<Void, Int>(.success(2))
-        let (values, _) = await collect(remote.staleWhileRevalidating(in: store, key: "k", maxStale: .seconds(3600)).environment(LoadEnvironment(now: clock.wallClock)).values())
+        let (values, _) = await collect(remote.staleWhileRevalidating(in: store, key: "k", freshness: .maxAge(.seconds(3600))).environment(LoadEnvironment(now: clock.wallClock)).values())
         #expect(values.map(\.value) == [2])
     }
 

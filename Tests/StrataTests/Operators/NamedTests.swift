@@ -13,28 +13,42 @@ struct NamedTests {
         return store
     }
 
-    @Test func aStoresLoader_carriesTheName_soALoadBindsNothing() async throws {
+    /// Reports what it was handed and what the task had bound, and serves 1.
+    struct ContextProbe: Loader {
+        let seen = Locked<(passed: String?, bound: String?)>((nil, nil))
+        func load(_ input: Void) async throws -> Int { try await load(input, in: .current) }
+        func load(_ input: Void, in context: LoadContext) async throws -> Int {
+            seen.withLock { $0 = (context.tierName(default: "none"), LoadContext.current.tierName(default: "none")) }
+            return 1
+        }
+    }
+
+    @Test func theNameTravelsWithTheLoad_notAsATaskLocal() async throws {
+        let probe = ContextProbe()
+        #expect(try await probe.named("fresh local").load() == 1)
+        #expect(probe.seen.withLock { $0.passed } == "fresh local")
+        #expect(probe.seen.withLock { $0.bound } == "none")
+    }
+
+    @Test func aStoresLoader_reportsTheName() async throws {
         let sut = try await store().loader(key: "k", freshness: .maxAge(.hours(1))).named("fresh local")
-        #expect(sut.baseCarriesName)
-        #expect(sut.base.tierName == "fresh local")
         let served = try await sut.environment(\.now, clock.wallClock).loadServed()
         #expect(served.value == 7)
         #expect(served.provenance.tier == "fresh local")
     }
 
-    @Test func aLoaderThatCannotCarryIt_getsTheNameForEveryTierBeneath() async throws {
-        let sut = try await store().loader(key: "k").environment(\.now, clock.wallClock).named("local")
-        #expect(!sut.baseCarriesName)
-        #expect(try await sut.loadServed().provenance.tier == "local")
+    @Test func aLoaderOfYourOwn_seesTheNameThroughTheTask() async throws {
+        let sut = ClosureLoader<Void, String>("mine") { LoadRecorder.tierName(default: "unnamed") }
+        #expect(try await sut.named("local").load() == "local")
+        #expect(try await sut.load() == "unnamed")
     }
 
     @Test(arguments: [true, false])
-    func theInnermostNameWins(carried: Bool) async throws {
+    func theInnermostNameWins(erased: Bool) async throws {
         let store = try await store()
-        let inner: any Loader<Void, Int> = carried
-            ? store.loader(key: "k").named("inner")
-            : store.loader(key: "k").environment(\.now, clock.wallClock).named("inner")
-        let sut = AnyLoader(inner).named("outer").environment(\.now, clock.wallClock)
+        let inner = store.loader(key: "k").environment(\.now, clock.wallClock).named("inner")
+        let erasedOrNot: any Loader<Void, Int> = erased ? AnyLoader(inner) : inner
+        let sut = AnyLoader(erasedOrNot).named("outer").environment(\.now, clock.wallClock)
         #expect(try await sut.loadServed().provenance.tier == "inner")
     }
 

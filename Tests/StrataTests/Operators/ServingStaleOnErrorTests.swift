@@ -4,13 +4,13 @@ import Testing
 import StrataTesting
 
 /// S0's `CachingFeedRepository`, as `staleIfError(in:key:)`.
-@Suite("servingStaleOnError(from:key:maxStale:)")
+@Suite("servingStaleOnError(from:key:freshness:)")
 struct ServingStaleOnErrorTests {
     let clock = ManualClock()
     let store = StoreSpy(MemoryStore<String, Item>())
 
-    func makeSUT(_ remote: LoaderSpy<Void, Item>, maxStale: Duration? = nil) -> EnvironmentLoader<ServingStaleOnErrorLoader<LoaderSpy<Void, Item>, StoreSpy<MemoryStore<String, Item>>>> {
-        remote.servingStaleOnError(from: store, key: "feed", maxStale: maxStale).environment(LoadEnvironment(now: clock.wallClock, logger: quietLogger))
+    func makeSUT(_ remote: LoaderSpy<Void, Item>, freshness: FreshnessPolicy = .any) -> EnvironmentLoader<ServingStaleOnErrorLoader<LoaderSpy<Void, Item>, StoreSpy<MemoryStore<String, Item>>>> {
+        remote.servingStaleOnError(from: store, key: "feed", freshness: freshness).environment(LoadEnvironment(now: clock.wallClock, logger: quietLogger))
     }
 
     @Test func savesFreshValuesOnSuccess() async throws {
@@ -57,7 +57,7 @@ struct ServingStaleOnErrorTests {
         clock.advance(by: .seconds(7 * 86_400))
 
         await #expect(throws: TestError("offline")) {
-            try await makeSUT(LoaderSpy(.failure(TestError("offline"))), maxStale: .days(7)).load()
+            try await makeSUT(LoaderSpy(.failure(TestError("offline"))), freshness: .maxAge(.days(7))).load()
         }
     }
 
@@ -75,7 +75,7 @@ struct ServingStaleOnErrorTests {
     }
 }
 
-@Suite("servingStaleOnError(from:key:maxStale:) and cancellation")
+@Suite("servingStaleOnError(from:key:freshness:) and cancellation")
 struct ServingStaleOnErrorCancellationTests {
     @Test func cancellationDuringTheCacheRead_isReportedAsCancellation() async throws {
         let store = CancellingStore()

@@ -22,7 +22,7 @@ import Logging
 ///    A `206 Partial Content` is served but not stored.
 /// 5. **Anything else** fails with the typed ``HTTPError`` (`status`, `transport`, `decoding`), and
 ///    the stored entry is untouched, so a ``Loader/fallingBack(to:)`` or
-///    ``Loader/servingStaleOnError(from:key:maxStale:)`` after this tier can serve it.
+///    ``Loader/servingStaleOnError(from:key:freshness:)`` after this tier can serve it.
 ///
 /// A failed store read is treated as a miss (logged at `warning`); a failed write or re-stamp is
 /// logged, recorded as ``LoadEvent/cacheWriteFailed(store:key:error:)``, and never fails the load.
@@ -55,13 +55,17 @@ public struct RevalidatedLoader<Input: Sendable, S: Store>: Loader {
     }
 
     public func load(_ input: Input) async throws -> S.Value {
+        try await load(input, in: .current)
+    }
+
+    public func load(_ input: Input, in context: LoadContext) async throws -> S.Value {
         let key = key(input)
-        let environment = LoadEnvironment.current
+        let environment = context.environment
         let cached = try await readEntry(key, logger: environment.logger)
         let checkedAt = environment.now()
         if let cached, isFresh(cached, at: checkedAt) {
-            LoadRecorder.record(.served(Provenance(
-                origin: store.origin, tier: LoadRecorder.tierName(default: description), storedAt: cached.storedAt,
+            context.record(.served(Provenance(
+                origin: store.origin, tier: context.tierName(default: description), storedAt: cached.storedAt,
                 age: max(.zero, .between(cached.storedAt, checkedAt)))))
             return cached.value
         }
@@ -73,15 +77,15 @@ public struct RevalidatedLoader<Input: Sendable, S: Store>: Loader {
         let receivedAt = environment.now()
 
         if reply.status == .notModified, isConditional, let cached {
-            await confirm(cached, key: key, fields: reply.headerFields, at: receivedAt, logger: environment.logger)
+            await confirm(cached, key: key, fields: reply.headerFields, at: receivedAt, in: context)
             return cached.value
         }
         try checkReply(reply, to: request, url: url, options: http.options)
         let value = try await decodeBody(reply)
-        LoadRecorder.record(.served(Provenance(origin: .remote, tier: LoadRecorder.tierName(default: description), age: .zero)))
+        context.record(.served(Provenance(origin: .remote, tier: context.tierName(default: description), age: .zero)))
         if reply.status != .partialContent, !(honorsCacheControl && reply.headerFields.cacheControl.noStore) {
             await store.insertReportingFailure(
-                value, for: key, storedAt: receivedAt, validators: Self.validators(of: reply.headerFields, receivedAt: receivedAt))
+                value, for: key, storedAt: receivedAt, validators: Self.validators(of: reply.headerFields, receivedAt: receivedAt), in: context)
         }
         return value
     }
@@ -109,10 +113,11 @@ public struct RevalidatedLoader<Input: Sendable, S: Store>: Loader {
     }
 
     /// Serves a 304: re-stamps the entry with the merged validators unless the answer says `no-store`.
-    private func confirm(_ cached: Cached<S.Value>, key: S.Key, fields: HTTPFields, at receivedAt: Date, logger: Logger) async {
-        let tier = LoadRecorder.tierName(default: description)
+    private func confirm(_ cached: Cached<S.Value>, key: S.Key, fields: HTTPFields, at receivedAt: Date, in context: LoadContext) async {
+        let logger = context.environment.logger
+        let tier = context.tierName(default: description)
         // Confirmed by the server just now: reported like a fresh fetch (no stored-at, age zero).
-        LoadRecorder.record(.served(Provenance(origin: .remote, tier: tier, age: .zero)))
+        context.record(.served(Provenance(origin: .remote, tier: tier, age: .zero)))
         if honorsCacheControl && fields.cacheControl.noStore { return }
         // RFC 9111 §4.3.4: the 304's own header fields update the stored ones; the rest are kept.
         let validators = CacheValidators(
@@ -121,7 +126,7 @@ public struct RevalidatedLoader<Input: Sendable, S: Store>: Loader {
             maxAge: fields.hasFreshnessFields ? fields.freshnessLifetime(receivedAt: receivedAt) : cached.validators.maxAge)
         do {
             if try await store.refresh(key, storedAt: receivedAt, validators: validators) {
-                LoadRecorder.record(.revalidated(store: store.storeDescription, key: "\(key)"))
+                context.record(.revalidated(store: store.storeDescription, key: "\(key)"))
             } else {
                 logger.debug(
                     "entry removed while it was revalidated; not stored again",
@@ -131,7 +136,7 @@ public struct RevalidatedLoader<Input: Sendable, S: Store>: Loader {
             logger.warning(
                 "cache re-stamp failed; the load still succeeds and the previous entry is kept",
                 metadata: ["store": "\(store.storeDescription)", "key": "\(key)", "error": "\(error)"])
-            LoadRecorder.record(.cacheWriteFailed(store: store.storeDescription, key: "\(key)", error: error))
+            context.record(.cacheWriteFailed(store: store.storeDescription, key: "\(key)", error: error))
         }
     }
 

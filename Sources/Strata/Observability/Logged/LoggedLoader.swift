@@ -31,6 +31,8 @@ public struct LoggedLoader<Base: Loader>: Loader {
     /// chain's description does not change), not on every load.
     @usableFromInline let name: String
     @usableFromInline let redactedName: String
+    /// Writes an event's line as it happens, to this operator's logger or the load's; made once.
+    @usableFromInline let logEvent: @Sendable (LoadEvent, LoadEnvironment) -> Void
 
     init(base: Base, logger: Logger?, level: Logger.Level, failureLevel: Logger.Level) {
         self.base = base
@@ -38,26 +40,54 @@ public struct LoggedLoader<Base: Loader>: Loader {
         self.level = level
         self.failureLevel = failureLevel
         self.name = base.chainSummary
-        self.redactedName = Redaction.redactingSecrets(in: name)
+        let redactedName = Redaction.redactingSecrets(in: name)
+        self.redactedName = redactedName
+        self.logEvent = { event, environment in
+            let eventLevel = Self.level(of: event, level: level)
+            // The level is checked before the logger is copied (a copy copies its handler).
+            guard (logger?.logLevel ?? environment.logLevel) <= eventLevel else { return }
+            Self.log(event, at: eventLevel, redactedLoader: redactedName, logger: logger ?? environment.logger)
+        }
     }
 
     @inlinable
     public func load(_ input: Input) async throws -> Output {
-        let logger = logger ?? LoadEnvironment.current.logger
-        // Below the logger's level every line this operator writes is dropped: a plain call.
-        guard logger.logLevel <= max(level, failureLevel, .warning) else { return try await base.load(input) }
-        return try await loadLogged(input, to: logger)
+        try await load(input, in: .current)
     }
 
     @inlinable
-    func loadLogged(_ input: Input, to logger: Logger) async throws -> Output {
+    public func load(_ input: Input, in context: LoadContext) async throws -> Output {
+        // The level is read without copying the logger; below it every line this operator writes
+        // is dropped: a plain call.
+        let logLevel = logger?.logLevel ?? context.environment.logLevel
+        guard logLevel <= max(level, failureLevel, .warning) else { return try await base.load(input, in: context) }
+        return try await loadLogged(input, logLevel: logLevel, in: context)
+    }
+
+    @inlinable
+    func loadLogged(_ input: Input, logLevel: Logger.Level, in context: LoadContext) async throws -> Output {
         let name = name
         let redactedName = redactedName
         let level = level
-        logger.debug("load started", metadata: ["loader": "\(redactedName)"])
-        let (result, report) = await observeLoad(base, input, loader: name, clock: ContinuousClock()) { event in
-            Self.log(event, redactedLoader: redactedName, logger: logger, level: level)
+        if logLevel <= .debug {
+            (logger ?? context.environment.logger).debug("load started", metadata: ["loader": "\(redactedName)"])
         }
+        let clock = ContinuousClock()
+        let start = clock.now
+        let recorder = context.recorder(onEvent: logEvent)
+        // Not `loadResult(_:in:)`: one async frame fewer on every logged load.
+        let result: Result<Output, any Error>
+        do {
+            result = .success(try await base.load(input, in: context.recording(into: recorder)))
+        } catch {
+            result = .failure(error)
+        }
+        // A value its first tier served writes no line below `debug`: nothing to build.
+        if case .success(let value) = result, logLevel > min(level, .debug), !recorder.summary.leftFirstTier {
+            return value
+        }
+        let logger = logger ?? context.environment.logger
+        let report = LoadReport(loader: name, result: result, duration: start.duration(to: clock.now), events: recorder.events)
         // The line's metadata (redacted names, formatted ages) is built only when its level is
         // enabled: redaction is not free, and a line below the logger's level would drop it anyway.
         func metadata(capacity: Int = 2) -> Logger.Metadata {
@@ -91,15 +121,17 @@ public struct LoggedLoader<Base: Loader>: Loader {
         return try result.get()
     }
 
-    @usableFromInline
-    static func log(_ event: LoadEvent, redactedLoader: String, logger: Logger, level: Logger.Level) {
-        let eventLevel: Logger.Level
+    /// The level of `event`'s line: routine steps at `debug`, the chain moving on at `level`,
+    /// what needs attention at `warning`.
+    static func level(of event: LoadEvent, level: Logger.Level) -> Logger.Level {
         switch event {
-        case .served, .cacheWritten, .coalesced, .revalidated: eventLevel = .debug
-        case .tierFailed, .retrying, .timedOut, .breakerRejected: eventLevel = level
-        case .breakerStateChanged, .cacheWriteFailed: eventLevel = .warning
+        case .served, .cacheWritten, .coalesced, .revalidated: .debug
+        case .tierFailed, .retrying, .timedOut, .breakerRejected: level
+        case .breakerStateChanged, .cacheWriteFailed: .warning
         }
-        guard logger.logLevel <= eventLevel else { return }
+    }
+
+    static func log(_ event: LoadEvent, at eventLevel: Logger.Level, redactedLoader: String, logger: Logger) {
         logger.log(
             level: eventLevel, "\(Redaction.redactingSecrets(in: event.description))",
             metadata: ["loader": "\(redactedLoader)", "event": "\(event.kind)"])

@@ -43,13 +43,18 @@ public struct MeteredLoader<Base: Loader>: Loader {
 
     @inlinable
     public func load(_ input: Input) async throws -> Output {
-        if isNoOp { return try await base.load(input) }
-        return try await loadMetered(input)
+        try await load(input, in: .current)
+    }
+
+    @inlinable
+    public func load(_ input: Input, in context: LoadContext) async throws -> Output {
+        if isNoOp { return try await base.load(input, in: context) }
+        return try await loadMetered(input, in: context)
     }
 
     @usableFromInline
-    func loadMetered(_ input: Input) async throws -> Output {
-        let (result, report) = await observeLoad(base, input, loader: summary, clock: ContinuousClock())
+    func loadMetered(_ input: Input, in context: LoadContext) async throws -> Output {
+        let (result, report) = await observeLoad(base, input, in: context, loader: summary, clock: ContinuousClock())
         metrics.record(report)
         return try result.get()
     }

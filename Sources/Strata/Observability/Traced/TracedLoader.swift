@@ -38,26 +38,31 @@ public struct TracedLoader<Base: Loader>: Loader {
 
     @inlinable
     public func load(_ input: Input) async throws -> Output {
-        if isNoOp { return try await base.load(input) }
-        return try await traceLoad(input)
+        try await load(input, in: .current)
+    }
+
+    @inlinable
+    public func load(_ input: Input, in context: LoadContext) async throws -> Output {
+        if isNoOp { return try await base.load(input, in: context) }
+        return try await traceLoad(input, in: context)
     }
 
     @usableFromInline
-    func traceLoad(_ input: Input) async throws -> Output {
-        try await traceLoad(input, tracer: tracer)
+    func traceLoad(_ input: Input, in context: LoadContext) async throws -> Output {
+        try await traceLoad(input, tracer: tracer, in: context)
     }
 
-    private func traceLoad<T: Tracer>(_ input: Input, tracer: T) async throws -> Output {
+    private func traceLoad<T: Tracer>(_ input: Input, tracer: T, in context: LoadContext) async throws -> Output {
         let span = tracer.startSpan(operationName, context: InstrumentationContext.current ?? .topLevel, ofKind: .internal)
         defer { span.end() }
         // A span nobody records (the no-op tracer, a sampled-out trace) gets no attributes or events:
         // building them (redaction included) would be thrown away.
         guard span.isRecording else {
-            return try await InstrumentationContext.$current.binding(span.context) { try await base.load(input) }
+            return try await InstrumentationContext.$current.binding(span.context) { try await base.load(input, in: context) }
         }
         span.attributes["strata.loader"] = redactedName
         let (result, report) = await InstrumentationContext.$current.binding(span.context) {
-            await observeLoad(base, input, loader: name, clock: ContinuousClock()) { event in
+            await observeLoad(base, input, in: context, loader: name, clock: ContinuousClock()) { event, _ in
                 span.addEvent(SpanEvent(name: event.kind, attributes: ["strata.event": .string(Redaction.redactingSecrets(in: event.description))]))
             }
         }

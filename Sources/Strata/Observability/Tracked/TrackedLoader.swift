@@ -28,7 +28,11 @@ public struct TrackedLoader<Base: Loader, Tracker: LoadTracker>: Loader {
     /// Loads through the base and hands the tracker the report with its strings redacted
     /// (``Redaction``); errors in it are the original values.
     public func load(_ input: Input) async throws -> Output {
-        let (result, report) = await observeLoad(base, input, loader: summary, clock: ContinuousClock())
+        try await load(input, in: .current)
+    }
+
+    public func load(_ input: Input, in context: LoadContext) async throws -> Output {
+        let (result, report) = await observeLoad(base, input, in: context, loader: summary, clock: ContinuousClock())
         tracker.track(report.redactingStrings())
         return try result.get()
     }

@@ -4,27 +4,29 @@
 ///
 /// | preset | reads | on a remote failure | chain it stands for |
 /// |---|---|---|---|
-/// | ``cacheFirst(maxAge:)`` | the cache while younger than `maxAge`, else the remote (and caches it) | a ``FallbackError`` naming both tiers | `store.loader(freshness: .maxAge(m)).fallingBack(to: remote.writingThrough(to: store))` |
-/// | ``networkFirst(maxStale:)`` | the remote (and caches it) | the cached copy if younger than `maxStale` (RFC 5861 stale-if-error), else the original error | `remote.servingStaleOnError(from: store, maxStale: s)` |
-/// | ``cacheOnly(maxAge:)`` | the cache only | — | `store.loader(freshness:)` |
+/// | ``cacheFirst(freshness:)`` | the cache while `freshness` accepts it, else the remote (and caches it) | a ``FallbackError`` naming both tiers | `store.loader(freshness: f).fallingBack(to: remote.writingThrough(to: store))` |
+/// | ``networkFirst(freshness:)`` | the remote (and caches it) | the cached copy if `freshness` accepts it (RFC 5861 stale-if-error), else the original error | `remote.servingStaleOnError(from: store, freshness: f)` |
+/// | ``cacheOnly(freshness:)`` | the cache only | — | `store.loader(freshness: f)` |
 /// | ``networkOnly`` | the remote (and caches it) | the error | `remote.writingThrough(to: store)` |
 ///
-/// For cache-and-network (stale-while-revalidate), see ``Loader/staleWhileRevalidating(in:key:maxStale:)``.
+/// For cache-and-network (stale-while-revalidate), see ``Loader/staleWhileRevalidating(in:key:freshness:)``.
 public enum CachePolicy: Sendable, CustomStringConvertible {
-    /// Serve the cached value while it is younger than `maxAge`; otherwise load, cache and serve.
-    case cacheFirst(maxAge: Duration)
-    /// Load, cache and serve; when the load fails, serve a cached copy younger than `maxStale`.
-    case networkFirst(maxStale: Duration?)
-    /// Serve only cached values (younger than `maxAge` when given); never load.
-    case cacheOnly(maxAge: Duration?)
+    /// Serve the cached value while `freshness` accepts it (`.maxAge(.hours(1))`); otherwise load,
+    /// cache and serve.
+    case cacheFirst(freshness: FreshnessPolicy)
+    /// Load, cache and serve; when the load fails, serve a cached copy `freshness` accepts (any
+    /// age by default).
+    case networkFirst(freshness: FreshnessPolicy = .any)
+    /// Serve only cached values `freshness` accepts (any age by default); never load.
+    case cacheOnly(freshness: FreshnessPolicy = .any)
     /// Always load (and cache what was loaded); never serve from the cache.
     case networkOnly
 
     public var description: String {
         switch self {
-        case .cacheFirst(let maxAge): "cache-first(max-age \(maxAge.formattedAge))"
-        case .networkFirst(let maxStale): "network-first(max-stale \(maxStale.map(\.formattedAge) ?? "any"))"
-        case .cacheOnly(let maxAge): "cache-only(max-age \(maxAge.map(\.formattedAge) ?? "any"))"
+        case .cacheFirst(let freshness): "cache-first(\(freshness))"
+        case .networkFirst(let freshness): "network-first(stale if error: \(freshness))"
+        case .cacheOnly(let freshness): "cache-only(\(freshness))"
         case .networkOnly: "network-only"
         }
     }

@@ -14,22 +14,26 @@ public struct CachedLoader<Remote: Loader, S: Store>: Loader where S.Value == Re
     let key: @Sendable (Input) -> S.Key
 
     public func load(_ input: Input) async throws -> Output {
+        try await load(input, in: .current)
+    }
+
+    public func load(_ input: Input, in context: LoadContext) async throws -> Output {
         let key = key(input)
         let writeThrough = WritingThroughLoader(base: remote, store: store, key: { _ in key })
         switch policy {
-        case .cacheFirst(let maxAge):
-            return try await StoreLoader<S, Input>(store: store, policy: .maxAge(maxAge), key: { _ in key })
+        case .cacheFirst(let freshness):
+            return try await StoreLoader<S, Input>(store: store, policy: freshness, key: { _ in key })
                 .fallingBack(to: writeThrough)
-                .load(input)
-        case .networkFirst(let maxStale):
+                .load(input, in: context)
+        case .networkFirst(let freshness):
             return try await ServingStaleOnErrorLoader(
-                base: remote, store: store, key: { _ in key }, maxStale: maxStale
-            ).load(input)
-        case .cacheOnly(let maxAge):
-            return try await StoreLoader<S, Input>(store: store, policy: maxAge.map { .maxAge($0) } ?? .any, key: { _ in key })
-                .load(input)
+                base: remote, store: store, key: { _ in key }, freshness: freshness
+            ).load(input, in: context)
+        case .cacheOnly(let freshness):
+            return try await StoreLoader<S, Input>(store: store, policy: freshness, key: { _ in key })
+                .load(input, in: context)
         case .networkOnly:
-            return try await writeThrough.load(input)
+            return try await writeThrough.load(input, in: context)
         }
     }
 }
@@ -46,8 +50,8 @@ extension Loader {
     /// Combines this (remote) loader with `store` under a preset ``CachePolicy``.
     ///
     /// ```swift
-    /// let feed = remote.cached(.cacheFirst(maxAge: .seconds(24 * 3600)), in: store, key: "feed")
-    /// let posts = remotePosts.cached(.networkFirst(maxStale: .seconds(7 * 86_400)), in: store) { id in "post-\(id)" }
+    /// let feed = remote.cached(.cacheFirst(freshness: .maxAge(.seconds(24 * 3600))), in: store, key: "feed")
+    /// let posts = remotePosts.cached(.networkFirst(freshness: .maxAge(.days(7))), in: store) { id in "post-\(id)" }
     /// ```
     public func cached<S: Store>(
         _ policy: CachePolicy, in store: S, key: S.Key

@@ -21,8 +21,9 @@
 ///   prefetch, give them different coalescers.
 /// - Nothing is remembered after a load ends: the next call starts a new load (put a cache in front
 ///   to keep values).
-/// - The load sees its leader's task-local values (its ``LoadEnvironment``) and runs on its leader's
-///   executor: a main-actor caller's memory hit never leaves the main actor.
+/// - The load runs with its leader's ``LoadContext`` (its ``LoadEnvironment``, its recorders) and
+///   task-local values, on its leader's executor: a main-actor caller's memory hit never leaves the
+///   main actor.
 public struct CoalescedLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
     public typealias Input = Base.Input
     public typealias Output = Base.Output
@@ -55,12 +56,17 @@ public struct CoalescedLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
 
     @inlinable
     public func load(_ input: Input) async throws -> Output {
+        try await load(input, in: .current)
+    }
+
+    @inlinable
+    public func load(_ input: Input, in context: LoadContext) async throws -> Output {
         let key = key(input)
         while true {
             try Task.checkCancellation()
             switch flights.arrive(key) {
             case .alone:
-                return try await base.load(input)
+                return try await base.load(input, in: context)
             case .join(let waiter):
                 let answer = await withTaskCancellationHandler {
                     await withUnsafeContinuation { continuation in
@@ -72,13 +78,13 @@ public struct CoalescedLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
                 // `nil`: the load turned out to write, ended before this caller could join it, or its
                 // leader was cancelled: start over.
                 guard let outcome = answer else { continue }
-                if let recorder = LoadRecorder.enclosing {
+                if let recorder = context.recorder {
                     recorder.deliver(.coalesced(tier: base.chainSummary))
                     for event in outcome.events { recorder.deliver(event) }
                 }
                 return try outcome.result.get()
             case .lead(let flight):
-                return try await lead(key: key, input: input, flight: flight)
+                return try await lead(key: key, input: input, flight: flight, in: context)
             }
         }
     }
@@ -92,14 +98,13 @@ public struct CoalescedLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
     /// observes). When this caller is cancelled and its load fails, those who joined are not handed
     /// its cancellation: they start over, and one of them leads a new load.
     @inlinable
-    func lead(key: Key, input: Input, flight: UInt64) async throws -> Output {
+    func lead(key: Key, input: Input, flight: UInt64, in context: LoadContext) async throws -> Output {
         // A write (a non-idempotent request) is never shared: when the load reports one (to every
         // recorder of the load), the callers that joined it start over and send their own.
-        let recorder = LoadRecorder(
-            parent: LoadRecorder.enclosing, onWrite: { [flights] in flights.markWrite(key: key, flight: flight) })
+        let recorder = context.recorder(onWrite: { [flights] in flights.markWrite(key: key, flight: flight) })
         let result: Result<Output, any Error>
         do {
-            result = .success(try await LoadRecorder.recording(into: recorder) { try await base.load(input) })
+            result = .success(try await base.load(input, in: context.recording(into: recorder)))
         } catch {
             result = .failure(error)
         }

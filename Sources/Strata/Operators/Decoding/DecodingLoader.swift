@@ -10,9 +10,13 @@ public struct DecodingLoader<Base: Loader, Value: Decodable & Sendable>: Loader 
 
     /// `@concurrent`: decoding a large body is CPU work that must not hold the caller's actor (the
     /// main actor, in an app), so the load runs on the global executor.
-    @concurrent
     public func load(_ input: Input) async throws -> Value {
-        let body = try await base.load(input)
+        try await load(input, in: .current)
+    }
+
+    @concurrent
+    public func load(_ input: Input, in context: LoadContext) async throws -> Value {
+        let body = try await base.load(input, in: context)
         do {
             return try makeDecoder().decode(Value.self, from: body.bodyData)
         } catch {

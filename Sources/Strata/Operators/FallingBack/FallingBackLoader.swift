@@ -18,31 +18,36 @@ where Primary.Input == Fallback.Input, Primary.Output == Fallback.Output {
 
     @inlinable
     public func load(_ input: Input) async throws -> Output {
+        try await load(input, in: .current)
+    }
+
+    @inlinable
+    public func load(_ input: Input, in context: LoadContext) async throws -> Output {
         do {
-            return try await primary.load(input)
+            return try await primary.load(input, in: context)
         } catch {
-            return try await loadFallback(input, primaryError: error)
+            return try await loadFallback(input, primaryError: error, in: context)
         }
     }
 
     @usableFromInline
-    func loadFallback(_ input: Input, primaryError: any Error) async throws -> Output {
+    func loadFallback(_ input: Input, primaryError: any Error, in context: LoadContext) async throws -> Output {
         try rethrowIfCancelled(primaryError)
-        Self.recordFailure(of: primary, primaryError)
+        Self.recordFailure(of: primary, primaryError, in: context)
         do {
-            return try await fallback.load(input)
+            return try await fallback.load(input, in: context)
         } catch {
             try rethrowIfCancelled(error)
-            Self.recordFailure(of: fallback, error)
+            Self.recordFailure(of: fallback, error, in: context)
             throw FallbackError(failures: Self.failures(of: primary, primaryError) + Self.failures(of: fallback, error))
         }
     }
 
     /// A ``FallbackError`` from a tier comes from a fallback chain inside it (however it is wrapped:
     /// named, mapped, erased), which has already recorded each of its tiers' failures.
-    private static func recordFailure(of tier: some Loader, _ error: any Error) {
+    private static func recordFailure(of tier: some Loader, _ error: any Error, in context: LoadContext) {
         guard !(error is FallbackError) else { return }
-        LoadRecorder.record(.tierFailed(tier: tier.chainSummary, error: error))
+        context.record(.tierFailed(tier: tier.chainSummary, error: error))
     }
 
     private static func failures(of tier: some Loader, _ error: any Error) -> [TierFailure] {

@@ -123,14 +123,14 @@ public final class CircuitBreaker<C: Clock>: Sendable where C.Duration == Durati
     typealias Permit = CircuitBreakerStateMachine.Permit
 
     /// Admits a load, or throws ``CircuitOpenError``.
-    func admit() throws -> Permit {
+    func admit(in context: LoadContext) throws -> Permit {
         let now = elapsed()
         let (admission, change) = storage.withLock { storage in
             let (admission, change) = storage.machine.admit(at: now)
             storage.announce(change)
             return (admission, change)
         }
-        publish(change)
+        publish(change, in: context)
         switch admission {
         case .admit(let permit):
             return permit
@@ -141,24 +141,25 @@ public final class CircuitBreaker<C: Clock>: Sendable where C.Duration == Durati
 
     /// Records how an admitted load ended: `true` success, `false` failure, `nil` neither (cancelled,
     /// or an error the policy does not count).
-    func record(_ succeeded: Bool?, permit: Permit) {
+    func record(_ succeeded: Bool?, permit: Permit, in context: LoadContext) {
         let now = elapsed()
         let change = storage.withLock { storage in
             let change = storage.machine.record(succeeded, permit: permit, at: now)
             storage.announce(change)
             return change
         }
-        publish(change)
+        publish(change, in: context)
     }
 
     private func elapsed() -> Duration {
         start.duration(to: clock.now)
     }
 
-    /// Records a change as a load event (the watchers were told under the lock).
-    private func publish(_ change: CircuitBreakerStateMachine.Transition?) {
+    /// Records a change as a load event of the load that caused it, if any (the watchers were told
+    /// under the lock). `isolate()` and `reset()` come from outside a load: the task's context.
+    private func publish(_ change: CircuitBreakerStateMachine.Transition?, in context: LoadContext = .current) {
         guard let change else { return }
-        LoadRecorder.record(.breakerStateChanged(breaker: name, from: change.from, to: change.to))
+        context.record(.breakerStateChanged(breaker: name, from: change.from, to: change.to))
     }
 }
 

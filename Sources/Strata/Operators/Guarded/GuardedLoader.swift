@@ -11,20 +11,24 @@ public struct GuardedLoader<Base: Loader, C: Clock>: Loader where C.Duration == 
     public let breaker: CircuitBreaker<C>
 
     public func load(_ input: Input) async throws -> Output {
+        try await load(input, in: .current)
+    }
+
+    public func load(_ input: Input, in context: LoadContext) async throws -> Output {
         let permit: CircuitBreaker<C>.Permit
         do {
-            permit = try breaker.admit()
+            permit = try breaker.admit(in: context)
         } catch {
-            LoadRecorder.record(.breakerRejected(breaker: breaker.name))
+            context.record(.breakerRejected(breaker: breaker.name))
             throw error
         }
         do {
-            let value = try await base.load(input)
-            breaker.record(true, permit: permit)
+            let value = try await base.load(input, in: context)
+            breaker.record(true, permit: permit, in: context)
             return value
         } catch {
             let counts = !(error is CancellationError) && !Task.isCancelled && breaker.policy.isFailure(error)
-            breaker.record(counts ? false : nil, permit: permit)
+            breaker.record(counts ? false : nil, permit: permit, in: context)
             throw error
         }
     }

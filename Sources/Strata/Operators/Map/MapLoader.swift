@@ -13,7 +13,12 @@ public struct MapLoader<Base: Loader, Output: Sendable>: Loader {
 
     @inlinable
     public func load(_ input: Input) async throws -> Output {
-        try transform(try await base.load(input))
+        try await load(input, in: .current)
+    }
+
+    @inlinable
+    public func load(_ input: Input, in context: LoadContext) async throws -> Output {
+        try transform(try await base.load(input, in: context))
     }
 }
 
@@ -39,7 +44,12 @@ public struct MapInputLoader<Base: Loader, Input: Sendable>: Loader {
 
     @inlinable
     public func load(_ input: Input) async throws -> Output {
-        try await base.load(try transform(input))
+        try await load(input, in: .current)
+    }
+
+    @inlinable
+    public func load(_ input: Input, in context: LoadContext) async throws -> Output {
+        try await base.load(try transform(input), in: context)
     }
 }
 
@@ -63,8 +73,13 @@ public struct MapErrorLoader<Base: Loader>: Loader {
 
     @inlinable
     public func load(_ input: Input) async throws -> Output {
+        try await load(input, in: .current)
+    }
+
+    @inlinable
+    public func load(_ input: Input, in context: LoadContext) async throws -> Output {
         do {
-            return try await base.load(input)
+            return try await base.load(input, in: context)
         } catch {
             try rethrowIfCancelled(error)
             throw transform(error)

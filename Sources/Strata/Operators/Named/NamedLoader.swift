@@ -5,39 +5,24 @@ public struct NamedLoader<Base: Loader>: Loader {
 
     public let base: Base
     public let name: String
-    /// The base took the name when this operator was built (a leaf that reports its own tier, such
-    /// as a store's loader), so a load is a plain forward: no task-local binding per load.
-    @usableFromInline let baseCarriesName: Bool
 
     @usableFromInline
     init(base: Base, name: String) {
-        if let leaf = base as? any TierNameCarrying, let named = leaf.carryingTierName(name) as? Base {
-            self.base = named
-            self.baseCarriesName = true
-        } else {
-            self.base = base
-            self.baseCarriesName = false
-        }
+        self.base = base
         self.name = name
     }
 
     @inlinable
     public func load(_ input: Input) async throws -> Output {
-        // Names matter only to someone recording provenance; otherwise this is a plain forward.
-        guard !baseCarriesName, LoadRecorder.isRecording else { return try await base.load(input) }
-        return try await loadNamed(input)
+        try await load(input, in: .current)
     }
 
+    /// The name goes down with the context (an inner name wins for the tiers beneath it); nothing
+    /// is bound.
     @inlinable
-    func loadNamed(_ input: Input) async throws -> Output {
-        try await LoadRecorder.naming(name) { try await base.load(input) }
+    public func load(_ input: Input, in context: LoadContext) async throws -> Output {
+        try await base.load(input, in: context.named(name))
     }
-}
-
-/// A name around a name changes nothing: the inner one wins for every tier beneath it, whether it
-/// was carried or bound.
-extension NamedLoader: TierNameCarrying {
-    func carryingTierName(_ name: String) -> Self { self }
 }
 
 extension NamedLoader: LoaderDescribing {

@@ -10,8 +10,12 @@ public struct OriginatingLoader<Base: Loader>: Loader {
     public let origin: Origin
 
     public func load(_ input: Input) async throws -> Output {
-        let value = try await base.load(input)
-        LoadRecorder.record(.served(Provenance(origin: origin, tier: LoadRecorder.tierName(default: base.chainSummary), age: .zero)))
+        try await load(input, in: .current)
+    }
+
+    public func load(_ input: Input, in context: LoadContext) async throws -> Output {
+        let value = try await base.load(input, in: context)
+        context.record(.served(Provenance(origin: origin, tier: context.tierName(default: base.chainSummary), age: .zero)))
         return value
     }
 }

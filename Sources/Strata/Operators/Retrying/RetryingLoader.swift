@@ -19,19 +19,23 @@ public struct RetryingLoader<Base: Loader>: Loader {
     public let policy: RetryPolicy
 
     public func load(_ input: Input) async throws -> Output {
+        try await load(input, in: .current)
+    }
+
+    public func load(_ input: Input, in context: LoadContext) async throws -> Output {
         var attempt = 1
-        let context = LoadAttempt()
+        let loadAttempt = LoadAttempt()
         while true {
             do {
-                return try await context.run { try await base.load(input) }
+                return try await loadAttempt.run { try await base.load(input, in: context) }
             } catch {
                 try rethrowIfCancelled(error)
                 guard attempt < policy.maxAttempts, policy.shouldRetry(error),
-                      policy.retriesNonIdempotentRequests || !context.sentUnkeyedNonIdempotentRequest,
-                      let delay = delay(beforeRetry: attempt, after: error)
+                      policy.retriesNonIdempotentRequests || !loadAttempt.sentUnkeyedNonIdempotentRequest,
+                      let delay = delay(beforeRetry: attempt, after: error, now: context.environment.now)
                 else { throw error }
-                LoadRecorder.record(.retrying(tier: base.chainSummary, attempt: attempt + 1, delay: delay, error: error))
-                try await LoadEnvironment.current.clock.sleep(for: delay)
+                context.record(.retrying(tier: base.chainSummary, attempt: attempt + 1, delay: delay, error: error))
+                try await context.environment.clock.sleep(for: delay)
                 attempt += 1
             }
         }
@@ -39,16 +43,16 @@ public struct RetryingLoader<Base: Loader>: Loader {
 
     /// The wait before the next attempt, or `nil` when the server asked for a longer one than the
     /// policy accepts.
-    private func delay(beforeRetry retry: Int, after error: any Error) -> Duration? {
+    private func delay(beforeRetry retry: Int, after error: any Error, now: () -> Date) -> Duration? {
         let computed = policy.delay(beforeRetry: retry)
-        guard policy.honorsRetryAfter, let retryAfter = retryAfter(of: error) else { return computed }
+        guard policy.honorsRetryAfter, let retryAfter = retryAfter(of: error, now: now) else { return computed }
         guard retryAfter <= policy.maxRetryAfter else { return nil }
         return max(computed, retryAfter)
     }
 
     /// The delay the failure asks for (an HTTP `Retry-After`), if it says.
-    private func retryAfter(of error: any Error) -> Duration? {
-        (error as? any FailureClassifying)?.requestedRetryDelay(now: LoadEnvironment.current.now())
+    private func retryAfter(of error: any Error, now: () -> Date) -> Duration? {
+        (error as? any FailureClassifying)?.requestedRetryDelay(now: now())
     }
 }
 

@@ -2,7 +2,7 @@ import Foundation
 
 /// The S0 caching decorator: fresh data when the base loader succeeds (and saved), the cached copy
 /// when it fails, and the base loader's **original** error when there is no usable copy; built by
-/// ``Loader/servingStaleOnError(from:key:maxStale:)``.
+/// ``Loader/servingStaleOnError(from:key:freshness:)``.
 /// Entries are stamped and aged with the ``LoadEnvironment``'s `now`.
 ///
 /// Unlike `writingThrough(to:key:).fallingBack(to: store.loader(key:))`, which reports every tier in a
@@ -15,26 +15,28 @@ public struct ServingStaleOnErrorLoader<Base: Loader, S: Store>: Loader where S.
     public let base: Base
     public let store: S
     /// The oldest cached copy served after a failure; `nil` (the default) serves a copy of any age.
-    public let maxStale: Duration?
-    let acceptable: FreshnessPolicy
+    public let freshness: FreshnessPolicy
     let key: @Sendable (Input) -> S.Key
 
-    init(base: Base, store: S, key: @escaping @Sendable (Input) -> S.Key, maxStale: Duration?) {
+    init(base: Base, store: S, key: @escaping @Sendable (Input) -> S.Key, freshness: FreshnessPolicy) {
         self.base = base
         self.store = store
         self.key = key
-        self.maxStale = maxStale
-        self.acceptable = maxStale.map { .maxAge($0) } ?? .any
+        self.freshness = freshness
     }
 
     public func load(_ input: Input) async throws -> Output {
+        try await load(input, in: .current)
+    }
+
+    public func load(_ input: Input, in context: LoadContext) async throws -> Output {
         let key = key(input)
         let value: Output
         do {
-            value = try await base.load(input)
+            value = try await base.load(input, in: context)
         } catch {
             try rethrowIfCancelled(error)
-            LoadRecorder.record(.tierFailed(tier: base.chainSummary, error: error))
+            context.record(.tierFailed(tier: base.chainSummary, error: error))
             let cached: Cached<Output>?
             do {
                 cached = try await store.retrieve(key)
@@ -45,15 +47,15 @@ public struct ServingStaleOnErrorLoader<Base: Loader, S: Store>: Loader where S.
             }
             try Task.checkCancellation()
             guard let cached else { throw error }
-            let now = LoadEnvironment.current.now()
-            guard acceptable.isFresh(storedAt: cached.storedAt, now: now) else { throw error }
-            LoadRecorder.record(.served(Provenance(
-                origin: store.origin, tier: LoadRecorder.tierName(default: "\(store.storeDescription) [stale if error]"), storedAt: cached.storedAt,
+            let now = context.environment.now()
+            guard freshness.isFresh(storedAt: cached.storedAt, now: now) else { throw error }
+            context.record(.served(Provenance(
+                origin: store.origin, tier: context.tierName(default: "\(store.storeDescription) [stale if error]"), storedAt: cached.storedAt,
                 age: max(.zero, .between(cached.storedAt, now)))))
             return cached.value
         }
         try Task.checkCancellation()
-        await store.insertReportingFailure(value, for: key)
+        await store.insertReportingFailure(value, for: key, in: context)
         return value
     }
 }
@@ -61,7 +63,7 @@ public struct ServingStaleOnErrorLoader<Base: Loader, S: Store>: Loader where S.
 extension ServingStaleOnErrorLoader: LoaderDescribing {
     public var loaderNode: LoaderNode {
         let inner = base.chainNode
-        let label = "servingStaleOnError(\(store.storeDescription), \(acceptable))"
+        let label = "servingStaleOnError(\(store.storeDescription), \(freshness))"
         return LoaderNode(label: label, summary: "\(inner.summary) + \(label)", children: [inner])
     }
 }
@@ -73,18 +75,18 @@ extension Loader {
     /// - Parameters:
     ///   - store: where fresh values are saved and stale ones read.
     ///   - key: the key the value is saved under.
-    ///   - maxStale: the oldest copy served after a failure (RFC 5861 `stale-if-error`), for example
-    ///     `.days(7)`; `nil` (the default) serves a copy of any age.
+    ///   - freshness: which saved copy may be served after a failure (RFC 5861 `stale-if-error`),
+    ///     for example `.maxAge(.days(7))`; `.any` (the default) serves a copy of any age.
     public func servingStaleOnError<S: Store>(
-        from store: S, key: S.Key, maxStale: Duration? = nil
+        from store: S, key: S.Key, freshness: FreshnessPolicy = .any
     ) -> ServingStaleOnErrorLoader<Self, S> where S.Value == Output {
-        ServingStaleOnErrorLoader(base: self, store: store, key: { _ in key }, maxStale: maxStale)
+        ServingStaleOnErrorLoader(base: self, store: store, key: { _ in key }, freshness: freshness)
     }
 
-    /// The keyed form of ``servingStaleOnError(from:key:maxStale:)``: the cache key comes from the input.
+    /// The keyed form of ``servingStaleOnError(from:key:freshness:)``: the cache key comes from the input.
     public func servingStaleOnError<S: Store>(
-        from store: S, maxStale: Duration? = nil, key: @escaping @Sendable (Input) -> S.Key
+        from store: S, freshness: FreshnessPolicy = .any, key: @escaping @Sendable (Input) -> S.Key
     ) -> ServingStaleOnErrorLoader<Self, S> where S.Value == Output {
-        ServingStaleOnErrorLoader(base: self, store: store, key: key, maxStale: maxStale)
+        ServingStaleOnErrorLoader(base: self, store: store, key: key, freshness: freshness)
     }
 }

@@ -1,10 +1,10 @@
 import Foundation
 
 /// Cache-and-network (stale-while-revalidate): the cached value at once, then the fresh one; built by
-/// ``Loader/staleWhileRevalidating(in:key:maxStale:)``.
+/// ``Loader/staleWhileRevalidating(in:key:freshness:)``.
 ///
 /// ``values(_:)`` is an `AsyncSequence` of ``Served`` values, each tagged with its origin and age:
-/// 1. the cached entry, if there is one younger than `maxStale` (any age by default);
+/// 1. the cached entry, if `freshness` accepts it (any age by default);
 /// 2. the value from the remote loader, which is also written to the store.
 ///
 /// When the remote load fails after a cached value was delivered, the sequence ends by throwing that
@@ -17,16 +17,16 @@ import Foundation
 public struct StaleWhileRevalidatingLoader<Remote: Loader, S: Store>: Sendable where S.Value == Remote.Output {
     public let remote: Remote
     public let store: S
-    /// The oldest cached value worth showing first; `nil` for any age.
-    public let maxStale: Duration?
+    /// Which cached value is worth showing first; `.any` for any age.
+    public let freshness: FreshnessPolicy
     let key: @Sendable (Remote.Input) -> S.Key
     /// The environment both tiers run in; `nil` reads the calling task's.
     var environment: LoadEnvironment?
 
-    init(remote: Remote, store: S, maxStale: Duration?, key: @escaping @Sendable (Remote.Input) -> S.Key) {
+    init(remote: Remote, store: S, freshness: FreshnessPolicy, key: @escaping @Sendable (Remote.Input) -> S.Key) {
         self.remote = remote
         self.store = store
-        self.maxStale = maxStale
+        self.freshness = freshness
         self.key = key
     }
 
@@ -42,21 +42,19 @@ public struct StaleWhileRevalidatingLoader<Remote: Loader, S: Store>: Sendable w
         let (stream, continuation) = AsyncThrowingStream.makeStream(of: Served<Remote.Output>.self)
         let key = key(input)
         let cachedTier = StoreLoader<S, Remote.Input>(
-            store: store, policy: maxStale.map { .maxAge($0) } ?? .any, key: { _ in key })
+            store: store, policy: freshness, key: { _ in key })
         let freshTier = WritingThroughLoader(base: remote, store: store, key: { _ in key })
-        let environment = environment ?? LoadEnvironment.current
+        let context = environment.map { LoadContext.current.with($0) } ?? LoadContext.current
         let task = Task {
-            await LoadEnvironment.$current.binding(environment) {
-                do {
-                    if let cached = try? await cachedTier.loadServed(input) {
-                        continuation.yield(cached)
-                    }
-                    try Task.checkCancellation()
-                    continuation.yield(try await freshTier.loadServed(input))
-                    continuation.finish()
-                } catch {
-                    continuation.finish(throwing: error)
+            do {
+                if let cached = try? await cachedTier.loadServed(input, in: context) {
+                    continuation.yield(cached)
                 }
+                try Task.checkCancellation()
+                continuation.yield(try await freshTier.loadServed(input, in: context))
+                continuation.finish()
+            } catch {
+                continuation.finish(throwing: error)
             }
         }
         continuation.onTermination = { _ in task.cancel() }
@@ -74,7 +72,7 @@ extension StaleWhileRevalidatingLoader where Remote.Input == Void {
 extension StaleWhileRevalidatingLoader: CustomStringConvertible {
     public var description: String {
         LoaderNode(
-            label: "staleWhileRevalidating(\(store.storeDescription), max-stale \(maxStale.map(\.formattedAge) ?? "any"))",
+            label: "staleWhileRevalidating(\(store.storeDescription), \(freshness))",
             children: [remote.chainNode]
         ).tree
     }
@@ -89,16 +87,16 @@ extension Loader {
     /// }
     /// ```
     public func staleWhileRevalidating<S: Store>(
-        in store: S, key: S.Key, maxStale: Duration? = nil
+        in store: S, key: S.Key, freshness: FreshnessPolicy = .any
     ) -> StaleWhileRevalidatingLoader<Self, S> where S.Value == Output {
-        StaleWhileRevalidatingLoader(remote: self, store: store, maxStale: maxStale, key: { _ in key })
+        StaleWhileRevalidatingLoader(remote: self, store: store, freshness: freshness, key: { _ in key })
     }
 
     /// Stale-while-revalidate for keyed loads: `values(input)` yields the cached value for
     /// `key(input)` first, then the fresh one.
     public func staleWhileRevalidating<S: Store>(
-        in store: S, maxStale: Duration? = nil, key: @escaping @Sendable (Input) -> S.Key
+        in store: S, freshness: FreshnessPolicy = .any, key: @escaping @Sendable (Input) -> S.Key
     ) -> StaleWhileRevalidatingLoader<Self, S> where S.Value == Output {
-        StaleWhileRevalidatingLoader(remote: self, store: store, maxStale: maxStale, key: key)
+        StaleWhileRevalidatingLoader(remote: self, store: store, freshness: freshness, key: key)
     }
 }

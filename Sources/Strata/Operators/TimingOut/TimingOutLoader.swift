@@ -24,9 +24,13 @@ public struct TimingOutLoader<Base: Loader>: Loader {
     }
 
     public func load(_ input: Input) async throws -> Output {
+        try await load(input, in: .current)
+    }
+
+    public func load(_ input: Input, in context: LoadContext) async throws -> Output {
         try Task.checkCancellation()
-        let clock = LoadEnvironment.current.clock
-        let finish = await raceAgainstDeadline(clock: clock, duration: duration) { [base] in try await base.load(input) }
+        let clock = context.environment.clock
+        let finish = await raceAgainstDeadline(clock: clock, duration: duration) { [base] in try await base.load(input, in: context) }
         switch finish {
         case .value(let result):
             return try result.get()
@@ -34,7 +38,7 @@ public struct TimingOutLoader<Base: Loader>: Loader {
             throw CancellationError()
         case .deadline:
             let tier = base.chainSummary
-            LoadRecorder.record(.timedOut(tier: tier, after: duration))
+            context.record(.timedOut(tier: tier, after: duration))
             throw TimeoutError(tier: tier, timeout: duration)
         }
     }

@@ -22,9 +22,13 @@ public struct WritingThroughLoader<Base: Loader, S: Store>: Loader where S.Value
     }
 
     public func load(_ input: Input) async throws -> Output {
-        let value = try await base.load(input)
+        try await load(input, in: .current)
+    }
+
+    public func load(_ input: Input, in context: LoadContext) async throws -> Output {
+        let value = try await base.load(input, in: context)
         try Task.checkCancellation()
-        await store.insertReportingFailure(value, for: key(input))
+        await store.insertReportingFailure(value, for: key(input), in: context)
         return value
     }
 }

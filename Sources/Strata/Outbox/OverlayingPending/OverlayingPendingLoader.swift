@@ -14,23 +14,27 @@ public struct OverlayingPendingLoader<Base: Loader>: Loader {
     let apply: @Sendable ([OutboxEntry], Output) throws -> Output
 
     public func load(_ input: Input) async throws -> Output {
+        try await load(input, in: .current)
+    }
+
+    public func load(_ input: Input, in context: LoadContext) async throws -> Output {
         let scope = scope(input)
         // Pending writes are read before the base and again after it: a write delivered while the
         // base loads is in the first read (the base may not have it yet), a write queued meanwhile
         // is in the second, so none is shown in neither.
         let before = await pending(scope: scope)
-        guard LoadRecorder.isRecording else {
-            let value = try await base.load(input)
+        guard context.isRecording else {
+            let value = try await base.load(input, in: context)
             return try overlay(before, await pending(scope: scope), on: value).value
         }
-        let recorder = LoadRecorder(parent: LoadRecorder.enclosing)
-        let value = try await LoadRecorder.recording(into: recorder) { try await base.load(input) }
+        let recorder = context.recorder()
+        let value = try await base.load(input, in: context.recording(into: recorder))
         let (overlaid, applied) = try overlay(before, await pending(scope: scope), on: value)
         if applied > 0 {
             var provenance = servingProvenance(in: recorder.events)
-                ?? Provenance(origin: .unknown, tier: LoadRecorder.tierName(default: base.chainSummary))
+                ?? Provenance(origin: .unknown, tier: context.tierName(default: base.chainSummary))
             provenance.pendingWrites = applied
-            LoadRecorder.record(.served(provenance))
+            context.record(.served(provenance))
         }
         return overlaid
     }

@@ -36,7 +36,7 @@ public struct UserDefaultsFeedCacheStore: FeedCacheStore {
 
     public func load() async throws -> [FeedItem] {
         // Through Strata's store loader, so a feed served from here reports its origin and age.
-        try await LoadEnvironment.$current.withValue(LoadEnvironment(now: now)) { try await store.value(for: key) } ?? []
+        try await LoadEnvironment(now: now).bound { try await store.value(for: key) } ?? []
     }
 }
 

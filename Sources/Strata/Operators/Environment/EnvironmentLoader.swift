@@ -19,11 +19,14 @@ public struct EnvironmentLoader<Base: Loader>: Loader {
     /// paying a metadata lookup per generic type per load).
     @inlinable
     public func load(_ input: Input) async throws -> Output {
-        var environment = LoadEnvironment.current
+        try await load(input, in: .current)
+    }
+
+    @inlinable
+    public func load(_ input: Input, in context: LoadContext) async throws -> Output {
+        var environment = context.environment
         adjust(&environment)
-        return try await LoadEnvironment.$current.binding(environment) {
-            try await base.load(input)
-        }
+        return try await base.load(input, in: context.with(environment))
     }
 }
 

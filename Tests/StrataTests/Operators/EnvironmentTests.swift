@@ -74,7 +74,7 @@ struct EnvironmentTests {
 
         #expect(try await store.retrieve("feed")?.storedAt == later)
         // Outside the override, the outer environment is untouched.
-        #expect(LoadEnvironment.$current.withValue(clock.environment()) { LoadEnvironment.current.now() } == clock.date)
+        #expect(clock.environment().bound { LoadEnvironment.current.now() } == clock.date)
     }
 
     @Test func withoutAnEnvironment_operatorsUseTheLiveOne() async throws {

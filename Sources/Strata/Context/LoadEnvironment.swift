@@ -19,12 +19,12 @@ import Logging
 /// - An inner ``Loader/environment(_:)`` (or ``Loader/environment(_:_:)`` for one field) overrides
 ///   the outer one for the loaders beneath it only: give one operator its own clock or logger that way.
 /// - Without any, operators use ``live``: `Date()`, `ContinuousClock`, and a logger labelled `strata`.
-/// - The environment is a task-local value (``current``), so it reaches every operator however the
-///   chain is nested, and every child task a chain starts (a timeout's race, a background
-///   revalidation, a coalesced flight, which runs in the environment of the caller that started it).
+/// - The environment travels with each load in its ``LoadContext``, so it reaches every operator
+///   however the chain is nested, every loader of your own (as ``current``), and every child task a
+///   chain starts (a timeout's race, a background revalidation, a coalesced flight, which runs in the
+///   environment of the caller that started it).
 ///   Code outside a chain, such as ``Store/value(for:freshness:)`` or a ``StaleWhileRevalidatingLoader/values(_:)``
-///   stream, reads it from the surrounding task: wrap the call in
-///   `LoadEnvironment.$current.withValue(environment) { … }`.
+///   stream, reads it from the surrounding task: wrap the call in `environment.bound { … }`.
 /// - Stores are configured once, at their own initialiser (a `logger:` there), because a store
 ///   outlives and is shared by many chains.
 /// - In tests, `ManualClock.environment` (StrataTesting) drives `now` and `clock` together.
@@ -48,7 +48,7 @@ public struct LoadEnvironment: Sendable {
         set { storage = Storage(now: storage.now, clock: storage.clock, logger: newValue) }
     }
 
-    /// The three fields behind one reference, so reading the task-local environment on a hot path
+    /// The three fields behind one reference, so copying or reading the environment on a hot path
     /// (every store hit asks for `now`) retains one object rather than each field's.
     private var storage: Storage
 
@@ -80,6 +80,31 @@ public struct LoadEnvironment: Sendable {
     public static let live = LoadEnvironment()
 
     /// The environment of the current task: the innermost ``Loader/environment(_:)`` around the
-    /// running load, or ``live``.
-    @TaskLocal public static var current: LoadEnvironment = .live
+    /// running load, or ``live``. Code outside a chain sets it with `bound { … }`.
+    public static var current: LoadEnvironment { LoadContext.current.environment }
+
+    /// The logger's level, read without copying the logger (a copy copies its handler).
+    @usableFromInline
+    var logLevel: Logger.Level { storage.logger.logLevel }
+
+    /// Whether `other` is this environment (the same fields, set together).
+    func isSame(as other: LoadEnvironment) -> Bool { storage === other.storage }
+
+    /// Runs `body` with this environment as the current task's, for code outside a chain that reads
+    /// it (``Store/value(for:freshness:)``, a ``StaleWhileRevalidatingLoader/values(_:)`` stream, a
+    /// test).
+    ///
+    /// ```swift
+    /// let cached = try await clock.environment().bound { try await store.value(for: "feed") }
+    /// ```
+    public func bound<R: Sendable>(
+        isolation: isolated (any Actor)? = #isolation, _ body: sending () async throws -> R
+    ) async rethrows -> R {
+        try await LoadContext.current.with(self).bound(body)
+    }
+
+    /// Runs the synchronous `body` with this environment as the current task's.
+    public func bound<R>(_ body: () throws -> R) rethrows -> R {
+        try LoadContext.current.with(self).bound(body)
+    }
 }
