@@ -182,7 +182,7 @@ struct CoalescedTests {
 
     @Test func chainsBuiltWithOneCoalescerShareTheirLoads() async throws {
         let base = LoaderSpy<Int, String>(.success("post"), holdsLoads: true)
-        let flights = Coalescer<Int, String>()
+        let flights = Coalescer<String>()
         // A chain built anew for each use, as in a computed property or a SwiftUI body.
         func chain() -> CoalescedLoader<LoaderSpy<Int, String>, Int> { base.coalesced(in: flights) }
         let first = Task { try await chain().load(7) }
@@ -192,6 +192,24 @@ struct CoalescedTests {
         #expect(base.complete(with: .success("post 7")))
         #expect(try await [first.value, second.value] == ["post 7", "post 7"])
         #expect(base.loadCount == 1)
+        #expect(flights.inFlightCount == 0)
+    }
+
+    @Test func aSingleResourcesChainsShareOneCoalescer_typedByTheValueAlone() async throws {
+        let base = LoaderSpy<Void, String>(.success("feed"), holdsLoads: true)
+        let flights = Coalescer<String>()
+        // Two chains over the same feed, each built with the shared coalescer, and a keyed chain
+        // whose loads are never the feed's.
+        let keyed = LoaderSpy<Int, String>(.success("post"))
+        let first = Task { try await base.coalesced(in: flights).load() }
+        try await base.waitForLoads(count: 1)
+        let second = Task { try await base.coalesced(in: flights).load() }
+        try await base.coalesced(in: flights).waitForWaiters(count: 2)
+        #expect(try await keyed.coalesced(in: flights).load(1) == "post")
+        #expect(base.complete(with: .success("feed v2")))
+        #expect(try await [first.value, second.value] == ["feed v2", "feed v2"])
+        #expect(base.loadCount == 1)
+        #expect(keyed.loadCount == 1)
         #expect(flights.inFlightCount == 0)
     }
 

@@ -1,5 +1,5 @@
 /// Shares one in-flight load among every caller asking for the same input; built by
-/// ``Loader/coalesced(in:)->CoalescedLoader<Self,Self.Input>`` or `coalesced(in:)`.
+/// ``Loader/coalesced(in:)->CoalescedLoader<Self,Self.Input>`` (one flight per input), ``Loader/coalesced(in:)->CoalescedLoader<Self,SingleResource>`` (a `Void` loader), or ``Loader/coalesced(by:in:)``.
 ///
 /// - N concurrent loads of one input make **one** call to the base; every caller gets the same value
 ///   or the same error, and the events the shared load recorded (so each caller's
@@ -31,9 +31,9 @@ public struct CoalescedLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
     public let base: Base
     @usableFromInline let key: @Sendable (Input) -> Key
     /// The loads in flight this loader shares (with every chain built with the same coalescer).
-    public let flights: Coalescer<Key, Output>
+    public let flights: Coalescer<Output>
 
-    init(base: Base, key: @escaping @Sendable (Input) -> Key, flights: Coalescer<Key, Output>) {
+    init(base: Base, key: @escaping @Sendable (Input) -> Key, flights: Coalescer<Output>) {
         self.base = base
         self.key = key
         self.flights = flights
@@ -115,7 +115,7 @@ public struct CoalescedLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
         return try result.get()
     }
 
-    @usableFromInline typealias Outcome = Coalescer<Key, Output>.Outcome
+    @usableFromInline typealias Outcome = Coalescer<Output>.Outcome
 }
 
 extension CoalescedLoader: LoaderDescribing {
@@ -133,16 +133,16 @@ extension Loader where Input: Hashable {
     /// chain **built again** for each use (a computed property, a SwiftUI `body`) then never shares a
     /// load. Make a ``Coalescer`` once and pass it (`coalesced(in: flights)`): every chain built with
     /// it shares its loads in flight, however often it is rebuilt.
-    public func coalesced(in flights: Coalescer<Input, Output> = Coalescer()) -> CoalescedLoader<Self, Input> {
+    public func coalesced(in flights: Coalescer<Output> = Coalescer()) -> CoalescedLoader<Self, Input> {
         CoalescedLoader(base: self, key: { $0 }, flights: flights)
     }
 }
 
 extension Loader where Input == Void {
     /// Makes concurrent loads share one call to this loader (single-flight), through `flights` when
-    /// given (made once, shared by every chain built with it; a single resource has one key, `true`).
-    public func coalesced(in flights: Coalescer<Bool, Output> = Coalescer()) -> CoalescedLoader<Self, Bool> {
-        CoalescedLoader(base: self, key: { _ in true }, flights: flights)
+    /// given (made once, shared by every chain built with it).
+    public func coalesced(in flights: Coalescer<Output> = Coalescer()) -> CoalescedLoader<Self, SingleResource> {
+        CoalescedLoader(base: self, key: { _ in SingleResource() }, flights: flights)
     }
 }
 
@@ -150,8 +150,13 @@ extension Loader {
     /// Makes concurrent loads whose inputs have the same `key` share one call to this loader; through
     /// `flights` when given (made once and shared, so a chain rebuilt for each use still coalesces).
     public func coalesced<Key: Hashable & Sendable>(
-        by key: @escaping @Sendable (Input) -> Key, in flights: Coalescer<Key, Output> = Coalescer()
+        by key: @escaping @Sendable (Input) -> Key, in flights: Coalescer<Output> = Coalescer()
     ) -> CoalescedLoader<Self, Key> {
         CoalescedLoader(base: self, key: key, flights: flights)
     }
+}
+
+/// The one key of a `Void` loader's loads (`coalesced(in:)` on a single resource).
+public struct SingleResource: Hashable, Sendable {
+    @inlinable init() {}
 }

@@ -3,26 +3,81 @@
 /// Make it **once** and pass it to `coalesced(in:)` when the chain is built more than once
 /// (a computed property, a SwiftUI `body`, a function that returns a loader): every chain built
 /// with the same coalescer shares its loads in flight, as every loader guarded by one
-/// ``CircuitBreaker`` shares its state. ``Loader/coalesced(in:)->CoalescedLoader<Self,Self.Input>``
-/// makes a new coalescer each time it is called, so two chains built by two calls never share a load.
+/// ``CircuitBreaker`` shares its state. `coalesced()` without one makes a new coalescer each time it
+/// is called, so two chains built by two calls never share a load.
+///
+/// A coalescer is typed by the value it shares, not by the key: the key is whatever the chain's
+/// input (or its `by:` closure) gives, and a single resource (a `Void` input) needs none.
 ///
 /// ```swift
 /// final class PostsRepository {
-///     private let inFlight = Coalescer<Int, Post>()              // made once
+///     private let inFlight = Coalescer<Post>()                   // made once
 ///     var posts: some Loader<Int, Post> { remotePosts.coalesced(in: inFlight) }   // built per call
 /// }
 /// ```
-public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendable {
-    /// The decisions (``CoalescerStateMachine``) and the test kit's registration waiters, under one
-    /// lock. Every method below calls the machine under the lock and acts on its answer after.
+public final class Coalescer<Value: Sendable>: Sendable {
+    /// The decisions (``CoalescerStateMachine``, one per key type) and the test kit's registration
+    /// waiters, under one lock. Every method below calls a machine under the lock and acts on its
+    /// answer after.
     @usableFromInline let storage = InlinableLocked(Storage())
+
+    /// The flights of one key type. A class, so a machine found in ``Storage`` is changed in place.
+    @usableFromInline
+    final class Table<Key: Hashable & Sendable>: AnyTable, @unchecked Sendable {
+        // @unchecked: `machine` is mutable; it is read and written only inside `storage.withLock`
+        // (every use goes through `Storage.table(for:)`, reachable only from a `withLock` body), so
+        // no two threads touch it at once.
+        @usableFromInline var machine = CoalescerStateMachine<Key, Waiting>()
+
+        @usableFromInline override init() {}
+
+        override var inFlightCount: Int { machine.inFlightCount }
+        override var registrations: Int { machine.registrations }
+        override var waitingCount: Int { machine.entries.values.reduce(0) { $0 + $1.waiters.count } }
+    }
+
+    /// A ``Table`` of some key type, as ``Storage`` keeps it.
+    @usableFromInline
+    class AnyTable: @unchecked Sendable {
+        // @unchecked: no state of its own; its one subclass, `Table`, states why it is safe.
+        @usableFromInline init() {}
+        var inFlightCount: Int { 0 }
+        var registrations: Int { 0 }
+        var waitingCount: Int { 0 }
+    }
 
     @usableFromInline
     struct Storage: Sendable {
-        @usableFromInline var machine = Machine()
+        /// The table of the key type this coalescer met first (almost always its only one): found by
+        /// one comparison, without hashing.
+        @usableFromInline var first: (type: ObjectIdentifier, table: AnyTable)?
+        /// Tables of any other key type (a coalescer shared by chains keyed differently).
+        @usableFromInline var others: [ObjectIdentifier: AnyTable] = [:]
         var registrationWaiters = ConditionWaiters<Int>()
 
         @usableFromInline init() {}
+
+        /// The flights keyed by `Key`, made on first use.
+        @inlinable
+        mutating func table<Key: Hashable & Sendable>(for _: Key.Type) -> Table<Key> {
+            let type = ObjectIdentifier(Key.self)
+            if let first, first.type == type { return unsafeDowncast(first.table, to: Table<Key>.self) }
+            return otherTable(for: Key.self)
+        }
+
+        @usableFromInline
+        mutating func otherTable<Key: Hashable & Sendable>(for _: Key.Type) -> Table<Key> {
+            let type = ObjectIdentifier(Key.self)
+            if let table = others[type] { return unsafeDowncast(table, to: Table<Key>.self) }
+            let table = Table<Key>()
+            if first == nil { first = (type, table) } else { others[type] = table }
+            return table
+        }
+
+        var tables: [AnyTable] { (first.map { [$0.table] } ?? []) + Array(others.values) }
+        var inFlightCount: Int { tables.reduce(0) { $0 + $1.inFlightCount } }
+        var registrations: Int { tables.reduce(0) { $0 + $1.registrations } }
+        var waitingCount: Int { tables.reduce(0) { $0 + $1.waitingCount } }
 
         /// Whether the test kit waits for registrations (checked inline, so a load nobody waits for
         /// never calls out of line).
@@ -32,7 +87,7 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
         /// `ConditionWaiters` is SPI).
         @usableFromInline
         mutating func resumeRegistrationWaiters() {
-            registrationWaiters.resumeSatisfied(by: machine.registrations)
+            registrationWaiters.resumeSatisfied(by: registrations)
             hasRegistrationWaiters = !registrationWaiters.isEmpty
         }
     }
@@ -40,7 +95,7 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
     public init() {}
 
     /// The number of loads in flight now (one per distinct key).
-    public var inFlightCount: Int { storage.withLock { $0.machine.inFlightCount } }
+    public var inFlightCount: Int { storage.withLock { $0.inFlightCount } }
 
     /// How a joiner is answered: the shared load's outcome, or `nil` when it must start over (the load
     /// turned out to write, or its leader was cancelled before it could succeed).
@@ -53,7 +108,6 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
     /// waiter), all under the lock. `CoalescerStateMachineTests` check that no waiter is ever answered
     /// twice or left behind.
     @usableFromInline typealias Waiting = UnsafeContinuation<Outcome?, Never>
-    @usableFromInline typealias Machine = CoalescerStateMachine<Key, Waiting>
 
     @usableFromInline
     struct Outcome: Sendable {
@@ -71,9 +125,9 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
 
     /// A caller arrives for `key`: it leads a new load, joins the one in flight, or goes alone.
     @inlinable
-    func arrive(_ key: Key) -> Machine.Arrival {
+    func arrive<Key: Hashable & Sendable>(_ key: Key) -> CoalescerStateMachine<Key, Waiting>.Arrival {
         storage.withLock { storage in
-            let arrival = storage.machine.arrive(key)
+            let arrival = storage.table(for: Key.self).machine.arrive(key)
             if case .lead = arrival, storage.hasRegistrationWaiters { storage.resumeRegistrationWaiters() }
             return arrival
         }
@@ -81,9 +135,9 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
 
     /// Joiner `id` waits with `continuation`.
     @inlinable
-    func join(_ continuation: Waiting, id: Int, key: Key) {
+    func join<Key: Hashable & Sendable>(_ continuation: Waiting, id: Int, key: Key) {
         let registration = storage.withLock { storage in
-            let registration = storage.machine.join(continuation, id: id, key: key, isCancelled: Task.isCancelled)
+            let registration = storage.table(for: Key.self).machine.join(continuation, id: id, key: key, isCancelled: Task.isCancelled)
             if storage.hasRegistrationWaiters { storage.resumeRegistrationWaiters() }
             return registration
         }
@@ -97,8 +151,8 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
     /// The leader's load of `flight` ended: hands `outcome()` to every caller that joined it, or tells
     /// them to start over when `outcome()` is `nil`. `outcome` runs only when someone joined.
     @inlinable
-    func finish(key: Key, flight: UInt64, with outcome: () -> Outcome?) {
-        guard let waiters = storage.withLock({ $0.machine.finish(key: key, flight: flight) }) else { return }
+    func finish<Key: Hashable & Sendable>(key: Key, flight: UInt64, with outcome: () -> Outcome?) {
+        guard let waiters = storage.withLock({ $0.table(for: Key.self).machine.finish(key: key, flight: flight) }) else { return }
         let answer = outcome()
         for (_, waiter) in waiters { waiter.resume(returning: answer) }
     }
@@ -106,15 +160,15 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
     /// The shared load of `flight` sent a non-idempotent request: it stays its leader's, and the
     /// callers that joined it start over (each sends its own request).
     @inlinable
-    func markWrite(key: Key, flight: UInt64) {
-        let ejected = storage.withLock { $0.machine.markWrite(key: key, flight: flight) }
+    func markWrite<Key: Hashable & Sendable>(key: Key, flight: UInt64) {
+        let ejected = storage.withLock { $0.table(for: Key.self).machine.markWrite(key: key, flight: flight) }
         for waiter in ejected { waiter.resume(returning: nil) }
     }
 
     /// Releases joiner `id` with `CancellationError`; the load goes on in its leader's task.
     @inlinable
-    func cancel(_ id: Int, key: Key) {
-        storage.withLock { $0.machine.cancel(id, key: key) }?.resume(returning: .cancelled)
+    func cancel<Key: Hashable & Sendable>(_ id: Int, key: Key) {
+        storage.withLock { $0.table(for: Key.self).machine.cancel(id, key: key) }?.resume(returning: .cancelled)
     }
 
     /// Suspends until `count` callers in all have registered with a load in flight; throws
@@ -126,7 +180,7 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
             try await waitCancellably { continuation in
                 storage.withLock { storage in
                     storage.registrationWaiters.wait(
-                        id, until: { $0 >= count }, current: storage.machine.registrations, continuation: continuation)
+                        id, until: { $0 >= count }, current: storage.registrations, continuation: continuation)
                     storage.hasRegistrationWaiters = !storage.registrationWaiters.isEmpty
                 }
             } withdraw: {
@@ -137,8 +191,7 @@ public final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
             }
         } timedOut: { timeout in
             let (registrations, inFlight, waiting) = storage.withLock { storage in
-                (storage.machine.registrations, storage.machine.inFlightCount,
-                 storage.machine.entries.values.reduce(0) { $0 + $1.waiters.count })
+                (storage.registrations, storage.inFlightCount, storage.waitingCount)
             }
             if registrations >= count { return nil }
             return WaitTimeoutError(
