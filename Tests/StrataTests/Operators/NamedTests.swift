@@ -23,11 +23,17 @@ struct NamedTests {
         }
     }
 
-    @Test func theNameTravelsWithTheLoad_notAsATaskLocal() async throws {
+    @Test func theNameTravelsWithARecordedLoad_notAsATaskLocal() async throws {
         let probe = ContextProbe()
-        #expect(try await probe.named("fresh local").load() == 1)
+        #expect(try await probe.named("fresh local").loadServed().value == 1)
         #expect(probe.seen.withLock { $0.passed } == "fresh local")
         #expect(probe.seen.withLock { $0.bound } == "none")
+    }
+
+    @Test func withNobodyRecording_theContextPassesUnchanged() async throws {
+        let probe = ContextProbe()
+        #expect(try await probe.named("fresh local").load() == 1)
+        #expect(probe.seen.withLock { $0.passed } == "none")
     }
 
     @Test func aStoresLoader_reportsTheName() async throws {
@@ -39,8 +45,8 @@ struct NamedTests {
 
     @Test func aLoaderOfYourOwn_seesTheNameThroughTheTask() async throws {
         let sut = ClosureLoader<Void, String>("mine") { LoadRecorder.tierName(default: "unnamed") }
-        #expect(try await sut.named("local").load() == "local")
-        #expect(try await sut.load() == "unnamed")
+        #expect(try await sut.named("local").loadServed().value == "local")
+        #expect(try await sut.loadServed().value == "unnamed")
     }
 
     @Test(arguments: [true, false])

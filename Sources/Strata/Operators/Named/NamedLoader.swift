@@ -18,10 +18,13 @@ public struct NamedLoader<Base: Loader>: Loader {
     }
 
     /// The name goes down with the context (an inner name wins for the tiers beneath it); nothing
-    /// is bound.
+    /// is bound. A name is read only by the recorders around it, so with none the context passes
+    /// unchanged (an observer inside, such as a `logged()` of the tier itself, reports the tiers
+    /// inside it by their own names).
     @inlinable
     public func load(_ input: Input, in context: LoadContext) async throws -> Output {
-        try await base.load(input, in: context.named(name))
+        guard context.isRecording else { return try await base.load(input, in: context) }
+        return try await base.load(input, in: context.named(name))
     }
 }
 
