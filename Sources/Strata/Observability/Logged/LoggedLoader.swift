@@ -33,6 +33,9 @@ public struct LoggedLoader<Base: Loader>: Loader {
     @usableFromInline let redactedName: String
     /// Writes an event's line as it happens, to this operator's logger or the load's; made once.
     @usableFromInline let logEvent: @Sendable (LoadEvent, LoadEnvironment) -> Void
+    /// The same for a load whose logger drops `debug` lines: routine events (a value served, a
+    /// cache write) return before the logger's level is read again.
+    @usableFromInline let logEventAboveDebug: @Sendable (LoadEvent, LoadEnvironment) -> Void
 
     init(base: Base, logger: Logger?, level: Logger.Level, failureLevel: Logger.Level) {
         self.base = base
@@ -42,11 +45,16 @@ public struct LoggedLoader<Base: Loader>: Loader {
         self.name = base.chainSummary
         let redactedName = Redaction.redactingSecrets(in: name)
         self.redactedName = redactedName
-        self.logEvent = { event, environment in
+        let logEvent: @Sendable (LoadEvent, LoadEnvironment) -> Void = { event, environment in
             let eventLevel = Self.level(of: event, level: level)
             // The level is checked before the logger is copied (a copy copies its handler).
             guard (logger?.logLevel ?? environment.logLevel) <= eventLevel else { return }
             Self.log(event, at: eventLevel, redactedLoader: redactedName, logger: logger ?? environment.logger)
+        }
+        self.logEvent = logEvent
+        self.logEventAboveDebug = { event, environment in
+            guard Self.level(of: event, level: level) > .debug else { return }
+            logEvent(event, environment)
         }
     }
 
@@ -74,7 +82,7 @@ public struct LoggedLoader<Base: Loader>: Loader {
         }
         let clock = ContinuousClock()
         let start = clock.now
-        let recorder = context.recorder(onEvent: logEvent)
+        let recorder = context.recorder(onEvent: logLevel > .debug ? logEventAboveDebug : logEvent)
         // Not `loadResult(_:in:)`: one async frame fewer on every logged load.
         let result: Result<Output, any Error>
         do {
