@@ -20,9 +20,11 @@ import Logging
 ///   the outer one for the loaders beneath it only: give one operator its own clock or logger that way.
 /// - Without any, operators use ``live``: `Date()`, `ContinuousClock`, and a logger labelled `strata`.
 /// - The environment travels with each load in its ``LoadContext``, so it reaches every operator
-///   however the chain is nested, every loader of your own (as ``current``), and every child task a
-///   chain starts (a timeout's race, a background revalidation, a coalesced flight, which runs in the
-///   environment of the caller that started it).
+///   however the chain is nested, every loader of your own (as `context.environment`, or as
+///   ``current`` in one that implements only ``Loader/load(_:)``), and every child task a chain
+///   starts (a timeout's race, a background revalidation, a coalesced flight, which runs in the
+///   environment of the caller that started it). Closures given to operators (`map`, `key:`) are
+///   not loaders and do not see it.
 ///   Code outside a chain, such as ``Store/value(for:freshness:)`` or a ``StaleWhileRevalidatingLoader/values(_:)``
 ///   stream, reads it from the surrounding task: wrap the call in `environment.bound { … }`.
 /// - Stores are configured once, at their own initialiser (a `logger:` there), because a store
@@ -79,8 +81,14 @@ public struct LoadEnvironment: Sendable {
     /// The system's clocks and the default logger.
     public static let live = LoadEnvironment()
 
-    /// The environment of the current task: the innermost ``Loader/environment(_:)`` around the
-    /// running load, or ``live``. Code outside a chain sets it with `bound { … }`.
+    /// The environment of the current task, or ``live``.
+    ///
+    /// Inside a loader of your own that implements only ``Loader/load(_:)``, it is the innermost
+    /// ``Loader/environment(_:)`` around it (its context is bound as its task's). Elsewhere it is
+    /// what the task has bound: a loader that implements ``Loader/load(_:in:)`` reads
+    /// `context.environment` instead, and the closures an operator calls (a `map` transform, a
+    /// `key:` closure, a retry policy) run outside the chain's environment. Code outside a chain sets
+    /// it with `bound { … }`.
     public static var current: LoadEnvironment { LoadContext.current.environment }
 
     /// The logger's level, read without copying the logger (a copy copies its handler).

@@ -46,9 +46,13 @@ public struct BundledLoader: Loader {
         self.bundlePath = fileURL.deletingLastPathComponent().path
     }
 
+    public func load(_ input: Void) async throws -> Data {
+        try await load(input, in: .current)
+    }
+
     /// `@concurrent`: reading the file blocks, so it never runs on the caller's actor.
     @concurrent
-    public func load(_ input: Void) async throws -> Data {
+    public func load(_ input: Void, in context: LoadContext) async throws -> Data {
         guard let url else { throw BundledResourceError.notFound(resource: resource, bundle: bundlePath) }
         let data: Data
         do {
@@ -56,7 +60,7 @@ public struct BundledLoader: Loader {
         } catch {
             throw BundledResourceError.unreadable(url: url, underlying: error)
         }
-        LoadRecorder.record(.served(Provenance(origin: .bundled, tier: LoadRecorder.tierName(default: description))))
+        context.record(.served(Provenance(origin: .bundled, tier: context.tierName(default: description))))
         return data
     }
 }

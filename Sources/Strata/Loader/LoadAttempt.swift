@@ -73,12 +73,18 @@ public final class LoadAttempt: Sendable {
     /// Tells the operators around the current load that it is sending a non-idempotent request:
     /// `retry` will not repeat it unless `hasIdempotencyKey` (or the policy opts in), and `coalesced`
     /// will not share it. Call it before sending. Does nothing outside such operators.
+    ///
+    /// For a loader that implements only ``Loader/load(_:)``, whose context is bound as its task's. A
+    /// loader that implements ``Loader/load(_:in:)`` calls
+    /// ``noteNonIdempotentRequest(hasIdempotencyKey:in:)`` with the context it was given.
     public static func noteNonIdempotentRequest(hasIdempotencyKey: Bool) {
         noteNonIdempotentRequest(hasIdempotencyKey: hasIdempotencyKey, in: .current)
     }
 
-    /// ``noteNonIdempotentRequest(hasIdempotencyKey:)`` for a loader given its context.
-    static func noteNonIdempotentRequest(hasIdempotencyKey: Bool, in context: LoadContext) {
+    /// Tells the operators around the load that `context` belongs to that it is sending a
+    /// non-idempotent request (see ``noteNonIdempotentRequest(hasIdempotencyKey:)``): what a loader
+    /// that implements ``Loader/load(_:in:)`` calls before it sends a write.
+    public static func noteNonIdempotentRequest(hasIdempotencyKey: Bool, in context: LoadContext) {
         current?.note(hasKey: hasIdempotencyKey)
         context.noteWrite()
     }

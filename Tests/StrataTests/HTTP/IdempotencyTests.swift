@@ -133,6 +133,34 @@ struct IdempotencyTests {
         #expect(results == [1, 2], "each caller's write was sent")
     }
 
+    /// A writer that takes its context (``Loader/load(_:in:)``) reports its write with it: the flight
+    /// hears of it although nothing is bound as the task's.
+    struct ContextWriter: Loader {
+        let gate: WriteScriptClient
+        let sends: Locked<Int>
+        let url: URL
+        func load(_ input: Int) async throws -> Int { try await load(input, in: .current) }
+        func load(_ input: Int, in context: LoadContext) async throws -> Int {
+            _ = try await gate.send(HTTPRequest(method: .get, url: url), body: nil, options: HTTPRequestOptions())
+            LoadAttempt.noteNonIdempotentRequest(hasIdempotencyKey: false, in: context)
+            return sends.withLock { $0 += 1; return $0 }
+        }
+    }
+
+    @Test func aWriterThatTakesItsContext_isNotSharedEither() async throws {
+        let gate = WriteScriptClient([.hold])
+        let sends = Locked(0)
+        let sut = ContextWriter(gate: gate, sends: sends, url: url).coalesced()
+        let first = Task { try await sut.load(1) }
+        await gate.waitForRequests(count: 1)
+        let second = Task { try await sut.load(1) }
+        try await sut.waitForWaiters(count: 2)
+        gate.script([.success(created)])
+        gate.releaseAll(with: .success(created))
+        let results = try await Set([first.value, second.value])
+        #expect(results == [1, 2], "each caller's write was sent")
+    }
+
     @Test func readsAreStillShared() async throws {
         let client = WriteScriptClient([.hold])
         let sut = HTTPLoader<Int>.get(transport: client) { _ in url }.coalesced()

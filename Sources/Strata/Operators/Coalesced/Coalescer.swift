@@ -24,9 +24,11 @@ public final class Coalescer<Value: Sendable>: Sendable {
     /// The flights of one key type. A class, so a machine found in ``Storage`` is changed in place.
     @usableFromInline
     final class Table<Key: Hashable & Sendable>: AnyTable, @unchecked Sendable {
-        // @unchecked: `machine` is mutable; it is read and written only inside `storage.withLock`
-        // (every use goes through `Storage.table(for:)`, reachable only from a `withLock` body), so
-        // no two threads touch it at once.
+        // @unchecked: `machine` is mutable. Tables are held only by `Storage`, which exists only
+        // inside the coalescer's `storage` and is read and changed only inside its `withLock`
+        // (`table(for:)`, and `inFlightCount`, `registrations`, `waitingCount` through `tables`);
+        // nothing copies a `Storage` or a `Table` out of a `withLock` body, so no two threads touch
+        // a machine at once.
         @usableFromInline var machine = CoalescerStateMachine<Key, Waiting>()
 
         @usableFromInline override init() {}

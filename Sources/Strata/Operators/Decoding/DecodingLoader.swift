@@ -8,12 +8,12 @@ public struct DecodingLoader<Base: Loader, Value: Decodable & Sendable>: Loader 
     public let base: Base
     let makeDecoder: @Sendable () -> JSONDecoder
 
-    /// `@concurrent`: decoding a large body is CPU work that must not hold the caller's actor (the
-    /// main actor, in an app), so the load runs on the global executor.
     public func load(_ input: Input) async throws -> Value {
         try await load(input, in: .current)
     }
 
+    /// `@concurrent`: decoding a large body is CPU work that must not hold the caller's actor (the
+    /// main actor, in an app), so the load runs on the global executor.
     @concurrent
     public func load(_ input: Input, in context: LoadContext) async throws -> Value {
         let body = try await base.load(input, in: context)

@@ -14,7 +14,7 @@ public struct ServingStaleOnErrorLoader<Base: Loader, S: Store>: Loader where S.
 
     public let base: Base
     public let store: S
-    /// The oldest cached copy served after a failure; `nil` (the default) serves a copy of any age.
+    /// Which cached copy may be served after a failure; `.any` (the default) serves a copy of any age.
     public let freshness: FreshnessPolicy
     let key: @Sendable (Input) -> S.Key
 
