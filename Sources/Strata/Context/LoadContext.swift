@@ -45,17 +45,13 @@ public struct LoadContext: Sendable {
 
     /// The one task-local behind ``current``, ``LoadEnvironment/current`` and the static
     /// ``LoadRecorder`` calls.
-    @TaskLocal static var taskValue = LoadContext()
+    @usableFromInline @TaskLocal static var taskValue = LoadContext()
 
     /// The context of the current task: the one bound around a loader that does not take it as an
     /// argument, or around a child task a chain started; outside any chain, the live environment and
     /// no recorder. An operator's ``Loader/load(_:)`` starts its chain from here.
-    public static var current: LoadContext {
-        @inlinable get { currentBound }
-    }
-
-    @usableFromInline
-    static var currentBound: LoadContext { taskValue }
+    @inlinable
+    public static var current: LoadContext { taskValue }
 
     /// Whether anyone records this load: lets a loader skip building events nobody reads.
     @inlinable
@@ -127,7 +123,7 @@ public struct LoadContext: Sendable {
     public func bound<R: Sendable>(
         isolation: isolated (any Actor)? = #isolation, _ body: sending () async throws -> R
     ) async rethrows -> R {
-        if isSame(as: Self.currentBound) { return try await body() }
+        if isSame(as: Self.taskValue) { return try await body() }
         return try await Self.bindAlways(self, body)
     }
 

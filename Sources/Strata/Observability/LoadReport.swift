@@ -126,20 +126,14 @@ func observeLoad<Base: Loader, C: Clock>(
 ) async -> (result: Result<Base.Output, any Error>, report: LoadReport) where C.Duration == Duration {
     let start = clock.now
     let recorder = context.recorder(onEvent: onEvent)
-    let result = await base.loadResult(input, in: context.recording(into: recorder))
-    return (result, LoadReport(loader: loader, result: result, duration: start.duration(to: clock.now), events: recorder.events))
-}
-
-extension Loader {
-    /// The load's value or error, as a `Result`.
-    @inlinable
-    func loadResult(_ input: Input, in context: LoadContext) async -> Result<Output, any Error> {
-        do {
-            return .success(try await load(input, in: context))
-        } catch {
-            return .failure(error)
-        }
+    // In this frame, not a helper's: an async call of its own costs a frame on every observed load.
+    let result: Result<Base.Output, any Error>
+    do {
+        result = .success(try await base.load(input, in: context.recording(into: recorder)))
+    } catch {
+        result = .failure(error)
     }
+    return (result, LoadReport(loader: loader, result: result, duration: start.duration(to: clock.now), events: recorder.events))
 }
 
 extension LoadReport {

@@ -41,7 +41,10 @@ public final class Coalescer<Value: Sendable>: Sendable {
     /// A ``Table`` of some key type, as ``Storage`` keeps it.
     @usableFromInline
     class AnyTable: @unchecked Sendable {
-        // @unchecked: no state of its own; its one subclass, `Table`, states why it is safe.
+        // @unchecked: the compiler checks `Sendable` only for final classes. `AnyTable` declares no
+        // stored property, so it has no state to share; it is internal, so its only subclass is
+        // `Table`, whose proof is above. A checked design (tables as structs in existentials) would
+        // pay a dynamic cast and a copy of the machine on every load.
         @usableFromInline init() {}
         var inFlightCount: Int { 0 }
         var registrations: Int { 0 }
