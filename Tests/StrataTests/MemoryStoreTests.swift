@@ -115,12 +115,12 @@ struct MemoryStoreTests {
         #expect(sut.totalCost == 7)
     }
 
-    @Test func entryFor_readsSynchronouslyLikeRetrieve() async throws {
+    @Test func immediateEntry_readsSynchronouslyLikeRetrieve() async throws {
         let sut = MemoryStore<String, Int>(countLimit: 2)
         try await sut.insert(1, for: "a", storedAt: referenceDate)
         try await sut.insert(2, for: "b", storedAt: referenceDate)
-        #expect(sut.entry(for: "a")?.value == 1)
-        #expect(sut.entry(for: "zzz") == nil)
+        #expect(sut.immediateEntry(for: "a")?.value == 1)
+        #expect(sut.immediateEntry(for: "zzz") == nil)
         try await sut.insert(3, for: "c", storedAt: referenceDate)  // "a" was read: "b" goes
         #expect(sut.keys == ["a", "c"])
     }

@@ -134,6 +134,28 @@ public struct LoadContext: Sendable {
         try await $taskValue.binding(context, body)
     }
 
+    /// Runs `attempt` — an immediate answer (``Loader/loadImmediately(_:in:)``) — so that an attempt
+    /// answering `nil` leaves no trace: its events are held back and reach this context's recorders
+    /// only with a value. With nobody recording, `attempt` runs in this context as it is.
+    @inlinable
+    public func attemptingImmediately<Output>(_ attempt: (LoadContext) -> Output?) -> Output? {
+        guard isRecording else { return attempt(self) }
+        let held = LoadRecorder(parent: nil, environment: environment)
+        guard let value = attempt(recording(into: held)) else { return nil }
+        replay(held.events)
+        return value
+    }
+
+    /// Delivers `events`, held back during an immediate attempt, to `onEvent` (an observer's own
+    /// callback, called as if they had happened now) and to every recorder of this context.
+    @usableFromInline
+    func replay(_ events: [LoadEvent], onEvent: (@Sendable (LoadEvent, LoadEnvironment) -> Void)? = nil) {
+        for event in events {
+            onEvent?(event, environment)
+            recorder?.deliver(event)
+        }
+    }
+
     /// Runs the synchronous `body` with this context as the task's.
     public func bound<R>(_ body: () throws -> R) rethrows -> R {
         try Self.$taskValue.withValue(self, operation: body)

@@ -48,7 +48,21 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
 
     @inlinable
     public func load(_ input: Input) async throws -> S.Value {
-        try await load(input, in: .current)
+        try await loadTryingImmediately(input)
+    }
+
+    /// The store's entry when it can be read without suspending (``Store/immediateEntry(for:)``, a
+    /// ``MemoryStore``) and the policy accepts it, recorded as ``serve(_:key:in:)`` records a hit;
+    /// `nil` otherwise, with nothing recorded (the load then reads, judges and reports it).
+    @inlinable
+    public func loadImmediately(_ input: Input, in context: LoadContext) -> S.Value? {
+        let key = key(input)
+        guard let cached = store.immediateEntry(for: key) else { return nil }
+        if policy.acceptsAnyAge, !context.isRecording { return cached.value }
+        let now = context.environment.now()
+        guard policy.acceptsAnyAge || policy.isFresh(storedAt: cached.storedAt, now: now) else { return nil }
+        record(cached, now: now, in: context)
+        return cached.value
     }
 
     /// A hit the policy accepts without the clock (``FreshnessPolicy/any``), with nobody recording,
@@ -87,16 +101,21 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
     @inlinable
     func serve(_ cached: Cached<S.Value>, key: S.Key, in context: LoadContext) throws -> S.Value {
         let now = context.environment.now()
-        let age = Duration.between(cached.storedAt, now)
         if !policy.acceptsAnyAge, !policy.isFresh(storedAt: cached.storedAt, now: now) {
             throw CacheLoadError.expired(
                 store: store.storeDescription, key: "\(key)", storedAt: cached.storedAt,
-                age: age, policy: policy.description)
+                age: Duration.between(cached.storedAt, now), policy: policy.description)
         }
+        record(cached, now: now, in: context)
+        return cached.value
+    }
+
+    /// Records that `cached` served the load, aged at `now`.
+    @inlinable
+    func record(_ cached: Cached<S.Value>, now: Date, in context: LoadContext) {
         context.record(.served(Provenance(
             origin: store.origin, tier: context.tierName(default: description), storedAt: cached.storedAt,
-            age: max(.zero, age))))
-        return cached.value
+            age: max(.zero, Duration.between(cached.storedAt, now)))))
     }
 }
 

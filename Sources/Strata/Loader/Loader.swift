@@ -38,6 +38,22 @@ public protocol Loader<Input, Output>: Sendable {
     /// pass the context to the loaders they wrap, and start from ``LoadContext/current`` in
     /// ``load(_:)``: a load through a chain of them binds no task-local value for its context.
     nonisolated(nonsending) func load(_ input: Input, in context: LoadContext) async throws -> Output
+
+    /// The output a load of `input` would produce at once, without suspending: a value a memory
+    /// tier holds and the chain's policy accepts; `nil` when the load has to run (a miss, an entry
+    /// too old, I/O, a step that cannot answer synchronously).
+    ///
+    /// The hit path of a chain. An operator's ``load(_:)`` asks it first and runs the asynchronous
+    /// load only when it answers `nil`, so a hit through a chain of Strata's operators is a chain of
+    /// plain calls, and a view model can draw a cached value in its first frame (on the main actor,
+    /// without a hop). An answer is the answer ``load(_:in:)`` would give: operators that only pass
+    /// a value through (`named`, `map`, `environment`, `fallingBack` whose primary answers, the
+    /// observers) forward it and record it as a load; operators whose work suspends (retries,
+    /// timeouts, a remote, a write-through) answer `nil`. `nil` leaves no trace: nothing is logged,
+    /// counted or written for an attempt that answers `nil`.
+    ///
+    /// The default answers `nil`: a loader of your own implements only ``load(_:)``.
+    func loadImmediately(_ input: Input, in context: LoadContext) -> Output?
 }
 
 extension Loader {
@@ -45,6 +61,36 @@ extension Loader {
     @inlinable
     public nonisolated(nonsending) func load(_ input: Input, in context: LoadContext) async throws -> Output {
         try await context.bound { try await load(input) }
+    }
+}
+
+extension Loader {
+    /// No answer without suspending: the load has to run.
+    @inlinable
+    public func loadImmediately(_ input: Input, in context: LoadContext) -> Output? {
+        nil
+    }
+
+    /// The value a load of `input` would produce at once, in the current task's context, or `nil`
+    /// when it has to run (see ``loadImmediately(_:in:)``).
+    ///
+    /// ```swift
+    /// // First frame: the cached feed if the memory tier holds a fresh one, then the real load.
+    /// items = feed.loadImmediately(()) ?? []
+    /// items = try await feed.load()
+    /// ```
+    @inlinable
+    public func loadImmediately(_ input: Input) -> Output? {
+        LoadContext.current.attemptingImmediately { loadImmediately(input, in: $0) }
+    }
+
+    /// A load in the current task's context that returns at once when ``loadImmediately(_:in:)``
+    /// answers and runs ``load(_:in:)`` otherwise: the body of an operator's ``load(_:)``.
+    @inlinable @inline(__always)
+    public nonisolated(nonsending) func loadTryingImmediately(_ input: Input) async throws -> Output {
+        let context = LoadContext.current
+        if let value = context.attemptingImmediately({ loadImmediately(input, in: $0) }) { return value }
+        return try await load(input, in: context)
     }
 }
 

@@ -14,7 +14,7 @@ import Foundation
 ///
 /// ```swift
 /// let memory = MemoryStore<String, [FeedItem]>(countLimit: 100, costLimit: 10_000) { $0.count }
-/// if let hit = memory.entry(for: "feed") { show(hit.value) }   // synchronous, no suspension
+/// if let hit = memory.immediateEntry(for: "feed") { show(hit.value) }   // synchronous, no suspension
 /// ```
 public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Store, Sendable {
     /// The maximum number of entries; `nil` for no limit.
@@ -46,9 +46,9 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Store
     }
 
     /// The entry for `key`, read synchronously (the same lookup ``retrieve(_:)`` does, without an
-    /// `async` call): for a view that wants to draw a cached value in the same frame.
+    /// `async` call): what a chain's hit path (``Loader/loadImmediately(_:in:)``) reads.
     @inlinable
-    public func entry(for key: Key) -> Cached<Value>? {
+    public func immediateEntry(for key: Key) -> Cached<Value>? {
         state.withLock { $0.lookup(key) }
     }
 

@@ -30,6 +30,14 @@ public protocol Store<Key, Value>: Sendable {
 
     /// The entry stored for `key`, or `nil` when there is none (or it was unreadable).
     nonisolated(nonsending) func retrieve(_ key: Key) async throws -> Cached<Value>?
+    /// The entry for `key` when the store can read it without suspending or blocking (it is held in
+    /// memory); `nil` when there is none or reading it would take I/O.
+    ///
+    /// The hit path of a chain (``Loader/loadImmediately(_:in:)``) reads a store through this. The
+    /// default answers `nil`: only a store that holds its entries in memory, such as ``MemoryStore``,
+    /// implements it. It must agree with ``retrieve(_:)``: an entry it returns is the one `retrieve`
+    /// would return at that moment.
+    func immediateEntry(for key: Key) -> Cached<Value>?
     /// Stores `entry` under `key`, replacing any previous entry.
     nonisolated(nonsending) func insert(_ entry: Cached<Value>, for key: Key) async throws
     /// Removes the entry for `key`; succeeds when there is none.
@@ -56,6 +64,12 @@ public protocol Store<Key, Value>: Sendable {
 }
 
 extension Store {
+    /// Reading takes I/O: the hit path asks ``retrieve(_:)``.
+    @inlinable
+    public func immediateEntry(for key: Key) -> Cached<Value>? {
+        nil
+    }
+
     /// Stores `value` under `key`, stamped with `storedAt`.
     public func insert(_ value: Value, for key: Key, storedAt: Date, validators: CacheValidators = .none) async throws {
         try await insert(Cached(value: value, storedAt: storedAt, validators: validators), for: key)

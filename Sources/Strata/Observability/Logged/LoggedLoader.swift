@@ -60,7 +60,7 @@ public struct LoggedLoader<Base: Loader>: Loader {
 
     @inlinable
     public func load(_ input: Input) async throws -> Output {
-        try await load(input, in: .current)
+        try await loadTryingImmediately(input)
     }
 
     @inlinable
@@ -70,6 +70,32 @@ public struct LoggedLoader<Base: Loader>: Loader {
         let logLevel = logger?.logLevel ?? context.environment.logLevel
         guard logLevel <= max(level, failureLevel, .warning) else { return try await base.load(input, in: context) }
         return try await loadLogged(input, logLevel: logLevel, in: context)
+    }
+
+    /// The base's immediate answer, logged as a load its first tier served (an immediate answer
+    /// never leaves its first tier): at `debug`, so with the logger above `debug` it is the base's
+    /// answer and nothing else.
+    @inlinable
+    public func loadImmediately(_ input: Input, in context: LoadContext) -> Output? {
+        let logLevel = logger?.logLevel ?? context.environment.logLevel
+        guard logLevel <= .debug else { return base.loadImmediately(input, in: context) }
+        return loadLoggedImmediately(input, in: context)
+    }
+
+    /// Like `observeImmediately`, with the "load started" line written before the events it held.
+    @usableFromInline
+    func loadLoggedImmediately(_ input: Input, in context: LoadContext) -> Output? {
+        let clock = ContinuousClock()
+        let start = clock.now
+        let held = LoadRecorder(parent: nil, environment: context.environment)
+        guard let value = base.loadImmediately(input, in: context.recording(into: held)) else { return nil }
+        let logger = logger ?? context.environment.logger
+        logger.debug("load started", metadata: ["loader": "\(redactedName)"])
+        let events = held.events
+        context.replay(events, onEvent: logEvent)
+        let result: Result<Output, any Error> = .success(value)
+        log(LoadReport(loader: name, result: result, duration: start.duration(to: clock.now), events: events), to: logger)
+        return value
     }
 
     @inlinable
@@ -95,7 +121,13 @@ public struct LoggedLoader<Base: Loader>: Loader {
             return value
         }
         let logger = logger ?? context.environment.logger
-        let report = LoadReport(loader: name, result: result, duration: start.duration(to: clock.now), events: recorder.events)
+        log(LoadReport(loader: name, result: result, duration: start.duration(to: clock.now), events: recorder.events), to: logger)
+        return try result.get()
+    }
+
+    /// Writes the line that says how the load `report` describes ended.
+    @usableFromInline
+    func log(_ report: LoadReport, to logger: Logger) {
         // The line's metadata (redacted names, formatted ages) is built only when its level is
         // enabled: redaction is not free, and a line below the logger's level would drop it anyway.
         func metadata(capacity: Int = 2) -> Logger.Metadata {
@@ -126,7 +158,6 @@ public struct LoggedLoader<Base: Loader>: Loader {
         case .cancelled:
             logger.debug("load cancelled", metadata: metadata())
         }
-        return try result.get()
     }
 
     /// The level of `event`'s line: routine steps at `debug`, the chain moving on at `level`,

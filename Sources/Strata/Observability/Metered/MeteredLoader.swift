@@ -43,13 +43,26 @@ public struct MeteredLoader<Base: Loader>: Loader {
 
     @inlinable
     public func load(_ input: Input) async throws -> Output {
-        try await load(input, in: .current)
+        try await loadTryingImmediately(input)
     }
 
     @inlinable
     public func load(_ input: Input, in context: LoadContext) async throws -> Output {
         if isNoOp { return try await base.load(input, in: context) }
         return try await loadMetered(input, in: context)
+    }
+
+    @inlinable
+    public func loadImmediately(_ input: Input, in context: LoadContext) -> Output? {
+        if isNoOp { return base.loadImmediately(input, in: context) }
+        return loadMeteredImmediately(input, in: context)
+    }
+
+    @usableFromInline
+    func loadMeteredImmediately(_ input: Input, in context: LoadContext) -> Output? {
+        guard let (value, report) = observeImmediately(base, input, in: context, loader: summary) else { return nil }
+        metrics.record(report)
+        return value
     }
 
     @usableFromInline

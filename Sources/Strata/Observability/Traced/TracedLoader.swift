@@ -38,13 +38,36 @@ public struct TracedLoader<Base: Loader>: Loader {
 
     @inlinable
     public func load(_ input: Input) async throws -> Output {
-        try await load(input, in: .current)
+        try await loadTryingImmediately(input)
     }
 
     @inlinable
     public func load(_ input: Input, in context: LoadContext) async throws -> Output {
         if isNoOp { return try await base.load(input, in: context) }
         return try await traceLoad(input, in: context)
+    }
+
+    /// The base's immediate answer, wrapped in a span that starts when the attempt started: the
+    /// span is made only once there is a value, so an attempt that answers `nil` leaves no span
+    /// behind (the load that follows makes its own). Spans the chain makes inside an immediate
+    /// answer are therefore siblings of this one, not its children.
+    @inlinable
+    public func loadImmediately(_ input: Input, in context: LoadContext) -> Output? {
+        if isNoOp { return base.loadImmediately(input, in: context) }
+        return traceImmediately(input, in: context)
+    }
+
+    @usableFromInline
+    func traceImmediately(_ input: Input, in context: LoadContext) -> Output? {
+        let start = DefaultTracerClock.now
+        guard let (value, report) = observeImmediately(base, input, in: context, loader: name) else { return nil }
+        let span = tracer.startSpan(operationName, context: InstrumentationContext.current ?? .topLevel, ofKind: .internal, at: start)
+        defer { span.end() }
+        guard span.isRecording else { return value }
+        span.attributes["strata.loader"] = redactedName
+        for event in report.events { Self.addEvent(event, to: span) }
+        Self.annotate(span, with: report)
+        return value
     }
 
     @usableFromInline
@@ -63,9 +86,20 @@ public struct TracedLoader<Base: Loader>: Loader {
         span.attributes["strata.loader"] = redactedName
         let (result, report) = await InstrumentationContext.$current.binding(span.context) {
             await observeLoad(base, input, in: context, loader: name, clock: ContinuousClock()) { event, _ in
-                span.addEvent(SpanEvent(name: event.kind, attributes: ["strata.event": .string(Redaction.redactingSecrets(in: event.description))]))
+                Self.addEvent(event, to: span)
             }
         }
+        Self.annotate(span, with: report)
+        return try result.get()
+    }
+
+    /// Adds `event` to `span`, its description redacted.
+    static func addEvent(_ event: LoadEvent, to span: some Span) {
+        span.addEvent(SpanEvent(name: event.kind, attributes: ["strata.event": .string(Redaction.redactingSecrets(in: event.description))]))
+    }
+
+    /// Sets the attributes and status of the span of the load `report` describes.
+    static func annotate(_ span: some Span, with report: LoadReport) {
         span.attributes["strata.outcome"] = report.outcomeName
         span.attributes["strata.retries"] = report.retryCount
         switch report.outcome {
@@ -81,7 +115,6 @@ public struct TracedLoader<Base: Loader>: Loader {
         case .cancelled:
             break
         }
-        return try result.get()
     }
 }
 

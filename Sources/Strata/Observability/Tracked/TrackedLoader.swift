@@ -28,13 +28,20 @@ public struct TrackedLoader<Base: Loader, Tracker: LoadTracker>: Loader {
     /// Loads through the base and hands the tracker the report with its strings redacted
     /// (``Redaction``); errors in it are the original values.
     public func load(_ input: Input) async throws -> Output {
-        try await load(input, in: .current)
+        try await loadTryingImmediately(input)
     }
 
     public func load(_ input: Input, in context: LoadContext) async throws -> Output {
         let (result, report) = await observeLoad(base, input, in: context, loader: summary, clock: ContinuousClock())
         tracker.track(report.redactingStrings())
         return try result.get()
+    }
+
+    /// The base's immediate answer, reported to the tracker as a load.
+    public func loadImmediately(_ input: Input, in context: LoadContext) -> Output? {
+        guard let (value, report) = observeImmediately(base, input, in: context, loader: summary) else { return nil }
+        tracker.track(report.redactingStrings())
+        return value
     }
 }
 

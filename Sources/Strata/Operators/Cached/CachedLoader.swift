@@ -14,7 +14,19 @@ public struct CachedLoader<Remote: Loader, S: Store>: Loader where S.Value == Re
     let key: @Sendable (Input) -> S.Key
 
     public func load(_ input: Input) async throws -> Output {
-        try await load(input, in: .current)
+        try await loadTryingImmediately(input)
+    }
+
+    /// Under `cacheFirst` and `cacheOnly`, the store's entry when it can be read at once and the
+    /// freshness policy accepts it; `nil` under the policies that ask the network first.
+    public func loadImmediately(_ input: Input, in context: LoadContext) -> Output? {
+        switch policy {
+        case .cacheFirst(let freshness), .cacheOnly(let freshness):
+            let key = key(input)
+            return StoreLoader<S, Input>(store: store, policy: freshness, key: { _ in key }).loadImmediately(input, in: context)
+        case .networkFirst, .networkOnly:
+            return nil
+        }
     }
 
     public func load(_ input: Input, in context: LoadContext) async throws -> Output {

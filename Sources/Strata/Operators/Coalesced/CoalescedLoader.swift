@@ -19,6 +19,8 @@
 /// - The load runs at its leader's priority: a caller of higher priority that joins does not raise it
 ///   (it waits on a continuation). Where a high-priority caller must not wait behind a background
 ///   prefetch, give them different coalescers.
+/// - A value the base answers at once (``Loader/loadImmediately(_:in:)``: a fresh memory hit) is
+///   served without a flight: there is nothing to share.
 /// - Nothing is remembered after a load ends: the next call starts a new load (put a cache in front
 ///   to keep values).
 /// - The load runs with its leader's ``LoadContext`` (its ``LoadEnvironment``, its recorders) and
@@ -56,7 +58,15 @@ public struct CoalescedLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
 
     @inlinable
     public func load(_ input: Input) async throws -> Output {
-        try await load(input, in: .current)
+        try await loadTryingImmediately(input)
+    }
+
+    /// The base's immediate answer, outside any flight; `nil` in a cancelled task (whose load
+    /// throws `CancellationError` before it joins anything).
+    @inlinable
+    public func loadImmediately(_ input: Input, in context: LoadContext) -> Output? {
+        guard !Task.isCancelled else { return nil }
+        return base.loadImmediately(input, in: context)
     }
 
     @inlinable

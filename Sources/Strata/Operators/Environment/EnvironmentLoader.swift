@@ -19,7 +19,7 @@ public struct EnvironmentLoader<Base: Loader>: Loader {
     /// paying a metadata lookup per generic type per load).
     @inlinable
     public func load(_ input: Input) async throws -> Output {
-        try await load(input, in: .current)
+        try await loadTryingImmediately(input)
     }
 
     @inlinable
@@ -27,6 +27,13 @@ public struct EnvironmentLoader<Base: Loader>: Loader {
         var environment = context.environment
         adjust(&environment)
         return try await base.load(input, in: context.with(environment))
+    }
+
+    @inlinable
+    public func loadImmediately(_ input: Input, in context: LoadContext) -> Output? {
+        var environment = context.environment
+        adjust(&environment)
+        return base.loadImmediately(input, in: context.with(environment))
     }
 }
 

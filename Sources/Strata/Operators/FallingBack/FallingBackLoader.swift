@@ -18,7 +18,7 @@ where Primary.Input == Fallback.Input, Primary.Output == Fallback.Output {
 
     @inlinable
     public func load(_ input: Input) async throws -> Output {
-        try await load(input, in: .current)
+        try await loadTryingImmediately(input)
     }
 
     @inlinable
@@ -28,6 +28,14 @@ where Primary.Input == Fallback.Input, Primary.Output == Fallback.Output {
         } catch {
             return try await loadFallback(input, primaryError: error, in: context)
         }
+    }
+
+    /// The primary's immediate answer: a value the primary holds at once is the value this loader
+    /// serves. When the primary cannot answer at once the load runs (the fallback is consulted only
+    /// after the primary failed, and it can fail only by running).
+    @inlinable
+    public func loadImmediately(_ input: Input, in context: LoadContext) -> Output? {
+        primary.loadImmediately(input, in: context)
     }
 
     @usableFromInline

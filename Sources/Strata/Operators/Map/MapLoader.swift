@@ -13,12 +13,20 @@ public struct MapLoader<Base: Loader, Output: Sendable>: Loader {
 
     @inlinable
     public func load(_ input: Input) async throws -> Output {
-        try await load(input, in: .current)
+        try await loadTryingImmediately(input)
     }
 
     @inlinable
     public func load(_ input: Input, in context: LoadContext) async throws -> Output {
         try transform(try await base.load(input, in: context))
+    }
+
+    /// The base's immediate answer, transformed; `nil` when `transform` throws on it (the load then
+    /// runs, and calls `transform` again on what it loads).
+    @inlinable
+    public func loadImmediately(_ input: Input, in context: LoadContext) -> Output? {
+        guard let value = base.loadImmediately(input, in: context) else { return nil }
+        return try? transform(value)
     }
 }
 
@@ -44,12 +52,20 @@ public struct MapInputLoader<Base: Loader, Input: Sendable>: Loader {
 
     @inlinable
     public func load(_ input: Input) async throws -> Output {
-        try await load(input, in: .current)
+        try await loadTryingImmediately(input)
     }
 
     @inlinable
     public func load(_ input: Input, in context: LoadContext) async throws -> Output {
         try await base.load(try transform(input), in: context)
+    }
+
+    /// The base's immediate answer for the transformed input; `nil` when `transform` throws (the
+    /// load then runs and fails with its error).
+    @inlinable
+    public func loadImmediately(_ input: Input, in context: LoadContext) -> Output? {
+        guard let baseInput = try? transform(input) else { return nil }
+        return base.loadImmediately(baseInput, in: context)
     }
 }
 
@@ -73,7 +89,7 @@ public struct MapErrorLoader<Base: Loader>: Loader {
 
     @inlinable
     public func load(_ input: Input) async throws -> Output {
-        try await load(input, in: .current)
+        try await loadTryingImmediately(input)
     }
 
     @inlinable
@@ -84,6 +100,12 @@ public struct MapErrorLoader<Base: Loader>: Loader {
             try rethrowIfCancelled(error)
             throw transform(error)
         }
+    }
+
+    /// The base's immediate answer: a value has no error to replace.
+    @inlinable
+    public func loadImmediately(_ input: Input, in context: LoadContext) -> Output? {
+        base.loadImmediately(input, in: context)
     }
 }
 

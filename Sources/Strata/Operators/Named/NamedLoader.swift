@@ -14,7 +14,7 @@ public struct NamedLoader<Base: Loader>: Loader {
 
     @inlinable
     public func load(_ input: Input) async throws -> Output {
-        try await load(input, in: .current)
+        try await loadTryingImmediately(input)
     }
 
     /// The name goes down with the context (an inner name wins for the tiers beneath it); nothing
@@ -25,6 +25,12 @@ public struct NamedLoader<Base: Loader>: Loader {
     public func load(_ input: Input, in context: LoadContext) async throws -> Output {
         guard context.isRecording else { return try await base.load(input, in: context) }
         return try await base.load(input, in: context.named(name))
+    }
+
+    @inlinable
+    public func loadImmediately(_ input: Input, in context: LoadContext) -> Output? {
+        guard context.isRecording else { return base.loadImmediately(input, in: context) }
+        return base.loadImmediately(input, in: context.named(name))
     }
 }
 

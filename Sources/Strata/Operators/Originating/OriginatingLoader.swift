@@ -10,11 +10,17 @@ public struct OriginatingLoader<Base: Loader>: Loader {
     public let origin: Origin
 
     public func load(_ input: Input) async throws -> Output {
-        try await load(input, in: .current)
+        try await loadTryingImmediately(input)
     }
 
     public func load(_ input: Input, in context: LoadContext) async throws -> Output {
         let value = try await base.load(input, in: context)
+        context.record(.served(Provenance(origin: origin, tier: context.tierName(default: base.chainSummary), age: .zero)))
+        return value
+    }
+
+    public func loadImmediately(_ input: Input, in context: LoadContext) -> Output? {
+        guard let value = base.loadImmediately(input, in: context) else { return nil }
         context.record(.served(Provenance(origin: origin, tier: context.tierName(default: base.chainSummary), age: .zero)))
         return value
     }
