@@ -45,13 +45,19 @@ public struct LoadContext: Sendable {
 
     /// The one task-local behind ``current``, ``LoadEnvironment/current`` and the static
     /// ``LoadRecorder`` calls.
-    @usableFromInline @TaskLocal static var taskValue = LoadContext()
+    ///
+    /// Optional, `nil` until a context is bound: reading it where nothing was bound (the outermost
+    /// operator of most loads) copies no context out of the task-local's default.
+    @usableFromInline @TaskLocal static var taskValue: LoadContext?
+
+    /// The context outside any chain: the live environment, no recorder.
+    @usableFromInline static let outside = LoadContext()
 
     /// The context of the current task: the one bound around a loader that does not take it as an
     /// argument, or around a child task a chain started; outside any chain, the live environment and
     /// no recorder. An operator's ``Loader/load(_:)`` starts its chain from here.
     @inlinable
-    public static var current: LoadContext { taskValue }
+    public static var current: LoadContext { taskValue ?? outside }
 
     /// Whether anyone records this load: lets a loader skip building events nobody reads.
     @inlinable
@@ -123,7 +129,7 @@ public struct LoadContext: Sendable {
     public func bound<R: Sendable>(
         isolation: isolated (any Actor)? = #isolation, _ body: sending () async throws -> R
     ) async rethrows -> R {
-        if isSame(as: Self.taskValue) { return try await body() }
+        if isSame(as: Self.current) { return try await body() }
         return try await Self.bindAlways(self, body)
     }
 

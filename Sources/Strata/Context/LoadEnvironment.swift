@@ -58,11 +58,14 @@ public struct LoadEnvironment: Sendable {
         let now: @Sendable () -> Date
         let clock: any Clock<Duration>
         let logger: Logger
+        /// The logger's level when it cannot change (``Logging/Logger/fixedLevel``).
+        let fixedLevel: Logger.Level?
 
         init(now: @escaping @Sendable () -> Date, clock: any Clock<Duration>, logger: Logger) {
             self.now = now
             self.clock = clock
             self.logger = logger
+            self.fixedLevel = logger.fixedLevel
         }
     }
 
@@ -93,7 +96,7 @@ public struct LoadEnvironment: Sendable {
 
     /// The logger's level, read without copying the logger (a copy copies its handler).
     @usableFromInline
-    var logLevel: Logger.Level { storage.logger.logLevel }
+    var logLevel: Logger.Level { storage.fixedLevel ?? storage.logger.logLevel }
 
     /// Whether `other` is this environment (the same fields, set together).
     func isSame(as other: LoadEnvironment) -> Bool { storage === other.storage }
@@ -114,5 +117,20 @@ public struct LoadEnvironment: Sendable {
     /// Runs the synchronous `body` with this environment as the current task's.
     public func bound<R>(_ body: () throws -> R) rethrows -> R {
         try LoadContext.current.with(self).bound(body)
+    }
+}
+
+extension Logger {
+    /// The level of a logger whose level cannot change any more, or `nil`.
+    ///
+    /// A logger's level is its handler's. swift-log's stream and no-op handlers keep it as a stored
+    /// property of a value, and a `Logger` holds its handler copy-on-write: once a copy is stored
+    /// (in an operator, an environment), setting the level on another copy changes that copy only.
+    /// So an operator reads such a level once, when it is built, instead of on every load (a read
+    /// goes through the handler's existential box and an exclusivity check). Any other handler may
+    /// compute its level (a global override, a shared setting) and is read on every load.
+    @usableFromInline
+    var fixedLevel: Logger.Level? {
+        handler is StreamLogHandler || handler is SwiftLogNoOpLogHandler ? logLevel : nil
     }
 }

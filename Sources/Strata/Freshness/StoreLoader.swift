@@ -34,19 +34,23 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
 
     public let store: S
     public let policy: FreshnessPolicy
-    @usableFromInline let key: @Sendable (Input) -> S.Key
+    @usableFromInline let key: KeySource<Input, S.Key>
     /// The tier as a chain shows it (`MemoryStore [max age 1d]`), made once: a recorded load names
     /// its tier with it, and formatting it per load cost more than the memory hit.
     public let description: String
 
-    init(store: S, policy: FreshnessPolicy, key: @escaping @Sendable (Input) -> S.Key) {
+    init(store: S, policy: FreshnessPolicy, key: KeySource<Input, S.Key>) {
         self.store = store
         self.policy = policy
         self.key = key
         self.description = "\(store.storeDescription) [\(policy)]"
     }
 
-    @inlinable
+    init(store: S, policy: FreshnessPolicy, key: @escaping @Sendable (Input) -> S.Key) {
+        self.init(store: store, policy: policy, key: .derived(key))
+    }
+
+    @inlinable @inline(__always)
     public func load(_ input: Input) async throws -> S.Value {
         try await loadTryingImmediately(input)
     }
@@ -129,7 +133,7 @@ extension Store {
     /// let anyLocal = store.loader(key: "feed", freshness: .any)
     /// ```
     public func loader(key: Key, freshness policy: FreshnessPolicy = .any) -> StoreLoader<Self, Void> {
-        StoreLoader(store: self, policy: policy, key: { _ in key })
+        StoreLoader(store: self, policy: policy, key: .constant(key))
     }
 
     /// A keyed loader: `load(key)` serves the entry for that key while `policy` accepts it.

@@ -28,7 +28,7 @@ public struct AnyLoader<Input: Sendable, Output: Sendable>: Loader {
         self.loaderNode = .leaf(description)
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     public func load(_ input: Input) async throws -> Output {
         try await loadTryingImmediately(input)
     }

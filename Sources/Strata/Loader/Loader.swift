@@ -96,7 +96,7 @@ extension Loader {
 
 extension Loader where Input == Void {
     /// Loads the single resource this loader stands for.
-    @inlinable
+    @inlinable @inline(__always)
     public nonisolated(nonsending) func load() async throws -> Output {
         try await load(())
     }

@@ -71,6 +71,41 @@ struct LoggedTests {
         #expect(capture.entries.last?.level == level)
     }
 
+    /// A handler that reads its level from a setting shared with the app, as a global override does.
+    struct SharedLevelHandler: LogHandler {
+        let setting: Locked<Logger.Level>
+        let lines: Locked<[String]>
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level {
+            get { setting.withLock { $0 } }
+            set { setting.withLock { $0 = newValue } }
+        }
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) { lines.withLock { $0.append("\(event.message)") } }
+    }
+
+    @Test func aLevelThatCanChange_isReadAtEveryLoad_andAStreamLoggersOnce() async throws {
+        let setting = Locked(Logger.Level.critical)
+        let lines = Locked<[String]>([])
+        let logger = Logger(label: "shared") { _ in SharedLevelHandler(setting: setting, lines: lines) }
+        #expect(logger.fixedLevel == nil)
+        let sut = cachingChain().logged(to: logger).environment(clock.environment())
+        _ = try await sut.load()
+        #expect(lines.withLock { $0 }.isEmpty)
+        setting.withLock { $0 = .debug }
+        _ = try await sut.load()
+        #expect(lines.withLock { $0 }.last == "served from memory")
+
+        var stream = Logger(label: "stream")
+        stream.logLevel = .warning
+        #expect(stream.fixedLevel == .warning)
+        #expect(Logger(label: "none") { _ in SwiftLogNoOpLogHandler() }.fixedLevel != nil)
+        #expect(LogCapture().logger.fixedLevel == nil)
+    }
+
     @Test func leftFirstTier_isTrueForEveryEventButServedAndCoalesced() {
         func report(_ events: [LoadEvent]) -> LoadReport {
             LoadReport(loader: "x", outcome: .served(Provenance(origin: .memory, tier: "x")), duration: .zero, events: events)

@@ -36,19 +36,23 @@ public struct LoggedLoader<Base: Loader>: Loader {
     /// The same for a load whose logger drops `debug` lines: routine events (a value served, a
     /// cache write) return before the logger's level is read again.
     @usableFromInline let logEventAboveDebug: @Sendable (LoadEvent, LoadEnvironment) -> Void
+    /// The level of `logger` when it cannot change (``Logging/Logger/fixedLevel``), read once.
+    @usableFromInline let fixedLogLevel: Logger.Level?
 
     init(base: Base, logger: Logger?, level: Logger.Level, failureLevel: Logger.Level) {
         self.base = base
         self.logger = logger
         self.level = level
         self.failureLevel = failureLevel
+        let fixedLogLevel = logger?.fixedLevel
+        self.fixedLogLevel = fixedLogLevel
         self.name = base.chainSummary
         let redactedName = Redaction.redactingSecrets(in: name)
         self.redactedName = redactedName
         let logEvent: @Sendable (LoadEvent, LoadEnvironment) -> Void = { event, environment in
             let eventLevel = Self.level(of: event, level: level)
             // The level is checked before the logger is copied (a copy copies its handler).
-            guard (logger?.logLevel ?? environment.logLevel) <= eventLevel else { return }
+            guard (fixedLogLevel ?? logger?.logLevel ?? environment.logLevel) <= eventLevel else { return }
             Self.log(event, at: eventLevel, redactedLoader: redactedName, logger: logger ?? environment.logger)
         }
         self.logEvent = logEvent
@@ -58,7 +62,7 @@ public struct LoggedLoader<Base: Loader>: Loader {
         }
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     public func load(_ input: Input) async throws -> Output {
         try await loadTryingImmediately(input)
     }
@@ -67,9 +71,17 @@ public struct LoggedLoader<Base: Loader>: Loader {
     public func load(_ input: Input, in context: LoadContext) async throws -> Output {
         // The level is read without copying the logger; below it every line this operator writes
         // is dropped: a plain call.
-        let logLevel = logger?.logLevel ?? context.environment.logLevel
+        let logLevel = self.logLevel(in: context)
         guard logLevel <= max(level, failureLevel, .warning) else { return try await base.load(input, in: context) }
         return try await loadLogged(input, logLevel: logLevel, in: context)
+    }
+
+    /// The level lines of a load in `context` are filtered at: this operator's logger's, or the
+    /// environment's; read without copying the logger.
+    @inlinable
+    func logLevel(in context: LoadContext) -> Logger.Level {
+        if let fixedLogLevel { return fixedLogLevel }
+        return logger?.logLevel ?? context.environment.logLevel
     }
 
     /// The base's immediate answer, logged as a load its first tier served (an immediate answer
@@ -77,7 +89,7 @@ public struct LoggedLoader<Base: Loader>: Loader {
     /// answer and nothing else.
     @inlinable
     public func loadImmediately(_ input: Input, in context: LoadContext) -> Output? {
-        let logLevel = logger?.logLevel ?? context.environment.logLevel
+        let logLevel = self.logLevel(in: context)
         guard logLevel <= .debug else { return base.loadImmediately(input, in: context) }
         return loadLoggedImmediately(input, in: context)
     }

@@ -41,7 +41,7 @@ public struct MeteredLoader<Base: Loader>: Loader {
         self.isNoOp = factory is NOOPMetricsHandler
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     public func load(_ input: Input) async throws -> Output {
         try await loadTryingImmediately(input)
     }

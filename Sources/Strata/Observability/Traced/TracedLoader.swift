@@ -36,7 +36,7 @@ public struct TracedLoader<Base: Loader>: Loader {
         self.isNoOp = tracer is NoOpTracer
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     public func load(_ input: Input) async throws -> Output {
         try await loadTryingImmediately(input)
     }

@@ -56,7 +56,7 @@ public struct CoalescedLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
         try await flights.waitForRegistrations(count: count, timeout: timeout)
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     public func load(_ input: Input) async throws -> Output {
         try await loadTryingImmediately(input)
     }

@@ -17,7 +17,7 @@ public struct EnvironmentLoader<Base: Loader>: Loader {
     /// `@inlinable`: the outermost operator of most chains, so the whole chain inside it is
     /// specialised in the caller's module (an opaque call here left every operator below it generic,
     /// paying a metadata lookup per generic type per load).
-    @inlinable
+    @inlinable @inline(__always)
     public func load(_ input: Input) async throws -> Output {
         try await loadTryingImmediately(input)
     }

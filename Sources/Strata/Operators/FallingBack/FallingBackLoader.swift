@@ -16,7 +16,7 @@ where Primary.Input == Fallback.Input, Primary.Output == Fallback.Output {
         self.fallback = fallback
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     public func load(_ input: Input) async throws -> Output {
         try await loadTryingImmediately(input)
     }

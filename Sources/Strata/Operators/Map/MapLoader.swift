@@ -11,7 +11,7 @@ public struct MapLoader<Base: Loader, Output: Sendable>: Loader {
         self.transform = transform
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     public func load(_ input: Input) async throws -> Output {
         try await loadTryingImmediately(input)
     }
@@ -50,7 +50,7 @@ public struct MapInputLoader<Base: Loader, Input: Sendable>: Loader {
         self.transform = transform
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     public func load(_ input: Input) async throws -> Output {
         try await loadTryingImmediately(input)
     }
@@ -87,7 +87,7 @@ public struct MapErrorLoader<Base: Loader>: Loader {
         self.transform = transform
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     public func load(_ input: Input) async throws -> Output {
         try await loadTryingImmediately(input)
     }

@@ -12,7 +12,7 @@ public struct NamedLoader<Base: Loader>: Loader {
         self.name = name
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     public func load(_ input: Input) async throws -> Output {
         try await loadTryingImmediately(input)
     }
