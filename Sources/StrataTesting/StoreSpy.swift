@@ -4,6 +4,9 @@ import Foundation
 /// Wraps a store, records every message sent to it, and fails operations on demand — so a test can
 /// assert the exact sequence of side effects (`[.retrieve("feed"), .insert("feed", entry)]`) and
 /// inject read, write, delete and refresh failures.
+///
+/// It answers no immediate read (``Store/immediateEntry(for:)`` is `nil`, whatever its base holds):
+/// every read goes through `retrieve`, where it is recorded and its faults apply.
 public final class StoreSpy<Base: Store>: Store, Sendable {
     public typealias Key = Base.Key
     public typealias Value = Base.Value

@@ -39,7 +39,7 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
     /// its tier with it, and formatting it per load cost more than the memory hit.
     public let description: String
 
-    init(store: S, policy: FreshnessPolicy, key: KeySource<Input, S.Key>) {
+    init(store: S, policy: FreshnessPolicy, keySource key: KeySource<Input, S.Key>) {
         self.store = store
         self.policy = policy
         self.key = key
@@ -47,7 +47,7 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
     }
 
     init(store: S, policy: FreshnessPolicy, key: @escaping @Sendable (Input) -> S.Key) {
-        self.init(store: store, policy: policy, key: .derived(key))
+        self.init(store: store, policy: policy, keySource: .derived(key))
     }
 
     @inlinable @inline(__always)
@@ -133,7 +133,7 @@ extension Store {
     /// let anyLocal = store.loader(key: "feed", freshness: .any)
     /// ```
     public func loader(key: Key, freshness policy: FreshnessPolicy = .any) -> StoreLoader<Self, Void> {
-        StoreLoader(store: self, policy: policy, key: .constant(key))
+        StoreLoader(store: self, policy: policy, keySource: .constant(key))
     }
 
     /// A keyed loader: `load(key)` serves the entry for that key while `policy` accepts it.

@@ -23,7 +23,7 @@ public struct CachedLoader<Remote: Loader, S: Store>: Loader where S.Value == Re
         switch policy {
         case .cacheFirst(let freshness), .cacheOnly(let freshness):
             let key = key(input)
-            return StoreLoader<S, Input>(store: store, policy: freshness, key: .constant(key)).loadImmediately(input, in: context)
+            return StoreLoader<S, Input>(store: store, policy: freshness, keySource: .constant(key)).loadImmediately(input, in: context)
         case .networkFirst, .networkOnly:
             return nil
         }
