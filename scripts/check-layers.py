@@ -16,7 +16,7 @@ from collections import defaultdict
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Sources", "Strata")
 LAYERS = [
     "Support", "Provenance", "Context", "Loader", "Stores", "Freshness", "Operators",
-    "Observability", "HTTP", "Outbox",
+    "Observability", "HTTP", "Outbox", "Queries",
 ]
 
 # Top-level declarations only (a nested `Storage` is its type's own).

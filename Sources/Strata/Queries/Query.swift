@@ -1,0 +1,274 @@
+import Foundation
+
+/// One live query: the state a screen shows for one key, shared by every observer of that key
+/// (made by ``QueryClient/query(_:tags:policy:cached:chain:)``).
+///
+/// A query runs its chain when an observer comes to a stale value, when the network returns, when
+/// the app comes to the foreground, on an interval, when its key is invalidated, or when asked
+/// (``refetch()``): one load at a time however many triggers fire together. Its state is one
+/// ``QuerySnapshot``, observed as an `AsyncSequence` (``snapshots()``) or, on the main actor, as an
+/// `@Observable` ``LiveQuery`` (``observed()``). The decisions are ``QueryStateMachine``'s; this
+/// class runs them: it starts and cancels the loads, sleeps on the environment's clock, and
+/// publishes each new snapshot to the observers, in order.
+public final class Query<Value: Sendable & Equatable>: Sendable {
+    /// The query's key.
+    public let key: QueryKey
+    /// Names an invalidation can reach it by, besides its key.
+    public let tags: Set<String>
+    /// The chain a load runs.
+    public let chain: AnyLoader<Void, Value>
+    /// Where a copy of any age is read while the query shows nothing (stale-while-revalidate's
+    /// first frame), if given.
+    public let cached: AnyLoader<Void, Value>?
+    let environment: LoadEnvironment
+    let onDrop: @Sendable (Query) -> Void
+    private let state: Locked<State>
+
+    /// One published snapshot, numbered so an observer can tell it has caught up.
+    struct Published: Sendable {
+        var version: UInt64
+        var snapshot: QuerySnapshot<Value>
+    }
+
+    private struct State: Sendable {
+        var machine: QueryStateMachine<Value>
+        /// Each observer's way to receive a published snapshot (it yields to its stream).
+        var observers: [UInt64: @Sendable (Published) -> Void] = [:]
+        var nextObserverID: UInt64 = 0
+        var published: Published
+        var loads: [Int: Task<Void, Never>] = [:]
+        var timers: [Int: Task<Void, Never>] = [:]
+        var drop: Task<Void, Never>?
+        var interval: Task<Void, Never>?
+        var settledWaiters = ConditionWaiters<Bool>()
+        var observerWaiters = ConditionWaiters<Int>()
+    }
+
+    init(
+        key: QueryKey, tags: Set<String>, chain: AnyLoader<Void, Value>, cached: AnyLoader<Void, Value>?,
+        environment: LoadEnvironment,
+        configuration: QueryPolicy, online: Bool, onDrop: @escaping @Sendable (Query) -> Void
+    ) {
+        self.key = key
+        self.tags = tags
+        self.chain = chain
+        self.cached = cached
+        self.environment = environment
+        self.onDrop = onDrop
+        let machine = QueryStateMachine<Value>(configuration: configuration, online: online)
+        self.state = Locked(State(machine: machine, published: Published(version: 0, snapshot: machine.snapshot(now: environment.now()))))
+    }
+
+    /// The query's policy.
+    public var policy: QueryPolicy { state.withLock { $0.machine.configuration } }
+
+    /// The snapshot as it is now. Holds the chain's immediate answer (a value a memory tier holds)
+    /// when the query has shown nothing yet.
+    public var current: QuerySnapshot<Value> {
+        seedFromCache()
+        return state.withLock { $0.published.snapshot }
+    }
+
+    /// The latest published snapshot with its number.
+    var latest: Published { state.withLock { $0.published } }
+
+    /// Every snapshot of this query, the current one first, then each change (a snapshot equal to
+    /// the last one is not sent again). Iterating it makes an observer; ending the iteration (its
+    /// task cancelled, the loop left) removes it, and a load only that observer wanted is cancelled.
+    ///
+    /// The sequence buffers every change, so a test reads the exact sequence; an observer that
+    /// wants only the latest state reads ``current`` or uses ``observed()``.
+    public func snapshots() -> AsyncStream<QuerySnapshot<Value>> {
+        let (stream, continuation) = AsyncStream.makeStream(of: QuerySnapshot<Value>.self)
+        observe(continuation) { $0.snapshot }
+        return stream
+    }
+
+    /// An observer's stream of published snapshots with their numbers, the current one first.
+    func subscribe() -> AsyncStream<Published> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Published.self)
+        observe(continuation) { $0 }
+        return stream
+    }
+
+    /// Makes `continuation` an observer: it gets the current snapshot, then each published one,
+    /// until its stream ends.
+    private func observe<Element>(_ continuation: AsyncStream<Element>.Continuation, _ element: @escaping @Sendable (Published) -> Element) {
+        seedFromCache()
+        let id = state.withLock { state in
+            state.nextObserverID += 1
+            let id = state.nextObserverID
+            state.observers[id] = { continuation.yield(element($0)) }
+            continuation.yield(element(state.published))
+            return id
+        }
+        continuation.onTermination = { [weak self] _ in self?.removeObserver(id) }
+        send(.observerAdded)
+    }
+
+    /// Runs the chain now, even if the value is fresh (one load: joins the one running).
+    public func refetch() {
+        send(.refetchRequested)
+    }
+
+    /// Marks the value stale: an observed query refetches (restarting a load that runs, so its
+    /// answer reflects the invalidation), an unobserved one refetches when next observed.
+    public func invalidate() {
+        send(.invalidated)
+    }
+
+    /// Enables or disables the query. A disabled query (a dependent query with no key yet) is
+    /// `paused(disabled)`, never fetching; enabling it loads if it is observed and stale.
+    public func setEnabled(_ enabled: Bool) {
+        send(.enabled(enabled))
+    }
+
+    /// Suspends until no load runs and no retry waits for this query (a load paused offline, or a
+    /// disabled query, counts as settled): the way a test waits for the current work, with the
+    /// environment's clock driving the time.
+    ///
+    /// - Throws: `CancellationError` when the waiting task is cancelled.
+    public func settled() async throws {
+        let id = state.withLock { $0.settledWaiters.makeID() }
+        try await waitCancellably { continuation in
+            state.withLock { state in
+                state.settledWaiters.wait(id, until: { $0 }, current: state.machine.isSettled, continuation: continuation)
+            }
+        } withdraw: { [state] in
+            state.withLock { _ = $0.settledWaiters.withdraw(id, throwing: CancellationError()) }
+        }
+    }
+
+    /// Suspends until the query has `count` observers (a test waits for an observer's stream to end).
+    ///
+    /// - Throws: `CancellationError` when the waiting task is cancelled.
+    @_spi(StrataInternals)
+    public func waitForObservers(_ count: Int) async throws {
+        let id = state.withLock { $0.observerWaiters.makeID() }
+        try await waitCancellably { continuation in
+            state.withLock { state in
+                state.observerWaiters.wait(id, until: { $0 == count }, current: state.machine.observers, continuation: continuation)
+            }
+        } withdraw: { [state] in
+            state.withLock { _ = $0.observerWaiters.withdraw(id, throwing: CancellationError()) }
+        }
+    }
+
+    /// Shows an immediate answer if the query shows nothing yet — the cached copy's (any age), or
+    /// the chain's — so the first frame holds the cached value, with no load and no hop.
+    func seedFromCache() {
+        guard state.withLock({ $0.machine.shown == nil }) else { return }
+        let context = LoadContext(environment: environment)
+        guard let served = cached?.loadServedImmediately((), in: context) ?? chain.loadServedImmediately((), in: context) else { return }
+        send(.seeded(served))
+    }
+
+    func removeObserver(_ id: UInt64) {
+        let removed = state.withLock { $0.observers.removeValue(forKey: id) != nil }
+        if removed { send(.observerRemoved) }
+    }
+
+    /// Applies `event` and runs what the state machine decides, under the lock: the actions start
+    /// or cancel tasks and yield to streams, none of which blocks or calls back into this query.
+    func send(_ event: QueryStateMachine<Value>.Event) {
+        var dropped = false
+        state.withLock { state in
+            let observersBefore = state.machine.observers
+            if case .retryDue(let flight) = event { state.timers[flight] = nil }
+            let actions = state.machine.handle(event, now: environment.now())
+            for action in actions {
+                switch action {
+                case .startLoad(let flight, let reason):
+                    state.loads[flight] = startLoad(flight: flight, reason: reason)
+                case .cancelLoad(let flight):
+                    state.loads.removeValue(forKey: flight)?.cancel()
+                case .scheduleRetry(let flight, let delay):
+                    state.timers[flight] = after(delay) { $0.send(.retryDue(flight: flight)) }
+                case .scheduleDrop(let delay):
+                    state.drop?.cancel()
+                    state.drop = after(delay) { $0.send(.dropDue) }
+                case .drop:
+                    dropped = true
+                    state.drop = nil
+                    state.interval?.cancel()
+                    state.interval = nil
+                    for task in state.timers.values { task.cancel() }
+                    state.timers = [:]
+                case .publish:
+                    publish(&state)
+                }
+            }
+            updateInterval(&state, observersBefore: observersBefore)
+            state.settledWaiters.resumeSatisfied(by: state.machine.isSettled)
+            state.observerWaiters.resumeSatisfied(by: state.machine.observers)
+        }
+        if dropped { onDrop(self) }
+    }
+
+    private func publish(_ state: inout State) {
+        let snapshot = state.machine.snapshot(now: environment.now())
+        guard snapshot != state.published.snapshot else { return }
+        state.published = Published(version: state.published.version + 1, snapshot: snapshot)
+        for deliver in state.observers.values { deliver(state.published) }
+    }
+
+    /// An observed query with a refetch interval ticks on the environment's clock; the ticking stops
+    /// with its last observer.
+    private func updateInterval(_ state: inout State, observersBefore: Int) {
+        let observers = state.machine.observers
+        guard let interval = state.machine.configuration.refetchInterval, observers != observersBefore else { return }
+        if observers > 0, state.interval == nil {
+            let clock = environment.clock
+            state.interval = Task { [weak self] in
+                while !Task.isCancelled {
+                    do { try await clock.sleep(for: interval) } catch { return }
+                    self?.send(.intervalElapsed)
+                }
+            }
+        } else if observers == 0 {
+            state.interval?.cancel()
+            state.interval = nil
+        }
+    }
+
+    private func startLoad(flight: Int, reason: FetchReason) -> Task<Void, Never> {
+        let context = LoadContext(environment: environment)
+        return Task { [chain, cached] in
+            // Nothing shown yet: the cached copy first (a disk read), shown while the chain loads.
+            if let cached, state.withLock({ $0.machine.shown == nil }),
+               let served = try? await cached.loadServed((), in: context) {
+                self.send(.seeded(served))
+            }
+            let event: QueryStateMachine<Value>.Event
+            do {
+                event = .loadSucceeded(flight: flight, try await chain.loadServed((), in: context))
+            } catch {
+                // A cancelled load was abandoned by the machine: its answer would be ignored.
+                if error is CancellationError || Task.isCancelled { return }
+                event = .loadFailed(flight: flight, QueryError(error))
+            }
+            self.finishLoad(flight, with: event)
+        }
+    }
+
+    private func finishLoad(_ flight: Int, with event: QueryStateMachine<Value>.Event) {
+        send(event)
+        state.withLock { state in
+            if state.machine.runningFlight != flight { state.loads.removeValue(forKey: flight) }
+        }
+    }
+
+    /// Runs `body` after `delay` on the environment's clock, unless cancelled first.
+    private func after(_ delay: Duration, _ body: @escaping @Sendable (Query) -> Void) -> Task<Void, Never> {
+        let clock = environment.clock
+        return Task { [weak self] in
+            do { try await clock.sleep(for: delay) } catch { return }
+            guard let self else { return }
+            body(self)
+        }
+    }
+}
+
+extension Query: CustomStringConvertible {
+    public var description: String { "Query(\(key))" }
+}

@@ -1,0 +1,269 @@
+import Foundation
+
+/// The decisions of one live query, without tasks or clocks: what is stale, what a trigger does,
+/// when a load starts, pauses, continues or is dropped. ``Query`` feeds it events, under its lock,
+/// and runs the actions it returns; the tests drive it directly.
+///
+/// Invariants (checked after every step by the seeded interleaving tests):
+/// - at most one load per query: `startLoad` is never returned while another load runs, unless the
+///   same step cancels it;
+/// - the value shown is never replaced by an older one (by the time its tier stored it);
+/// - `phase` is `fetching` exactly while a load runs, and never while the query is disabled;
+/// - a dropped query returns no action.
+@_spi(StrataInternals)
+public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
+    public typealias Configuration = QueryPolicy
+
+    /// What happened to the query.
+    public enum Event: Sendable {
+        case observerAdded
+        case observerRemoved
+        case enabled(Bool)
+        case connectivity(online: Bool)
+        case foreground
+        case intervalElapsed
+        case invalidated
+        case refetchRequested
+        /// A value read without a load (the chain's immediate answer): shown if nothing is.
+        case seeded(Served<Value>)
+        case loadSucceeded(flight: Int, Served<Value>)
+        case loadFailed(flight: Int, QueryError)
+        case retryDue(flight: Int)
+        case dropDue
+    }
+
+    /// What the query must do.
+    public enum Action: Sendable, Equatable {
+        /// Run the chain; report its answer as `loadSucceeded`/`loadFailed` with this flight.
+        case startLoad(flight: Int, reason: FetchReason)
+        /// Cancel that flight's task (its answer, if it comes, is ignored).
+        case cancelLoad(flight: Int)
+        /// Report `retryDue(flight)` after `after`.
+        case scheduleRetry(flight: Int, after: Duration)
+        /// Report `dropDue` after `after` (an earlier schedule is superseded).
+        case scheduleDrop(after: Duration)
+        /// Forget the query: nobody observes it and nothing runs.
+        case drop
+        /// The snapshot changed: send it to the observers.
+        case publish
+    }
+
+    /// A load that runs or waits to.
+    struct Flight: Sendable, Equatable {
+        enum State: Sendable, Equatable { case running, pausedOffline, backingOff }
+        var id: Int
+        var reason: FetchReason
+        var state: State
+        /// Failed attempts of this flight so far.
+        var attempts: Int
+    }
+
+    public let configuration: Configuration
+    private(set) var shown: Served<Value>?
+    /// When the shown value was stored by its tier (its provenance's `storedAt`, or when it was
+    /// served minus its age).
+    private(set) var storedAt: Date?
+    private(set) var updatedAt: Date?
+    private(set) var lastError: QueryError?
+    private(set) var failureCount = 0
+    private(set) var isInvalidated = false
+    private(set) var observers = 0
+    private(set) var isEnabled: Bool
+    private(set) var isOnline: Bool
+    private(set) var flight: Flight?
+    private(set) var lastFetchReason: FetchReason?
+    private(set) var isPlaceholder = false
+    private(set) var isDropped = false
+    private var hasAttempted = false
+    private var lastForegroundFetch: Date?
+    private var nextFlightID = 1
+
+    public init(configuration: Configuration, enabled: Bool = true, online: Bool = true) {
+        self.configuration = configuration
+        self.isEnabled = enabled
+        self.isOnline = online
+    }
+
+    /// The flight that runs now, if any.
+    public var runningFlight: Int? {
+        guard let flight, flight.state == .running else { return nil }
+        return flight.id
+    }
+
+    /// Whether nothing runs or waits on a timer: a load, or a retry's delay (a load paused offline
+    /// or a disabled query waits on the world, not on work, and counts as settled).
+    public var isSettled: Bool {
+        guard let flight else { return true }
+        return flight.state == .pausedOffline
+    }
+
+    /// Whether the shown value should be refetched by the next trigger.
+    public func isStale(now: Date) -> Bool {
+        guard shown != nil, let storedAt else { return true }
+        return isInvalidated || now.timeIntervalSince(storedAt) >= configuration.staleAfter.seconds
+    }
+
+    public var phase: QueryPhase {
+        if !isEnabled { return .paused(.disabled) }
+        guard let flight else { return .idle }
+        return switch flight.state {
+        case .running: .fetching(flight.reason)
+        case .pausedOffline: .paused(.offline)
+        case .backingOff: .paused(.backingOff)
+        }
+    }
+
+    /// The query as its observers see it at `now`.
+    public func snapshot(now: Date) -> QuerySnapshot<Value> {
+        QuerySnapshot(
+            value: shown?.value, provenance: shown?.provenance,
+            status: shown != nil ? .value : (lastError != nil ? .failed : .empty),
+            phase: phase, isStale: isStale(now: now), storedAt: storedAt, updatedAt: updatedAt,
+            lastError: lastError, failureCount: failureCount, isPlaceholder: isPlaceholder,
+            lastFetchReason: lastFetchReason, observerCount: observers)
+    }
+
+    /// Applies `event` at `now` and returns what to do, in order.
+    public mutating func handle(_ event: Event, now: Date) -> [Action] {
+        guard !isDropped else { return [] }
+        switch event {
+        case .observerAdded:
+            observers += 1
+            var actions: [Action] = [.publish]
+            if isStale(now: now) {
+                actions += requestLoad(observers == 1 ? .firstObserver : .newObserver, now: now)
+            }
+            return actions
+        case .observerRemoved:
+            guard observers > 0 else { return [] }
+            observers -= 1
+            guard observers == 0 else { return [.publish] }
+            // The last observer went: its load is not needed any more.
+            var actions: [Action] = []
+            if let flight {
+                if flight.state == .running { actions.append(.cancelLoad(flight: flight.id)) }
+                self.flight = nil
+            }
+            return actions + [.publish, .scheduleDrop(after: configuration.dropAfter)]
+        case .enabled(let enabled):
+            guard enabled != isEnabled else { return [] }
+            isEnabled = enabled
+            if !enabled {
+                var actions: [Action] = []
+                if let flight, flight.state == .running { actions.append(.cancelLoad(flight: flight.id)) }
+                flight = nil
+                return actions + [.publish]
+            }
+            guard observers > 0, isStale(now: now) else { return [.publish] }
+            return [.publish] + requestLoad(.firstObserver, now: now)
+        case .connectivity(let online):
+            guard online != isOnline else { return [] }
+            isOnline = online
+            guard online else { return [] }
+            if var flight, flight.state == .pausedOffline {
+                // The paused load continues: the same flight, the same reason.
+                flight.state = .running
+                self.flight = flight
+                return [.startLoad(flight: flight.id, reason: flight.reason), .publish]
+            }
+            guard configuration.refetchOnReconnect, observers > 0, isStale(now: now) else { return [] }
+            return requestLoad(.reconnect, now: now)
+        case .foreground:
+            guard configuration.refetchOnForeground, observers > 0, isStale(now: now) else { return [] }
+            if let last = lastForegroundFetch, now.timeIntervalSince(last) < configuration.foregroundThrottle.seconds {
+                return []
+            }
+            lastForegroundFetch = now
+            return requestLoad(.foreground, now: now)
+        case .intervalElapsed:
+            guard observers > 0, isStale(now: now) else { return [] }
+            return requestLoad(.interval, now: now)
+        case .invalidated:
+            isInvalidated = true
+            guard observers > 0 else { return [.publish] }
+            return requestLoad(.invalidated, now: now)
+        case .refetchRequested:
+            return requestLoad(.refetch, now: now)
+        case .seeded(let served):
+            guard shown == nil else { return [] }
+            accept(served, now: now)
+            return [.publish]
+        case .loadSucceeded(let id, let served):
+            guard let flight, flight.id == id, flight.state == .running else { return [] }
+            self.flight = nil
+            accept(served, now: now)
+            updatedAt = now
+            lastError = nil
+            failureCount = 0
+            isInvalidated = false
+            return [.publish]
+        case .loadFailed(let id, let error):
+            guard var flight, flight.id == id, flight.state == .running else { return [] }
+            lastError = error
+            failureCount += 1
+            flight.attempts += 1
+            if !isOnline, configuration.networkMode != .always {
+                flight.state = .pausedOffline
+                self.flight = flight
+                return [.publish]
+            }
+            if let retry = configuration.retry, flight.attempts < retry.maxAttempts, retry.shouldRetry(error.underlying) {
+                flight.state = .backingOff
+                self.flight = flight
+                return [.publish, .scheduleRetry(flight: id, after: retry.delay(beforeRetry: flight.attempts))]
+            }
+            self.flight = nil
+            return [.publish]
+        case .retryDue(let id):
+            guard var flight, flight.id == id, flight.state == .backingOff else { return [] }
+            if !isOnline, configuration.networkMode != .always {
+                flight.state = .pausedOffline
+                self.flight = flight
+                return [.publish]
+            }
+            flight.state = .running
+            self.flight = flight
+            return [.startLoad(flight: id, reason: flight.reason), .publish]
+        case .dropDue:
+            guard observers == 0, flight == nil else { return [] }
+            isDropped = true
+            return [.drop]
+        }
+    }
+
+    /// A load is wanted for `reason`: start one, join the one running (a single flight per
+    /// query), or pause until the network returns.
+    private mutating func requestLoad(_ reason: FetchReason, now: Date) -> [Action] {
+        guard isEnabled else { return [] }
+        var actions: [Action] = []
+        if let flight {
+            // An invalidation restarts a running load, so its answer reflects the invalidation;
+            // every other trigger joins the flight there is.
+            guard reason == .invalidated, flight.state == .running else { return actions }
+            actions.append(.cancelLoad(flight: flight.id))
+            self.flight = nil
+        }
+        let id = nextFlightID
+        nextFlightID += 1
+        lastFetchReason = reason
+        let pauses = !isOnline && (configuration.networkMode == .online || (configuration.networkMode == .offlineFirst && hasAttempted))
+        hasAttempted = true
+        if pauses {
+            flight = Flight(id: id, reason: reason, state: .pausedOffline, attempts: 0)
+            return actions + [.publish]
+        }
+        flight = Flight(id: id, reason: reason, state: .running, attempts: 0)
+        return actions + [.startLoad(flight: id, reason: reason), .publish]
+    }
+
+    /// Shows `served` unless the value shown was stored later (an older answer never replaces a
+    /// newer one).
+    private mutating func accept(_ served: Served<Value>, now: Date) {
+        let servedStoredAt = served.provenance.storedAt
+            ?? now.addingTimeInterval(-(served.provenance.age ?? .zero).seconds)
+        if shown != nil, let storedAt, servedStoredAt < storedAt { return }
+        shown = served
+        storedAt = servedStoredAt
+        isPlaceholder = false
+    }
+}

@@ -1,0 +1,328 @@
+import Foundation
+import Testing
+@testable @_spi(StrataInternals) import Strata
+import StrataTesting
+
+@Suite("QueryStateMachine: a live query's decisions, without tasks")
+struct QueryStateMachineTests {
+    typealias Machine = QueryStateMachine<Int>
+    static let start = Date(timeIntervalSince1970: 1_000_000)
+
+    /// A value stored by its tier `age` before `now`.
+    static func served(_ value: Int, storedAt: Date, tier: String = "remote") -> Served<Int> {
+        Served(value: value, provenance: Provenance(origin: .remote, tier: tier, storedAt: storedAt, age: .zero), events: [])
+    }
+
+    var now = start
+
+    func machine(_ policy: QueryPolicy = QueryPolicy(staleAfter: .seconds(60)), online: Bool = true) -> Machine {
+        Machine(configuration: policy, online: online)
+    }
+
+    @Test func theFirstObserverLoads_andAnAnswerShowsTheValue() {
+        var sut = machine()
+        #expect(sut.handle(.observerAdded, now: now) == [.publish, .startLoad(flight: 1, reason: .firstObserver), .publish])
+        #expect(sut.phase == .fetching(.firstObserver))
+        #expect(sut.snapshot(now: now).status == .empty)
+        #expect(sut.handle(.loadSucceeded(flight: 1, Self.served(7, storedAt: now)), now: now) == [.publish])
+        let snapshot = sut.snapshot(now: now)
+        #expect(snapshot.value == 7 && snapshot.status == .value && snapshot.phase == .idle && !snapshot.isStale)
+        #expect(snapshot.lastFetchReason == .firstObserver)
+    }
+
+    @Test func triggersJoinTheRunningLoad_oneFlightPerQuery() {
+        var sut = machine()
+        _ = sut.handle(.observerAdded, now: now)
+        var starts = 0
+        for event in [Machine.Event.observerAdded, .observerAdded, .foreground, .connectivity(online: false), .connectivity(online: true), .intervalElapsed, .refetchRequested] {
+            starts += sut.handle(event, now: now).filter { if case .startLoad = $0 { true } else { false } }.count
+        }
+        #expect(starts == 0)
+        #expect(sut.observers == 3)
+        #expect(sut.runningFlight == 1)
+    }
+
+    @Test func aFreshValue_isNotRefetchedByObserversForegroundOrReconnect() {
+        var sut = machine()
+        _ = sut.handle(.observerAdded, now: now)
+        _ = sut.handle(.loadSucceeded(flight: 1, Self.served(1, storedAt: now)), now: now)
+        let later = now.addingTimeInterval(30)
+        for event in [Machine.Event.observerAdded, .foreground, .connectivity(online: false), .connectivity(online: true), .intervalElapsed] {
+            #expect(!sut.handle(event, now: later).contains { if case .startLoad = $0 { true } else { false } })
+        }
+        // Past `staleAfter` the next trigger refetches.
+        let stale = now.addingTimeInterval(61)
+        #expect(sut.handle(.foreground, now: stale).contains(.startLoad(flight: 2, reason: .foreground)))
+    }
+
+    @Test func aValueFromAnOldCacheEntry_isStaleAtOnce() {
+        var sut = machine()
+        _ = sut.handle(.seeded(Self.served(1, storedAt: now.addingTimeInterval(-2 * 86_400), tier: "disk")), now: now)
+        #expect(sut.snapshot(now: now).isStale)
+        #expect(sut.handle(.observerAdded, now: now).contains(.startLoad(flight: 1, reason: .firstObserver)))
+    }
+
+    @Test func theForegroundSignal_isThrottled() {
+        var sut = machine(QueryPolicy(staleAfter: .zero, foregroundThrottle: .seconds(30)))
+        _ = sut.handle(.observerAdded, now: now)
+        _ = sut.handle(.loadSucceeded(flight: 1, Self.served(1, storedAt: now)), now: now)
+        #expect(sut.handle(.foreground, now: now.addingTimeInterval(1)).contains(.startLoad(flight: 2, reason: .foreground)))
+        _ = sut.handle(.loadSucceeded(flight: 2, Self.served(2, storedAt: now.addingTimeInterval(1))), now: now.addingTimeInterval(1))
+        #expect(sut.handle(.foreground, now: now.addingTimeInterval(20)).isEmpty)
+        #expect(sut.handle(.foreground, now: now.addingTimeInterval(32)).contains(.startLoad(flight: 3, reason: .foreground)))
+    }
+
+    @Test func offline_anOnlineQueryPausesWithoutARequest_andContinuesOnReconnect() {
+        var sut = machine(QueryPolicy(networkMode: .online), online: false)
+        let actions = sut.handle(.observerAdded, now: now)
+        #expect(!actions.contains { if case .startLoad = $0 { true } else { false } })
+        #expect(sut.phase == .paused(.offline))
+        // The same flight goes on, with the reason it had.
+        #expect(sut.handle(.connectivity(online: true), now: now) == [.startLoad(flight: 1, reason: .firstObserver), .publish])
+        #expect(sut.phase == .fetching(.firstObserver))
+    }
+
+    @Test func offlineFirst_runsTheFirstLoad_thenPausesAFailureAndEveryRefetch() {
+        var sut = machine(QueryPolicy(staleAfter: .zero), online: false)
+        #expect(sut.handle(.observerAdded, now: now).contains(.startLoad(flight: 1, reason: .firstObserver)))
+        _ = sut.handle(.loadFailed(flight: 1, QueryError(URLError(.notConnectedToInternet))), now: now)
+        #expect(sut.phase == .paused(.offline))
+        #expect(sut.snapshot(now: now).status == .failed)
+        #expect(sut.snapshot(now: now).failureCount == 1)
+        // Back online, the failed load continues (the same flight) — not a second one.
+        #expect(sut.handle(.connectivity(online: true), now: now) == [.startLoad(flight: 1, reason: .firstObserver), .publish])
+        _ = sut.handle(.loadSucceeded(flight: 1, Self.served(5, storedAt: now)), now: now)
+        // Offline again: a refetch pauses without a request.
+        _ = sut.handle(.connectivity(online: false), now: now)
+        #expect(sut.handle(.refetchRequested, now: now) == [.publish])
+        #expect(sut.phase == .paused(.offline))
+    }
+
+    @Test func aFailedRefresh_keepsTheValueAndRecordsTheError() {
+        var sut = machine(QueryPolicy(staleAfter: .zero))
+        _ = sut.handle(.observerAdded, now: now)
+        _ = sut.handle(.loadSucceeded(flight: 1, Self.served(1, storedAt: now)), now: now)
+        _ = sut.handle(.refetchRequested, now: now)
+        _ = sut.handle(.loadFailed(flight: 2, QueryError(TestError())), now: now)
+        let snapshot = sut.snapshot(now: now)
+        #expect(snapshot.value == 1 && snapshot.status == .value)
+        #expect(snapshot.lastError == QueryError(TestError()))
+        #expect(snapshot.failureCount == 1 && snapshot.phase == .idle)
+    }
+
+    @Test func retries_backOff_thenRunTheSameFlight() {
+        var sut = machine(QueryPolicy(retry: RetryPolicy(maxAttempts: 3, initialDelay: .seconds(2), multiplier: 1, jitter: 0, shouldRetry: { _ in true })))
+        _ = sut.handle(.observerAdded, now: now)
+        #expect(sut.handle(.loadFailed(flight: 1, QueryError(TestError())), now: now) == [.publish, .scheduleRetry(flight: 1, after: .seconds(2))])
+        #expect(sut.phase == .paused(.backingOff))
+        #expect(!sut.isSettled)
+        #expect(sut.handle(.retryDue(flight: 1), now: now) == [.startLoad(flight: 1, reason: .firstObserver), .publish])
+        _ = sut.handle(.loadFailed(flight: 1, QueryError(TestError())), now: now)
+        _ = sut.handle(.retryDue(flight: 1), now: now)
+        // The third attempt is the last.
+        #expect(sut.handle(.loadFailed(flight: 1, QueryError(TestError())), now: now) == [.publish])
+        #expect(sut.snapshot(now: now).failureCount == 3)
+        #expect(sut.phase == .idle && sut.isSettled)
+    }
+
+    @Test func invalidation_restartsARunningLoad_andMarksAnUnobservedQueryStale() {
+        var sut = machine(QueryPolicy(staleAfter: .seconds(60)))
+        _ = sut.handle(.observerAdded, now: now)
+        #expect(sut.handle(.invalidated, now: now) == [.cancelLoad(flight: 1), .startLoad(flight: 2, reason: .invalidated), .publish])
+        // The abandoned flight's answer is ignored.
+        #expect(sut.handle(.loadSucceeded(flight: 1, Self.served(1, storedAt: now)), now: now).isEmpty)
+        _ = sut.handle(.loadSucceeded(flight: 2, Self.served(2, storedAt: now)), now: now)
+        #expect(!sut.snapshot(now: now).isStale)
+
+        var unobserved = machine()
+        _ = unobserved.handle(.seeded(Self.served(1, storedAt: now)), now: now)
+        #expect(!unobserved.snapshot(now: now).isStale)
+        #expect(unobserved.handle(.invalidated, now: now) == [.publish])
+        #expect(unobserved.snapshot(now: now).isStale)
+        #expect(unobserved.handle(.observerAdded, now: now).contains(.startLoad(flight: 1, reason: .firstObserver)))
+    }
+
+    @Test func anOlderAnswer_neverReplacesTheValueShown() {
+        var sut = machine(QueryPolicy(staleAfter: .zero))
+        _ = sut.handle(.seeded(Self.served(2, storedAt: now)), now: now)
+        _ = sut.handle(.observerAdded, now: now)
+        _ = sut.handle(.loadSucceeded(flight: 1, Self.served(1, storedAt: now.addingTimeInterval(-3600), tier: "stale local")), now: now)
+        #expect(sut.snapshot(now: now).value == 2)
+        #expect(sut.snapshot(now: now).lastError == nil)
+    }
+
+    @Test func theLastObserverLeaving_cancelsItsLoad_andSchedulesTheDrop() {
+        var sut = machine(QueryPolicy(dropAfter: .seconds(300)))
+        _ = sut.handle(.observerAdded, now: now)
+        _ = sut.handle(.observerAdded, now: now)
+        #expect(sut.handle(.observerRemoved, now: now) == [.publish])
+        #expect(sut.handle(.observerRemoved, now: now) == [.cancelLoad(flight: 1), .publish, .scheduleDrop(after: .seconds(300))])
+        #expect(sut.phase == .idle)
+        #expect(sut.handle(.dropDue, now: now) == [.drop])
+        #expect(sut.handle(.observerAdded, now: now).isEmpty)
+    }
+
+    @Test func aDropDue_afterANewObserverCame_isIgnored() {
+        var sut = machine()
+        _ = sut.handle(.observerAdded, now: now)
+        _ = sut.handle(.observerRemoved, now: now)
+        _ = sut.handle(.observerAdded, now: now)
+        #expect(sut.handle(.dropDue, now: now).isEmpty)
+        #expect(!sut.isDropped)
+    }
+
+    @Test func aDisabledQuery_isPausedDisabled_andNeverFetching() {
+        var sut = Machine(configuration: QueryPolicy(), enabled: false)
+        #expect(sut.handle(.observerAdded, now: now) == [.publish])
+        for event in [Machine.Event.foreground, .invalidated, .refetchRequested, .intervalElapsed, .connectivity(online: false), .connectivity(online: true)] {
+            _ = sut.handle(event, now: now)
+            #expect(sut.phase == .paused(.disabled))
+        }
+        #expect(sut.handle(.enabled(true), now: now) == [.publish, .startLoad(flight: 1, reason: .firstObserver), .publish])
+        #expect(sut.handle(.enabled(false), now: now) == [.cancelLoad(flight: 1), .publish])
+        #expect(sut.phase == .paused(.disabled))
+    }
+
+    // MARK: Random interleavings
+
+    /// Seeds per run: 1,000 by default (CI); `STRATA_INTERLEAVING_SEEDS=20000` for a longer search.
+    static let seeds = ProcessInfo.processInfo.environment["STRATA_INTERLEAVING_SEEDS"].flatMap { UInt64($0) } ?? 1_000
+
+    @Test("random interleavings of observers, triggers, answers, cancellations and invalidations keep every invariant",
+          arguments: [NetworkMode.online, .offlineFirst, .always])
+    func randomInterleavings(mode: NetworkMode) throws {
+        for seed in 0..<Self.seeds {
+            var world = QueryWorld(seed: seed, mode: mode)
+            try world.run(steps: 200)
+        }
+    }
+}
+
+/// One query over time: the machine, the loads it started (answered in any order), timers due, the
+/// clock; the invariants are checked after every step.
+struct QueryWorld {
+    typealias Machine = QueryStateMachine<Int>
+
+    var random: SplitMix64
+    let seed: UInt64
+    var machine: Machine
+    var now = QueryStateMachineTests.start
+    /// Flights the query asked to run and has not cancelled.
+    var running: Set<Int> = []
+    var retriesDue: Set<Int> = []
+    var dropScheduled = false
+    var nextValue = 0
+    /// The time the shown value was stored, as the machine last showed it.
+    var shownStoredAt: Date?
+
+    init(seed: UInt64, mode: NetworkMode) {
+        self.seed = seed
+        random = SplitMix64(seed: seed)
+        let retry = RetryPolicy(maxAttempts: 3, initialDelay: .seconds(1), jitter: 0, shouldRetry: { _ in true })
+        machine = Machine(
+            configuration: QueryPolicy(staleAfter: .seconds(10), networkMode: mode, foregroundThrottle: .seconds(5), retry: retry),
+            enabled: true, online: true)
+    }
+
+    mutating func run(steps: Int) throws {
+        for step in 0..<steps {
+            let event = nextEvent()
+            let wasRunning = machine.runningFlight
+            let actions = machine.handle(event, now: now)
+            try apply(actions, event: event, wasRunning: wasRunning, step: step)
+            try checkInvariants(step: step, event: event)
+            if machine.isDropped { return }
+        }
+    }
+
+    mutating func nextEvent() -> Machine.Event {
+        now = now.addingTimeInterval(Double(random.next() % 4))
+        let roll = random.next() % 16
+        switch roll {
+        case 0: return .observerAdded
+        case 1: return .observerRemoved
+        case 2: return .foreground
+        case 3: return .intervalElapsed
+        case 4: return .invalidated
+        case 5: return .refetchRequested
+        case 6: return .connectivity(online: random.next() % 2 == 0)
+        case 7: return .enabled(random.next() % 4 != 0)
+        case 8: return .seeded(served(storedAt: now.addingTimeInterval(-Double(random.next() % 30))))
+        case 9 where dropScheduled: return .dropDue
+        case 10 where !retriesDue.isEmpty: return .retryDue(flight: retriesDue.randomElement(using: &random)!)
+        default:
+            // An answer from a flight, possibly one the machine abandoned (its answer comes anyway).
+            guard let flight = (running.isEmpty ? nil : running.randomElement(using: &random)) ?? (random.next() % 3 == 0 ? Int(random.next() % 5) : nil) else {
+                return .observerAdded
+            }
+            if random.next() % 3 == 0 { return .loadFailed(flight: flight, QueryError(TestError())) }
+            return .loadSucceeded(flight: flight, served(storedAt: now.addingTimeInterval(-Double(random.next() % 20))))
+        }
+    }
+
+    mutating func served(storedAt: Date) -> Served<Int> {
+        nextValue += 1
+        return Served(value: nextValue, provenance: Provenance(origin: .remote, tier: "t", storedAt: storedAt), events: [])
+    }
+
+    mutating func apply(_ actions: [Machine.Action], event: Machine.Event, wasRunning: Int?, step: Int) throws {
+        var cancelled: Set<Int> = []
+        switch event {
+        case .loadSucceeded(let flight, _), .loadFailed(let flight, _):
+            running.remove(flight)
+        case .retryDue(let flight):
+            retriesDue.remove(flight)
+        case .dropDue:
+            dropScheduled = false
+        default:
+            break
+        }
+        for action in actions {
+            switch action {
+            case .startLoad(let flight, _):
+                // One flight per query: a start while another runs needs that one cancelled first.
+                if let other = machine.runningFlight, other != flight {
+                    throw QueryInvariantViolation(seed: seed, step: step, what: "started \(flight) while \(other) runs")
+                }
+                if let wasRunning, wasRunning != flight, !cancelled.contains(wasRunning), running.contains(wasRunning) {
+                    throw QueryInvariantViolation(seed: seed, step: step, what: "started \(flight) while \(wasRunning) ran, without cancelling it")
+                }
+                running.insert(flight)
+            case .cancelLoad(let flight):
+                cancelled.insert(flight)
+                running.remove(flight)
+            case .scheduleRetry(let flight, _):
+                retriesDue.insert(flight)
+            case .scheduleDrop:
+                dropScheduled = true
+            case .drop, .publish:
+                break
+            }
+        }
+    }
+
+    mutating func checkInvariants(step: Int, event: Machine.Event) throws {
+        func fail(_ what: String) -> QueryInvariantViolation { QueryInvariantViolation(seed: seed, step: step, what: "\(what) after \(event)") }
+        let snapshot = machine.snapshot(now: now)
+        if case .fetching = snapshot.phase {
+            guard let flight = machine.runningFlight, running.contains(flight) else { throw fail("fetching without a running load") }
+            guard machine.isEnabled else { throw fail("fetching while disabled") }
+        }
+        if !machine.isEnabled, snapshot.phase != .paused(.disabled) { throw fail("disabled but \(snapshot.phase)") }
+        if machine.runningFlight != nil, !snapshot.isFetching { throw fail("a load runs but the phase says \(snapshot.phase)") }
+        if machine.runningFlight.map({ running.contains($0) }) == false { throw fail("the running flight was never started") }
+        if let storedAt = snapshot.storedAt {
+            if let shownStoredAt, storedAt < shownStoredAt { throw fail("an older value replaced a newer one") }
+            shownStoredAt = storedAt
+        }
+        if snapshot.status == .value, snapshot.value == nil { throw fail("status value without a value") }
+        if machine.observers < 0 { throw fail("negative observers") }
+    }
+}
+
+struct QueryInvariantViolation: Error, CustomStringConvertible {
+    var seed: UInt64
+    var step: Int
+    var what: String
+    var description: String { "seed \(seed), step \(step): \(what)" }
+}
