@@ -56,7 +56,7 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
     }
 
     /// The store's entry when it can be read without suspending (``Store/immediateEntry(for:)``, a
-    /// ``MemoryStore``) and the policy accepts it, recorded as ``serve(_:key:in:)`` records a hit;
+    /// ``MemoryStore``) and the policy accepts it, recorded as the load records a hit;
     /// `nil` otherwise, with nothing recorded (the load then reads, judges and reports it).
     @inlinable
     public func loadImmediately(_ input: Input, in context: LoadContext) -> S.Value? {

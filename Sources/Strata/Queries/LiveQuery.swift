@@ -21,8 +21,10 @@ import Observation
 public final class LiveQuery<Value: Sendable & Equatable> {
     /// The query's state, as last delivered to the main actor.
     public private(set) var snapshot: QuerySnapshot<Value>
-    /// The query observed.
-    @ObservationIgnored public let query: Query<Value>
+    /// The query observed (``switchTo(_:)`` changes it).
+    @ObservationIgnored public private(set) var query: Query<Value>
+    /// The value of the previous query, shown while the current one has none.
+    @ObservationIgnored private var placeholder: Value?
     @ObservationIgnored private var version: UInt64
     @ObservationIgnored private var task: Task<Void, Never>?
     @ObservationIgnored private var catchingUp: [(id: UInt64, version: UInt64, continuation: CheckedContinuation<Void, any Error>)] = []
@@ -34,12 +36,50 @@ public final class LiveQuery<Value: Sendable & Equatable> {
         let latest = query.latest
         self.snapshot = latest.snapshot
         self.version = latest.version
-        self.task = Task { @MainActor [weak self] in
+        self.task = Self.follow(stream, into: self)
+    }
+
+    /// Delivers `stream`'s snapshots to `live` on the main actor, in order, while it lives.
+    private static func follow(_ stream: AsyncStream<Query<Value>.Published>, into live: LiveQuery) -> Task<Void, Never> {
+        Task { @MainActor [weak live] in
             for await published in stream {
-                guard let self else { return }
-                self.apply(published)
+                guard let live else { return }
+                live.apply(published)
             }
         }
+    }
+
+    /// Observes `newQuery` instead (the screen's key changed: another post, another page, a search
+    /// term). Until the new query has a value, the previous value stays shown, marked
+    /// ``QuerySnapshot/isPlaceholder``: the screen never goes blank in between. The previous query
+    /// loses this observer.
+    public func switchTo(_ newQuery: Query<Value>) {
+        guard newQuery !== query else { return }
+        task?.cancel()
+        placeholder = snapshot.value
+        query = newQuery
+        let stream = newQuery.subscribe()
+        let latest = newQuery.latest
+        version = latest.version
+        let shown = present(latest.snapshot)
+        if shown != snapshot { snapshot = shown }
+        task = Self.follow(stream, into: self)
+        // Waits for the previous query's snapshots are over: it is not observed any more.
+        for waiter in catchingUp { waiter.continuation.resume() }
+        catchingUp = []
+    }
+
+    /// `snapshot` as shown: with the placeholder's value while it has none.
+    private func present(_ snapshot: QuerySnapshot<Value>) -> QuerySnapshot<Value> {
+        guard let placeholder else { return snapshot }
+        guard snapshot.value == nil else {
+            self.placeholder = nil
+            return snapshot
+        }
+        var shown = snapshot
+        shown.value = placeholder
+        shown.isPlaceholder = true
+        return shown
     }
 
     isolated deinit {
@@ -50,7 +90,12 @@ public final class LiveQuery<Value: Sendable & Equatable> {
     private func apply(_ published: Query<Value>.Published) {
         guard published.version > version else { return }
         version = published.version
-        if published.snapshot != snapshot { snapshot = published.snapshot }
+        let shown = present(published.snapshot)
+        if shown != snapshot { snapshot = shown }
+        resumeCaughtUp()
+    }
+
+    private func resumeCaughtUp() {
         catchingUp.removeAll { waiter in
             guard waiter.version <= version else { return false }
             waiter.continuation.resume()

@@ -100,6 +100,30 @@ struct QueryTests {
         #expect(query.current.observerCount == 0)
     }
 
+    @MainActor
+    @Test func aKeyThatChanges_keepsThePreviousValueAsAPlaceholder_untilTheNewOneArrives() async throws {
+        let queries = client()
+        let first = queries.query(["post", 1], chain: StubLoader<Void, Item>(.success(itemA)))
+        let secondRemote = LoaderSpy<Void, Item>(.success(itemB), holdsLoads: true)
+        let second = queries.query(["post", 2], chain: secondRemote)
+        let live = first.observed()
+        try await live.settled()
+        #expect(live.value == itemA && !live.snapshot.isPlaceholder)
+
+        live.switchTo(second)
+        #expect(live.value == itemA)
+        #expect(live.snapshot.isPlaceholder)
+        try await secondRemote.waitForLoads(count: 1)
+        try await first.waitForObservers(0)
+        #expect(live.value == itemA && live.snapshot.isPlaceholder)
+        #expect(live.phase == .fetching(.firstObserver))
+
+        secondRemote.complete(0, with: .success(itemB))
+        try await live.settled()
+        #expect(live.value == itemB)
+        #expect(!live.snapshot.isPlaceholder)
+    }
+
     @Test func tenObservers_aForegroundSignal_andAReconnect_makeOneLoaderCall() async throws {
         let store = try await memory()
         let remote = LoaderSpy<Void, Item>(.success(itemB), holdsLoads: true)
