@@ -1,3 +1,5 @@
+import Foundation
+
 /// What travels with one load down a chain: the ``LoadEnvironment`` it runs in, the recorders
 /// listening to it, and the tier name an enclosing ``Loader/named(_:)`` gave it.
 ///
@@ -35,12 +37,25 @@ public struct LoadContext: Sendable {
     @usableFromInline var recorder: LoadRecorder?
     /// The innermost ``Loader/named(_:)`` around the running loader.
     @usableFromInline var tierName: String?
+    /// Copies stored at or before this instant are not fresh: a tier with a freshness policy (not
+    /// ``FreshnessPolicy/any``) refuses them, so the load goes past it (to the remote); a tier that
+    /// serves any age (a stale fallback) still answers. `nil`: each tier's policy alone decides.
+    ///
+    /// A live query sets it when it refetches: to the moment of an invalidation or an explicit
+    /// refetch, or to "older than its `staleAfter`" for a stale value, so a refetch is not answered
+    /// by the chain's own cache with the copy it was asked to replace.
+    public var revalidatingSince: Date?
+    /// Where the observers inside an immediate attempt put their side effects while an operator
+    /// around them (a `map` whose transform can still throw) may yet answer `nil`.
+    @usableFromInline var heldEffects: HeldEffects?
 
     /// A context with `environment`, no recorder and no tier name.
     public init(environment: LoadEnvironment = .live) {
         self.environment = environment
         self.recorder = nil
         self.tierName = nil
+        self.revalidatingSince = nil
+        self.heldEffects = nil
     }
 
     /// The one task-local behind ``current``, ``LoadEnvironment/current`` and the static
@@ -120,7 +135,8 @@ public struct LoadContext: Sendable {
     /// Whether `other` carries the same environment, recorder and tier name.
     @usableFromInline
     func isSame(as other: LoadContext) -> Bool {
-        (recorder?.isSame(as: other.recorder) ?? (other.recorder == nil)) && tierName == other.tierName && environment.isSame(as: other.environment)
+        (recorder?.isSame(as: other.recorder) ?? (other.recorder == nil)) && tierName == other.tierName
+            && revalidatingSince == other.revalidatingSince && environment.isSame(as: other.environment)
     }
 
     /// Runs `body` with this context as the task's, binding it only when it differs from the one
@@ -149,6 +165,27 @@ public struct LoadContext: Sendable {
         let held = LoadRecorder(parent: nil, environment: environment)
         guard let value = attempt(recording(into: held)) else { return nil }
         replay(held.events)
+        return value
+    }
+
+    /// Runs `effect` — an observer's log line, metric, span or report of an immediate answer — now,
+    /// or, inside an operator that may still answer `nil`, once that operator has answered.
+    @inlinable
+    public func afterImmediateAnswer(_ effect: @escaping @Sendable () -> Void) {
+        guard let heldEffects else { return effect() }
+        heldEffects.add(effect)
+    }
+
+    /// Runs `attempt` with the observers' side effects held back, and runs them only if it answers:
+    /// for an operator that turns its base's answer into `nil` (a `map` whose transform throws).
+    @inlinable
+    public func holdingEffects<Output>(_ attempt: (LoadContext) -> Output?) -> Output? {
+        if heldEffects != nil { return attempt(self) }
+        var context = self
+        let effects = HeldEffects()
+        context.heldEffects = effects
+        guard let value = attempt(context) else { return nil }
+        effects.run()
         return value
     }
 
@@ -183,5 +220,22 @@ extension LoadRecorder {
     /// by the innermost enclosing ``Loader/named(_:)``, or `description` when there is none.
     public static func tierName(default description: @autoclosure () -> String) -> String {
         LoadContext.current.tierName(default: description())
+    }
+}
+
+/// The side effects of an immediate answer held until it stands (``LoadContext/holdingEffects(_:)``).
+@usableFromInline
+final class HeldEffects: Sendable {
+    private let effects = Locked<[@Sendable () -> Void]>([])
+
+    @usableFromInline init() {}
+
+    @usableFromInline func add(_ effect: @escaping @Sendable () -> Void) {
+        effects.withLock { $0.append(effect) }
+    }
+
+    /// Runs the effects, in the order they were added (inner observers first, as a load reports).
+    @usableFromInline func run() {
+        for effect in effects.withLock({ $0 }) { effect() }
     }
 }

@@ -64,7 +64,7 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
         guard let cached = store.immediateEntry(for: key) else { return nil }
         if policy.acceptsAnyAge, !context.isRecording { return cached.value }
         let now = context.environment.now()
-        guard policy.acceptsAnyAge || policy.isFresh(storedAt: cached.storedAt, now: now) else { return nil }
+        guard policy.acceptsAnyAge || isFresh(cached, now: now, in: context) else { return nil }
         record(cached, now: now, in: context)
         return cached.value
     }
@@ -105,13 +105,21 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
     @inlinable
     func serve(_ cached: Cached<S.Value>, key: S.Key, in context: LoadContext) throws -> S.Value {
         let now = context.environment.now()
-        if !policy.acceptsAnyAge, !policy.isFresh(storedAt: cached.storedAt, now: now) {
+        if !policy.acceptsAnyAge, !isFresh(cached, now: now, in: context) {
             throw CacheLoadError.expired(
                 store: store.storeDescription, key: "\(key)", storedAt: cached.storedAt,
                 age: Duration.between(cached.storedAt, now), policy: policy.description)
         }
         record(cached, now: now, in: context)
         return cached.value
+    }
+
+    /// Whether the policy accepts `cached` at `now`, and it was stored after the context's
+    /// ``LoadContext/revalidatingSince``.
+    @inlinable
+    func isFresh(_ cached: Cached<S.Value>, now: Date, in context: LoadContext) -> Bool {
+        if let since = context.revalidatingSince, cached.storedAt <= since { return false }
+        return policy.isFresh(storedAt: cached.storedAt, now: now)
     }
 
     /// Records that `cached` served the load, aged at `now`.

@@ -25,6 +25,22 @@ public struct LoaderNode: Sendable, Hashable {
     public var children: [LoaderNode]
     /// Whether this node is a fallback whose children are tiers (nested fallbacks flatten into one).
     var isFallback = false
+    /// Whether this loader reports loads as side effects (a log line, a metric, a span): an
+    /// operator that can turn an immediate answer into `nil` holds their effects back.
+    var observes = false
+
+    /// Whether this loader or one inside it reports loads (``Loader/logged(to:level:failureLevel:)``,
+    /// `metered`, `traced`, `tracked`).
+    @usableFromInline var containsObserver: Bool {
+        observes || children.contains { $0.containsObserver }
+    }
+
+    /// This node, marked as a loader that reports loads.
+    func observing() -> LoaderNode {
+        var node = self
+        node.observes = true
+        return node
+    }
 
     /// A node for a loader that wraps or combines `children`. `summary` defaults to `label` for a
     /// leaf and to the first child's summary for a decorator.

@@ -137,19 +137,19 @@ func observeLoad<Base: Loader, C: Clock>(
 }
 
 /// The immediate answer of `base` (``Loader/loadImmediately(_:in:)``) observed like a load: its
-/// events are held back until it answers, then reach `onEvent` and the context's recorders; `nil`
-/// when it does not answer, with nothing reported. The synchronous twin of `observeLoad`.
+/// events are held back until it answers, then reach the context's recorders; `nil` when it does
+/// not answer, with nothing reported. The caller reports the load through
+/// ``LoadContext/afterImmediateAnswer(_:)``. The synchronous twin of `observeLoad`.
 @inlinable
 func observeImmediately<Base: Loader>(
-    _ base: Base, _ input: Base.Input, in context: LoadContext, loader: String,
-    onEvent: (@Sendable (LoadEvent, LoadEnvironment) -> Void)? = nil
+    _ base: Base, _ input: Base.Input, in context: LoadContext, loader: String
 ) -> (value: Base.Output, report: LoadReport)? {
     let clock = ContinuousClock()
     let start = clock.now
     let held = LoadRecorder(parent: nil, environment: context.environment)
     guard let value = base.loadImmediately(input, in: context.recording(into: held)) else { return nil }
     let events = held.events
-    context.replay(events, onEvent: onEvent)
+    context.replay(events)
     let result: Result<Base.Output, any Error> = .success(value)
     return (value, LoadReport(loader: loader, result: result, duration: start.duration(to: clock.now), events: events))
 }

@@ -36,14 +36,16 @@ public final class LiveQuery<Value: Sendable & Equatable> {
         let latest = query.latest
         self.snapshot = latest.snapshot
         self.version = latest.version
-        self.task = Self.follow(stream, into: self)
+        self.task = Self.follow(stream, of: query, into: self)
     }
 
-    /// Delivers `stream`'s snapshots to `live` on the main actor, in order, while it lives.
-    private static func follow(_ stream: AsyncStream<Query<Value>.Published>, into live: LiveQuery) -> Task<Void, Never> {
+    /// Delivers `stream`'s snapshots (of `query`) to `live` on the main actor, in order, while it
+    /// lives and observes that query: after ``switchTo(_:)``, what the old stream still holds is
+    /// dropped.
+    private static func follow(_ stream: AsyncStream<Query<Value>.Published>, of query: Query<Value>, into live: LiveQuery) -> Task<Void, Never> {
         Task { @MainActor [weak live] in
             for await published in stream {
-                guard let live else { return }
+                guard let live, live.query === query else { return }
                 live.apply(published)
             }
         }
@@ -63,7 +65,7 @@ public final class LiveQuery<Value: Sendable & Equatable> {
         version = latest.version
         let shown = present(latest.snapshot)
         if shown != snapshot { snapshot = shown }
-        task = Self.follow(stream, into: self)
+        task = Self.follow(stream, of: newQuery, into: self)
         // Waits for the previous query's snapshots are over: it is not observed any more.
         for waiter in catchingUp { waiter.continuation.resume() }
         catchingUp = []

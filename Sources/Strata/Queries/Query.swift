@@ -22,6 +22,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     public let cached: AnyLoader<Void, Value>?
     let environment: LoadEnvironment
     let onDrop: @Sendable (Query) -> Void
+    let onRevive: @Sendable (Query) -> Void
     private let state: Locked<State>
 
     /// One published snapshot, numbered so an observer can tell it has caught up.
@@ -30,7 +31,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         var snapshot: QuerySnapshot<Value>
     }
 
-    private struct State: Sendable {
+    struct State: Sendable {
         var machine: QueryStateMachine<Value>
         /// Each observer's way to receive a published snapshot (it yields to its stream).
         var observers: [UInt64: @Sendable (Published) -> Void] = [:]
@@ -47,7 +48,8 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     init(
         key: QueryKey, tags: Set<String>, chain: AnyLoader<Void, Value>, cached: AnyLoader<Void, Value>?,
         environment: LoadEnvironment,
-        configuration: QueryPolicy, online: Bool, onDrop: @escaping @Sendable (Query) -> Void
+        configuration: QueryPolicy, online: Bool, enabled: Bool = true,
+        onDrop: @escaping @Sendable (Query) -> Void, onRevive: @escaping @Sendable (Query) -> Void
     ) {
         self.key = key
         self.tags = tags
@@ -55,8 +57,10 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         self.cached = cached
         self.environment = environment
         self.onDrop = onDrop
-        let machine = QueryStateMachine<Value>(configuration: configuration, online: online)
+        self.onRevive = onRevive
+        let machine = QueryStateMachine<Value>(configuration: configuration, enabled: enabled, online: online)
         self.state = Locked(State(machine: machine, published: Published(version: 0, snapshot: machine.snapshot(now: environment.now()))))
+        send(.created)
     }
 
     /// The query's policy.
@@ -66,8 +70,17 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     /// when the query has shown nothing yet.
     public var current: QuerySnapshot<Value> {
         seedFromCache()
-        return state.withLock { $0.published.snapshot }
+        return state.withLock { state in
+            // Staleness moves with time, not with events: read at `now`.
+            var snapshot = state.published.snapshot
+            snapshot.isStale = state.machine.isStale(now: environment.now())
+            return snapshot
+        }
     }
+
+    /// How many observers the query has (streams being iterated, live queries alive). Not part of
+    /// the snapshot: an observer coming or going is not a change to show.
+    public var observerCount: Int { state.withLock { $0.machine.observers } }
 
     /// The latest published snapshot with its number.
     var latest: Published { state.withLock { $0.published } }
@@ -95,15 +108,16 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     /// until its stream ends.
     private func observe<Element>(_ continuation: AsyncStream<Element>.Continuation, _ element: @escaping @Sendable (Published) -> Element) {
         seedFromCache()
-        let id = state.withLock { state in
+        var id: UInt64 = 0
+        // The observer and the event that counts it in one critical section: a drop due in between
+        // would drop a query that has an observer.
+        send(.observerAdded) { state in
             state.nextObserverID += 1
-            let id = state.nextObserverID
+            id = state.nextObserverID
             state.observers[id] = { continuation.yield(element($0)) }
             continuation.yield(element(state.published))
-            return id
         }
-        continuation.onTermination = { [weak self] _ in self?.removeObserver(id) }
-        send(.observerAdded)
+        continuation.onTermination = { [weak self, id] _ in self?.removeObserver(id) }
     }
 
     /// Runs the chain now, even if the value is fresh (one load: joins the one running).
@@ -168,32 +182,39 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         if removed { send(.observerRemoved) }
     }
 
-    /// Applies `event` and runs what the state machine decides, under the lock: the actions start
-    /// or cancel tasks and yield to streams, none of which blocks or calls back into this query.
-    func send(_ event: QueryStateMachine<Value>.Event) {
+    /// Applies `event` (after `prepare`, in the same critical section) and runs what the state
+    /// machine decides: under the lock, what publishes (yielding to streams, in order) and starts
+    /// tasks; after it, the cancellations (a task's cancellation handlers run in `cancel()`) and the
+    /// client's bookkeeping.
+    func send(_ event: QueryStateMachine<Value>.Event, prepare: ((inout State) -> Void)? = nil) {
         var dropped = false
+        var revived = false
+        var cancelled: [Task<Void, Never>] = []
         state.withLock { state in
+            prepare?(&state)
             let observersBefore = state.machine.observers
             if case .retryDue(let flight) = event { state.timers[flight] = nil }
             let actions = state.machine.handle(event, now: environment.now())
             for action in actions {
                 switch action {
                 case .startLoad(let flight, let reason):
-                    state.loads[flight] = startLoad(flight: flight, reason: reason)
+                    state.loads[flight] = startLoad(flight: flight, reason: reason, staleAfter: state.machine.configuration.staleAfter)
                 case .cancelLoad(let flight):
-                    state.loads.removeValue(forKey: flight)?.cancel()
+                    if let load = state.loads.removeValue(forKey: flight) { cancelled.append(load) }
                 case .scheduleRetry(let flight, let delay):
                     state.timers[flight] = after(delay) { $0.send(.retryDue(flight: flight)) }
                 case .scheduleDrop(let delay):
-                    state.drop?.cancel()
+                    if let drop = state.drop { cancelled.append(drop) }
                     state.drop = after(delay) { $0.send(.dropDue) }
                 case .drop:
                     dropped = true
                     state.drop = nil
-                    state.interval?.cancel()
+                    if let interval = state.interval { cancelled.append(interval) }
                     state.interval = nil
-                    for task in state.timers.values { task.cancel() }
+                    cancelled += state.timers.values
                     state.timers = [:]
+                case .revive:
+                    revived = true
                 case .publish:
                     publish(&state)
                 }
@@ -202,6 +223,8 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
             state.settledWaiters.resumeSatisfied(by: state.machine.isSettled)
             state.observerWaiters.resumeSatisfied(by: state.machine.observers)
         }
+        for task in cancelled { task.cancel() }
+        if revived { onRevive(self) }
         if dropped { onDrop(self) }
     }
 
@@ -222,29 +245,42 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
             state.interval = Task { [weak self] in
                 while !Task.isCancelled {
                     do { try await clock.sleep(for: interval) } catch { return }
-                    self?.send(.intervalElapsed)
+                    guard let self else { return }
+                    self.send(.intervalElapsed)
                 }
             }
         } else if observers == 0 {
+            // Cancelled here, under the lock: the task's only handler is the clock's sleep, which
+            // does not call back into this query.
             state.interval?.cancel()
             state.interval = nil
         }
     }
 
-    private func startLoad(flight: Int, reason: FetchReason) -> Task<Void, Never> {
-        let context = LoadContext(environment: environment)
+    private func startLoad(flight: Int, reason: FetchReason, staleAfter: Duration) -> Task<Void, Never> {
+        var context = LoadContext(environment: environment)
+        // The chain's fresh tiers must not answer with the copy this load is to replace: after an
+        // invalidation or an explicit refetch, nothing stored before now; otherwise nothing the
+        // query would call stale.
+        let now = environment.now()
+        context.revalidatingSince = switch reason {
+        case .invalidated, .refetch: now
+        default: now.addingTimeInterval(-staleAfter.seconds)
+        }
         return Task { [chain, cached] in
             // Nothing shown yet: the cached copy first (a disk read), shown while the chain loads.
             if let cached, state.withLock({ $0.machine.shown == nil }),
-               let served = try? await cached.loadServed((), in: context) {
+               let served = try? await cached.loadServed((), in: context), !Task.isCancelled {
                 self.send(.seeded(served))
             }
             let event: QueryStateMachine<Value>.Event
             do {
                 event = .loadSucceeded(flight: flight, try await chain.loadServed((), in: context))
             } catch {
-                // A cancelled load was abandoned by the machine: its answer would be ignored.
-                if error is CancellationError || Task.isCancelled { return }
+                // A cancelled load was abandoned by the machine: its answer would be ignored. (A
+                // `CancellationError` the chain throws on its own, its task not cancelled, is a
+                // failure like any other: the flight must end.)
+                if Task.isCancelled { return }
                 event = .loadFailed(flight: flight, QueryError(error))
             }
             self.finishLoad(flight, with: event)

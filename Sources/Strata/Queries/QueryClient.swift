@@ -24,6 +24,9 @@ public final class QueryClient: Sendable {
 
     private struct State: Sendable {
         var queries: [QueryKey: any AnyQuery] = [:]
+        /// Dropped queries an app may still hold: the same object comes back for their key, so a key
+        /// never has two.
+        var dropped: [QueryKey: WeakQuery] = [:]
         var isOnline: Bool
         var countWaiters = ConditionWaiters<Int>()
     }
@@ -41,7 +44,9 @@ public final class QueryClient: Sendable {
     ///
     /// The first call for a key decides its chain and policy; later calls for the same key return
     /// that query (whatever they pass), so every screen showing a key shares one state and one load.
-    /// A key must keep one value type.
+    /// A key must keep one value type. A query nobody observes is dropped after its
+    /// ``QueryPolicy/dropAfter`` (its value released, its stores keep their copies); one the app
+    /// still holds comes back to life when used.
     ///
     /// - Parameters:
     ///   - key: the query's key (`["posts", 42]`); invalidating a prefix of it reaches it.
@@ -51,12 +56,18 @@ public final class QueryClient: Sendable {
     ///     while the chain loads (stale-while-revalidate), e.g. `store.loader(key: "feed")`. A
     ///     memory store answers in the first frame; another store is read at the start of the load.
     ///     `nil`: the first frame holds the chain's immediate answer, if any.
+    ///   - enabled: `false` for a dependent query whose key is not known yet: it is
+    ///     `paused(disabled)`, never fetching, until ``Query/setEnabled(_:)``.
     ///   - chain: what a load runs.
     public func query<Value: Sendable & Equatable>(
         _ key: QueryKey, tags: Set<String> = [], policy: QueryPolicy = QueryPolicy(),
-        cached: (any Loader<Void, Value>)? = nil, chain: some Loader<Void, Value>
+        cached: (any Loader<Void, Value>)? = nil, enabled: Bool = true, chain: some Loader<Void, Value>
     ) -> Query<Value> {
         state.withLock { state in
+            if let held = state.dropped[key]?.query {
+                state.dropped[key] = nil
+                state.queries[key] = held
+            }
             if let existing = state.queries[key] {
                 guard let query = existing as? Query<Value> else {
                     preconditionFailure("query \(key) holds \(existing.valueType), asked for \(Value.self)")
@@ -66,8 +77,9 @@ public final class QueryClient: Sendable {
             let query = Query(
                 key: key, tags: tags, chain: AnyLoader(chain), cached: cached.map { AnyLoader($0) },
                 environment: environment,
-                configuration: policy, online: state.isOnline,
-                onDrop: { [weak self] query in self?.remove(query) })
+                configuration: policy, online: state.isOnline, enabled: enabled,
+                onDrop: { [weak self] query in self?.remove(query) },
+                onRevive: { [weak self] query in self?.revive(query) })
             state.queries[key] = query
             state.countWaiters.resumeSatisfied(by: state.queries.count)
             return query
@@ -115,9 +127,24 @@ public final class QueryClient: Sendable {
 
     private func remove(_ query: any AnyQuery) {
         state.withLock { state in
-            if let held = state.queries[query.key], held === query { state.queries[query.key] = nil }
+            if let held = state.queries[query.key], held === query {
+                state.queries[query.key] = nil
+                state.dropped[query.key] = WeakQuery(query: query)
+            }
+            state.dropped = state.dropped.filter { $0.value.query != nil }
             state.countWaiters.resumeSatisfied(by: state.queries.count)
         }
+    }
+
+    /// A dropped query the app held is used again: it is live again, and learns the network's state.
+    private func revive(_ query: any AnyQuery) {
+        let online = state.withLock { state -> Bool in
+            if state.dropped[query.key]?.query === query { state.dropped[query.key] = nil }
+            if state.queries[query.key] == nil { state.queries[query.key] = query }
+            state.countWaiters.resumeSatisfied(by: state.queries.count)
+            return state.isOnline
+        }
+        query.connectivityChanged(online: online)
     }
 
     /// Suspends until the client holds `count` queries (a test waits for one to be dropped).
@@ -134,6 +161,11 @@ public final class QueryClient: Sendable {
             state.withLock { _ = $0.countWaiters.withdraw(id, throwing: CancellationError()) }
         }
     }
+}
+
+/// A dropped query, held only by the app if at all.
+struct WeakQuery: Sendable {
+    weak var query: (any AnyQuery)?
 }
 
 /// A query of any value type, as the client holds it.

@@ -38,10 +38,9 @@ public struct QuerySnapshot<Value: Sendable>: Sendable {
     public var failureCount: Int
     /// Whether the value is a stand-in (the previous key's value while a new key loads).
     public var isPlaceholder: Bool
-    /// Why the last load ran (also while it runs: ``QueryPhase/fetching(_:)``).
+    /// Why the last load ran (also while it runs: ``QueryPhase/fetching(_:)``). A load that
+    /// continues after a pause (offline, a retry's delay) keeps the reason it started with.
     public var lastFetchReason: FetchReason?
-    /// How many observers the query has.
-    public var observerCount: Int
 
     /// The number of pending writes shown in the value (``Provenance/pendingWrites``).
     public var pendingWrites: Int { provenance?.pendingWrites ?? 0 }
@@ -55,8 +54,7 @@ public struct QuerySnapshot<Value: Sendable>: Sendable {
     public static var empty: QuerySnapshot {
         QuerySnapshot(
             value: nil, provenance: nil, status: .empty, phase: .idle, isStale: true, storedAt: nil,
-            updatedAt: nil, lastError: nil, failureCount: 0, isPlaceholder: false, lastFetchReason: nil,
-            observerCount: 0)
+            updatedAt: nil, lastError: nil, failureCount: 0, isPlaceholder: false, lastFetchReason: nil)
     }
 }
 
@@ -114,8 +112,6 @@ public enum FetchReason: String, Sendable, Hashable, CustomStringConvertible {
     case invalidated
     /// Code asked for it (``Query/refetch()``).
     case refetch
-    /// A paused load went on (after the network came back, or after a retry delay).
-    case continued
 
     public var description: String { rawValue }
 }

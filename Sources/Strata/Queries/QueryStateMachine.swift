@@ -9,13 +9,18 @@ import Foundation
 ///   same step cancels it;
 /// - the value shown is never replaced by an older one (by the time its tier stored it);
 /// - `phase` is `fetching` exactly while a load runs, and never while the query is disabled;
-/// - a dropped query returns no action.
+/// - an unobserved query with nothing running always has its drop scheduled;
+/// - a dropped query holds no value; any event but `dropDue` wakes it (``Action/revive`` first).
+/// - an invalidation holds until a load started after it answers.
 @_spi(StrataInternals)
 public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
     public typealias Configuration = QueryPolicy
 
     /// What happened to the query.
     public enum Event: Sendable {
+        /// The query was made (an unobserved query is dropped after a while, like one whose
+        /// observers left).
+        case created
         case observerAdded
         case observerRemoved
         case enabled(Bool)
@@ -42,8 +47,10 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
         case scheduleRetry(flight: Int, after: Duration)
         /// Report `dropDue` after `after` (an earlier schedule is superseded).
         case scheduleDrop(after: Duration)
-        /// Forget the query: nobody observes it and nothing runs.
+        /// Forget the query: nobody observes it and nothing runs. Its value is released.
         case drop
+        /// A dropped query is used again: keep it with the live ones.
+        case revive
         /// The snapshot changed: send it to the observers.
         case publish
     }
@@ -74,6 +81,7 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
     private(set) var lastFetchReason: FetchReason?
     private(set) var isPlaceholder = false
     private(set) var isDropped = false
+    private(set) var isDropScheduled = false
     private var hasAttempted = false
     private var lastForegroundFetch: Date?
     private var nextFlightID = 1
@@ -120,15 +128,34 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             status: shown != nil ? .value : (lastError != nil ? .failed : .empty),
             phase: phase, isStale: isStale(now: now), storedAt: storedAt, updatedAt: updatedAt,
             lastError: lastError, failureCount: failureCount, isPlaceholder: isPlaceholder,
-            lastFetchReason: lastFetchReason, observerCount: observers)
+            lastFetchReason: lastFetchReason)
     }
 
     /// Applies `event` at `now` and returns what to do, in order.
     public mutating func handle(_ event: Event, now: Date) -> [Action] {
-        guard !isDropped else { return [] }
+        var actions: [Action] = []
+        if isDropped {
+            if case .dropDue = event { return [] }
+            // Used again (an app kept the query and observes it anew): awake, without its value.
+            isDropped = false
+            actions.append(.revive)
+        }
+        actions += apply(event, now: now)
+        // An unobserved query with nothing running is dropped after a while.
+        if !isDropped, observers == 0, flight == nil, !isDropScheduled {
+            isDropScheduled = true
+            actions.append(.scheduleDrop(after: configuration.dropAfter))
+        }
+        return actions
+    }
+
+    private mutating func apply(_ event: Event, now: Date) -> [Action] {
         switch event {
+        case .created:
+            return []
         case .observerAdded:
             observers += 1
+            isDropScheduled = false
             var actions: [Action] = [.publish]
             if isStale(now: now) {
                 actions += requestLoad(observers == 1 ? .firstObserver : .newObserver, now: now)
@@ -144,7 +171,7 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
                 if flight.state == .running { actions.append(.cancelLoad(flight: flight.id)) }
                 self.flight = nil
             }
-            return actions + [.publish, .scheduleDrop(after: configuration.dropAfter)]
+            return actions + [.publish]
         case .enabled(let enabled):
             guard enabled != isEnabled else { return [] }
             isEnabled = enabled
@@ -180,7 +207,9 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             return requestLoad(.interval, now: now)
         case .invalidated:
             isInvalidated = true
-            guard observers > 0 else { return [.publish] }
+            // An observed query refetches; a load that runs (an unobserved prefetch too) restarts,
+            // so the answer that clears the invalidation was asked for after it.
+            guard observers > 0 || runningFlight != nil else { return [.publish] }
             return requestLoad(.invalidated, now: now)
         case .refetchRequested:
             return requestLoad(.refetch, now: now)
@@ -225,8 +254,17 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             self.flight = flight
             return [.startLoad(flight: id, reason: flight.reason), .publish]
         case .dropDue:
+            isDropScheduled = false
             guard observers == 0, flight == nil else { return [] }
             isDropped = true
+            shown = nil
+            storedAt = nil
+            updatedAt = nil
+            lastError = nil
+            failureCount = 0
+            isInvalidated = false
+            lastFetchReason = nil
+            isPlaceholder = false
             return [.drop]
         }
     }

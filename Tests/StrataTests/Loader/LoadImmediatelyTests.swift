@@ -151,6 +151,28 @@ struct LoadImmediatelyTests {
         guard case .failed = reports.all.first?.outcome else { Issue.record("the load's report is missing"); return }
     }
 
+    @Test func observersInsideAMapThatThrows_reportNothingForTheAttempt() async throws {
+        let store = try await memory()
+        let reports = ReportLog()
+        let metrics = TestMetrics()
+        let logs = LogCapture(level: .debug)
+        let tracer = InMemoryTracer()
+        let sut = store.loader(key: "feed").named("local")
+            .logged(to: logs.logger).tracked(by: reports).metered("feed", factory: metrics).traced("inner", tracer: tracer)
+            .map { (_: Item) -> Item in throw TransformFailed() }
+        #expect(sut.loadImmediately(()) == nil)
+        #expect(reports.all.isEmpty)
+        #expect(logs.entries.isEmpty)
+        #expect(metrics.counters.allSatisfy { $0.totalValue == 0 })
+        #expect(tracer.finishedSpans.isEmpty)
+
+        await #expect(throws: TransformFailed.self) { try await sut.load() }
+        // The load reports once: the hit it made, before the transform threw.
+        #expect(reports.all.count == 1)
+        #expect(tracer.finishedSpans.count == 1)
+        #expect(try metrics.expectCounter("strata_loads_total", [("loader", "feed"), ("outcome", "served")]).totalValue == 1)
+    }
+
     @Test func anAttemptUnderTheTasksRecorder_leavesNoTraceEither() async throws {
         let store = try await memory()
         let reports = ReportLog()

@@ -159,7 +159,36 @@ struct QueryStateMachineTests {
         #expect(sut.handle(.observerRemoved, now: now) == [.cancelLoad(flight: 1), .publish, .scheduleDrop(after: .seconds(300))])
         #expect(sut.phase == .idle)
         #expect(sut.handle(.dropDue, now: now) == [.drop])
-        #expect(sut.handle(.observerAdded, now: now).isEmpty)
+        #expect(sut.isDropped)
+    }
+
+    @Test func aQueryNeverObserved_isDroppedToo_andALoadRunningPostponesTheDrop() {
+        var sut = machine(QueryPolicy(dropAfter: .seconds(300)))
+        #expect(sut.handle(.created, now: now) == [.scheduleDrop(after: .seconds(300))])
+        #expect(sut.handle(.refetchRequested, now: now) == [.startLoad(flight: 1, reason: .refetch), .publish])
+        // Due while the prefetch runs: not now, and again once it has answered.
+        #expect(sut.handle(.dropDue, now: now).isEmpty)
+        #expect(sut.handle(.loadSucceeded(flight: 1, Self.served(1, storedAt: now)), now: now) == [.publish, .scheduleDrop(after: .seconds(300))])
+        #expect(sut.handle(.dropDue, now: now) == [.drop])
+        #expect(sut.snapshot(now: now).value == nil)
+    }
+
+    @Test func aDroppedQueryUsedAgain_wakesWithoutItsValue_andLoads() {
+        var sut = machine()
+        _ = sut.handle(.seeded(Self.served(1, storedAt: now)), now: now)
+        _ = sut.handle(.dropDue, now: now)
+        #expect(sut.isDropped)
+        #expect(sut.handle(.observerAdded, now: now) == [.revive, .publish, .startLoad(flight: 1, reason: .firstObserver), .publish])
+        #expect(!sut.isDropped)
+    }
+
+    @Test func invalidatingAnUnobservedQuery_restartsItsRunningPrefetch() {
+        var sut = machine()
+        _ = sut.handle(.refetchRequested, now: now)
+        #expect(sut.handle(.invalidated, now: now) == [.cancelLoad(flight: 1), .startLoad(flight: 2, reason: .invalidated), .publish])
+        // The prefetch's answer, from before the invalidation, is ignored.
+        #expect(sut.handle(.loadSucceeded(flight: 1, Self.served(1, storedAt: now)), now: now).isEmpty)
+        #expect(sut.snapshot(now: now).isStale)
     }
 
     @Test func aDropDue_afterANewObserverCame_isIgnored() {
@@ -231,7 +260,6 @@ struct QueryWorld {
             let actions = machine.handle(event, now: now)
             try apply(actions, event: event, wasRunning: wasRunning, step: step)
             try checkInvariants(step: step, event: event)
-            if machine.isDropped { return }
         }
     }
 
@@ -249,10 +277,11 @@ struct QueryWorld {
         case 7: return .enabled(random.next() % 4 != 0)
         case 8: return .seeded(served(storedAt: now.addingTimeInterval(-Double(random.next() % 30))))
         case 9 where dropScheduled: return .dropDue
-        case 10 where !retriesDue.isEmpty: return .retryDue(flight: retriesDue.randomElement(using: &random)!)
+        case 10 where !retriesDue.isEmpty: return .retryDue(flight: retriesDue.sorted().randomElement(using: &random)!)
         default:
             // An answer from a flight, possibly one the machine abandoned (its answer comes anyway).
-            guard let flight = (running.isEmpty ? nil : running.randomElement(using: &random)) ?? (random.next() % 3 == 0 ? Int(random.next() % 5) : nil) else {
+            // Sorted: a Set's order changes with the process's hash seed, and a seed must replay.
+            guard let flight = running.sorted().randomElement(using: &random) ?? (random.next() % 3 == 0 ? Int(random.next() % 5) : nil) else {
                 return .observerAdded
             }
             if random.next() % 3 == 0 { return .loadFailed(flight: flight, QueryError(TestError())) }
@@ -265,8 +294,12 @@ struct QueryWorld {
         return Served(value: nextValue, provenance: Provenance(origin: .remote, tier: "t", storedAt: storedAt), events: [])
     }
 
+    /// Whether the last step's actions started a load (checked after an invalidation).
+    var actionsStartedAfterInvalidation = false
+
     mutating func apply(_ actions: [Machine.Action], event: Machine.Event, wasRunning: Int?, step: Int) throws {
         var cancelled: Set<Int> = []
+        actionsStartedAfterInvalidation = actions.contains { if case .startLoad = $0 { true } else { false } }
         switch event {
         case .loadSucceeded(let flight, _), .loadFailed(let flight, _):
             running.remove(flight)
@@ -295,7 +328,11 @@ struct QueryWorld {
                 retriesDue.insert(flight)
             case .scheduleDrop:
                 dropScheduled = true
-            case .drop, .publish:
+            case .drop:
+                dropScheduled = false
+                // Its value is released: what it shows when woken starts afresh.
+                shownStoredAt = nil
+            case .publish, .revive:
                 break
             }
         }
@@ -316,6 +353,13 @@ struct QueryWorld {
             shownStoredAt = storedAt
         }
         if snapshot.status == .value, snapshot.value == nil { throw fail("status value without a value") }
+        if machine.observers == 0, machine.flight == nil, !machine.isDropped, !machine.isDropScheduled {
+            throw fail("an unobserved idle query without a drop scheduled")
+        }
+        if machine.isDropped, snapshot.value != nil { throw fail("a dropped query keeps its value") }
+        if case .invalidated = event, machine.runningFlight != nil, !actionsStartedAfterInvalidation {
+            throw fail("an invalidated query kept a load that started before the invalidation")
+        }
         if machine.observers < 0 { throw fail("negative observers") }
     }
 }

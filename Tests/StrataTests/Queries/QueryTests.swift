@@ -94,10 +94,10 @@ struct QueryTests {
         try await live?.settled()
         #expect(live?.value == itemB)
         #expect(live?.phase == .idle)
-        #expect(query.current.observerCount == 1)
+        #expect(query.observerCount == 1)
         live = nil
         try await query.waitForObservers(0)
-        #expect(query.current.observerCount == 0)
+        #expect(query.observerCount == 0)
     }
 
     @MainActor
@@ -145,7 +145,7 @@ struct QueryTests {
         queries.setOnline(true)
         try await query.settled()
         #expect(remote.loadCount == 1)
-        #expect(query.current.observerCount == 10)
+        #expect(query.observerCount == 10)
         for task in tasks { task.cancel() }
     }
 
@@ -240,7 +240,8 @@ struct QueryTests {
         let query = client().query(["feed"], policy: QueryPolicy(retry: retry), chain: remote)
         let stream = query.snapshots()
         let observer = Task { for await _ in stream {} }
-        try await clock.waitForSleepers(count: 1)
+        // The retry's delay (the query also sleeps until its drop is due).
+        try await clock.waitForSleepers(matching: { $0.since.duration(to: $0.deadline) == .seconds(5) })
         #expect(query.current.phase == .paused(.backingOff))
         #expect(query.current.failureCount == 1)
         clock.advance(by: .seconds(5))
@@ -292,7 +293,7 @@ struct QueryTests {
         let stream = query.snapshots()
         let observer = Task { for await _ in stream {} }
         try await query.settled()
-        try await clock.waitForSleepers(count: 1)
+        try await clock.waitForSleepers(matching: { $0.since.duration(to: $0.deadline) == .seconds(60) })
         clock.advance(by: .seconds(60))
         try await remote.waitForLoads(count: 2)
         try await query.settled()
@@ -300,6 +301,55 @@ struct QueryTests {
         observer.cancel()
         try await query.waitForObservers(0)
         #expect(remote.loadCount == 2)
+    }
+
+    @Test func anInvalidation_goesPastTheChainsFreshCache_toTheRemote() async throws {
+        let store = try await memory(holding: itemA)
+        let remote = LoaderSpy<Void, Item>(.success(itemB))
+        let queries = client()
+        let query = queries.query(["feed"], policy: QueryPolicy(staleAfter: .minutes(5)), chain: chain(store, remote: remote))
+        let stream = query.snapshots()
+        let observer = Task { for await _ in stream {} }
+        try await query.settled()
+        #expect(query.current.value == itemA)
+        #expect(remote.loadCount == 0)
+
+        queries.invalidate(prefix: ["feed"])
+        try await query.settled()
+        #expect(remote.loadCount == 1)
+        #expect(query.current.value == itemB)
+        #expect(query.current.provenance?.tier == "remote")
+        #expect(!query.current.isStale)
+        observer.cancel()
+    }
+
+    @Test func aQueryNeverObserved_isDropped_andTheSameObjectComesBackWhenUsed() async throws {
+        let remote = LoaderSpy<Void, Item>(.success(itemA))
+        let queries = client()
+        let held = queries.query(["feed"], policy: QueryPolicy(dropAfter: .seconds(300)), chain: remote)
+        try await clock.waitForSleepers(count: 1)
+        clock.advance(by: .seconds(300))
+        try await queries.waitForQueries(0)
+
+        // The app kept it: observing it again wakes it, with the client, and it loads.
+        let stream = held.snapshots()
+        let observer = Task { for await _ in stream {} }
+        try await held.settled()
+        #expect(held.current.value == itemA)
+        #expect(queries.keys == [["feed"]])
+        #expect(queries.query(["feed"], chain: remote) === held)
+        observer.cancel()
+    }
+
+    @Test func aChainThatThrowsCancellationOnItsOwn_endsTheLoad() async throws {
+        let query = client().query(["feed"], chain: ClosureLoader<Void, Item>("gives up") { throw CancellationError() })
+        let stream = query.snapshots()
+        let observer = Task { for await _ in stream {} }
+        try await query.settled()
+        #expect(query.current.phase == .idle)
+        #expect(query.current.status == .failed)
+        #expect(query.current.lastError?.type == "CancellationError")
+        observer.cancel()
     }
 
     @Test func keyParts_matchByPrefix() {

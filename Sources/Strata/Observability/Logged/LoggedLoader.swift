@@ -102,11 +102,16 @@ public struct LoggedLoader<Base: Loader>: Loader {
         let held = LoadRecorder(parent: nil, environment: context.environment)
         guard let value = base.loadImmediately(input, in: context.recording(into: held)) else { return nil }
         let logger = logger ?? context.environment.logger
-        logger.debug("load started", metadata: ["loader": "\(redactedName)"])
         let events = held.events
-        context.replay(events, onEvent: logEvent)
+        context.replay(events)
         let result: Result<Output, any Error> = .success(value)
-        log(LoadReport(loader: name, result: result, duration: start.duration(to: clock.now), events: events), to: logger)
+        let report = LoadReport(loader: name, result: result, duration: start.duration(to: clock.now), events: events)
+        let environment = context.environment
+        context.afterImmediateAnswer { [self] in
+            logger.debug("load started", metadata: ["loader": "\(redactedName)"])
+            for event in events { logEvent(event, environment) }
+            log(report, to: logger)
+        }
         return value
     }
 
@@ -191,7 +196,7 @@ public struct LoggedLoader<Base: Loader>: Loader {
 
 extension LoggedLoader: LoaderDescribing {
     public var loaderNode: LoaderNode {
-        LoaderNode(label: logger.map { "logged(\($0.label), \(level))" } ?? "logged(\(level))", children: [base.chainNode])
+        LoaderNode(label: logger.map { "logged(\($0.label), \(level))" } ?? "logged(\(level))", children: [base.chainNode]).observing()
     }
 }
 

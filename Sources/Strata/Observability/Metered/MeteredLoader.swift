@@ -61,7 +61,7 @@ public struct MeteredLoader<Base: Loader>: Loader {
     @usableFromInline
     func loadMeteredImmediately(_ input: Input, in context: LoadContext) -> Output? {
         guard let (value, report) = observeImmediately(base, input, in: context, loader: summary) else { return nil }
-        metrics.record(report)
+        context.afterImmediateAnswer { [metrics] in metrics.record(report) }
         return value
     }
 
@@ -159,7 +159,7 @@ extension Timer {
 }
 
 extension MeteredLoader: LoaderDescribing {
-    public var loaderNode: LoaderNode { LoaderNode(label: "metered(\(name))", children: [base.chainNode]) }
+    public var loaderNode: LoaderNode { LoaderNode(label: "metered(\(name))", children: [base.chainNode]).observing() }
 }
 
 extension Loader {

@@ -61,12 +61,15 @@ public struct TracedLoader<Base: Loader>: Loader {
     func traceImmediately(_ input: Input, in context: LoadContext) -> Output? {
         let start = DefaultTracerClock.now
         guard let (value, report) = observeImmediately(base, input, in: context, loader: name) else { return nil }
-        let span = tracer.startSpan(operationName, context: InstrumentationContext.current ?? .topLevel, ofKind: .internal, at: start)
-        defer { span.end() }
-        guard span.isRecording else { return value }
-        span.attributes["strata.loader"] = redactedName
-        for event in report.events { Self.addEvent(event, to: span) }
-        Self.annotate(span, with: report)
+        let parent = InstrumentationContext.current ?? .topLevel
+        context.afterImmediateAnswer { [tracer, operationName, redactedName] in
+            let span = tracer.startSpan(operationName, context: parent, ofKind: .internal, at: start)
+            defer { span.end() }
+            guard span.isRecording else { return }
+            span.attributes["strata.loader"] = redactedName
+            for event in report.events { Self.addEvent(event, to: span) }
+            Self.annotate(span, with: report)
+        }
         return value
     }
 
@@ -119,7 +122,7 @@ public struct TracedLoader<Base: Loader>: Loader {
 }
 
 extension TracedLoader: LoaderDescribing {
-    public var loaderNode: LoaderNode { LoaderNode(label: "traced(\(operationName))", children: [base.chainNode]) }
+    public var loaderNode: LoaderNode { LoaderNode(label: "traced(\(operationName))", children: [base.chainNode]).observing() }
 }
 
 extension Loader {

@@ -40,14 +40,14 @@ public struct TrackedLoader<Base: Loader, Tracker: LoadTracker>: Loader {
     /// The base's immediate answer, reported to the tracker as a load.
     public func loadImmediately(_ input: Input, in context: LoadContext) -> Output? {
         guard let (value, report) = observeImmediately(base, input, in: context, loader: summary) else { return nil }
-        tracker.track(report.redactingStrings())
+        context.afterImmediateAnswer { [tracker] in tracker.track(report.redactingStrings()) }
         return value
     }
 }
 
 extension TrackedLoader: LoaderDescribing {
     public var loaderNode: LoaderNode {
-        LoaderNode(label: "tracked(by: \(Tracker.self))", children: [base.chainNode])
+        LoaderNode(label: "tracked(by: \(Tracker.self))", children: [base.chainNode]).observing()
     }
 }
 

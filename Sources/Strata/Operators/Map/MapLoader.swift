@@ -4,11 +4,15 @@ public struct MapLoader<Base: Loader, Output: Sendable>: Loader {
 
     public let base: Base
     @usableFromInline let transform: @Sendable (Base.Output) throws -> Output
+    /// Whether an observer inside reports loads: its effects are then held until the transform
+    /// has succeeded (decided once, when the operator is built).
+    @usableFromInline let holdsEffects: Bool
 
     @inlinable
     init(base: Base, transform: @escaping @Sendable (Base.Output) throws -> Output) {
         self.base = base
         self.transform = transform
+        self.holdsEffects = base.chainNode.containsObserver
     }
 
     @inlinable @inline(__always)
@@ -22,11 +26,18 @@ public struct MapLoader<Base: Loader, Output: Sendable>: Loader {
     }
 
     /// The base's immediate answer, transformed; `nil` when `transform` throws on it (the load then
-    /// runs, and calls `transform` again on what it loads).
+    /// runs, and calls `transform` again on what it loads). The observers inside report the answer
+    /// only once the transform succeeded: an attempt that ends in `nil` leaves no trace.
     @inlinable
     public func loadImmediately(_ input: Input, in context: LoadContext) -> Output? {
-        guard let value = base.loadImmediately(input, in: context) else { return nil }
-        return try? transform(value)
+        guard holdsEffects else {
+            guard let value = base.loadImmediately(input, in: context) else { return nil }
+            return try? transform(value)
+        }
+        return context.holdingEffects { context in
+            guard let value = base.loadImmediately(input, in: context) else { return nil }
+            return try? transform(value)
+        }
     }
 }
 
