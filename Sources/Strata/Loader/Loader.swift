@@ -90,7 +90,15 @@ extension Loader {
     public nonisolated(nonsending) func loadTryingImmediately(_ input: Input) async throws -> Output {
         let context = LoadContext.current
         if let value = context.attemptingImmediately({ loadImmediately(input, in: $0) }) { return value }
-        return try await load(input, in: context)
+        return try await loadAfterImmediately(input, in: context)
+    }
+
+    /// The load when there was no immediate answer, out of line: the hit path around it stays small
+    /// enough for the caller to inline (measured: a `map` whose slow path was inlined made its
+    /// callers' closures too big to inline, an async frame per hit).
+    @usableFromInline @inline(never)
+    nonisolated(nonsending) func loadAfterImmediately(_ input: Input, in context: LoadContext) async throws -> Output {
+        try await load(input, in: context)
     }
 }
 

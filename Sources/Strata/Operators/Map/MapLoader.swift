@@ -30,11 +30,16 @@ public struct MapLoader<Base: Loader, Output: Sendable>: Loader {
     /// only once the transform succeeded: an attempt that ends in `nil` leaves no trace.
     @inlinable
     public func loadImmediately(_ input: Input, in context: LoadContext) -> Output? {
-        guard holdsEffects else {
-            guard let value = base.loadImmediately(input, in: context) else { return nil }
-            return try? transform(value)
-        }
-        return context.holdingEffects { context in
+        guard !holdsEffects else { return loadHoldingEffects(input, in: context) }
+        guard let value = base.loadImmediately(input, in: context) else { return nil }
+        return try? transform(value)
+    }
+
+    /// The immediate answer with the observers' effects held until the transform succeeded: out
+    /// of line, so the common case (no observer inside) stays small enough to inline.
+    @usableFromInline
+    func loadHoldingEffects(_ input: Input, in context: LoadContext) -> Output? {
+        context.holdingEffects { context in
             guard let value = base.loadImmediately(input, in: context) else { return nil }
             return try? transform(value)
         }
