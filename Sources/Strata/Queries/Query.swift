@@ -1,13 +1,13 @@
 import Foundation
 
 /// One live query: the state a screen shows for one key, shared by every observer of that key
-/// (made by ``QueryClient/query(_:tags:policy:cached:chain:)``).
+/// (made by ``QueryClient/query(_:tags:policy:cached:enabled:chain:)``).
 ///
 /// A query runs its chain when an observer comes to a stale value, when the network returns, when
 /// the app comes to the foreground, on an interval, when its key is invalidated, or when asked
 /// (``refetch()``): one load at a time however many triggers fire together. Its state is one
 /// ``QuerySnapshot``, observed as an `AsyncSequence` (``snapshots()``) or, on the main actor, as an
-/// `@Observable` ``LiveQuery`` (``observed()``). The decisions are ``QueryStateMachine``'s; this
+/// `@Observable` ``LiveQuery`` (``observed()``). The decisions are `QueryStateMachine`'s; this
 /// class runs them: it starts and cancels the loads, sleeps on the environment's clock, and
 /// publishes each new snapshot to the observers, in order.
 public final class Query<Value: Sendable & Equatable>: Sendable {
@@ -143,14 +143,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     ///
     /// - Throws: `CancellationError` when the waiting task is cancelled.
     public func settled() async throws {
-        let id = state.withLock { $0.settledWaiters.makeID() }
-        try await waitCancellably { continuation in
-            state.withLock { state in
-                state.settledWaiters.wait(id, until: { $0 }, current: state.machine.isSettled, continuation: continuation)
-            }
-        } withdraw: { [state] in
-            state.withLock { _ = $0.settledWaiters.withdraw(id, throwing: CancellationError()) }
-        }
+        try await state.wait(in: \.settledWaiters, current: { $0.machine.isSettled }, until: { $0 })
     }
 
     /// Suspends until the query has `count` observers (a test waits for an observer's stream to end).
@@ -158,14 +151,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     /// - Throws: `CancellationError` when the waiting task is cancelled.
     @_spi(StrataInternals)
     public func waitForObservers(_ count: Int) async throws {
-        let id = state.withLock { $0.observerWaiters.makeID() }
-        try await waitCancellably { continuation in
-            state.withLock { state in
-                state.observerWaiters.wait(id, until: { $0 == count }, current: state.machine.observers, continuation: continuation)
-            }
-        } withdraw: { [state] in
-            state.withLock { _ = $0.observerWaiters.withdraw(id, throwing: CancellationError()) }
-        }
+        try await state.wait(in: \.observerWaiters, current: { $0.machine.observers }, until: { $0 == count })
     }
 
     /// Shows an immediate answer if the query shows nothing yet — the cached copy's (any age), or

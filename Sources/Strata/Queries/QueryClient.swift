@@ -152,14 +152,7 @@ public final class QueryClient: Sendable {
     /// - Throws: `CancellationError` when the waiting task is cancelled.
     @_spi(StrataInternals)
     public func waitForQueries(_ count: Int) async throws {
-        let id = state.withLock { $0.countWaiters.makeID() }
-        try await waitCancellably { continuation in
-            state.withLock { state in
-                state.countWaiters.wait(id, until: { $0 == count }, current: state.queries.count, continuation: continuation)
-            }
-        } withdraw: { [state] in
-            state.withLock { _ = $0.countWaiters.withdraw(id, throwing: CancellationError()) }
-        }
+        try await state.wait(in: \.countWaiters, current: { $0.queries.count }, until: { $0 == count })
     }
 }
 

@@ -146,3 +146,25 @@ public func withWaitTimeout(
     }
     if !ended, let error = timedOut(timeout) { throw error }
 }
+
+@_spi(StrataInternals)
+extension Locked {
+    /// Suspends until `condition` holds for the state's `current` snapshot, waiting in the
+    /// ``ConditionWaiters`` at `waiters` (whose owner calls `resumeSatisfied(by:)` after each change).
+    ///
+    /// - Throws: `CancellationError` as soon as the waiting task is cancelled.
+    public func wait<Snapshot>(
+        in waiters: WritableKeyPath<State, ConditionWaiters<Snapshot>> & Sendable,
+        current: @escaping @Sendable (State) -> Snapshot,
+        until condition: @escaping ConditionWaiters<Snapshot>.Condition
+    ) async throws {
+        let id = withLock { $0[keyPath: waiters].makeID() }
+        try await waitCancellably { continuation in
+            withLock { state in
+                state[keyPath: waiters].wait(id, until: condition, current: current(state), continuation: continuation)
+            }
+        } withdraw: { [self] in
+            withLock { _ = $0[keyPath: waiters].withdraw(id, throwing: CancellationError()) }
+        }
+    }
+}
