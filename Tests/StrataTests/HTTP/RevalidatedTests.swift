@@ -52,6 +52,17 @@ struct RevalidatedTests {
         #expect(store.messages == [.retrieve("item")])
     }
 
+    @Test func aFreshEntryStoredBeforeTheLoadRevalidatesFrom_isAskedAbout_notServed() async throws {
+        let (sut, client, store) = makeSUT(responses: [notModified()])
+        try await seed(store, age: .seconds(30), validators: .init(etag: etag))
+        var context = LoadContext()
+        context.revalidatingSince = clock.date
+        let served = try await sut.loadServed((), in: context)
+        #expect(served.value == itemA)
+        #expect(client.requests.count == 1)
+        #expect(served.provenance.origin == .remote)
+    }
+
     @Test(arguments: [true, false])
     func serverMaxAge_shortensThePolicy_onlyWhenHonoured(honours: Bool) async throws {
         let (sut, client, store) = makeSUT(policy: .maxAge(.seconds(60)), honorsCacheControl: honours, responses: [notModified()])

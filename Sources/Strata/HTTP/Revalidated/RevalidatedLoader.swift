@@ -63,7 +63,8 @@ public struct RevalidatedLoader<Input: Sendable, S: Store>: Loader {
         let environment = context.environment
         let cached = try await readEntry(key, logger: environment.logger)
         let checkedAt = environment.now()
-        if let cached, isFresh(cached, at: checkedAt) {
+        // A copy stored at or before `revalidatingSince` is asked about (conditionally), not served.
+        if let cached, context.revalidatingSince.map({ cached.storedAt > $0 }) ?? true, isFresh(cached, at: checkedAt) {
             context.record(.served(Provenance(
                 origin: store.origin, tier: context.tierName(default: description), storedAt: cached.storedAt,
                 age: max(.zero, .between(cached.storedAt, checkedAt)))))
