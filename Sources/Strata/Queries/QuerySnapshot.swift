@@ -49,13 +49,6 @@ public struct QuerySnapshot<Value: Sendable>: Sendable {
     public var isFetching: Bool {
         if case .fetching = phase { true } else { false }
     }
-
-    /// A query that has done nothing yet.
-    public static var empty: QuerySnapshot {
-        QuerySnapshot(
-            value: nil, provenance: nil, status: .empty, phase: .idle, isStale: true, storedAt: nil,
-            updatedAt: nil, lastError: nil, failureCount: 0, isPlaceholder: false, lastFetchReason: nil)
-    }
 }
 
 extension QuerySnapshot: Equatable where Value: Equatable {}

@@ -12,6 +12,22 @@ public struct CachedLoader<Remote: Loader, S: Store>: Loader where S.Value == Re
     public let store: S
     public let policy: CachePolicy
     let key: @Sendable (Input) -> S.Key
+    /// The store read through the policy's freshness, for `cacheFirst` and `cacheOnly`: made once,
+    /// so a hit does not format a tier description.
+    let cacheTier: StoreLoader<S, Input>?
+
+    init(remote: Remote, store: S, policy: CachePolicy, key: @escaping @Sendable (Input) -> S.Key) {
+        self.remote = remote
+        self.store = store
+        self.policy = policy
+        self.key = key
+        switch policy {
+        case .cacheFirst(let freshness), .cacheOnly(let freshness):
+            cacheTier = StoreLoader(store: store, policy: freshness, key: key)
+        case .networkFirst, .networkOnly:
+            cacheTier = nil
+        }
+    }
 
     public func load(_ input: Input) async throws -> Output {
         try await loadTryingImmediately(input)
@@ -20,13 +36,7 @@ public struct CachedLoader<Remote: Loader, S: Store>: Loader where S.Value == Re
     /// Under `cacheFirst` and `cacheOnly`, the store's entry when it can be read at once and the
     /// freshness policy accepts it; `nil` under the policies that ask the network first.
     public func loadImmediately(_ input: Input, in context: LoadContext) -> Output? {
-        switch policy {
-        case .cacheFirst(let freshness), .cacheOnly(let freshness):
-            let key = key(input)
-            return StoreLoader<S, Input>(store: store, policy: freshness, keySource: .constant(key)).loadImmediately(input, in: context)
-        case .networkFirst, .networkOnly:
-            return nil
-        }
+        cacheTier?.loadImmediately(input, in: context)
     }
 
     public func load(_ input: Input, in context: LoadContext) async throws -> Output {
