@@ -32,7 +32,11 @@ extension Outbox {
             metrics.storageFailures.increment()
             throw OutboxError.storage(error)
         }
-        state.withLock { $0.machine.discardFinished(id, removed: true) }
+        state.withLock { state in
+            state.machine.discardFinished(id, removed: true)
+            state.writeEvents.append(.discarded(entry))
+        }
+        publishWriteEvents()
         metrics.discarded(.discardedByRequest).increment()
         logger.notice("outbox dead letter discarded", metadata: metadata(for: entry))
         changed()
@@ -56,7 +60,11 @@ extension Outbox {
             metrics.storageFailures.increment()
             throw OutboxError.storage(error)
         }
-        state.withLock { $0.machine.requeueFinished(id, saved: true) }
+        state.withLock { state in
+            state.machine.requeueFinished(id, saved: true)
+            state.writeEvents.append(.queued(entry))
+        }
+        publishWriteEvents()
         changed()
         wake()
         return true

@@ -45,7 +45,10 @@ extension Outbox {
             state.withLock { $0.machine.heldBack(entry.id, until: holdBackDate()) }
             return .stopped
         }
-        state.withLock { _ = $0.machine.saveFinished(entry.id, readBack.outcome) }
+        state.withLock { state in
+            if let queued = state.machine.saveFinished(entry.id, readBack.outcome) { state.writeEvents.append(.queued(queued)) }
+        }
+        publishWriteEvents()
         logger.notice(
             readBack.outcome == .absent
                 ? "outbox settled a write whose save had an unknown outcome: it was not stored"
@@ -189,7 +192,11 @@ extension Outbox {
         var parked = entry
         parked.state = .parked(letter)
         guard await persist(parked) else { return holdBack(entry) }
-        let revive = state.withLock { $0.machine.parked(parked) }
+        let revive = state.withLock { state in
+            defer { state.writeEvents.append(.refused(parked)) }
+            return state.machine.parked(parked)
+        }
+        publishWriteEvents()
         metrics.parked(letter.reason).increment()
         var details = metadata(for: parked)
         details["outbox.reason"] = "\(letter.reason.rawValue)"
@@ -221,7 +228,11 @@ extension Outbox {
                         metadata: metadata(for: entry))
                     return holdBack(entry)
                 }
-                state.withLock { $0.machine.rewritten(next) }
+                state.withLock { state in
+                    state.machine.rewritten(next)
+                    state.writeEvents.append(.queued(next))
+                }
+                publishWriteEvents()
             }
         }
         do {
@@ -232,7 +243,11 @@ extension Outbox {
                 "outbox delivered a write but could not remove it; after a relaunch it is sent again with the same idempotency key",
                 metadata: metadata(for: entry, error: error))
         }
-        state.withLock { $0.machine.delivered(entry.id) }
+        state.withLock { state in
+            state.machine.delivered(entry.id)
+            state.writeEvents.append(.delivered(entry))
+        }
+        publishWriteEvents()
         metrics.delivered.increment()
         settleAndNotify()
         return .delivered
@@ -246,7 +261,11 @@ extension Outbox {
             logger.error("outbox could not remove a write", metadata: metadata(for: entry, error: error))
             return holdBack(entry)
         }
-        state.withLock { $0.machine.delivered(entry.id) }
+        state.withLock { state in
+            state.machine.delivered(entry.id)
+            state.writeEvents.append(.refused(entry))
+        }
+        publishWriteEvents()
         metrics.discarded(why).increment()
         var details = metadata(for: entry)
         details["outbox.payload_bytes"] = "\(entry.payload.count)"

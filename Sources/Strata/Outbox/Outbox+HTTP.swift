@@ -49,7 +49,7 @@ public struct OutboxRequest: Sendable, Hashable, Codable {
 }
 
 extension Outbox {
-    /// The kind of HTTP writes (``enqueue(_:body:scope:baseVersion:id:)``).
+    /// The kind of HTTP writes (``enqueue(_:body:scope:baseVersion:id:invalidates:)``).
     public static let httpKind = "http"
 
     /// `Idempotency-Key`: the header HTTP writes carry their key in, unless `registerHTTP` is told another.
@@ -129,12 +129,15 @@ extension Outbox {
     ///     request already carries is taken as the base version when this is `nil`, so the conflict
     ///     policy applies to it too.
     ///   - id: the entry's id, which makes this call idempotent (see
-    ///     ``enqueue(kind:scope:payload:host:baseVersion:id:)``). When `nil` and the request carries
+    ///     ``enqueue(kind:scope:payload:host:baseVersion:id:invalidates:)``). When `nil` and the request carries
     ///     an `Idempotency-Key` that is a UUID, that UUID is the id: queueing the same request again
     ///     after an error answers with the same entry.
+    ///   - invalidates: the live query tags and key prefixes its delivery invalidates
+    ///     (``OutboxEntry/invalidates``).
     @discardableResult
     public func enqueue(
-        _ request: HTTPRequest, body: Data?, scope: String? = nil, baseVersion: String? = nil, id: UUID? = nil
+        _ request: HTTPRequest, body: Data?, scope: String? = nil, baseVersion: String? = nil, id: UUID? = nil,
+        invalidates: [String] = []
     ) async throws -> OutboxEntry {
         var request = request
         let id = id ?? request.headerFields[Self.idempotencyKeyField].flatMap(UUID.init(uuidString:))
@@ -144,7 +147,7 @@ extension Outbox {
         let payload = try JSONEncoder().encode(stored)
         return try await enqueue(
             kind: Self.httpKind, scope: scope ?? Self.defaultScope(for: stored.url), payload: payload,
-            host: stored.url.host, baseVersion: baseVersion, id: id)
+            host: stored.url.host, baseVersion: baseVersion, id: id, invalidates: invalidates)
     }
 
     /// The scope of an HTTP write to `url` when none is given: its path.

@@ -31,7 +31,7 @@ extension Outbox {
     }
 
     /// Registers a handler for writes of `kind` whose payload is `Write` as JSON (queued with
-    /// ``enqueue(_:kind:scope:host:baseVersion:id:)``). A payload that does not decode parks the write
+    /// ``enqueue(_:kind:scope:host:baseVersion:id:invalidates:)``). A payload that does not decode parks the write
     /// (``DeadLetter/Reason/unreadablePayload``).
     public func register<Write: Decodable & Sendable>(
         _ kind: String, as type: Write.Type,

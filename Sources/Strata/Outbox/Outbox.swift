@@ -13,7 +13,7 @@ import Metrics
 /// try await outbox.enqueue(request, body: json)          // durable when it returns; sent when possible
 /// ```
 ///
-/// - **Durable.** ``enqueue(kind:scope:payload:host:baseVersion:id:)`` returns once the write is saved
+/// - **Durable.** ``enqueue(kind:scope:payload:host:baseVersion:id:invalidates:)`` returns once the write is saved
 ///   in the ``OutboxStorage``; it is removed only after its handler reported it delivered, so a
 ///   process killed at any point sends it after relaunch.
 /// - **Once.** Every attempt of one write carries the same key (``OutboxEntry/idempotencyKey``; HTTP
@@ -149,19 +149,24 @@ public final class Outbox: Sendable, CustomStringConvertible {
     ///   - host: the host it goes to, so a successful load from that host starts a drain.
     ///   - baseVersion: the server version it was made against (sent as `If-Match` by HTTP writes).
     ///   - id: the entry's id and idempotency key; a new UUIDv7 when `nil`.
+    ///   - invalidates: the live query tags and key prefixes its delivery invalidates
+    ///     (``OutboxEntry/invalidates``).
     /// - Returns: the queued entry (the earlier one, when `id` was queued before).
     /// - Throws: ``OutboxError/storage(_:)`` (not queued), ``OutboxError/outcomeUnknown(id:underlying:)``,
     ///   ``OutboxError/discarded(_:)`` when `id` was discarded by this process.
     @discardableResult
     public func enqueue(
-        kind: String, scope: String, payload: Data, host: String? = nil, baseVersion: String? = nil, id: UUID? = nil
+        kind: String, scope: String, payload: Data, host: String? = nil, baseVersion: String? = nil, id: UUID? = nil,
+        invalidates: [String] = []
     ) async throws -> OutboxEntry {
         try await ensureLoaded()
         let now = environment.now()
         let id = id ?? .version7(at: now)
         while true {
             let decision = state.withLock {
-                $0.machine.enqueue(id: id, kind: kind, scope: scope, payload: payload, host: host, baseVersion: baseVersion, now: now)
+                $0.machine.enqueue(
+                    id: id, kind: kind, scope: scope, payload: payload, host: host, baseVersion: baseVersion,
+                    invalidates: invalidates, now: now)
             }
             switch decision {
             case .existing(let entry):
@@ -179,7 +184,11 @@ public final class Outbox: Sendable, CustomStringConvertible {
                     metrics.storageFailures.increment()
                     return try await settle(entry, saveError: error)
                 }
-                state.withLock { _ = $0.machine.saveFinished(entry.id, .stored(entry)) }
+                state.withLock { state in
+                    _ = state.machine.saveFinished(entry.id, .stored(entry))
+                    state.writeEvents.append(.queued(entry))
+                }
+                publishWriteEvents()
                 finishSave(of: entry.id)
                 metrics.enqueued.increment()
                 changed()
@@ -192,7 +201,8 @@ public final class Outbox: Sendable, CustomStringConvertible {
     /// Queues `write` as JSON for the handler registered as `kind` with ``register(_:as:conflicts:refreshAuthorization:handler:)``.
     @discardableResult
     public func enqueue<Write: Encodable>(
-        _ write: Write, kind: String, scope: String, host: String? = nil, baseVersion: String? = nil, id: UUID? = nil
+        _ write: Write, kind: String, scope: String, host: String? = nil, baseVersion: String? = nil, id: UUID? = nil,
+        invalidates: [String] = []
     ) async throws -> OutboxEntry {
         let payload: Data
         do {
@@ -200,7 +210,8 @@ public final class Outbox: Sendable, CustomStringConvertible {
         } catch {
             throw OutboxError.unencodablePayload(kind: kind, reason: "\(error)")
         }
-        return try await enqueue(kind: kind, scope: scope, payload: payload, host: host, baseVersion: baseVersion, id: id)
+        return try await enqueue(
+            kind: kind, scope: scope, payload: payload, host: host, baseVersion: baseVersion, id: id, invalidates: invalidates)
     }
 
     /// Settles a first save whose outcome is unknown (`saveError`, or an earlier unknown outcome) by
@@ -208,7 +219,12 @@ public final class Outbox: Sendable, CustomStringConvertible {
     /// (queued), absent (not queued), or unknown (read-back failed; the write holds its scope).
     private func settle(_ entry: OutboxEntry, saveError: (any Error)?) async throws -> OutboxEntry {
         let readBack = await readBack(entry.id)
-        let queued = state.withLock { $0.machine.saveFinished(entry.id, readBack.outcome) }
+        let queued = state.withLock { state in
+            let queued = state.machine.saveFinished(entry.id, readBack.outcome)
+            if let queued { state.writeEvents.append(.queued(queued)) }
+            return queued
+        }
+        publishWriteEvents()
         finishSave(of: entry.id)
         changed()
         if let queued {
@@ -462,6 +478,8 @@ public final class Outbox: Sendable, CustomStringConvertible {
         var saveWaiters: [UUID: ConditionWaiters<Bool>] = [:]
         var wakeWaiters: [UUID: CheckedContinuation<Void, Never>] = [:]
         var wakeRequested = false
+        /// Who is told of each write's changes, and what is still to tell them (``observeWrites(_:)``).
+        var writeEvents = WriteEventFeed()
     }
 
     /// Reads the entries from the storage once (again after a failed read).
@@ -481,8 +499,12 @@ public final class Outbox: Sendable, CustomStringConvertible {
             // process parked for want of a handler go back in the queue now that one exists.
             let revivable = state.withLock { state -> [OutboxEntry] in
                 state.loading = nil
-                return state.machine.loaded(loaded)
+                let wasLoaded = state.machine.isLoaded
+                let revivable = state.machine.loaded(loaded)
+                if !wasLoaded { state.writeEvents.append(.loaded(state.machine.pendingEntries)) }
+                return revivable
             }
+            publishWriteEvents()
             changed()
             if !revivable.isEmpty { await revive(revivable) }
         } catch {

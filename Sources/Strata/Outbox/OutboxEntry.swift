@@ -2,7 +2,7 @@ import Foundation
 
 /// One write waiting in an ``Outbox``: what to send, in which order, and how its delivery went so far.
 ///
-/// An entry is persisted by the outbox's ``OutboxStorage`` before ``Outbox/enqueue(kind:scope:payload:host:baseVersion:id:)``
+/// An entry is persisted by the outbox's ``OutboxStorage`` before ``Outbox/enqueue(kind:scope:payload:host:baseVersion:id:invalidates:)``
 /// returns, and removed only once its handler reported it delivered. A write that cannot be
 /// delivered is never removed: it is *parked* (a dead letter, ``State-swift.enum/parked(_:)``) until
 /// someone retries or discards it.
@@ -48,6 +48,12 @@ public struct OutboxEntry: Sendable, Hashable, Codable, Identifiable {
     /// answer): each was retried after a backoff instead of going to the conflict policy, up to
     /// ``OutboxRetryPolicy/inFlightConflictRetries``.
     public var inFlightConflicts: Int
+    /// What the write changes, named for the reads that show it: live query tags or key prefixes
+    /// (`"posts"`, `"posts/42"`, a key's parts joined by `/`). When the write is delivered, a
+    /// ``QueryClient`` following the outbox invalidates every query with one of these tags or a key
+    /// under one of these prefixes. Kept with the entry, so a write delivered after a relaunch still
+    /// invalidates what it names. Empty: the write names nothing.
+    public var invalidates: [String]
 
     /// Whether an entry waits for delivery or has been set aside.
     public enum State: Sendable, Hashable, Codable {
@@ -65,11 +71,12 @@ public struct OutboxEntry: Sendable, Hashable, Codable, Identifiable {
     /// Whether it waits for delivery.
     public var isPending: Bool { state == .pending }
 
-    /// An entry as the outbox makes one (``Outbox/enqueue(kind:scope:payload:host:baseVersion:id:)``),
+    /// An entry as the outbox makes one (``Outbox/enqueue(kind:scope:payload:host:baseVersion:id:invalidates:)``),
     /// or as a storage reads one back; `queuedAt` starts as `createdAt`, `nextAttemptAt` defaults to it.
     public init(
         id: UUID, sequence: UInt64, scope: String, kind: String, payload: Data, host: String? = nil,
-        baseVersion: String? = nil, createdAt: Date, attempts: Int = 0, nextAttemptAt: Date? = nil, lastFailure: OutboxFailure? = nil, state: State = .pending
+        baseVersion: String? = nil, createdAt: Date, attempts: Int = 0, nextAttemptAt: Date? = nil, lastFailure: OutboxFailure? = nil, state: State = .pending,
+        invalidates: [String] = []
     ) {
         self.id = id
         self.sequence = sequence
@@ -86,10 +93,11 @@ public struct OutboxEntry: Sendable, Hashable, Codable, Identifiable {
         self.state = state
         self.keyRevision = 0
         self.inFlightConflicts = 0
+        self.invalidates = invalidates
     }
 
     /// Reads an entry; `keyRevision` and `inFlightConflicts`, absent from entries saved before they
-    /// existed, read as 0.
+    /// existed, read as 0, and `invalidates` as empty.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         id = try container.decode(UUID.self, forKey: .id)
@@ -107,6 +115,7 @@ public struct OutboxEntry: Sendable, Hashable, Codable, Identifiable {
         state = try container.decode(State.self, forKey: .state)
         keyRevision = try container.decodeIfPresent(Int.self, forKey: .keyRevision) ?? 0
         inFlightConflicts = try container.decodeIfPresent(Int.self, forKey: .inFlightConflicts) ?? 0
+        invalidates = try container.decodeIfPresent([String].self, forKey: .invalidates) ?? []
     }
 
     /// The `Idempotency-Key` header value: the lowercase UUID string, and after the request was

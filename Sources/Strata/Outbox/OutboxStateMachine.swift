@@ -116,7 +116,8 @@ struct OutboxStateMachine: Sendable {
 
     /// `enqueue` with the write's id (the app's, or a new UUIDv7).
     mutating func enqueue(
-        id: UUID, kind: String, scope: String, payload: Data, host: String?, baseVersion: String?, now: Date
+        id: UUID, kind: String, scope: String, payload: Data, host: String?, baseVersion: String?,
+        invalidates: [String] = [], now: Date
     ) -> EnqueueDecision {
         if discarded.contains(id) { return .discarded }
         if let record = records[id] {
@@ -130,7 +131,7 @@ struct OutboxStateMachine: Sendable {
         }
         let entry = OutboxEntry(
             id: id, sequence: takeSequence(), scope: scope, kind: kind, payload: payload, host: host?.lowercased(),
-            baseVersion: baseVersion, createdAt: now)
+            baseVersion: baseVersion, createdAt: now, invalidates: invalidates)
         insert(Record(entry: entry, phase: .saving))
         return .save(entry)
     }
@@ -422,6 +423,11 @@ struct OutboxStateMachine: Sendable {
             guard let record = records[id], record.phase == .pending || record.phase == .delivering else { return nil }
             return record.entry
         }
+    }
+
+    /// The writes of every scope a read overlays, by scope and then oldest first.
+    var pendingEntries: [OutboxEntry] {
+        queues.keys.sorted().flatMap { pendingEntries(scope: $0) }
     }
 
     /// Every saved entry (not those whose first save is still open).

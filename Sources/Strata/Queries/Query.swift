@@ -20,6 +20,8 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     /// Where a copy of any age is read while the query shows nothing (stale-while-revalidate's
     /// first frame), if given.
     public let cached: AnyLoader<Void, Value>?
+    /// The outbox writes shown in the value, if any (``PendingWrites``).
+    public let pendingWrites: PendingWrites<Value>?
     let environment: LoadEnvironment
     let onDrop: @Sendable (Query) -> Void
     let onRevive: @Sendable (Query) -> Void
@@ -47,7 +49,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
 
     init(
         key: QueryKey, tags: Set<String>, chain: AnyLoader<Void, Value>, cached: AnyLoader<Void, Value>?,
-        environment: LoadEnvironment,
+        pendingWrites: PendingWrites<Value>? = nil, environment: LoadEnvironment,
         configuration: QueryPolicy, online: Bool, enabled: Bool = true,
         onDrop: @escaping @Sendable (Query) -> Void, onRevive: @escaping @Sendable (Query) -> Void
     ) {
@@ -55,6 +57,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         self.tags = tags
         self.chain = chain
         self.cached = cached
+        self.pendingWrites = pendingWrites
         self.environment = environment
         self.onDrop = onDrop
         self.onRevive = onRevive
@@ -215,7 +218,16 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     }
 
     private func publish(_ state: inout State) {
-        let snapshot = state.machine.snapshot(now: environment.now())
+        var snapshot = state.machine.snapshot(now: environment.now())
+        if let pendingWrites {
+            do {
+                snapshot = try pendingWrites.applied(state.machine.shownWrites, to: snapshot)
+            } catch {
+                environment.logger.warning(
+                    "pending writes not shown: applying them failed",
+                    metadata: ["query": "\(key)", "outbox.scope": "\(pendingWrites.scope)", "error": "\(error)"])
+            }
+        }
         guard snapshot != state.published.snapshot else { return }
         state.published = Published(version: state.published.version + 1, snapshot: snapshot)
         for deliver in state.observers.values { deliver(state.published) }

@@ -22,13 +22,20 @@ public final class QueryClient: Sendable {
     public let environment: LoadEnvironment
     private let state: Locked<State>
 
-    private struct State: Sendable {
+    struct State: Sendable {
         var queries: [QueryKey: any AnyQuery] = [:]
         /// Dropped queries an app may still hold: the same object comes back for their key, so a key
         /// never has two.
         var dropped: [QueryKey: WeakQuery] = [:]
         var isOnline: Bool
         var countWaiters = ConditionWaiters<Int>()
+        /// The outboxes whose writes the queries follow, with the writes each has waiting, by scope.
+        var outboxes: [ObjectIdentifier: FollowedOutbox] = [:]
+    }
+
+    struct FollowedOutbox: Sendable {
+        var observation: OutboxWriteObservation
+        var pending: [String: [OutboxEntry]] = [:]
     }
 
     /// A client whose loads run in `environment`, starting `online` or not.
@@ -58,12 +65,16 @@ public final class QueryClient: Sendable {
     ///     `nil`: the first frame holds the chain's immediate answer, if any.
     ///   - enabled: `false` for a dependent query whose key is not known yet: it is
     ///     `paused(disabled)`, never fetching, until ``Query/setEnabled(_:)``.
+    ///   - pendingWrites: an outbox's writes to show in the value until the server has them
+    ///     (``PendingWrites``); the client follows that outbox (``follow(_:)``).
     ///   - chain: what a load runs.
     public func query<Value: Sendable & Equatable>(
         _ key: QueryKey, tags: Set<String> = [], policy: QueryPolicy = QueryPolicy(),
-        cached: (any Loader<Void, Value>)? = nil, enabled: Bool = true, chain: some Loader<Void, Value>
+        cached: (any Loader<Void, Value>)? = nil, enabled: Bool = true,
+        pendingWrites: PendingWrites<Value>? = nil, chain: some Loader<Void, Value>
     ) -> Query<Value> {
-        state.withLock { state in
+        if let pendingWrites { follow(pendingWrites.outbox) }
+        let (query, pending) = state.withLock { state -> (Query<Value>, [OutboxEntry]?) in
             if let held = state.dropped[key]?.query {
                 state.dropped[key] = nil
                 state.queries[key] = held
@@ -72,18 +83,21 @@ public final class QueryClient: Sendable {
                 guard let query = existing as? Query<Value> else {
                     preconditionFailure("query \(key) holds \(existing.valueType), asked for \(Value.self)")
                 }
-                return query
+                return (query, nil)
             }
             let query = Query(
                 key: key, tags: tags, chain: AnyLoader(chain), cached: cached.map { AnyLoader($0) },
-                environment: environment,
+                pendingWrites: pendingWrites, environment: environment,
                 configuration: policy, online: state.isOnline, enabled: enabled,
                 onDrop: { [weak self] query in self?.remove(query) },
                 onRevive: { [weak self] query in self?.revive(query) })
             state.queries[key] = query
             state.countWaiters.resumeSatisfied(by: state.queries.count)
-            return query
+            return (query, query.writeScope.flatMap { state.pending(in: $0) })
         }
+        // Sent outside the client's lock: a query's events may call back into the client.
+        if let pending { query.send(.writesPending(pending)) }
+        return query
     }
 
     /// The keys of the queries in memory now.
@@ -136,15 +150,59 @@ public final class QueryClient: Sendable {
         }
     }
 
-    /// A dropped query the app held is used again: it is live again, and learns the network's state.
+    /// A dropped query the app held is used again: it is live again, and learns the network's state
+    /// and the writes it shows.
     private func revive(_ query: any AnyQuery) {
-        let online = state.withLock { state -> Bool in
+        let (online, pending) = state.withLock { state -> (Bool, [OutboxEntry]?) in
             if state.dropped[query.key]?.query === query { state.dropped[query.key] = nil }
             if state.queries[query.key] == nil { state.queries[query.key] = query }
             state.countWaiters.resumeSatisfied(by: state.queries.count)
-            return state.isOnline
+            return (state.isOnline, query.writeScope.flatMap { state.pending(in: $0) })
         }
         query.connectivityChanged(online: online)
+        if let pending { query.writesChanged(.loaded(pending)) }
+    }
+
+    // MARK: Writes
+
+    /// Follows `outbox`'s writes (once however often called): a delivered write invalidates every
+    /// query it names (``OutboxEntry/invalidates``: a tag, or a key prefix written as its parts
+    /// joined by `/`) and every query that showed it; queries with ``PendingWrites`` on this outbox
+    /// show its writes as they are queued, delivered and refused. It follows for as long as the
+    /// client lives (the outbox does not keep the client: keep it, as an app keeps its client).
+    public func follow(_ outbox: Outbox) {
+        let id = ObjectIdentifier(outbox)
+        let isNew = state.withLock { state -> Bool in
+            guard state.outboxes[id] == nil else { return false }
+            // A placeholder until the observation exists: `observeWrites` may report before it returns.
+            state.outboxes[id] = FollowedOutbox(observation: OutboxWriteObservation(id: UUID(), outbox: nil))
+            return true
+        }
+        guard isNew else { return }
+        let observation = outbox.observeWrites { [weak self] event in self?.outbox(id, reported: event) }
+        state.withLock { $0.outboxes[id]?.observation = observation }
+        // The writes of an outbox not read yet come with its `loaded` report.
+        if !outbox.status.isLoaded { Task { try? await outbox.ensureLoaded() } }
+    }
+
+    private func outbox(_ id: ObjectIdentifier, reported event: OutboxWriteEvent) {
+        let (targets, invalidated) = state.withLock { state -> ([any AnyQuery], [any AnyQuery]) in
+            guard var followed = state.outboxes[id] else { return ([], []) }
+            followed.apply(event)
+            state.outboxes[id] = followed
+            let overlaying = state.queries.values.filter { query in
+                guard let scope = query.writeScope, scope.outbox == id else { return false }
+                if case .loaded = event { return true }
+                return event.entries.contains { $0.scope == scope.name }
+            }
+            guard case .delivered(let entry) = event else { return (overlaying, []) }
+            let named = state.queries.values.filter { query in
+                entry.invalidates.contains { query.tags.contains($0) || query.key.isUnder(label: $0) }
+            }
+            return (overlaying, overlaying + named.filter { query in !overlaying.contains { $0 === query } })
+        }
+        for query in targets { query.writesChanged(event) }
+        for query in invalidated { query.invalidate() }
     }
 
     /// Suspends until the client holds `count` queries (a test waits for one to be dropped).
@@ -154,6 +212,54 @@ public final class QueryClient: Sendable {
     public func waitForQueries(_ count: Int) async throws {
         try await state.wait(in: \.countWaiters, current: { $0.queries.count }, until: { $0 == count })
     }
+}
+
+extension QueryClient.State {
+    /// The writes `scope` has waiting, if the client follows its outbox.
+    func pending(in scope: WriteScope) -> [OutboxEntry]? {
+        outboxes[scope.outbox].map { $0.pending[scope.name] ?? [] }
+    }
+}
+
+extension QueryClient.FollowedOutbox {
+    /// Keeps the mirror of the outbox's waiting writes in step with `event`.
+    mutating func apply(_ event: OutboxWriteEvent) {
+        switch event {
+        case .loaded(let entries):
+            pending = Dictionary(grouping: entries, by: \.scope)
+        case .queued(let entry):
+            var writes = pending[entry.scope, default: []].filter { $0.id != entry.id }
+            writes.append(entry)
+            pending[entry.scope] = writes.sorted { $0.sequence < $1.sequence }
+        case .delivered(let entry), .refused(let entry), .discarded(let entry):
+            pending[entry.scope]?.removeAll { $0.id == entry.id }
+        }
+    }
+}
+
+extension OutboxWriteEvent {
+    /// The writes the event is about.
+    var entries: [OutboxEntry] {
+        switch self {
+        case .loaded(let entries): entries
+        case .queued(let entry), .delivered(let entry), .refused(let entry), .discarded(let entry): [entry]
+        }
+    }
+}
+
+extension QueryKey {
+    /// Whether `label` (an outbox write's ``OutboxEntry/invalidates``: parts joined by `/`) names
+    /// this key or a prefix of it.
+    func isUnder(label: String) -> Bool {
+        let description = self.description
+        return description == label || description.hasPrefix(label + "/")
+    }
+}
+
+/// The outbox and scope whose writes a query shows.
+struct WriteScope: Sendable {
+    var outbox: ObjectIdentifier
+    var name: String
 }
 
 /// A dropped query, held only by the app if at all.
@@ -167,12 +273,31 @@ protocol AnyQuery: AnyObject, Sendable {
     var tags: Set<String> { get }
     var valueType: Any.Type { get }
     func invalidate()
+    /// The outbox scope whose writes it shows, if any.
+    var writeScope: WriteScope? { get }
     func connectivityChanged(online: Bool)
     func cameToForeground()
+    /// Shows the outbox's change to the writes of its scope.
+    func writesChanged(_ event: OutboxWriteEvent)
 }
 
 extension Query: AnyQuery {
     var valueType: Any.Type { Value.self }
     func connectivityChanged(online: Bool) { send(.connectivity(online: online)) }
     func cameToForeground() { send(.foreground) }
+
+    var writeScope: WriteScope? {
+        pendingWrites.map { WriteScope(outbox: ObjectIdentifier($0.outbox), name: $0.scope) }
+    }
+
+    func writesChanged(_ event: OutboxWriteEvent) {
+        guard let scope = pendingWrites?.scope else { return }
+        switch event {
+        case .loaded(let entries): send(.writesPending(entries.filter { $0.scope == scope }))
+        case .queued(let entry) where entry.scope == scope: send(.writeQueued(entry))
+        case .delivered(let entry) where entry.scope == scope: send(.writeDelivered(entry.id))
+        case .refused(let entry) where entry.scope == scope: send(.writeRefused(entry.id))
+        default: break
+        }
+    }
 }

@@ -11,7 +11,9 @@ import Foundation
 /// - `phase` is `fetching` exactly while a load runs, and never while the query is disabled;
 /// - an unobserved query with nothing running always has its drop scheduled;
 /// - a dropped query holds no value; any event but `dropDue` wakes it (``Action/revive`` first).
-/// - an invalidation holds until a load started after it answers.
+/// - an invalidation holds until a load started after it answers;
+/// - a write is shown from when it is queued until it is refused, or until a load started after
+///   its delivery answers (so the value never drops it before the server's copy has it).
 @_spi(StrataInternals)
 public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
     public typealias Configuration = QueryPolicy
@@ -35,6 +37,16 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
         case loadFailed(flight: Int, QueryError)
         case retryDue(flight: Int)
         case dropDue
+        /// These writes of the query's scope wait for delivery now (the outbox was read, or the query
+        /// came back to life): they replace the pending ones shown; delivered ones stay until a load
+        /// started after their delivery answers.
+        case writesPending([OutboxEntry])
+        /// A write of the query's scope waits for delivery (new, retried, or changed).
+        case writeQueued(OutboxEntry)
+        /// The server has the write: still shown until a load that started after now answers.
+        case writeDelivered(UUID)
+        /// The server refused the write for good: no longer shown.
+        case writeRefused(UUID)
     }
 
     /// What the query must do.
@@ -53,6 +65,14 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
         case revive
         /// The snapshot changed: send it to the observers.
         case publish
+    }
+
+    /// A write shown in the value.
+    struct ShownWrite: Sendable, Equatable {
+        var entry: OutboxEntry
+        /// Delivered: shown until a load with this flight id or a later one answers (a load that
+        /// started after the delivery). `nil`: pending.
+        var delivered: Int?
     }
 
     /// A load that runs or waits to.
@@ -82,6 +102,8 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
     private(set) var isPlaceholder = false
     private(set) var isDropped = false
     private(set) var isDropScheduled = false
+    /// The writes shown in the value, oldest first.
+    private(set) var writes: [ShownWrite] = []
     private var hasAttempted = false
     private var lastForegroundFetch: Date?
     private var nextFlightID = 1
@@ -120,6 +142,10 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
         case .backingOff: .paused(.backingOff)
         }
     }
+
+    /// The writes to apply to the shown value, oldest first: pending, and delivered ones the value
+    /// may not have yet.
+    public var shownWrites: [OutboxEntry] { writes.map(\.entry) }
 
     /// The query as its observers see it at `now`.
     public func snapshot(now: Date) -> QuerySnapshot<Value> {
@@ -220,6 +246,8 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
         case .loadSucceeded(let id, let served):
             guard let flight, flight.id == id, flight.state == .running else { return [] }
             self.flight = nil
+            // The server's copy was asked for after these were delivered: it has them.
+            writes.removeAll { $0.delivered.map { $0 <= id } ?? false }
             accept(served, now: now)
             updatedAt = now
             lastError = nil
@@ -265,8 +293,31 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             isInvalidated = false
             lastFetchReason = nil
             isPlaceholder = false
+            writes = []
             return [.drop]
+        case .writesPending(let entries):
+            let delivered = writes.filter { $0.delivered != nil }
+            let known = Set(delivered.map(\.entry.id))
+            let pending = entries.filter { !known.contains($0.id) }.map { ShownWrite(entry: $0, delivered: nil) }
+            return updateWrites((delivered + pending).sorted { $0.entry.sequence < $1.entry.sequence })
+        case .writeQueued(let entry):
+            var updated = writes.filter { $0.entry.id != entry.id }
+            updated.append(ShownWrite(entry: entry, delivered: nil))
+            return updateWrites(updated.sorted { $0.entry.sequence < $1.entry.sequence })
+        case .writeDelivered(let id):
+            guard let index = writes.firstIndex(where: { $0.entry.id == id && $0.delivered == nil }) else { return [] }
+            // Any flight from the next one on starts after the delivery.
+            writes[index].delivered = nextFlightID
+            return []
+        case .writeRefused(let id):
+            return updateWrites(writes.filter { $0.entry.id != id })
         }
+    }
+
+    private mutating func updateWrites(_ updated: [ShownWrite]) -> [Action] {
+        guard updated != writes else { return [] }
+        writes = updated
+        return [.publish]
     }
 
     /// A load is wanted for `reason`: start one, join the one running (a single flight per

@@ -212,6 +212,37 @@ struct QueryStateMachineTests {
         #expect(sut.phase == .paused(.disabled))
     }
 
+    static func write(_ sequence: UInt64) -> OutboxEntry {
+        OutboxEntry(
+            id: UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, UInt8(sequence))), sequence: sequence,
+            scope: "posts", kind: "post", payload: Data(), createdAt: start)
+    }
+
+    @Test func aWrite_isShownWhileQueued_goesWhenRefused_andADeliveredOneStaysUntilALaterLoadAnswers() {
+        var sut = machine()
+        _ = sut.handle(.observerAdded, now: now)
+        _ = sut.handle(.loadSucceeded(flight: 1, Self.served(1, storedAt: now)), now: now)
+        let (first, second) = (Self.write(1), Self.write(2))
+        #expect(sut.handle(.writeQueued(second), now: now) == [.publish])
+        #expect(sut.handle(.writeQueued(first), now: now) == [.publish])
+        #expect(sut.shownWrites.map(\.sequence) == [1, 2])   // the outbox's order, whatever the report order
+        #expect(sut.handle(.writeQueued(first), now: now) == [])   // the same write again: no change
+
+        #expect(sut.handle(.writeRefused(second.id), now: now) == [.publish])
+        #expect(sut.shownWrites == [first])
+
+        // Delivered while flight 2 runs: flight 2 was asked before the delivery, so its answer
+        // does not clear it; flight 3's does.
+        _ = sut.handle(.refetchRequested, now: now)
+        #expect(sut.handle(.writeDelivered(first.id), now: now) == [])
+        #expect(sut.handle(.writesPending([]), now: now) == [])   // the outbox's list no longer has it
+        _ = sut.handle(.loadSucceeded(flight: 2, Self.served(2, storedAt: now)), now: now)
+        #expect(sut.shownWrites == [first])
+        _ = sut.handle(.invalidated, now: now)
+        _ = sut.handle(.loadSucceeded(flight: 3, Self.served(3, storedAt: now)), now: now)
+        #expect(sut.shownWrites.isEmpty)
+    }
+
     // MARK: Random interleavings
 
     /// Seeds per run: 1,000 by default (CI); `STRATA_INTERLEAVING_SEEDS=20000` for a longer search.
@@ -243,6 +274,18 @@ struct QueryWorld {
     var nextValue = 0
     /// The time the shown value was stored, as the machine last showed it.
     var shownStoredAt: Date?
+    /// The outbox's writes as the query was told of them.
+    var writes: [UUID: ModelWrite] = [:]
+    var nextWriteSequence: UInt64 = 1
+    /// `startLoad` actions so far, and the count when each flight first started.
+    var starts = 0
+    var firstStart: [Int: Int] = [:]
+
+    struct ModelWrite {
+        var entry: OutboxEntry
+        /// `starts` when it was delivered; `nil`: pending.
+        var deliveredAfter: Int?
+    }
 
     init(seed: UInt64, mode: NetworkMode) {
         self.seed = seed
@@ -265,8 +308,20 @@ struct QueryWorld {
 
     mutating func nextEvent() -> Machine.Event {
         now = now.addingTimeInterval(Double(random.next() % 4))
-        let roll = random.next() % 16
+        let roll = random.next() % 20
         switch roll {
+        case 16:
+            let entry = OutboxEntry(
+                id: UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, UInt8(nextWriteSequence % 256))),
+                sequence: nextWriteSequence, scope: "s", kind: "k", payload: Data(), createdAt: now)
+            nextWriteSequence += 1
+            return .writeQueued(entry)
+        case 17 where writes.values.contains { $0.deliveredAfter == nil }:
+            return .writeDelivered(pendingWrite())
+        case 18 where writes.values.contains { $0.deliveredAfter == nil }:
+            return .writeRefused(pendingWrite())
+        case 19:
+            return .writesPending(writes.values.filter { $0.deliveredAfter == nil }.map(\.entry).sorted { $0.sequence < $1.sequence })
         case 0: return .observerAdded
         case 1: return .observerRemoved
         case 2: return .foreground
@@ -289,6 +344,12 @@ struct QueryWorld {
         }
     }
 
+    /// A write waiting for delivery, chosen by the seed.
+    mutating func pendingWrite() -> UUID {
+        writes.values.filter { $0.deliveredAfter == nil }.map(\.entry).sorted { $0.sequence < $1.sequence }
+            .randomElement(using: &random)!.id
+    }
+
     mutating func served(storedAt: Date) -> Served<Int> {
         nextValue += 1
         return Served(value: nextValue, provenance: Provenance(origin: .remote, tier: "t", storedAt: storedAt), events: [])
@@ -307,6 +368,12 @@ struct QueryWorld {
             retriesDue.remove(flight)
         case .dropDue:
             dropScheduled = false
+        case .writeQueued(let entry):
+            writes[entry.id] = ModelWrite(entry: entry)
+        case .writeDelivered(let id):
+            writes[id]?.deliveredAfter = starts
+        case .writeRefused(let id):
+            writes[id] = nil
         default:
             break
         }
@@ -321,6 +388,8 @@ struct QueryWorld {
                     throw QueryInvariantViolation(seed: seed, step: step, what: "started \(flight) while \(wasRunning) ran, without cancelling it")
                 }
                 running.insert(flight)
+                starts += 1
+                if firstStart[flight] == nil { firstStart[flight] = starts }
             case .cancelLoad(let flight):
                 cancelled.insert(flight)
                 running.remove(flight)
@@ -330,8 +399,10 @@ struct QueryWorld {
                 dropScheduled = true
             case .drop:
                 dropScheduled = false
-                // Its value is released: what it shows when woken starts afresh.
+                // Its value is released: what it shows when woken starts afresh, and the client
+                // tells it the writes waiting then.
                 shownStoredAt = nil
+                writes = [:]
             case .publish, .revive:
                 break
             }
@@ -361,6 +432,27 @@ struct QueryWorld {
             throw fail("an invalidated query kept a load that started before the invalidation")
         }
         if machine.observers < 0 { throw fail("negative observers") }
+        try checkWrites(step: step, event: event)
+    }
+
+    /// A write is shown from when it is queued until it is refused, or until a load that started
+    /// after its delivery answers; never in any other order than the outbox's.
+    mutating func checkWrites(step: Int, event: Machine.Event) throws {
+        let seed = seed
+        func fail(_ what: String) -> QueryInvariantViolation { QueryInvariantViolation(seed: seed, step: step, what: "\(what) after \(event)") }
+        let shown = machine.shownWrites
+        if shown.map(\.sequence) != shown.map(\.sequence).sorted() { throw fail("writes shown out of order") }
+        let shownIDs = Set(shown.map(\.id))
+        for id in shownIDs where writes[id] == nil { throw fail("a refused or unknown write is shown") }
+        let known = writes
+        for (id, write) in known where !shownIDs.contains(id) {
+            guard let deliveredAfter = write.deliveredAfter else { throw fail("a pending write is not shown") }
+            // It may go only with the answer of a load started after its delivery.
+            guard case .loadSucceeded(let flight, _) = event, let started = firstStart[flight], started > deliveredAfter else {
+                throw fail("a delivered write left before a load started after its delivery answered")
+            }
+            writes[id] = nil
+        }
     }
 }
 

@@ -1,0 +1,264 @@
+import Foundation
+import Testing
+@testable @_spi(StrataInternals) import Strata
+import StrataTesting
+
+/// Live queries and the outbox: pending writes shown in the value, rolled back only when refused
+/// for good, and delivery invalidating what a write names. The outbox keeps its entries in real
+/// files; time is a manual clock.
+@Suite("QueryClient and Outbox: pending writes on live queries", .timeLimit(.minutes(1)))
+struct QueryWritesTests {
+    let clock = ManualClock()
+    let directory: TemporaryDirectory
+    /// What the server holds: the writes it accepted.
+    let server = Locked<[Item]>([itemA])
+    /// How the server answers the next write.
+    let answer = Locked<Answer>(.accept)
+
+    enum Answer: Sendable {
+        case accept
+        /// The server cannot be reached: retried after a backoff.
+        case unreachable
+        /// Refused for good: parked.
+        case refuse
+    }
+
+    struct Refused: Error {}
+
+    init() throws {
+        directory = try TemporaryDirectory(prefix: "strata-query-writes")
+        queries = QueryClient(environment: clock.environment())
+    }
+
+    /// An outbox over real files whose "post" handler stores the write on the server, or fails as
+    /// `answer` says; retries wait 10 s (no jitter).
+    func outbox() -> Outbox {
+        let outbox = Outbox(
+            storage: FileOutboxStorage(directory: directory.url), environment: clock.environment(),
+            retry: OutboxRetryPolicy(initialDelay: .seconds(10), jitter: 0, random: { 0 }))
+        outbox.register("post", as: Item.self) { [server, answer] item, _ in
+            switch answer.withLock({ $0 }) {
+            case .accept:
+                server.withLock { $0.append(item) }
+                return .delivered
+            case .unreachable:
+                throw HTTPError.transport(url: URL(string: "https://api.example.com/posts")!, reason: "connection refused", underlying: nil)
+            case .refuse:
+                throw Refused()
+            }
+        }
+        return outbox
+    }
+
+    /// The feed with the outbox's writes of scope "posts" applied (each item once).
+    func pendingPosts(_ outbox: Outbox) -> PendingWrites<[Item]> {
+        PendingWrites(outbox, scope: "posts") { pending, items in
+            let shown = Set(items.map(\.id))
+            return items + pending.compactMap { try? $0.decoded(Item.self) }.filter { !shown.contains($0.id) }
+        }
+    }
+
+    /// The app's client: kept for the test's length, as an app keeps it (a client that is gone
+    /// follows no outbox).
+    let queries: QueryClient
+
+    func client() -> QueryClient { queries }
+
+    /// What a test compares of a snapshot: the items' ids, the writes shown, the phase.
+    struct Frame: Equatable, CustomStringConvertible {
+        var ids: [Int]?
+        var pending: Int
+        var phase: QueryPhase
+        init(_ ids: [Int]?, _ pending: Int, _ phase: QueryPhase) {
+            self.ids = ids
+            self.pending = pending
+            self.phase = phase
+        }
+        init(_ snapshot: QuerySnapshot<[Item]>) {
+            self.init(snapshot.value?.map(\.id), snapshot.pendingWrites, snapshot.phase)
+        }
+        var description: String { "\(ids.map { "\($0)" } ?? "nil") pending \(pending) \(phase)" }
+    }
+
+    /// Reads `stream` until `count` snapshots have come.
+    func take(_ count: Int, from stream: AsyncStream<QuerySnapshot<[Item]>>) async -> [Frame] {
+        var frames: [Frame] = []
+        for await snapshot in stream {
+            frames.append(Frame(snapshot))
+            if frames.count == count { break }
+        }
+        return frames
+    }
+
+    @Test("a queued write shows at once, without a load; delivered, it stays until the refetch it caused answers")
+    func aQueuedWriteShowsAtOnce_andStaysUntilTheServersCopyHasIt() async throws {
+        let outbox = outbox()
+        let remote = LoaderSpy<Void, [Item]>(.success([itemA]), holdsLoads: true)
+        let query = client().query(["feed"], pendingWrites: pendingPosts(outbox), chain: remote)
+        let stream = query.snapshots()
+        try await remote.waitForLoads(count: 1)
+        remote.complete(0, with: .success(server.withLock { $0 }))
+        try await query.settled()
+
+        outbox.connectivityChanged(isOnline: false)
+        try await outbox.enqueue(itemB, kind: "post", scope: "posts")
+        // Shown before `enqueue` returned, and nothing was loaded for it.
+        #expect(query.current.value == [itemA, itemB])
+        #expect(query.current.pendingWrites == 1)
+        #expect(remote.loadCount == 1)
+
+        outbox.connectivityChanged(isOnline: true)
+        #expect(try await outbox.drain().delivered == 1)
+        // Delivered: the query refetches (its write named nothing; it showed the write), and
+        // shows the write meanwhile.
+        try await remote.waitForLoads(count: 2)
+        #expect(query.current.value == [itemA, itemB])
+        remote.complete(1, with: .success(server.withLock { $0 }))
+        try await query.settled()
+
+        let frames = await take(6, from: stream)
+        #expect(frames == [
+            Frame(nil, 0, .idle),
+            Frame(nil, 0, .fetching(.firstObserver)),
+            Frame([1], 0, .idle),
+            Frame([1, 2], 1, .idle),
+            Frame([1, 2], 1, .fetching(.invalidated)),
+            Frame([1, 2], 0, .idle),
+        ])
+        #expect(remote.loadCount == 2)
+    }
+
+    @Test("two writes that keep failing both stay shown; refused for good, only that one rolls back")
+    func failingWritesKeepTheirOverlays_untilRefusedForGood() async throws {
+        let outbox = outbox()
+        let query = client().query(["feed"], pendingWrites: pendingPosts(outbox), chain: StubLoader<Void, [Item]>(.success([itemA])))
+        let stream = query.snapshots()
+        try await query.settled()
+        let first = try await outbox.enqueue(Item(id: 10, name: "first"), kind: "post", scope: "posts")
+        try await outbox.enqueue(Item(id: 11, name: "second"), kind: "post", scope: "posts")
+        #expect(query.current.value?.map(\.id) == [1, 10, 11])
+
+        answer.withLock { $0 = .unreachable }
+        _ = try await outbox.drain()
+        clock.advance(by: .seconds(10))
+        _ = try await outbox.drain()
+        #expect(try await outbox.entry(first.id)?.attempts == 2)
+        #expect(query.current.value?.map(\.id) == [1, 10, 11])
+        #expect(query.current.pendingWrites == 2)
+
+        // Both refused for good, one after the other: each rolls back as it is parked.
+        answer.withLock { $0 = .refuse }
+        clock.advance(by: .seconds(20))
+        #expect(try await outbox.drain().parked == 2)
+        #expect(query.current.value?.map(\.id) == [1])
+
+        // A dead letter retried is shown again.
+        answer.withLock { $0 = .unreachable }
+        try await outbox.retry(first.id)
+        #expect(query.current.value?.map(\.id) == [1, 10])
+        let frames = await take(8, from: stream)
+        #expect(frames.map(\.ids) == [nil, nil, [1], [1, 10], [1, 10, 11], [1, 11], [1], [1, 10]])
+        #expect(frames.map(\.pending) == [0, 0, 0, 1, 2, 1, 0, 1])
+    }
+
+    @Test("refused for good while a second write waits: only the refused one rolls back")
+    func aRefusedWriteRollsBackAlone() async throws {
+        let outbox = outbox()
+        let query = client().query(["feed"], pendingWrites: pendingPosts(outbox), chain: StubLoader<Void, [Item]>(.success([itemA])))
+        let observing = Task { for await _ in query.snapshots() {} }
+        defer { observing.cancel() }
+        try await query.settled()
+        let first = try await outbox.enqueue(Item(id: 10, name: "first"), kind: "post", scope: "posts")
+        let second = try await outbox.enqueue(Item(id: 11, name: "second"), kind: "post", scope: "posts")
+        // The server refuses the first for good and cannot be reached for the second.
+        outbox.register("post", as: Item.self) { item, _ in
+            if item.id == 10 { throw Refused() }
+            throw HTTPError.transport(url: URL(string: "https://api.example.com/posts")!, reason: "connection refused", underlying: nil)
+        }
+        let report = try await outbox.drain()
+        #expect(report.parked == 1 && report.deferred == 1)
+        #expect(try await outbox.entry(first.id)?.deadLetter != nil)
+        #expect(try await outbox.entry(second.id)?.isPending == true)
+        #expect(query.current.value?.map(\.id) == [1, 11])
+        #expect(query.current.pendingWrites == 1)
+    }
+
+    @Test("delivery invalidates what the write names: observed queries refetch once each, unobserved ones only go stale")
+    func deliveryInvalidatesTheKeysAndTagsItNames() async throws {
+        let outbox = outbox()
+        queries.follow(outbox)
+        let user1 = LoaderSpy<Void, [Item]>(.success([itemA]))
+        let user2 = LoaderSpy<Void, [Item]>(.success([itemA]))
+        let profile = LoaderSpy<Void, [Item]>(.success([itemA]))
+        let other = LoaderSpy<Void, [Item]>(.success([itemA]))
+        let policy = QueryPolicy(staleAfter: .minutes(5))
+        let observed = [
+            queries.query(["users", 1], policy: policy, chain: user1),
+            queries.query(["me"], tags: ["profile"], policy: policy, chain: profile),
+            queries.query(["usersArchive"], policy: policy, chain: other),
+        ]
+        let unobserved = queries.query(["users", 2], policy: policy, chain: user2)
+        let observers = observed.map { query in Task { for await _ in query.snapshots() {} } }
+        defer { observers.forEach { $0.cancel() } }
+        for query in observed { try await query.waitForObservers(1) }
+        for query in observed { try await query.settled() }
+        #expect([user1, profile, other].map(\.loadCount) == [1, 1, 1])
+
+        try await outbox.enqueue(itemB, kind: "post", scope: "posts", invalidates: ["users", "profile"])
+        #expect(try await outbox.drain().delivered == 1)
+        for query in observed { try await query.settled() }
+        #expect(user1.loadCount == 2)
+        #expect(profile.loadCount == 2)
+        #expect(other.loadCount == 1)
+        #expect(user2.loadCount == 0)
+        #expect(unobserved.current.isStale)
+        #expect(!observed[2].current.isStale)
+    }
+
+    @Test("a relaunched app's outbox shows the writes an earlier process queued")
+    func aRelaunchedOutboxShowsItsWrites() async throws {
+        let earlier = outbox()
+        earlier.connectivityChanged(isOnline: false)
+        try await earlier.enqueue(itemB, kind: "post", scope: "posts")
+
+        let relaunched = outbox()
+        relaunched.connectivityChanged(isOnline: false)
+        let query = client().query(["feed"], pendingWrites: pendingPosts(relaunched), chain: StubLoader<Void, [Item]>(.success([itemA])))
+        var shown: [Int]?
+        for await snapshot in query.snapshots() where snapshot.pendingWrites == 1 {
+            shown = snapshot.value?.map(\.id)
+            break
+        }
+        #expect(shown == [1, 2])
+    }
+
+    @Test("a write delivered while a load runs restarts it, and stays shown until the restarted load answers")
+    func aWriteDeliveredDuringALoad_staysUntilALaterLoad() async throws {
+        let outbox = outbox()
+        let remote = LoaderSpy<Void, [Item]>(.success([itemA]), holdsLoads: true)
+        let query = client().query(["feed"], pendingWrites: pendingPosts(outbox), chain: remote)
+        let observing = Task { for await _ in query.snapshots() {} }
+        defer { observing.cancel() }
+        try await remote.waitForLoads(count: 1)
+        remote.complete(0, with: .success([itemA]))
+        try await query.settled()
+
+        query.refetch()
+        try await remote.waitForLoads(count: 2)
+        outbox.connectivityChanged(isOnline: false)
+        try await outbox.enqueue(itemB, kind: "post", scope: "posts")
+        outbox.connectivityChanged(isOnline: true)
+        _ = try await outbox.drain()
+        // The load asked before the delivery was restarted by the delivery's invalidation.
+        try await remote.waitForLoads(count: 3)
+        remote.complete(1, with: .success([itemA]))   // the abandoned load's answer is ignored
+        #expect(query.current.value == [itemA, itemB])
+        #expect(query.current.pendingWrites == 1)
+        #expect(query.current.phase == .fetching(.invalidated))
+        remote.complete(2, with: .success([itemA]))   // a server copy without the write (a lagging replica)
+        try await query.settled()
+        // The answer came from a load started after the delivery: the server's copy is the truth.
+        #expect(query.current.value == [itemA])
+        #expect(query.current.pendingWrites == 0)
+    }
+}
