@@ -22,6 +22,8 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     public let cached: AnyLoader<Void, Value>?
     /// The outbox writes shown in the value, if any (``PendingWrites``).
     public let pendingWrites: PendingWrites<Value>?
+    /// How the query pages, if it is paged (``QueryClient/pagedQuery(_:tags:policy:paging:store:page:)``).
+    let paging: QueryPaging<Value>?
     let environment: LoadEnvironment
     let onDrop: @Sendable (Query) -> Void
     let onRevive: @Sendable (Query) -> Void
@@ -49,7 +51,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
 
     init(
         key: QueryKey, tags: Set<String>, chain: AnyLoader<Void, Value>, cached: AnyLoader<Void, Value>?,
-        pendingWrites: PendingWrites<Value>? = nil, environment: LoadEnvironment,
+        pendingWrites: PendingWrites<Value>? = nil, paging: QueryPaging<Value>? = nil, environment: LoadEnvironment,
         configuration: QueryPolicy, online: Bool, enabled: Bool = true,
         onDrop: @escaping @Sendable (Query) -> Void, onRevive: @escaping @Sendable (Query) -> Void
     ) {
@@ -58,6 +60,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         self.chain = chain
         self.cached = cached
         self.pendingWrites = pendingWrites
+        self.paging = paging
         self.environment = environment
         self.onDrop = onDrop
         self.onRevive = onRevive
@@ -265,7 +268,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         case .invalidated, .refetch: now
         default: now.addingTimeInterval(-staleAfter.seconds)
         }
-        return Task { [chain, cached] in
+        return Task { [chain, cached, paging] in
             // Nothing shown yet: the cached copy first (a disk read), shown while the chain loads.
             if let cached, state.withLock({ $0.machine.shown == nil }),
                let served = try? await cached.loadServed((), in: context), !Task.isCancelled {
@@ -273,7 +276,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
             }
             let event: QueryStateMachine<Value>.Event
             do {
-                event = .loadSucceeded(flight: flight, try await chain.loadServed((), in: context))
+                event = .loadSucceeded(flight: flight, try await self.run(reason, chain: chain, paging: paging, in: context))
             } catch {
                 // A cancelled load was abandoned by the machine: its answer would be ignored. (A
                 // `CancellationError` the chain throws on its own, its task not cancelled, is a
@@ -283,6 +286,28 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
             }
             self.finishLoad(flight, with: event)
         }
+    }
+
+    /// One load: the chain (a paged query's first page, and the pages after it a refetch reloads),
+    /// or a paged query's next page appended to the value shown.
+    private func run(
+        _ reason: FetchReason, chain: AnyLoader<Void, Value>, paging: QueryPaging<Value>?, in context: LoadContext
+    ) async throws -> Served<Value> {
+        guard let paging else { return try await chain.loadServed((), in: context) }
+        let shown = state.withLock { state in state.machine.shown.map { ($0, state.machine.storedAt) } }
+        var served: Served<Value>
+        if reason == .nextPage, let (current, storedAt) = shown {
+            guard let appended = try await paging.next(current.value, context) else { return current }
+            served = appended
+            // The value is as old as its oldest page: a page appended now does not make it fresh.
+            served.provenance.storedAt = storedAt ?? served.provenance.storedAt
+        } else {
+            served = try await chain.loadServed((), in: context)
+            served.value = try await paging.refill(served.value, shown?.0.value, context)
+        }
+        try Task.checkCancellation()
+        await paging.save?(served.value)
+        return served
     }
 
     private func finishLoad(_ flight: Int, with event: QueryStateMachine<Value>.Event) {

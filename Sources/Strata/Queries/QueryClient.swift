@@ -73,6 +73,16 @@ public final class QueryClient: Sendable {
         cached: (any Loader<Void, Value>)? = nil, enabled: Bool = true,
         pendingWrites: PendingWrites<Value>? = nil, chain: some Loader<Void, Value>
     ) -> Query<Value> {
+        makeQuery(
+            key, tags: tags, policy: policy, cached: cached.map { AnyLoader($0) }, enabled: enabled,
+            pendingWrites: pendingWrites, paging: nil, chain: chain)
+    }
+
+    /// The query for `key`, made with these parts if there is none.
+    func makeQuery<Value: Sendable & Equatable>(
+        _ key: QueryKey, tags: Set<String>, policy: QueryPolicy, cached: AnyLoader<Void, Value>?, enabled: Bool,
+        pendingWrites: PendingWrites<Value>?, paging: QueryPaging<Value>?, chain: some Loader<Void, Value>
+    ) -> Query<Value> {
         if let pendingWrites { follow(pendingWrites.outbox) }
         let (query, pending) = state.withLock { state -> (Query<Value>, [OutboxEntry]?) in
             if let held = state.dropped[key]?.query {
@@ -86,8 +96,8 @@ public final class QueryClient: Sendable {
                 return (query, nil)
             }
             let query = Query(
-                key: key, tags: tags, chain: AnyLoader(chain), cached: cached.map { AnyLoader($0) },
-                pendingWrites: pendingWrites, environment: environment,
+                key: key, tags: tags, chain: AnyLoader(chain), cached: cached,
+                pendingWrites: pendingWrites, paging: paging, environment: environment,
                 configuration: policy, online: state.isOnline, enabled: enabled,
                 onDrop: { [weak self] query in self?.remove(query) },
                 onRevive: { [weak self] query in self?.revive(query) })

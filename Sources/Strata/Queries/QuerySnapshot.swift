@@ -105,6 +105,8 @@ public enum FetchReason: String, Sendable, Hashable, CustomStringConvertible {
     case invalidated
     /// Code asked for it (``Query/refetch()``).
     case refetch
+    /// A paged query's next page (``Query/fetchNextPage()``).
+    case nextPage = "next page"
 
     public var description: String { rawValue }
 }

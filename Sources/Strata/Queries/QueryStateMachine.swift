@@ -31,6 +31,8 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
         case intervalElapsed
         case invalidated
         case refetchRequested
+        /// A paged query's next page is asked for (``Query/fetchNextPage()``).
+        case nextPageRequested
         /// A value read without a load (the chain's immediate answer): shown if nothing is.
         case seeded(Served<Value>)
         case loadSucceeded(flight: Int, Served<Value>)
@@ -239,6 +241,10 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             return requestLoad(.invalidated, now: now)
         case .refetchRequested:
             return requestLoad(.refetch, now: now)
+        case .nextPageRequested:
+            // Appended to the value shown, by one load at a time: not while another runs or waits.
+            guard shown != nil, flight == nil else { return [] }
+            return requestLoad(.nextPage, now: now)
         case .seeded(let served):
             guard shown == nil else { return [] }
             accept(served, now: now)

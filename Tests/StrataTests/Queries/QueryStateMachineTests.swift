@@ -308,7 +308,7 @@ struct QueryWorld {
 
     mutating func nextEvent() -> Machine.Event {
         now = now.addingTimeInterval(Double(random.next() % 4))
-        let roll = random.next() % 20
+        let roll = random.next() % 21
         switch roll {
         case 16:
             let entry = OutboxEntry(
@@ -320,6 +320,8 @@ struct QueryWorld {
             return .writeDelivered(pendingWrite())
         case 18 where writes.values.contains { $0.deliveredAfter == nil }:
             return .writeRefused(pendingWrite())
+        case 20:
+            return .nextPageRequested
         case 19:
             return .writesPending(writes.values.filter { $0.deliveredAfter == nil }.map(\.entry).sorted { $0.sequence < $1.sequence })
         case 0: return .observerAdded

@@ -1,0 +1,206 @@
+import Foundation
+import Testing
+@testable @_spi(StrataInternals) import Strata
+import StrataTesting
+
+/// Paged queries (a feed): one entry holding its pages, `fetchNextPage()`, what a refetch reloads,
+/// `maxPages`, and the pages kept in a real file store across a relaunch.
+@Suite("QueryClient.pagedQuery: a feed as one entry of pages", .timeLimit(.minutes(1)))
+struct QueryPagesTests {
+    let clock = ManualClock()
+
+    /// One page of the feed: its items and the cursor of the next page.
+    struct FeedPage: Codable, Equatable, Sendable {
+        var items: [Int]
+        var next: Int?
+    }
+
+    /// A feed of `pageCount` pages of three items each (page `n` holds 3n ..< 3n+3); `version`
+    /// is added to every item, so a test can tell a reloaded page from the one shown before.
+    final class FeedServer: Loader, Sendable {
+        let pageCount: Int
+        private let state = Locked((requests: [Int](), version: 0))
+
+        init(pageCount: Int) { self.pageCount = pageCount }
+
+        var requests: [Int] { state.withLock { $0.requests } }
+        func publishNewVersion() { state.withLock { $0.version += 100 } }
+
+        func load(_ cursor: Int) async throws -> FeedPage {
+            try await load(cursor, in: .current)
+        }
+
+        func load(_ cursor: Int, in context: LoadContext) async throws -> FeedPage {
+            let version = state.withLock { state in
+                state.requests.append(cursor)
+                return state.version
+            }
+            return FeedPage(items: (3 * cursor ..< 3 * cursor + 3).map { $0 + version }, next: cursor + 1 < pageCount ? cursor + 1 : nil)
+        }
+    }
+
+    typealias Feed = Pages<FeedPage, Int>
+
+    func paging(maxPages: Int? = nil, refetch: Paging<FeedPage, Int>.Refetch = .firstPage) -> Paging<FeedPage, Int> {
+        Paging(firstCursor: 0, maxPages: maxPages, refetch: refetch) { $0.next }
+    }
+
+    /// Observes `query` until `predicate` holds for a snapshot; returns that snapshot.
+    func first(_ query: Query<Feed>, where predicate: (QuerySnapshot<Feed>) -> Bool) async -> QuerySnapshot<Feed>? {
+        for await snapshot in query.snapshots() where predicate(snapshot) { return snapshot }
+        return nil
+    }
+
+    @Test("the first load is the first page; fetchNextPage appends the next, until the last")
+    func fetchNextPage_appendsUntilTheEnd() async throws {
+        let server = FeedServer(pageCount: 3)
+        let queries = QueryClient(environment: clock.environment())
+        let feed = queries.pagedQuery(["feed"], paging: paging(), page: server)
+        let observing = Task { for await _ in feed.snapshots() {} }
+        defer { observing.cancel() }
+        try await feed.waitForObservers(1)
+        try await feed.settled()
+        #expect(feed.current.value?.all == [0, 1, 2])
+        #expect(feed.current.value?.hasNextPage == true)
+
+        feed.fetchNextPage()
+        #expect(feed.current.phase == .fetching(.nextPage))
+        try await feed.settled()
+        feed.fetchNextPage()
+        try await feed.settled()
+        #expect(feed.current.value?.all == Array(0..<9))
+        #expect(feed.current.value?.cursors == [0, 1, 2])
+        #expect(feed.current.value?.hasNextPage == false)
+
+        feed.fetchNextPage()   // the end: nothing to load
+        try await feed.settled()
+        #expect(server.requests == [0, 1, 2])
+        #expect(feed.current.lastFetchReason == .nextPage)
+    }
+
+    @Test("fetchNextPage while a load runs is not a second load")
+    func fetchNextPage_whileALoadRuns_isIgnored() async throws {
+        let page = LoaderSpy<Int, FeedPage>(.success(FeedPage(items: [1], next: 1)), holdsLoads: true)
+        let queries = QueryClient(environment: clock.environment())
+        let feed = queries.pagedQuery(["feed"], paging: paging(), page: page)
+        let observing = Task { for await _ in feed.snapshots() {} }
+        defer { observing.cancel() }
+        try await page.waitForLoads(count: 1)
+        feed.fetchNextPage()   // no value yet
+        page.complete(0, with: .success(FeedPage(items: [1], next: 1)))
+        try await feed.settled()
+        feed.fetchNextPage()
+        try await page.waitForLoads(count: 2)
+        feed.fetchNextPage()   // the next page is on its way
+        feed.refetch()         // joins it
+        page.complete(1, with: .success(FeedPage(items: [2], next: nil)))
+        try await feed.settled()
+        #expect(page.inputs == [0, 1])
+        #expect(feed.current.value?.all == [1, 2])
+    }
+
+    @Test("an invalidation reloads the first page only, by default")
+    func invalidation_reloadsTheFirstPage() async throws {
+        let server = FeedServer(pageCount: 5)
+        let queries = QueryClient(environment: clock.environment())
+        let feed = queries.pagedQuery(["feed"], paging: paging(), page: server)
+        let observing = Task { for await _ in feed.snapshots() {} }
+        defer { observing.cancel() }
+        try await feed.waitForObservers(1)
+        try await feed.settled()
+        feed.fetchNextPage()
+        try await feed.settled()
+        server.publishNewVersion()
+
+        queries.invalidate(prefix: ["feed"])
+        try await feed.settled()
+        #expect(server.requests == [0, 1, 0])
+        #expect(feed.current.value?.all == [100, 101, 102])
+        #expect(feed.current.value?.nextCursor == 1)
+    }
+
+    @Test("refetching all pages reloads as many as are shown, from the first, within maxPages",
+          arguments: [(shown: 3, maxPages: nil as Int?, reloaded: [0, 1, 2]), (shown: 4, maxPages: 2, reloaded: [0, 1])])
+    func refetchAllPages_reloadsAsManyAsShown(shown: Int, maxPages: Int?, reloaded: [Int]) async throws {
+        let server = FeedServer(pageCount: 10)
+        let queries = QueryClient(environment: clock.environment())
+        let feed = queries.pagedQuery(["feed"], paging: paging(maxPages: maxPages, refetch: .allPages), page: server)
+        let observing = Task { for await _ in feed.snapshots() {} }
+        defer { observing.cancel() }
+        try await feed.waitForObservers(1)
+        try await feed.settled()
+        for _ in 1..<shown {
+            feed.fetchNextPage()
+            try await feed.settled()
+        }
+        let before = server.requests.count
+        #expect(feed.current.value?.pages.count == min(shown, maxPages ?? shown))
+        server.publishNewVersion()
+
+        feed.invalidate()
+        try await feed.settled()
+        #expect(Array(server.requests.dropFirst(before)) == reloaded)
+        #expect(feed.current.value?.cursors == reloaded)
+        #expect(feed.current.value?.all.allSatisfy { $0 >= 100 } == true)
+    }
+
+    @Test("maxPages keeps the newest pages")
+    func maxPages_keepsTheNewestPages() async throws {
+        let server = FeedServer(pageCount: 10)
+        let queries = QueryClient(environment: clock.environment())
+        let feed = queries.pagedQuery(["feed"], paging: paging(maxPages: 2), page: server)
+        let observing = Task { for await _ in feed.snapshots() {} }
+        defer { observing.cancel() }
+        try await feed.waitForObservers(1)
+        try await feed.settled()
+        for _ in 0..<3 {
+            feed.fetchNextPage()
+            try await feed.settled()
+        }
+        #expect(feed.current.value?.cursors == [2, 3])
+        #expect(feed.current.value?.all == Array(6..<12))
+        #expect(feed.current.value?.nextCursor == 4)
+    }
+
+    @Test("the pages are kept in the store: a relaunch shows them in the first frame, then reloads")
+    func pagesPersist_andARelaunchShowsThemFirst() async throws {
+        let directory = try TemporaryDirectory(prefix: "strata-pages")
+        let server = FeedServer(pageCount: 5)
+        do {
+            let queries = QueryClient(environment: clock.environment())
+            let feed = queries.pagedQuery(
+                ["feed"], paging: paging(), store: FileStore<Feed>(directory: directory.url), page: server)
+            let observing = Task { for await _ in feed.snapshots() {} }
+            defer { observing.cancel() }
+            try await feed.waitForObservers(1)
+            try await feed.settled()
+            feed.fetchNextPage()
+            try await feed.settled()
+        }
+        #expect(server.requests == [0, 1])
+
+        // A new process: a new client over the same files. The stored pages come first (a disk
+        // read, any age), then the first page from the server.
+        let page = LoaderSpy<Int, FeedPage>(.success(FeedPage(items: [42], next: nil)), holdsLoads: true)
+        let queries = QueryClient(environment: clock.environment())
+        let feed = queries.pagedQuery(
+            ["feed"], policy: QueryPolicy(staleAfter: .minutes(5)), paging: paging(),
+            store: FileStore<Feed>(directory: directory.url), page: page)
+        let observing = Task { for await _ in feed.snapshots() {} }
+        defer { observing.cancel() }
+        let stored = await first(feed) { $0.value != nil }
+        #expect(stored?.value?.all == Array(0..<6))
+        #expect(stored?.isFetching == true)
+        try await page.waitForLoads(count: 1)
+        page.complete(0, with: .success(FeedPage(items: [42], next: nil)))
+        try await feed.settled()
+        #expect(feed.current.value?.all == [42])
+        #expect(feed.current.phase == .idle)
+        #expect(try await FileStore<Feed>(directory: directory.url).retrieve("feed")?.value.all == [42])
+    }
+}
+
+extension Pages where Page == QueryPagesTests.FeedPage {
+    /// Every page's items, in order.
+    var all: [Int] { pages.flatMap(\.items) }
+}
