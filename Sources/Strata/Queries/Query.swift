@@ -45,6 +45,8 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         var timers: [Int: Task<Void, Never>] = [:]
         var drop: Task<Void, Never>?
         var interval: Task<Void, Never>?
+        /// Publishes the value going stale by age, while it is observed.
+        var staleTimer: (due: Date, task: Task<Void, Never>)?
         var settledWaiters = ConditionWaiters<Bool>()
         var observerWaiters = ConditionWaiters<Int>()
     }
@@ -212,6 +214,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
                 }
             }
             updateInterval(&state, observersBefore: observersBefore)
+            if let stale = updateStaleTimer(&state) { cancelled.append(stale) }
             state.settledWaiters.resumeSatisfied(by: state.machine.isSettled)
             state.observerWaiters.resumeSatisfied(by: state.machine.observers)
         }
@@ -234,6 +237,17 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         guard snapshot != state.published.snapshot else { return }
         state.published = Published(version: state.published.version + 1, snapshot: snapshot)
         for deliver in state.observers.values { deliver(state.published) }
+    }
+
+    /// Keeps one timer for the moment the shown value goes stale by age (observed queries only), so
+    /// observers see `isStale` turn without an event; returns a timer to cancel.
+    private func updateStaleTimer(_ state: inout State) -> Task<Void, Never>? {
+        let now = environment.now()
+        let due = state.machine.freshUntil(now: now)
+        guard due != state.staleTimer?.due else { return nil }
+        let old = state.staleTimer?.task
+        state.staleTimer = due.map { due in (due, after(.between(now, due)) { $0.send(.staleDue) }) }
+        return old
     }
 
     /// An observed query with a refetch interval ticks on the environment's clock; the ticking stops

@@ -39,6 +39,8 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
         case loadFailed(flight: Int, QueryError)
         case retryDue(flight: Int)
         case dropDue
+        /// The value shown just went stale by age (``freshUntil``): the snapshot says so.
+        case staleDue
         /// These writes of the query's scope wait for delivery now (the outbox was read, or the query
         /// came back to life): they replace the pending ones shown; delivered ones stay until a load
         /// started after their delivery answers.
@@ -148,6 +150,14 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
     /// The writes to apply to the shown value, oldest first: pending, and delivered ones the value
     /// may not have yet.
     public var shownWrites: [OutboxEntry] { writes.map(\.entry) }
+
+    /// When the shown value goes stale by age, if it is fresh now and observed (an observer is told
+    /// when it goes stale: ``Event/staleDue``); `nil` otherwise.
+    public func freshUntil(now: Date) -> Date? {
+        guard observers > 0, shown != nil, !isInvalidated, let storedAt, configuration.staleAfter > .zero else { return nil }
+        let due = storedAt.addingTimeInterval(configuration.staleAfter.seconds)
+        return due > now ? due : nil
+    }
 
     /// The query as its observers see it at `now`.
     public func snapshot(now: Date) -> QuerySnapshot<Value> {
@@ -287,6 +297,8 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             flight.state = .running
             self.flight = flight
             return [.startLoad(flight: id, reason: flight.reason), .publish]
+        case .staleDue:
+            return [.publish]
         case .dropDue:
             isDropScheduled = false
             guard observers == 0, flight == nil else { return [] }

@@ -308,7 +308,7 @@ struct QueryWorld {
 
     mutating func nextEvent() -> Machine.Event {
         now = now.addingTimeInterval(Double(random.next() % 4))
-        let roll = random.next() % 21
+        let roll = random.next() % 22
         switch roll {
         case 16:
             let entry = OutboxEntry(
@@ -322,6 +322,8 @@ struct QueryWorld {
             return .writeRefused(pendingWrite())
         case 20:
             return .nextPageRequested
+        case 21:
+            return .staleDue
         case 19:
             return .writesPending(writes.values.filter { $0.deliveredAfter == nil }.map(\.entry).sorted { $0.sequence < $1.sequence })
         case 0: return .observerAdded

@@ -269,6 +269,23 @@ struct QueryTests {
         #expect(remote.cancelledLoadCount == 1)
     }
 
+    @Test func anObservedValueGoingStaleByAge_isPublished_withoutALoad() async throws {
+        let remote = LoaderSpy<Void, Item>(.success(itemA))
+        let query = client().query(["feed"], policy: QueryPolicy(staleAfter: .seconds(60)), chain: remote.originating(from: .remote))
+        let stream = query.snapshots()
+        try await query.settled()
+        // The moment the value goes stale (the query also sleeps until its drop would be due).
+        try await clock.waitForSleepers(matching: { $0.since.duration(to: $0.deadline) == .seconds(60) })
+        clock.advance(by: .seconds(60))
+        var seen: [Bool] = []
+        for await snapshot in stream {
+            seen.append(snapshot.isStale)
+            if seen.count == 4 { break }
+        }
+        #expect(seen == [true, true, false, true])   // empty, fetching, loaded, stale
+        #expect(remote.loadCount == 1)
+    }
+
     @Test func aDisabledQuery_isNeverFetching_untilEnabled() async throws {
         let remote = LoaderSpy<Void, Item>(.success(itemA))
         let query = client().query(["user", 1, "posts"], chain: remote)
