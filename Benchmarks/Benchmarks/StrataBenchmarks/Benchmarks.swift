@@ -23,6 +23,7 @@ let benchmarks: @Sendable () -> Void = {
     registerCoalescingBenchmarks()
     registerRelaunchBenchmarks()
     registerOutboxBenchmarks()
+    registerQueryBenchmarks()
 }
 
 /// A value a benchmark's `setup` prepares and its body reads.

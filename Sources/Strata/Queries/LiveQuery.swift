@@ -43,9 +43,11 @@ public final class LiveQuery<Value: Sendable & Equatable> {
     /// lives and observes that query: after ``switchTo(_:)``, what the old stream still holds is
     /// dropped.
     private static func follow(_ stream: AsyncStream<Query<Value>.Published>, of query: Query<Value>, into live: LiveQuery) -> Task<Void, Never> {
-        Task { @MainActor [weak live] in
+        // The query is held weakly too: a live query released (and its query with it) leaves
+        // nothing behind while this task winds down.
+        Task { @MainActor [weak live, weak query] in
             for await published in stream {
-                guard let live, live.query === query else { return }
+                guard let live, let query, live.query === query else { return }
                 live.apply(published)
             }
         }

@@ -1,8 +1,8 @@
 import Observation
 import Strata
 
-/// Drives a feed screen: loads through ``LoadFeedUseCase`` and publishes a ``State`` any view can
-/// render (SwiftUI, the command line, a web page).
+/// Drives a feed screen: a live query of the feed, loading through ``LoadFeedUseCase``, and a
+/// ``State`` any view can render (SwiftUI, the command line, a web page).
 ///
 /// ```swift
 /// let viewModel = FeedComposer.makeFeedViewModel(feedURL: url)
@@ -10,8 +10,10 @@ import Strata
 /// if case .loaded(let items, let source) = viewModel.state { … }   // source: "saved on this device 2h 0m ago"
 /// ```
 ///
-/// The source text comes from Strata's `loadServed()` provenance when the repository chain reports
-/// one (Strata's HTTP loader and stores do), and reads "source unknown" otherwise.
+/// Strata's `Query` keeps the state (one load at a time, the value kept when a refresh fails, the
+/// provenance, refetching on reconnect and foreground); this type only says it in the article's
+/// words. The source text comes from the provenance when the repository chain reports one
+/// (Strata's HTTP loader and stores do), and reads "source unknown" otherwise.
 @available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
 @MainActor
 @Observable
@@ -20,39 +22,59 @@ public final class FeedViewModel {
     public enum State: Equatable, Sendable {
         /// Nothing loaded yet.
         case idle
-        /// A load is running.
+        /// A load is running and there is nothing to show yet.
         case loading
-        /// The feed, and where it came from in words (``FeedPresenter/sourceText(for:)``).
+        /// The feed, and where it came from in words (``FeedPresenter/sourceText(for:)``); shown
+        /// while a refresh runs, and after one fails.
         case loaded(items: [FeedItem], source: String)
-        /// The load failed; `message` is for a person (``FeedPresenter/errorMessage(for:)``).
+        /// The load failed and there is nothing to show; `message` is for a person
+        /// (``FeedPresenter/errorMessage(for:)``).
         case failed(message: String)
-    }
 
-    /// The current state; starts ``State/idle``.
-    public private(set) var state: State = .idle
-    /// Where the shown feed came from, after a successful load.
-    public private(set) var provenance: Provenance?
-
-    @ObservationIgnored private let loadFeed: LoadFeedUseCase
-
-    /// A view model loading through `loadFeed`.
-    public init(loadFeed: LoadFeedUseCase) {
-        self.loadFeed = loadFeed
-    }
-
-    /// Loads the feed: ``State/loading``, then ``State/loaded(items:source:)`` or
-    /// ``State/failed(message:)``. A cancelled load goes back to the state before it.
-    public func load() async {
-        let previous = state
-        state = .loading
-        do {
-            let served = try await loadFeed.loadServed()
-            provenance = served.provenance
-            state = .loaded(items: served.value, source: FeedPresenter.sourceText(for: served.provenance))
-        } catch is CancellationError {
-            state = previous
-        } catch {
-            state = .failed(message: FeedPresenter.errorMessage(for: error))
+        /// The state a snapshot of the feed query shows.
+        public init(_ snapshot: QuerySnapshot<[FeedItem]>) {
+            if let items = snapshot.value {
+                self = .loaded(items: items, source: snapshot.provenance.map(FeedPresenter.sourceText(for:)) ?? "source unknown")
+            } else if snapshot.isFetching {
+                self = .loading
+            } else if let error = snapshot.lastError {
+                self = .failed(message: FeedPresenter.errorMessage(for: error.underlying))
+            } else {
+                self = .idle
+            }
         }
+    }
+
+    /// The current state; ``State/idle`` until the first ``load()``.
+    public var state: State { feed.map { State($0.snapshot) } ?? .idle }
+    /// Where the shown feed came from.
+    public var provenance: Provenance? { feed?.snapshot.provenance }
+
+    /// The feed query, observed from the first ``load()`` on.
+    public private(set) var feed: LiveQuery<[FeedItem]>?
+    @ObservationIgnored private let query: Query<[FeedItem]>
+
+    /// A view model showing `query`.
+    public init(feed query: Query<[FeedItem]>) {
+        self.query = query
+    }
+
+    /// A view model loading through `loadFeed`, as the query `["feed"]` of `queries`.
+    public convenience init(loadFeed: LoadFeedUseCase, queries: QueryClient = QueryClient()) {
+        self.init(feed: queries.query(["feed"], chain: loadFeed))
+    }
+
+    /// Loads the feed: the first call starts observing the query (which loads), a later one
+    /// refetches; returns when the load has answered. Cancelled before its first load answered, the
+    /// screen goes back to ``State/idle`` and the load is cancelled.
+    public func load() async {
+        guard let feed else {
+            let feed = query.observed()
+            self.feed = feed
+            do { try await feed.settled() } catch { self.feed = nil }
+            return
+        }
+        feed.query.refetch()
+        try? await feed.settled()
     }
 }

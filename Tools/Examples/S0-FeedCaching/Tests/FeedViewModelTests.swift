@@ -132,6 +132,47 @@ struct FeedViewModelTests {
     }
 
     @available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
+    @Test func theScreensStates_inOrder_loadingThenLoaded_thenKeptThroughAFailedRefresh_thenRefreshed() async throws {
+        let (first, second) = (uniqueFeed(), uniqueFeed())
+        let remote = LoaderSpy<Void, [FeedItem]>(holdsLoads: true)
+        let clock = ManualClock()
+        let query = QueryClient(environment: clock.environment()).query(
+            ["feed"], chain: LoadFeedUseCase(repository: StrataFeedRepository(remote.originating(from: .remote))))
+        let sut = FeedViewModel(feed: query)
+        let snapshots = query.snapshots()   // a second observer: records every snapshot the screen is sent
+
+        let loading = Task { await sut.load() }
+        try await remote.waitForLoads(count: 1)
+        remote.complete(0, with: .success(first))
+        await loading.value
+        let refreshing = Task { await sut.load() }
+        try await remote.waitForLoads(count: 2)
+        remote.complete(1, with: .failure(TestError("offline")))
+        await refreshing.value
+        let again = Task { await sut.load() }
+        try await remote.waitForLoads(count: 3)
+        remote.complete(2, with: .success(second))
+        await again.value
+
+        var states: [FeedViewModel.State] = []
+        var phases: [QueryPhase] = []
+        for await snapshot in snapshots {
+            states.append(FeedViewModel.State(snapshot))
+            phases.append(snapshot.phase)
+            if phases.count == 7 { break }
+        }
+        let fromServer = "from the server, just now"
+        #expect(states == [
+            .idle, .loading, .loaded(items: first, source: fromServer),
+            .loaded(items: first, source: fromServer),   // refreshing: the feed stays shown
+            .loaded(items: first, source: fromServer),   // the refresh failed: still shown, error recorded
+            .loaded(items: first, source: fromServer), .loaded(items: second, source: fromServer),
+        ])
+        #expect(phases == [.idle, .fetching(.firstObserver), .idle, .fetching(.refetch), .idle, .fetching(.refetch), .idle])
+        #expect(sut.state == .loaded(items: second, source: fromServer))
+    }
+
+    @available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
     @Test func viewModel_isReleasedAfterLoading() async throws {
         let tracker = LeakTracker()
         await loadOnce(tracking: tracker)

@@ -1,31 +1,41 @@
 import Observation
+import Strata
 
 /// The items screen's state, platform-neutral: a SwiftUI view, a command-line printer or a web page
 /// can render it.
 ///
-/// It is `@MainActor`, so `load()` awaits the service off the main actor and writes the result back
-/// on it: in Swift concurrency that is the whole of "deliver on main".
+/// A live query of the items (Strata's `Query`, observed on the main actor as a `LiveQuery`): the
+/// service runs off the main actor and each new state arrives on it, which in Swift concurrency is
+/// the whole of "deliver on main". The query keeps one load at a time however often `load()` is
+/// called.
 @available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
 @MainActor
 @Observable
 public final class ItemsViewModel {
     /// What the last load produced.
-    public private(set) var items: [String] = []
+    public var items: [String] { live?.value ?? [] }
     /// Whether a load is running.
-    public private(set) var isLoading = false
+    public var isLoading: Bool { live?.snapshot.isFetching ?? false }
 
-    @ObservationIgnored private let service: any ItemService
+    /// The items query, observed from the first ``load()`` on.
+    public private(set) var live: LiveQuery<[String]>?
+    @ObservationIgnored private let query: Query<[String]>
 
-    /// A view model showing what `service` loads.
-    public init(service: any ItemService) {
-        self.service = service
+    /// A view model showing `query`.
+    public init(items query: Query<[String]>) {
+        self.query = query
     }
 
-    /// Loads the items and shows them.
+    /// A view model showing what `service` loads, as the query `["items"]` of `queries`.
+    public convenience init(service: any ItemService, queries: QueryClient = QueryClient()) {
+        self.init(items: queries.query(["items"], chain: ClosureLoader { await service.loadItem() }))
+    }
+
+    /// Loads the items (the first call starts observing the query, a later one refetches) and
+    /// returns when they are shown.
     public func load() async {
-        isLoading = true
-        items = await service.loadItem()
-        isLoading = false
+        if let live { live.query.refetch() } else { live = query.observed() }
+        try? await live?.settled()
     }
 }
 

@@ -2,6 +2,7 @@ import Foundation
 import Observation
 import Testing
 import CrossCuttingExample
+import Strata
 import StrataTesting
 
 /// The composition root and the view models it builds. The tests run on the main actor, like a UI;
@@ -21,6 +22,30 @@ struct ComposerTests {
         #expect(viewModel.items == sampleItems)
         #expect(await first.events == [sampleItems])
         #expect(await second.events == [sampleItems])
+    }
+
+    @available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
+    @Test func itemsScreen_sendsTheScreenItsSnapshotsInOrder_andLoadsOnceWhileALoadRuns() async throws {
+        let service = HeldItemService()
+        let query = QueryClient().query(["items"], chain: ClosureLoader { await service.loadItem() })
+        let viewModel = ItemsViewModel(items: query)
+        let snapshots = query.snapshots()
+
+        let loading = Task { await viewModel.load() }
+        await service.waitUntilStarted()
+        query.refetch()   // joins the load that runs
+        await service.answer(["late"])
+        await loading.value
+
+        var seen: [(items: [String]?, fetching: Bool)] = []
+        for await snapshot in snapshots {
+            seen.append((snapshot.value, snapshot.isFetching))
+            if seen.count == 3 { break }
+        }
+        #expect(seen.map(\.items) == [nil, nil, ["late"]])
+        #expect(seen.map(\.fetching) == [false, true, false])
+        #expect(viewModel.items == ["late"])
+        #expect(await service.calls == 1)
     }
 
     @available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)

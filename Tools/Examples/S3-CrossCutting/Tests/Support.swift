@@ -64,8 +64,11 @@ actor HeldItemService: ItemService {
     private var started: [CheckedContinuation<Void, Never>] = []
     private var isStarted = false
     private var release: CheckedContinuation<[String], Never>?
+    /// How many loads were asked for.
+    private(set) var calls = 0
 
     func loadItem() async -> [String] {
+        calls += 1
         isStarted = true
         started.forEach { $0.resume() }
         started = []
