@@ -286,6 +286,35 @@ struct QueryTests {
         #expect(remote.loadCount == 1)
     }
 
+    @Test func signalsAsSequences_driveTheClient_connectivityAndForeground() async throws {
+        let remote = LoaderSpy<Void, Item>(.success(itemA), .success(itemB))
+        let queries = client()
+        let query = queries.query(["feed"], policy: QueryPolicy(networkMode: .online), chain: remote)
+        let (connectivity, online) = AsyncStream.makeStream(of: Bool.self)
+        let (foreground, entered) = AsyncStream.makeStream(of: Void.self)
+        let following = Task { await queries.follow(connectivity: connectivity) }
+        let followingForeground = Task { await queries.follow(foreground: foreground) }
+        online.yield(false)
+        online.finish()
+        await following.value
+        #expect(!queries.isOnline)
+
+        let observer = Task { for await _ in query.snapshots() {} }
+        try await query.waitForObservers(1)
+        #expect(query.current.phase == .paused(.offline))
+        #expect(remote.loadCount == 0)
+        queries.setOnline(true)
+        try await query.settled()
+        #expect(remote.loadCount == 1)
+        entered.yield()
+        entered.finish()
+        await followingForeground.value
+        try await query.settled()
+        #expect(remote.loadCount == 2)
+        #expect(query.current.lastFetchReason == .foreground)
+        observer.cancel()
+    }
+
     @Test func aDisabledQuery_isNeverFetching_untilEnabled() async throws {
         let remote = LoaderSpy<Void, Item>(.success(itemA))
         let query = client().query(["user", 1, "posts"], chain: remote)

@@ -5,7 +5,7 @@ import NIOCore
 @_spi(StrataInternals) import Strata
 
 /// The demo HTTP server: a real Hummingbird server on loopback, started in-process, serving the feed
-/// (`GET /feed`) and posts (`GET /posts/{id}`, `POST /posts`, `PUT`/`PATCH`/`DELETE /posts/{id}`),
+/// (`GET /feed`) and posts (`GET /posts`, the list; `GET /posts/{id}`, `POST /posts`, `PUT`/`PATCH`/`DELETE /posts/{id}`),
 /// with faults a test or a person can turn on.
 ///
 /// `GET /feed` is a well-behaved cacheable resource: it carries a strong `ETag` (a SHA-256 of the
@@ -388,6 +388,12 @@ public final class DemoServer: Sendable {
             try await respond(to: request, validated: true) {
                 let (items, modifiedAt) = state.withLock { ($0.feed, $0.feedModifiedAt) }
                 return (try Self.encodeJSON(items), modifiedAt)
+            }
+        }
+        router.get("posts") { [self] request, _ -> Response in
+            try await respond(to: request, validated: true) {
+                let posts = state.withLock { $0.posts.values.sorted { $0.id < $1.id } }
+                return (try Self.encodeJSON(posts), nil)
             }
         }
         router.get("posts/:id") { [self] request, context -> Response in
