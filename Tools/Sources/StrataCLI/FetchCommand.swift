@@ -30,14 +30,7 @@ public struct FetchCommand: AsyncParsableCommand {
     @Argument(help: "The http or https URL to fetch.")
     var url: String
 
-    @Option(help: "Where cached bodies are kept (default: the user's cache directory, then strata/fetch).")
-    var cacheDir: String?
-
-    @Option(help: "Where to cache: file (one file per URL), sqlite (one database file) or postgres (a table shared by every process).")
-    var store: Fetcher.StoreKind = .file
-
-    @Option(help: "The PostgreSQL database for --store postgres (default: $STRATA_POSTGRES_URL).")
-    var postgresURL: String?
+    @OptionGroup var cache: CacheStoreOptions
 
     @Option(
         help: "Serve a cached copy younger than this without asking the network; past it, revalidate (304) or download.",
@@ -79,14 +72,9 @@ public struct FetchCommand: AsyncParsableCommand {
     public init() {}
 
     public func validate() throws {
-        guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), ["http", "https"].contains(scheme),
-              let host = parsed.host, !host.isEmpty
-        else { throw ValidationError("'\(url)' is not an http or https URL") }
+        _ = try HTTPURLArgument.parse(url)
         guard (0...10).contains(retries) else { throw ValidationError("--retries must be between 0 and 10") }
         guard timeout.duration > .zero else { throw ValidationError("--timeout must be longer than 0 (for example 30s)") }
-        if store == .postgres, postgresURL ?? ProcessInfo.processInfo.environment["STRATA_POSTGRES_URL"] == nil {
-            throw ValidationError("--store postgres needs --postgres-url or the STRATA_POSTGRES_URL environment variable")
-        }
         if let defaultFile, !FileManager.default.fileExists(atPath: defaultFile) {
             throw ValidationError("--default file '\(defaultFile)' does not exist")
         }
@@ -94,13 +82,13 @@ public struct FetchCommand: AsyncParsableCommand {
 
     public func run() async throws {
         var options = Fetcher.Options(
-            url: URL(string: url)!,
-            cacheDirectory: cacheDir.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? Fetcher.defaultCacheDirectory,
+            url: try HTTPURLArgument.parse(url),
+            cacheDirectory: cache.cacheDirectory,
             maxAge: maxAge.duration, maxStale: maxStale?.duration, retries: retries, timeout: timeout.duration,
             defaultFile: defaultFile.map { URL(fileURLWithPath: $0) }, json: json, verbose: verbose)
-        options.store = store
+        options.store = cache.store
         options.maxBodyBytes = maxBody.bytes
-        options.postgresURL = postgresURL ?? ProcessInfo.processInfo.environment["STRATA_POSTGRES_URL"]
+        options.postgresURL = cache.resolvedPostgresURL
         let fixedNow = now
         let clock: @Sendable () -> Date = { fixedNow ?? Date() }
         let code = await Fetcher(options: options, now: clock).run(

@@ -1,8 +1,6 @@
 import Foundation
 import Logging
 @_spi(StrataInternals) import Strata
-import StrataPostgres
-import StrataSQLite
 
 /// `strata fetch`: an offline-first fetch of any HTTP resource, for scripts and people.
 ///
@@ -87,30 +85,20 @@ public struct Fetcher: Sendable {
     /// Runs the fetch, writing the body with `stdout` and the report with `stderr`; returns the exit code.
     public func run(stdout: @Sendable (Data) -> Void, stderr: @Sendable (String) -> Void) async -> ExitCode {
         let quiet = Logger(label: "strata.fetch", factory: { _ in SwiftLogNoOpLogHandler() })
+        let cache: FetchCache
         do {
-            switch options.store {
-            case .file:
-                let store = FileStore<Data>(directory: options.cacheDirectory, codec: DataCodec(), logger: quiet)
-                return await run(through: store, stdout: stdout, stderr: stderr)
-            case .sqlite:
-                let store = try SQLiteStore<Data>(
-                    path: options.cacheDirectory.appendingPathComponent("fetch.sqlite"), codec: DataCodec(), logger: quiet)
-                return await run(through: store, stdout: stdout, stderr: stderr)
-            case .postgres:
-                guard let url = options.postgresURL else {
-                    stderr("strata fetch: --store postgres needs --postgres-url or STRATA_POSTGRES_URL")
-                    return .usage
-                }
-                let store = try PostgresStore<Data>(url: url, table: "strata_fetch", codec: DataCodec(), logger: quiet)
-                let code = await run(through: store, stdout: stdout, stderr: stderr)
-                await store.shutdown()
-                return code
-            }
+            cache = try FetchCache.open(options.store, directory: options.cacheDirectory, postgresURL: options.postgresURL, logger: quiet)
+        } catch let error as FetchCache.MissingPostgresURL {
+            stderr("strata fetch: \(error)")
+            return .usage
         } catch {
             // The cache cannot even be opened: fetch without one, so the network and --default still serve.
             stderr("strata fetch: the \(options.store.rawValue) cache is unavailable (\(Redaction.redactingSecrets(in: "\(error)"))); fetching without it")
             return await run(through: MemoryStore<String, Data>(), stdout: stdout, stderr: stderr)
         }
+        let code = await run(through: cache.store, stdout: stdout, stderr: stderr)
+        await cache.close()
+        return code
     }
 
     /// Runs the fetch with `store` as the cache.
@@ -125,11 +113,9 @@ public struct Fetcher: Sendable {
         let quiet = Logger(label: "strata.fetch", factory: { _ in SwiftLogNoOpLogHandler() })
         let key = options.url.absoluteString
         let answer = NetworkAnswer()
-        let remote = HTTPLoader(url: options.url, timeout: options.timeout, maxBodyBytes: options.maxBodyBytes, transport: client)
-            .revalidated(in: store, key: key, freshness: .maxAge(options.maxAge)) { reply in
-                answer.record(status: reply.status.code, cacheControl: reply.headerFields.cacheControl)
-                return reply.body
-            }
+        let remote = Self.revalidatingRemote(
+            options.url, in: store, maxAge: options.maxAge, timeout: options.timeout, maxBodyBytes: options.maxBodyBytes,
+            transport: client, onReply: { answer.record(status: $0.status.code, cacheControl: $0.headerFields.cacheControl) })
             .retrying(.exponential(attempts: options.retries + 1, initialDelay: .milliseconds(250), maxDelay: .seconds(5)))
         let chain = remote.named(Self.remoteTier)
             .fallingBack(to: store.loader(key: key, freshness: options.maxStale.map { .maxAge($0) } ?? .any).named("stale cache"))
@@ -220,7 +206,7 @@ public struct Fetcher: Sendable {
             stderr("strata fetch: nothing served: " + Redaction.redactingSecrets(in: "\(error)"))
             return
         }
-        let reasons = fallback.failures.map { "\($0.tier): \(shortReason($0.error))" }
+        let reasons = fallback.failures.map { "\($0.tier): \(Self.shortReason($0.error))" }
         if options.json {
             let object: [String: Any] = [
                 "url": Redaction.redactedString(for: options.url), "servedFrom": NSNull(),
@@ -236,7 +222,9 @@ public struct Fetcher: Sendable {
         }
     }
 
-    private func shortReason(_ error: any Error) -> String {
+    /// `error` in a few words for a report line: `nothing cached`, `HTTP 503`, the transport's
+    /// reason (`could not connect (connection refused)`), secrets masked.
+    static func shortReason(_ error: any Error) -> String {
         switch error {
         case CacheLoadError.empty: return "nothing cached"
         case CacheLoadError.expired(_, _, _, let age, _): return "cached copy too old (\(age.formattedAge))"

@@ -64,9 +64,7 @@ public struct SendCommand: AsyncParsableCommand {
 
     public func validate() throws {
         _ = try parsedMethod()
-        guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), ["http", "https"].contains(scheme),
-              let host = parsed.host, !host.isEmpty
-        else { throw ValidationError("'\(url)' is not an http or https URL") }
+        _ = try HTTPURLArgument.parse(url)
         _ = try parsedHeaderFields()
         guard timeout.duration > .zero else { throw ValidationError("--timeout must be longer than 0 (for example 30s)") }
         if let scope, scope.isEmpty { throw ValidationError("--scope must not be empty") }

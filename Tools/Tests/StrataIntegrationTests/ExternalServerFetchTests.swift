@@ -143,12 +143,13 @@ struct ExternalServer {
 
     var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
 
-    /// `python3 -m http.server --bind 127.0.0.1 PORT --directory ROOT`.
-    static func python(in directory: TemporaryDirectory) async throws -> ExternalServer {
+    /// `python3 -m http.server --bind 127.0.0.1 PORT --directory ROOT`, on a free port or on `port`
+    /// (a server started again where a stopped one was). Its log starts empty each time.
+    static func python(in directory: TemporaryDirectory, port: Int? = nil) async throws -> ExternalServer {
         let python = try executable("python3", hint: "install Python 3")
         let root = directory.appending("www")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-        let port = try ListeningSocket.freePort()
+        let port = try port ?? ListeningSocket.freePort()
         let log = directory.appending("python-stderr.log")
         let child = try Child.spawn(
             python, ["-u", "-m", "http.server", "--bind", "127.0.0.1", String(port), "--directory", root.path],
