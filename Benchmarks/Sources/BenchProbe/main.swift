@@ -27,6 +27,7 @@ let scenarios = [
     "coalesced-10k", "tasks-10k", "sqlite-read", "sqlite-read-baseline", "sqlite-write", "sqlite-write-baseline",
     "readme-chain", "main-readme-chain", "main-chain5", "main-chain5-baseline", "main-memory-hit", "main-mutex-hit",
     "outbox-enqueue-sqlite", "outbox-enqueue-sqlite-baseline", "chain5-uncoalesced", "main-chain5-uncoalesced",
+    "main-query-read", "main-query-current",
 ] + Scenarios.PassThrough.allCases.map { "pass-\($0.rawValue)" }
 let arguments = CommandLine.arguments
 guard arguments.count == 3, scenarios.contains(arguments[1]), let iterations = Int(arguments[2]), iterations > 0 else {
@@ -79,6 +80,17 @@ func run() async throws {
         case "chain5-uncoalesced": try await repeatLoads { _ in consume(try await uncoalesced.load()) }
         case "readme-chain": try await repeatLoads { _ in consume(try await readme.load()) }
         default: try await repeatLoads { _ in consume(try await memory.retrieve(Scenarios.feedKey)!.value) }
+        }
+    case "main-query-read", "main-query-current":
+        let memory = try await Scenarios.memoryHoldingFeed(feed)
+        let readme = Scenarios.readmeChain(memory: memory)
+        let queries = QueryClient(environment: LoadEnvironment(logger: Scenarios.droppingInfoLogger(label: "app.queries")))
+        let query = queries.query(["feed"], policy: QueryPolicy(staleAfter: .seconds(3600)), chain: readme)
+        let live = await MainActor.run { query.observed() }
+        if scenario == "main-query-read" {
+            await Scenarios.onMainActor(iterations) { _ in consume(live.value) }
+        } else {
+            try await repeatLoads { _ in consume(query.current.value) }
         }
     case "memory-hit", "mutex-hit", "main-memory-hit", "main-mutex-hit":
         guard #available(macOS 15, *) else { fatalError("Synchronization.Mutex needs macOS 15") }
