@@ -102,7 +102,15 @@ public struct Watcher: Sendable {
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 var previous: QueryPhase?
+                var last: QuerySnapshot<Data>?
                 for await snapshot in query.snapshots() {
+                    // The query's own staleness flag turning is not a change a line shows (the
+                    // line judges the age against --max-age itself).
+                    if var unflagged = last {
+                        unflagged.isStale = snapshot.isStale
+                        if unflagged == snapshot { continue }
+                    }
+                    last = snapshot
                     // Only a probe takes a load paused offline to fetching (the client going online).
                     let probe = previous == .paused(.offline)
                     previous = snapshot.phase
