@@ -160,7 +160,9 @@ extension QueryClient {
     /// ```
     ///
     /// - Parameters:
-    ///   - key, tags, policy: as for ``query(_:tags:policy:cached:enabled:pendingWrites:chain:)``.
+    ///   - key: the query's key, as for ``query(_:tags:policy:cached:enabled:pendingWrites:chain:)``.
+    ///   - tags: names an invalidation can reach it by.
+    ///   - policy: staleness, refetch triggers, network mode, retries, lifetime.
     ///   - paging: the first cursor, how a page names the next, how many pages are kept, what a
     ///     refetch reloads (``Paging/Refetch``: the first page, or as many as are shown).
     ///   - store: where the pages are kept, under the key's description (`"feed"`, `"posts/42"`):

@@ -1,7 +1,7 @@
 import Foundation
 
 /// One live query: the state a screen shows for one key, shared by every observer of that key
-/// (made by ``QueryClient/query(_:tags:policy:cached:enabled:chain:)``).
+/// (made by ``QueryClient/query(_:tags:policy:cached:enabled:pendingWrites:chain:)``).
 ///
 /// A query runs its chain when an observer comes to a stale value, when the network returns, when
 /// the app comes to the foreground, on an interval, when its key is invalidated, or when asked
