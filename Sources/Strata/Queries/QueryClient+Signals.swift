@@ -60,39 +60,26 @@ extension QueryClient {
 }
 #endif
 
-#if canImport(UIKit) && !os(watchOS)
+#if (canImport(UIKit) && !os(watchOS)) || canImport(AppKit)
 extension QueryClient {
-    /// The app coming to the foreground (`UIApplication.willEnterForegroundNotification`), for
-    /// ``follow(foreground:)``.
+    /// The app coming to the foreground, for ``follow(foreground:)``:
+    /// `UIApplication.willEnterForegroundNotification` with UIKit,
+    /// `NSApplication.didBecomeActiveNotification` with AppKit.
     @MainActor
     public static func systemForeground() -> AsyncStream<Void> {
-        AsyncStream(bufferingPolicy: .bufferingNewest(1)) { continuation in
-            let observer = NotificationCenter.default.addObserver(
-                forName: UIApplication.willEnterForegroundNotification, object: nil, queue: nil
-            ) { _ in continuation.yield() }
+        #if canImport(UIKit)
+        let name = UIApplication.willEnterForegroundNotification
+        #else
+        let name = NSApplication.didBecomeActiveNotification
+        #endif
+        return AsyncStream(bufferingPolicy: .bufferingNewest(1)) { continuation in
+            let observer = NotificationCenter.default.addObserver(forName: name, object: nil, queue: nil) { _ in continuation.yield() }
             let token = UncheckedObserver(observer)
             continuation.onTermination = { _ in NotificationCenter.default.removeObserver(token.observer) }
         }
     }
 }
-#elseif canImport(AppKit)
-extension QueryClient {
-    /// The app becoming active (`NSApplication.didBecomeActiveNotification`), for
-    /// ``follow(foreground:)``.
-    @MainActor
-    public static func systemForeground() -> AsyncStream<Void> {
-        AsyncStream(bufferingPolicy: .bufferingNewest(1)) { continuation in
-            let observer = NotificationCenter.default.addObserver(
-                forName: NSApplication.didBecomeActiveNotification, object: nil, queue: nil
-            ) { _ in continuation.yield() }
-            let token = UncheckedObserver(observer)
-            continuation.onTermination = { _ in NotificationCenter.default.removeObserver(token.observer) }
-        }
-    }
-}
-#endif
 
-#if canImport(UIKit) || canImport(AppKit)
 /// A notification observer token, carried to the stream's termination handler.
 ///
 /// `@unchecked Sendable`: the token is an opaque object NotificationCenter hands back; it is never

@@ -51,15 +51,22 @@ struct QueryPagesTests {
         return nil
     }
 
+    /// A client with the paged query `["feed"]` over `server`, observed by a task of its own (cancel
+    /// it when done), its first page loaded.
+    func observedFeed(_ server: FeedServer, paging: Paging<FeedPage, Int>) async throws -> (QueryClient, Query<Feed>, Task<Void, Never>) {
+        let queries = QueryClient(environment: clock.environment())
+        let feed = queries.pagedQuery(["feed"], paging: paging, page: server)
+        let observing = Task { for await _ in feed.snapshots() {} }
+        try await feed.waitForObservers(1)
+        try await feed.settled()
+        return (queries, feed, observing)
+    }
+
     @Test("the first load is the first page; fetchNextPage appends the next, until the last")
     func fetchNextPage_appendsUntilTheEnd() async throws {
         let server = FeedServer(pageCount: 3)
-        let queries = QueryClient(environment: clock.environment())
-        let feed = queries.pagedQuery(["feed"], paging: paging(), page: server)
-        let observing = Task { for await _ in feed.snapshots() {} }
+        let (queries, feed, observing) = try await observedFeed(server, paging: paging())
         defer { observing.cancel() }
-        try await feed.waitForObservers(1)
-        try await feed.settled()
         #expect(feed.current.value?.all == [0, 1, 2])
         #expect(feed.current.value?.hasNextPage == true)
 
@@ -102,12 +109,8 @@ struct QueryPagesTests {
     @Test("an invalidation reloads the first page only, by default")
     func invalidation_reloadsTheFirstPage() async throws {
         let server = FeedServer(pageCount: 5)
-        let queries = QueryClient(environment: clock.environment())
-        let feed = queries.pagedQuery(["feed"], paging: paging(), page: server)
-        let observing = Task { for await _ in feed.snapshots() {} }
+        let (queries, feed, observing) = try await observedFeed(server, paging: paging())
         defer { observing.cancel() }
-        try await feed.waitForObservers(1)
-        try await feed.settled()
         feed.fetchNextPage()
         try await feed.settled()
         server.publishNewVersion()
@@ -123,12 +126,8 @@ struct QueryPagesTests {
           arguments: [(shown: 3, maxPages: nil as Int?, reloaded: [0, 1, 2]), (shown: 4, maxPages: 2, reloaded: [0, 1])])
     func refetchAllPages_reloadsAsManyAsShown(shown: Int, maxPages: Int?, reloaded: [Int]) async throws {
         let server = FeedServer(pageCount: 10)
-        let queries = QueryClient(environment: clock.environment())
-        let feed = queries.pagedQuery(["feed"], paging: paging(maxPages: maxPages, refetch: .allPages), page: server)
-        let observing = Task { for await _ in feed.snapshots() {} }
+        let (queries, feed, observing) = try await observedFeed(server, paging: paging(maxPages: maxPages, refetch: .allPages))
         defer { observing.cancel() }
-        try await feed.waitForObservers(1)
-        try await feed.settled()
         for _ in 1..<shown {
             feed.fetchNextPage()
             try await feed.settled()
@@ -147,12 +146,8 @@ struct QueryPagesTests {
     @Test("maxPages keeps the newest pages")
     func maxPages_keepsTheNewestPages() async throws {
         let server = FeedServer(pageCount: 10)
-        let queries = QueryClient(environment: clock.environment())
-        let feed = queries.pagedQuery(["feed"], paging: paging(maxPages: 2), page: server)
-        let observing = Task { for await _ in feed.snapshots() {} }
+        let (queries, feed, observing) = try await observedFeed(server, paging: paging(maxPages: 2))
         defer { observing.cancel() }
-        try await feed.waitForObservers(1)
-        try await feed.settled()
         for _ in 0..<3 {
             feed.fetchNextPage()
             try await feed.settled()
