@@ -65,7 +65,7 @@ struct QueryPagesTests {
     @Test("the first load is the first page; fetchNextPage appends the next, until the last")
     func fetchNextPage_appendsUntilTheEnd() async throws {
         let server = FeedServer(pageCount: 3)
-        let (queries, feed, observing) = try await observedFeed(server, paging: paging())
+        let (_, feed, observing) = try await observedFeed(server, paging: paging())
         defer { observing.cancel() }
         #expect(feed.current.value?.all == [0, 1, 2])
         #expect(feed.current.value?.hasNextPage == true)
@@ -126,7 +126,7 @@ struct QueryPagesTests {
           arguments: [(shown: 3, maxPages: nil as Int?, reloaded: [0, 1, 2]), (shown: 4, maxPages: 2, reloaded: [0, 1])])
     func refetchAllPages_reloadsAsManyAsShown(shown: Int, maxPages: Int?, reloaded: [Int]) async throws {
         let server = FeedServer(pageCount: 10)
-        let (queries, feed, observing) = try await observedFeed(server, paging: paging(maxPages: maxPages, refetch: .allPages))
+        let (_, feed, observing) = try await observedFeed(server, paging: paging(maxPages: maxPages, refetch: .allPages))
         defer { observing.cancel() }
         for _ in 1..<shown {
             feed.fetchNextPage()
@@ -146,7 +146,7 @@ struct QueryPagesTests {
     @Test("maxPages keeps the newest pages")
     func maxPages_keepsTheNewestPages() async throws {
         let server = FeedServer(pageCount: 10)
-        let (queries, feed, observing) = try await observedFeed(server, paging: paging(maxPages: 2))
+        let (_, feed, observing) = try await observedFeed(server, paging: paging(maxPages: 2))
         defer { observing.cancel() }
         for _ in 0..<3 {
             feed.fetchNextPage()
