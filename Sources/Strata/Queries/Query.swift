@@ -27,7 +27,9 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     let environment: LoadEnvironment
     let onDrop: @Sendable (Query) -> Void
     let onRevive: @Sendable (Query) -> Void
-    private let state: Locked<State>
+    /// Tells the client what the query did, for an inspector (loads started and ended, snapshots).
+    let onActivity: @Sendable (QueryActivity) -> Void
+    let state: Locked<State>
 
     /// One published snapshot, numbered so an observer can tell it has caught up.
     struct Published: Sendable {
@@ -49,13 +51,20 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         var staleTimer: (due: Date, task: Task<Void, Never>)?
         var settledWaiters = ConditionWaiters<Bool>()
         var observerWaiters = ConditionWaiters<Int>()
+        /// When the running flight started (for an inspector's elapsed time).
+        var flightStartedAt: Date?
+        /// The value shown before the last change (for an inspector's diff).
+        var previousValue: Value?
+        /// The error the next load fails with, if an inspector asked for one.
+        var injectedFailure: InjectedFailure?
     }
 
     init(
         key: QueryKey, tags: Set<String>, chain: AnyLoader<Void, Value>, cached: AnyLoader<Void, Value>?,
         pendingWrites: PendingWrites<Value>? = nil, paging: QueryPaging<Value>? = nil, environment: LoadEnvironment,
         configuration: QueryPolicy, online: Bool, enabled: Bool = true,
-        onDrop: @escaping @Sendable (Query) -> Void, onRevive: @escaping @Sendable (Query) -> Void
+        onDrop: @escaping @Sendable (Query) -> Void, onRevive: @escaping @Sendable (Query) -> Void,
+        onActivity: @escaping @Sendable (QueryActivity) -> Void = { _ in }
     ) {
         self.key = key
         self.tags = tags
@@ -66,6 +75,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         self.environment = environment
         self.onDrop = onDrop
         self.onRevive = onRevive
+        self.onActivity = onActivity
         let machine = QueryStateMachine<Value>(configuration: configuration, enabled: enabled, online: online)
         self.state = Locked(State(machine: machine, published: Published(version: 0, snapshot: machine.snapshot(now: environment.now()))))
         send(.created)
@@ -184,6 +194,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         var dropped = false
         var revived = false
         var cancelled: [Task<Void, Never>] = []
+        var activities: [QueryActivity] = []
         state.withLock { state in
             prepare?(&state)
             let observersBefore = state.machine.observers
@@ -192,9 +203,15 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
             for action in actions {
                 switch action {
                 case .startLoad(let flight, let reason):
-                    state.loads[flight] = startLoad(flight: flight, reason: reason, staleAfter: state.machine.configuration.staleAfter)
+                    let injected = state.injectedFailure
+                    state.injectedFailure = nil
+                    state.flightStartedAt = environment.now()
+                    state.loads[flight] = startLoad(
+                        flight: flight, reason: reason, staleAfter: state.machine.configuration.staleAfter, injected: injected)
+                    activities.append(.loadStarted(key: key, flight: flight, reason: reason, at: environment.now()))
                 case .cancelLoad(let flight):
                     if let load = state.loads.removeValue(forKey: flight) { cancelled.append(load) }
+                    activities.append(.loadEnded(key: key, flight: flight, outcome: .cancelled, tier: nil, error: nil, at: environment.now()))
                 case .scheduleRetry(let flight, let delay):
                     state.timers[flight] = after(delay) { $0.send(.retryDue(flight: flight)) }
                 case .scheduleDrop(let delay):
@@ -210,7 +227,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
                 case .revive:
                     revived = true
                 case .publish:
-                    publish(&state)
+                    if publish(&state) { activities.append(.published(key: key)) }
                 }
             }
             updateInterval(&state, observersBefore: observersBefore)
@@ -219,11 +236,22 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
             state.observerWaiters.resumeSatisfied(by: state.machine.observers)
         }
         for task in cancelled { task.cancel() }
+        switch event {
+        case .loadSucceeded(let flight, let served):
+            activities.append(.loadEnded(key: key, flight: flight, outcome: .value, tier: served.provenance.tier, error: nil, at: environment.now()))
+        case .loadFailed(let flight, let error):
+            activities.append(.loadEnded(key: key, flight: flight, outcome: .failed, tier: nil, error: error.description, at: environment.now()))
+        default:
+            break
+        }
+        for activity in activities { onActivity(activity) }
         if revived { onRevive(self) }
         if dropped { onDrop(self) }
     }
 
-    private func publish(_ state: inout State) {
+    /// Publishes the machine's snapshot if it changed; returns whether it did.
+    @discardableResult
+    private func publish(_ state: inout State) -> Bool {
         var snapshot = state.machine.snapshot(now: environment.now())
         if let pendingWrites {
             do {
@@ -234,9 +262,11 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
                     metadata: ["query": "\(key)", "outbox.scope": "\(pendingWrites.scope)", "error": "\(error)"])
             }
         }
-        guard snapshot != state.published.snapshot else { return }
+        guard snapshot != state.published.snapshot else { return false }
+        if snapshot.value != state.published.snapshot.value { state.previousValue = state.published.snapshot.value }
         state.published = Published(version: state.published.version + 1, snapshot: snapshot)
         for deliver in state.observers.values { deliver(state.published) }
+        return true
     }
 
     /// Keeps one timer for the moment the shown value goes stale by age (observed queries only), so
@@ -272,7 +302,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         }
     }
 
-    private func startLoad(flight: Int, reason: FetchReason, staleAfter: Duration) -> Task<Void, Never> {
+    private func startLoad(flight: Int, reason: FetchReason, staleAfter: Duration, injected: InjectedFailure?) -> Task<Void, Never> {
         var context = LoadContext(environment: environment)
         // The chain's fresh tiers must not answer with the copy this load is to replace: after an
         // invalidation or an explicit refetch, nothing stored before now; otherwise nothing the
@@ -290,6 +320,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
             }
             let event: QueryStateMachine<Value>.Event
             do {
+                if let injected { throw injected }
                 event = .loadSucceeded(flight: flight, try await self.run(reason, chain: chain, paging: paging, in: context))
             } catch {
                 // A cancelled load was abandoned by the machine: its answer would be ignored. (A

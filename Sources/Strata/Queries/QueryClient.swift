@@ -31,6 +31,9 @@ public final class QueryClient: Sendable {
         var countWaiters = ConditionWaiters<Int>()
         /// The outboxes whose writes the queries follow, with the writes each has waiting, by scope.
         var outboxes: [ObjectIdentifier: FollowedOutbox] = [:]
+        /// What an inspector reads: the recent loads, and who wants to hear of changes. Empty (and
+        /// nothing recorded) until an inspector asks (``changes()``).
+        var inspection = InspectionFeed()
     }
 
     struct FollowedOutbox: Sendable {
@@ -100,7 +103,8 @@ public final class QueryClient: Sendable {
                 pendingWrites: pendingWrites, paging: paging, environment: environment,
                 configuration: policy, online: state.isOnline, enabled: enabled,
                 onDrop: { [weak self] query in self?.remove(query) },
-                onRevive: { [weak self] query in self?.revive(query) })
+                onRevive: { [weak self] query in self?.revive(query) },
+                onActivity: { [weak self] activity in self?.record(activity) })
             state.queries[key] = query
             state.countWaiters.resumeSatisfied(by: state.queries.count)
             return (query, query.writeScope.flatMap { state.pending(in: $0) })
@@ -272,6 +276,90 @@ struct WriteScope: Sendable {
     var name: String
 }
 
+/// The client's record for an inspector: the last loads, and the streams told of each change.
+struct InspectionFeed: Sendable {
+    /// How many loads the timeline keeps.
+    static let capacity = 200
+    var loads: [QueryLoadRecord] = []
+    /// The flight of each running record, by key: `loads` index lookups go by (key, flight).
+    var running: [String: [Int: Int]] = [:]
+    var subscribers: [UUID: AsyncStream<Void>.Continuation] = [:]
+    /// Whether anything is recorded: only once an inspector subscribed.
+    var isOn = false
+
+    mutating func record(_ activity: QueryActivity) {
+        switch activity {
+        case .loadStarted(let key, let flight, let reason, let at):
+            if let index = running[key.description]?[flight], loads.indices.contains(index) {
+                loads[index].outcome = .running   // a retry of the same load
+            } else {
+                if loads.count == Self.capacity {
+                    loads.removeFirst()
+                    running = running.mapValues { $0.compactMapValues { $0 > 0 ? $0 - 1 : nil } }
+                }
+                loads.append(QueryLoadRecord(key: key.description, reason: reason.description, startedAt: at, outcome: .running))
+                running[key.description, default: [:]][flight] = loads.count - 1
+            }
+        case .loadEnded(let key, let flight, let outcome, let tier, let error, let at):
+            guard let index = running[key.description]?[flight], loads.indices.contains(index), loads[index].outcome == .running else { return }
+            loads[index].endedAt = at
+            loads[index].outcome = outcome
+            loads[index].tier = tier.map { Redaction.redactingSecrets(in: $0) }
+            loads[index].error = error.map { Redaction.redactingSecrets(in: $0) }
+            if outcome != .failed { running[key.description]?[flight] = nil }
+        case .published:
+            break
+        }
+    }
+}
+
+extension QueryClient {
+    /// Every query in memory as an inspector shows it, by key.
+    public func inspect() -> [QueryInspection] {
+        let queries = state.withLock { Array($0.queries.values) }
+        return queries.map { $0.inspection() }.sorted { $0.key < $1.key }
+    }
+
+    /// The last loads of every query (at most 200), oldest first, with why each ran, how long it
+    /// took and how it ended. Recorded only while an inspector follows ``changes()``.
+    public var recentLoads: [QueryLoadRecord] { state.withLock { $0.inspection.loads } }
+
+    /// A signal for each change an inspector shows (a snapshot published, a load started or
+    /// ended); changes that come faster than the reader are merged. Subscribing turns the load
+    /// timeline on. Ends when the reader's task is cancelled.
+    public func changes() -> AsyncStream<Void> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let id = UUID()
+        state.withLock { state in
+            state.inspection.isOn = true
+            state.inspection.subscribers[id] = continuation
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.inspection.subscribers.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    /// Forgets the query for `key` now (an inspector's "remove"): its observers keep the object
+    /// they hold, and the next `query(...)` for the key makes a new one. Its stores keep their copies.
+    public func remove(_ key: QueryKey) {
+        state.withLock { state in
+            state.queries[key] = nil
+            state.dropped[key] = nil
+            state.countWaiters.resumeSatisfied(by: state.queries.count)
+        }
+    }
+
+    fileprivate func record(_ activity: QueryActivity) {
+        let subscribers = state.withLock { state -> [AsyncStream<Void>.Continuation] in
+            guard state.inspection.isOn else { return [] }
+            state.inspection.record(activity)
+            return Array(state.inspection.subscribers.values)
+        }
+        for subscriber in subscribers { subscriber.yield() }
+    }
+}
+
 /// A dropped query, held only by the app if at all.
 struct WeakQuery: Sendable {
     weak var query: (any AnyQuery)?
@@ -289,6 +377,8 @@ protocol AnyQuery: AnyObject, Sendable {
     func cameToForeground()
     /// Shows the outbox's change to the writes of its scope.
     func writesChanged(_ event: OutboxWriteEvent)
+    /// The query as an inspector shows it.
+    func inspection() -> QueryInspection
 }
 
 extension Query: AnyQuery {
