@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "StrataPostgres", targets: ["StrataPostgres"]),
         .library(name: "StrataTesting", targets: ["StrataTesting"]),
         .library(name: "StrataAsyncHTTPClient", targets: ["StrataAsyncHTTPClient"]),
+        .library(name: "StrataInspector", targets: ["StrataInspector"]),
     ],
     traits: [
         .trait(
@@ -38,6 +39,10 @@ let package = Package(
             name: "URLSession",
             description: "URLSessionHTTPClient, HTTPLoader's default transport. On Linux it loads FoundationNetworking and libcurl; a server on AsyncHTTPTransport turns it off (list its traits without .defaults)."
         ),
+        .trait(
+            name: "Inspector",
+            description: "StrataInspector: the live queries, loads, outboxes and circuit breakers of a running app, as a page and a JSON API an app mounts in its Hummingbird server."
+        ),
         .default(enabledTraits: ["URLSession"]),
     ],
     dependencies: [
@@ -51,6 +56,7 @@ let package = Package(
         // Already in postgres-nio's graph: named so StrataPostgres can conform to `Service`.
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
     ],
     targets: [
         .target(
@@ -92,6 +98,14 @@ let package = Package(
                     name: "AsyncHTTPClient", package: "async-http-client", condition: .when(traits: ["AsyncHTTPClient"])),
             ]
         ),
+        // Empty unless the `Inspector` trait is enabled.
+        .target(
+            name: "StrataInspector",
+            dependencies: [
+                "Strata",
+                .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Inspector"])),
+            ]
+        ),
         .target(
             name: "StrataTesting",
             dependencies: ["Strata", .product(name: "Logging", package: "swift-log")]
@@ -113,6 +127,14 @@ let package = Package(
         .testTarget(
             name: "StrataSQLiteTests",
             dependencies: ["StrataSQLite", "Strata", "StrataTesting", "StrataFixtures"]
+        ),
+        // Run with `swift test --traits Inspector` (or `--enable-all-traits`); empty otherwise.
+        .testTarget(
+            name: "StrataInspectorTests",
+            dependencies: [
+                "StrataInspector", "Strata", "StrataTesting",
+                .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Inspector"])),
+            ]
         ),
         // Run with `swift test --traits Postgres` and STRATA_POSTGRES_URL set; empty otherwise.
         .testTarget(

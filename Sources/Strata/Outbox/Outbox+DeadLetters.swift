@@ -36,7 +36,7 @@ extension Outbox {
             state.machine.discardFinished(id, removed: true)
             state.writeEvents.append(.discarded(entry))
         }
-        publishWriteEvents()
+        await reportWriteEvents()
         metrics.discarded(.discardedByRequest).increment()
         logger.notice("outbox dead letter discarded", metadata: metadata(for: entry))
         changed()
@@ -64,7 +64,7 @@ extension Outbox {
             state.machine.requeueFinished(id, saved: true)
             state.writeEvents.append(.queued(entry))
         }
-        publishWriteEvents()
+        await reportWriteEvents()
         changed()
         wake()
         return true

@@ -48,7 +48,7 @@ extension Outbox {
         state.withLock { state in
             if let queued = state.machine.saveFinished(entry.id, readBack.outcome) { state.writeEvents.append(.queued(queued)) }
         }
-        publishWriteEvents()
+        await reportWriteEvents()
         logger.notice(
             readBack.outcome == .absent
                 ? "outbox settled a write whose save had an unknown outcome: it was not stored"
@@ -196,7 +196,7 @@ extension Outbox {
             defer { state.writeEvents.append(.refused(parked)) }
             return state.machine.parked(parked)
         }
-        publishWriteEvents()
+        await reportWriteEvents()
         metrics.parked(letter.reason).increment()
         var details = metadata(for: parked)
         details["outbox.reason"] = "\(letter.reason.rawValue)"
@@ -232,7 +232,7 @@ extension Outbox {
                     state.machine.rewritten(next)
                     state.writeEvents.append(.queued(next))
                 }
-                publishWriteEvents()
+                await reportWriteEvents()
             }
         }
         do {
@@ -247,7 +247,7 @@ extension Outbox {
             state.machine.delivered(entry.id)
             state.writeEvents.append(.delivered(entry))
         }
-        publishWriteEvents()
+        await reportWriteEvents()
         metrics.delivered.increment()
         settleAndNotify()
         return .delivered
@@ -265,7 +265,7 @@ extension Outbox {
             state.machine.delivered(entry.id)
             state.writeEvents.append(.refused(entry))
         }
-        publishWriteEvents()
+        await reportWriteEvents()
         metrics.discarded(why).increment()
         var details = metadata(for: entry)
         details["outbox.payload_bytes"] = "\(entry.payload.count)"

@@ -38,16 +38,15 @@ extension Outbox {
     /// first ``OutboxWriteEvent/loaded(_:)`` with the writes waiting now, if the outbox has read its
     /// storage, then each change.
     ///
-    /// An event is reported by the call that made the change, before that call returns, unless
-    /// another call is reporting at that moment: then that one reports it, right after its own. Keep
-    /// `observer` short; it runs on the delivering task.
+    /// An event is reported before the call that made the change returns (`enqueue`, a drain, a
+    /// retry): by that call, or by one that was reporting at that moment, which that call waits
+    /// for. An observer gets only the changes made after it registered. Keep `observer` short; it
+    /// runs on the reporting task.
     public func observeWrites(_ observer: @escaping @Sendable (OutboxWriteEvent) -> Void) -> OutboxWriteObservation {
         let id = UUID()
         state.withLock { state in
-            state.writeEvents.observers[id] = observer
-            if state.machine.isLoaded {
-                state.writeEvents.queue.append(.init(event: .loaded(state.machine.pendingEntries), to: id))
-            }
+            state.writeEvents.register(id, observer)
+            if state.machine.isLoaded { state.writeEvents.append(.loaded(state.machine.pendingEntries), to: id) }
         }
         publishWriteEvents()
         return OutboxWriteObservation(id: id, outbox: self)
@@ -62,9 +61,23 @@ extension Outbox {
             return true
         }
         guard claimed else { return }
-        while let (event, observers) = state.withLock({ $0.writeEvents.next() }) {
+        while let (event, serial, observers) = state.withLock({ $0.writeEvents.next() }) {
             for observer in observers { observer(event) }
+            state.withLock { state in
+                state.writeEvents.reported = serial
+                state.writeEvents.reportedWaiters.resumeSatisfied(by: serial)
+            }
         }
+    }
+
+    /// Reports the events queued so far, and returns once they have been reported, by this call or
+    /// by the one reporting now (so a change is shown before the call that made it returns).
+    func reportWriteEvents() async {
+        publishWriteEvents()
+        let target = state.withLock { $0.writeEvents.lastQueued }
+        // Not cancellable: the wait is short (another call's observers running), and the change
+        // it waits for is already made.
+        try? await state.wait(in: \.writeEvents.reportedWaiters, current: { $0.writeEvents.reported }, until: { $0 >= target })
     }
 }
 
@@ -72,32 +85,56 @@ extension Outbox {
 struct WriteEventFeed: Sendable {
     struct Queued: Sendable {
         var event: OutboxWriteEvent
+        /// Its number: events are numbered in the order they were queued, from 1.
+        var serial: UInt64
         /// Only for this observer (its first `loaded`); `nil`: for every one.
         var to: UUID?
     }
 
-    var observers: [UUID: @Sendable (OutboxWriteEvent) -> Void] = [:]
+    struct Observer: Sendable {
+        var report: @Sendable (OutboxWriteEvent) -> Void
+        /// The first event it gets (the ones queued before it registered are not its).
+        var since: UInt64
+    }
+
+    var observers: [UUID: Observer] = [:]
     var queue: [Queued] = []
     /// Whether a call is reporting the queue now.
     var isPublishing = false
+    /// The number of the last event queued, and of the last one reported.
+    var lastQueued: UInt64 = 0
+    var reported: UInt64 = 0
+    /// Calls waiting for an event of theirs to be reported.
+    var reportedWaiters = ConditionWaiters<UInt64>()
 
-    /// Queues `event` for every observer (nothing when there is none).
-    mutating func append(_ event: OutboxWriteEvent) {
+    mutating func register(_ id: UUID, _ report: @escaping @Sendable (OutboxWriteEvent) -> Void) {
+        observers[id] = Observer(report: report, since: lastQueued + 1)
+    }
+
+    /// Queues `event` for every observer, or only for `observer` (nothing when there is none).
+    mutating func append(_ event: OutboxWriteEvent, to observer: UUID? = nil) {
         guard !observers.isEmpty else { return }
-        queue.append(Queued(event: event, to: nil))
+        lastQueued += 1
+        queue.append(Queued(event: event, serial: lastQueued, to: observer))
     }
 
     mutating func removeObserver(_ id: UUID) {
         observers[id] = nil
-        queue.removeAll { $0.to == id }
     }
 
-    /// The next event with who gets it; `nil` (and no longer publishing) when the queue is empty.
-    mutating func next() -> (OutboxWriteEvent, [@Sendable (OutboxWriteEvent) -> Void])? {
+    /// The next event with its number and who gets it; `nil` (and no longer publishing) when the
+    /// queue is empty. An event nobody gets counts as reported.
+    mutating func next() -> (OutboxWriteEvent, UInt64, [@Sendable (OutboxWriteEvent) -> Void])? {
         while !queue.isEmpty {
             let first = queue.removeFirst()
-            let observers = first.to.map { id in self.observers[id].map { [$0] } ?? [] } ?? Array(self.observers.values)
-            if !observers.isEmpty { return (first.event, observers) }
+            let observers: [@Sendable (OutboxWriteEvent) -> Void] = if let to = first.to {
+                self.observers[to].map { [$0.report] } ?? []
+            } else {
+                self.observers.values.filter { $0.since <= first.serial }.map(\.report)
+            }
+            if !observers.isEmpty { return (first.event, first.serial, observers) }
+            reported = first.serial
+            reportedWaiters.resumeSatisfied(by: reported)
         }
         isPublishing = false
         return nil

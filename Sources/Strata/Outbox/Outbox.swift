@@ -188,7 +188,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
                     _ = state.machine.saveFinished(entry.id, .stored(entry))
                     state.writeEvents.append(.queued(entry))
                 }
-                publishWriteEvents()
+                await reportWriteEvents()
                 finishSave(of: entry.id)
                 metrics.enqueued.increment()
                 changed()
@@ -224,7 +224,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
             if let queued { state.writeEvents.append(.queued(queued)) }
             return queued
         }
-        publishWriteEvents()
+        await reportWriteEvents()
         finishSave(of: entry.id)
         changed()
         if let queued {
@@ -504,7 +504,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
                 if !wasLoaded { state.writeEvents.append(.loaded(state.machine.pendingEntries)) }
                 return revivable
             }
-            publishWriteEvents()
+            await reportWriteEvents()
             changed()
             if !revivable.isEmpty { await revive(revivable) }
         } catch {

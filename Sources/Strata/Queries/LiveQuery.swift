@@ -21,6 +21,7 @@ import Observation
 /// property by a key path literal on every read, and for a generic class the runtime builds that key
 /// path anew each time (demangling its type: about 20,000 instructions per read, measured with
 /// callgrind). This class builds it once.
+@available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
 @MainActor
 public final class LiveQuery<Value: Sendable & Equatable>: Observable {
     /// The query's state, as last delivered to the main actor.
@@ -165,6 +166,7 @@ public final class LiveQuery<Value: Sendable & Equatable>: Observable {
 
 extension Query {
     /// This query observed from the main actor (see ``LiveQuery``).
+    @available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
     @MainActor
     public func observed() -> LiveQuery<Value> {
         LiveQuery(query: self)

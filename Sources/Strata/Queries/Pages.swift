@@ -116,14 +116,15 @@ struct QueryPaging<Value: Sendable>: Sendable {
     /// After a refetch loaded the first page: the pages after it reloaded as `refetch` asks, given
     /// the value shown before.
     let refill: @Sendable (_ loaded: Value, _ previous: Value?, _ context: LoadContext) async throws -> Value
-    /// Saves the value, if the query has a store (a failure is logged, never fails the load).
-    let save: (@Sendable (_ value: Value) async -> Void)?
+    /// Saves the value stored at a time, if the query has a store (a failure is logged, never
+    /// fails the load).
+    let save: (@Sendable (_ value: Value, _ storedAt: Date) async -> Void)?
 }
 
 extension QueryPaging {
     init<PageLoader: Loader>(
         paging: Paging<PageLoader.Output, PageLoader.Input>, page: PageLoader,
-        save: (@Sendable (Value) async -> Void)?
+        save: (@Sendable (Value, Date) async -> Void)?
     ) where Value == Pages<PageLoader.Output, PageLoader.Input> {
         next = { pages, context in
             guard let cursor = pages.nextCursor else { return nil }
@@ -176,7 +177,7 @@ extension QueryClient {
         page: PageLoader
     ) -> Query<Pages<PageLoader.Output, PageLoader.Input>> where PageLoader.Output: Equatable, PageLoader.Input: Equatable {
         let storeKey = key.description
-        var save: (@Sendable (Pages<PageLoader.Output, PageLoader.Input>) async -> Void)?
+        var save: (@Sendable (Pages<PageLoader.Output, PageLoader.Input>, Date) async -> Void)?
         var cached: AnyLoader<Void, Pages<PageLoader.Output, PageLoader.Input>>?
         if let store {
             cached = Self.anyAge(store, key: storeKey)
@@ -196,13 +197,13 @@ extension QueryClient {
         AnyLoader(store.loader(key: key))
     }
 
-    /// Saves a paged query's value in `store` under `key`, stamped now; a failure is logged (the
-    /// copy stored before stays) and never fails the load.
-    func saving<S: Store>(to store: S, key: S.Key, of query: QueryKey) -> @Sendable (S.Value) async -> Void {
+    /// Saves a paged query's value in `store` under `key`, stamped with the time given; a failure
+    /// is logged (the copy stored before stays) and never fails the load.
+    func saving<S: Store>(to store: S, key: S.Key, of query: QueryKey) -> @Sendable (S.Value, Date) async -> Void {
         let environment = self.environment
-        return { value in
+        return { value, storedAt in
             do {
-                try await store.insert(value, for: key, storedAt: environment.now())
+                try await store.insert(value, for: key, storedAt: storedAt)
             } catch {
                 environment.logger.warning(
                     "a paged query's pages were not saved; the copy stored before stays",

@@ -64,7 +64,8 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         pendingWrites: PendingWrites<Value>? = nil, paging: QueryPaging<Value>? = nil, environment: LoadEnvironment,
         configuration: QueryPolicy, online: Bool, enabled: Bool = true,
         onDrop: @escaping @Sendable (Query) -> Void, onRevive: @escaping @Sendable (Query) -> Void,
-        onActivity: @escaping @Sendable (QueryActivity) -> Void = { _ in }
+        onActivity: @escaping @Sendable (QueryActivity) -> Void = { _ in },
+        initialWrites: [OutboxEntry]? = nil
     ) {
         self.key = key
         self.tags = tags
@@ -79,6 +80,9 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         let machine = QueryStateMachine<Value>(configuration: configuration, enabled: enabled, online: online)
         self.state = Locked(State(machine: machine, published: Published(version: 0, snapshot: machine.snapshot(now: environment.now()))))
         send(.created)
+        // Before the client lets anyone else reach it: no later report of the outbox can be
+        // overwritten by this older list.
+        if let initialWrites { send(.writesPending(initialWrites)) }
     }
 
     /// The query's policy.
@@ -199,6 +203,9 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
             prepare?(&state)
             let observersBefore = state.machine.observers
             if case .retryDue(let flight) = event { state.timers[flight] = nil }
+            // Fired (perhaps early, by a wall clock slewed against the sleep's): scheduled anew below
+            // if the value is still fresh.
+            if case .staleDue = event { state.staleTimer = nil }
             let actions = state.machine.handle(event, now: environment.now())
             for action in actions {
                 switch action {
@@ -321,7 +328,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
             let event: QueryStateMachine<Value>.Event
             do {
                 if let injected { throw injected }
-                event = .loadSucceeded(flight: flight, try await self.run(reason, chain: chain, paging: paging, in: context))
+                event = .loadSucceeded(flight: flight, try await self.run(reason, flight: flight, chain: chain, paging: paging, in: context))
             } catch {
                 // A cancelled load was abandoned by the machine: its answer would be ignored. (A
                 // `CancellationError` the chain throws on its own, its task not cancelled, is a
@@ -336,7 +343,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     /// One load: the chain (a paged query's first page, and the pages after it a refetch reloads),
     /// or a paged query's next page appended to the value shown.
     private func run(
-        _ reason: FetchReason, chain: AnyLoader<Void, Value>, paging: QueryPaging<Value>?, in context: LoadContext
+        _ reason: FetchReason, flight: Int, chain: AnyLoader<Void, Value>, paging: QueryPaging<Value>?, in context: LoadContext
     ) async throws -> Served<Value> {
         guard let paging else { return try await chain.loadServed((), in: context) }
         let shown = state.withLock { state in state.machine.shown.map { ($0, state.machine.storedAt) } }
@@ -351,7 +358,12 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
             served.value = try await paging.refill(served.value, shown?.0.value, context)
         }
         try Task.checkCancellation()
-        await paging.save?(served.value)
+        // Saved only while this flight is the query's own (an abandoned one must not write older
+        // pages over newer), stamped with the value's store time (its oldest page's), so a copy
+        // read back later is as stale as the value was.
+        if state.withLock({ $0.machine.runningFlight == flight }) {
+            await paging.save?(served.value, served.provenance.storedAt ?? environment.now())
+        }
         return served
     }
 
@@ -367,7 +379,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         let clock = environment.clock
         return Task { [weak self] in
             do { try await clock.sleep(for: delay) } catch { return }
-            guard let self else { return }
+            guard let self, !Task.isCancelled else { return }
             body(self)
         }
     }

@@ -37,6 +37,8 @@ public final class QueryClient: Sendable {
     }
 
     struct FollowedOutbox: Sendable {
+        /// Held, so its identifier is never another outbox's (the outbox holds the client weakly).
+        var outbox: Outbox
         var observation: OutboxWriteObservation
         var pending: [String: [OutboxEntry]] = [:]
     }
@@ -45,6 +47,11 @@ public final class QueryClient: Sendable {
     public init(environment: LoadEnvironment = .live, online: Bool = true) {
         self.environment = environment
         self.state = Locked(State(isOnline: online))
+    }
+
+    deinit {
+        // The outboxes it follows stop reporting to it.
+        for followed in state.withLock({ Array($0.outboxes.values) }) { followed.observation.cancel() }
     }
 
     /// Whether the client believes the network reachable (``setOnline(_:)``).
@@ -87,7 +94,7 @@ public final class QueryClient: Sendable {
         pendingWrites: PendingWrites<Value>?, paging: QueryPaging<Value>?, chain: some Loader<Void, Value>
     ) -> Query<Value> {
         if let pendingWrites { follow(pendingWrites.outbox) }
-        let (query, pending) = state.withLock { state -> (Query<Value>, [OutboxEntry]?) in
+        return state.withLock { state -> Query<Value> in
             if let held = state.dropped[key]?.query {
                 state.dropped[key] = nil
                 state.queries[key] = held
@@ -96,7 +103,7 @@ public final class QueryClient: Sendable {
                 guard let query = existing as? Query<Value> else {
                     preconditionFailure("query \(key) holds \(existing.valueType), asked for \(Value.self)")
                 }
-                return (query, nil)
+                return query
             }
             let query = Query(
                 key: key, tags: tags, chain: AnyLoader(chain), cached: cached,
@@ -104,14 +111,14 @@ public final class QueryClient: Sendable {
                 configuration: policy, online: state.isOnline, enabled: enabled,
                 onDrop: { [weak self] query in self?.remove(query) },
                 onRevive: { [weak self] query in self?.revive(query) },
-                onActivity: { [weak self] activity in self?.record(activity) })
+                onActivity: { [weak self] activity in self?.record(activity) },
+                // The outbox's writes as the client knows them now, applied before the query is
+                // reachable by the outbox's later reports.
+                initialWrites: pendingWrites.flatMap { state.pending(in: WriteScope(outbox: ObjectIdentifier($0.outbox), name: $0.scope)) })
             state.queries[key] = query
             state.countWaiters.resumeSatisfied(by: state.queries.count)
-            return (query, query.writeScope.flatMap { state.pending(in: $0) })
+            return query
         }
-        // Sent outside the client's lock: a query's events may call back into the client.
-        if let pending { query.send(.writesPending(pending)) }
-        return query
     }
 
     /// The keys of the queries in memory now.
@@ -167,14 +174,17 @@ public final class QueryClient: Sendable {
     /// A dropped query the app held is used again: it is live again, and learns the network's state
     /// and the writes it shows.
     private func revive(_ query: any AnyQuery) {
-        let (online, pending) = state.withLock { state -> (Bool, [OutboxEntry]?) in
+        let online = state.withLock { state -> Bool in
             if state.dropped[query.key]?.query === query { state.dropped[query.key] = nil }
             if state.queries[query.key] == nil { state.queries[query.key] = query }
             state.countWaiters.resumeSatisfied(by: state.queries.count)
-            return (state.isOnline, query.writeScope.flatMap { state.pending(in: $0) })
+            // Under the client's lock, as the outbox's reports update the list it reads: no older
+            // list can arrive after a newer report. (The query is awake: this event neither drops
+            // nor revives it, so it does not call back into the client.)
+            if let pending = query.writeScope.flatMap({ state.pending(in: $0) }) { query.writesChanged(.loaded(pending)) }
+            return state.isOnline
         }
         query.connectivityChanged(online: online)
-        if let pending { query.writesChanged(.loaded(pending)) }
     }
 
     // MARK: Writes
@@ -189,7 +199,7 @@ public final class QueryClient: Sendable {
         let isNew = state.withLock { state -> Bool in
             guard state.outboxes[id] == nil else { return false }
             // A placeholder until the observation exists: `observeWrites` may report before it returns.
-            state.outboxes[id] = FollowedOutbox(observation: OutboxWriteObservation(id: UUID(), outbox: nil))
+            state.outboxes[id] = FollowedOutbox(outbox: outbox, observation: OutboxWriteObservation(id: UUID(), outbox: nil))
             return true
         }
         guard isNew else { return }
@@ -338,6 +348,13 @@ extension QueryClient {
             _ = self?.state.withLock { $0.inspection.subscribers.removeValue(forKey: id) }
         }
         return stream
+    }
+
+    /// The query in memory whose key reads `description` (`posts/42`), if any: how an inspector
+    /// names a query in a URL.
+    public func query(described description: String) -> (any InspectableQuery)? {
+        let found = state.withLock { state in state.queries.first { $0.key.description == description }?.value }
+        return found as? any InspectableQuery
     }
 
     /// Forgets the query for `key` now (an inspector's "remove"): its observers keep the object

@@ -183,3 +183,14 @@ extension Query {
         state.withLock { $0.injectedFailure = failure }
     }
 }
+
+/// A live query of any value type, as an inspector acts on it (``QueryClient/query(described:)``).
+public protocol InspectableQuery: AnyObject, Sendable {
+    var key: QueryKey { get }
+    func inspection() -> QueryInspection
+    func refetch()
+    func invalidate()
+    func failNextLoad(_ failure: InjectedFailure)
+}
+
+extension Query: InspectableQuery {}

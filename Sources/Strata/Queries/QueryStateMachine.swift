@@ -74,8 +74,8 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
     /// A write shown in the value.
     struct ShownWrite: Sendable, Equatable {
         var entry: OutboxEntry
-        /// Delivered: shown until a load with this flight id or a later one answers (a load that
-        /// started after the delivery). `nil`: pending.
+        /// Delivered: shown until a load whose attempt started after the delivery answers (its
+        /// start count above this one). `nil`: pending.
         var delivered: Int?
     }
 
@@ -87,6 +87,9 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
         var state: State
         /// Failed attempts of this flight so far.
         var attempts: Int
+        /// ``QueryStateMachine/starts`` when its latest attempt started (a flight that continues
+        /// after a pause or a retry's delay starts again).
+        var startedAt = 0
     }
 
     public let configuration: Configuration
@@ -111,6 +114,9 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
     private var hasAttempted = false
     private var lastForegroundFetch: Date?
     private var nextFlightID = 1
+    /// How many attempts were started (`startLoad` actions), ever: what a delivered write is
+    /// measured against.
+    private var starts = 0
 
     public init(configuration: Configuration, enabled: Bool = true, online: Bool = true) {
         self.configuration = configuration
@@ -173,7 +179,11 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
     public mutating func handle(_ event: Event, now: Date) -> [Action] {
         var actions: [Action] = []
         if isDropped {
-            if case .dropDue = event { return [] }
+            // Its own timers firing late do not wake it: only use does.
+            switch event {
+            case .dropDue, .staleDue: return []
+            default: break
+            }
             // Used again (an app kept the query and observes it anew): awake, without its value.
             isDropped = false
             actions.append(.revive)
@@ -228,6 +238,8 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             if var flight, flight.state == .pausedOffline {
                 // The paused load continues: the same flight, the same reason.
                 flight.state = .running
+                starts += 1
+                flight.startedAt = starts
                 self.flight = flight
                 return [.startLoad(flight: flight.id, reason: flight.reason), .publish]
             }
@@ -263,12 +275,13 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             guard let flight, flight.id == id, flight.state == .running else { return [] }
             self.flight = nil
             // The server's copy was asked for after these were delivered: it has them.
-            writes.removeAll { $0.delivered.map { $0 <= id } ?? false }
+            writes.removeAll { $0.delivered.map { $0 < flight.startedAt } ?? false }
             accept(served, now: now)
             updatedAt = now
             lastError = nil
             failureCount = 0
-            isInvalidated = false
+            // A next page appended to the value does not make the pages before it current.
+            if flight.reason != .nextPage { isInvalidated = false }
             return [.publish]
         case .loadFailed(let id, let error):
             guard var flight, flight.id == id, flight.state == .running else { return [] }
@@ -295,6 +308,8 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
                 return [.publish]
             }
             flight.state = .running
+            starts += 1
+            flight.startedAt = starts
             self.flight = flight
             return [.startLoad(flight: id, reason: flight.reason), .publish]
         case .staleDue:
@@ -311,7 +326,9 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             isInvalidated = false
             lastFetchReason = nil
             isPlaceholder = false
-            writes = []
+            // The pending ones come back with the outbox's list when the query is used again; a
+            // delivered one is kept, so a stale copy shown then still shows it.
+            writes = writes.filter { $0.delivered != nil }
             return [.drop]
         case .writesPending(let entries):
             let delivered = writes.filter { $0.delivered != nil }
@@ -324,8 +341,8 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             return updateWrites(updated.sorted { $0.entry.sequence < $1.entry.sequence })
         case .writeDelivered(let id):
             guard let index = writes.firstIndex(where: { $0.entry.id == id && $0.delivered == nil }) else { return [] }
-            // Any flight from the next one on starts after the delivery.
-            writes[index].delivered = nextFlightID
+            // Any attempt started from now on starts after the delivery.
+            writes[index].delivered = starts
             return []
         case .writeRefused(let id):
             return updateWrites(writes.filter { $0.entry.id != id })
@@ -344,9 +361,11 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
         guard isEnabled else { return [] }
         var actions: [Action] = []
         if let flight {
-            // An invalidation restarts a running load, so its answer reflects the invalidation;
+            // An invalidation restarts a running load, so its answer reflects the invalidation; a
+            // next page gives way to any other load (the first page is what a refetch reloads);
             // every other trigger joins the flight there is.
-            guard reason == .invalidated, flight.state == .running else { return actions }
+            let restarts = reason == .invalidated || (flight.reason == .nextPage && reason != .nextPage)
+            guard restarts, flight.state == .running else { return actions }
             actions.append(.cancelLoad(flight: flight.id))
             self.flight = nil
         }
@@ -359,7 +378,8 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             flight = Flight(id: id, reason: reason, state: .pausedOffline, attempts: 0)
             return actions + [.publish]
         }
-        flight = Flight(id: id, reason: reason, state: .running, attempts: 0)
+        starts += 1
+        flight = Flight(id: id, reason: reason, state: .running, attempts: 0, startedAt: starts)
         return actions + [.startLoad(flight: id, reason: reason), .publish]
     }
 

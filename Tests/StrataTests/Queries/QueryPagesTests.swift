@@ -85,8 +85,8 @@ struct QueryPagesTests {
         #expect(feed.current.lastFetchReason == .nextPage)
     }
 
-    @Test("fetchNextPage while a load runs is not a second load")
-    func fetchNextPage_whileALoadRuns_isIgnored() async throws {
+    @Test("fetchNextPage while a load runs is not a second load; a refetch then reloads the first page instead")
+    func fetchNextPage_whileALoadRuns_isIgnored_andARefetchTakesOver() async throws {
         let page = LoaderSpy<Int, FeedPage>(.success(FeedPage(items: [1], next: 1)), holdsLoads: true)
         let queries = QueryClient(environment: clock.environment())
         let feed = queries.pagedQuery(["feed"], paging: paging(), page: page)
@@ -99,11 +99,22 @@ struct QueryPagesTests {
         feed.fetchNextPage()
         try await page.waitForLoads(count: 2)
         feed.fetchNextPage()   // the next page is on its way
-        feed.refetch()         // joins it
-        page.complete(1, with: .success(FeedPage(items: [2], next: nil)))
-        try await feed.settled()
         #expect(page.inputs == [0, 1])
+        page.complete(1, with: .success(FeedPage(items: [2], next: 2)))
+        try await feed.settled()
         #expect(feed.current.value?.all == [1, 2])
+
+        // A refetch while a next page loads: the first page is what a refetch reloads.
+        feed.fetchNextPage()
+        try await page.waitForLoads(count: 3)
+        feed.refetch()
+        try await page.waitForLoads(count: 4)
+        #expect(page.inputs == [0, 1, 2, 0])
+        page.complete(2, with: .success(FeedPage(items: [3], next: nil)))   // abandoned: ignored
+        page.complete(3, with: .success(FeedPage(items: [10], next: 1)))
+        try await feed.settled()
+        #expect(feed.current.value?.all == [10])
+        #expect(feed.current.lastFetchReason == .refetch)
     }
 
     @Test("an invalidation reloads the first page only, by default")

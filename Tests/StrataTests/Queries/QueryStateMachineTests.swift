@@ -243,6 +243,38 @@ struct QueryStateMachineTests {
         #expect(sut.shownWrites.isEmpty)
     }
 
+    @Test func aWriteDeliveredWhileTheLoadIsPausedOffline_goesWithTheAnswerOfThatLoadContinued() {
+        var sut = machine(QueryPolicy(staleAfter: .seconds(60), networkMode: .online))
+        _ = sut.handle(.observerAdded, now: now)
+        _ = sut.handle(.loadSucceeded(flight: 1, Self.served(1, storedAt: now)), now: now)
+        let write = Self.write(1)
+        _ = sut.handle(.writeQueued(write), now: now)
+        _ = sut.handle(.connectivity(online: false), now: now)
+        _ = sut.handle(.refetchRequested, now: now)
+        #expect(sut.phase == .paused(.offline))
+        // The outbox got through before the query's network came back; the delivery's
+        // invalidation joins the paused load.
+        _ = sut.handle(.writeDelivered(write.id), now: now)
+        _ = sut.handle(.invalidated, now: now)
+        #expect(sut.handle(.connectivity(online: true), now: now).contains(.startLoad(flight: 2, reason: .refetch)))
+        _ = sut.handle(.loadSucceeded(flight: 2, Self.served(2, storedAt: now)), now: now)
+        #expect(sut.shownWrites.isEmpty, "the continued load started after the delivery: its answer has the write")
+        #expect(!sut.isStale(now: now))
+    }
+
+    @Test func aNextPage_leavesAnInvalidationStanding() {
+        var sut = machine()
+        _ = sut.handle(.observerAdded, now: now)
+        _ = sut.handle(.loadSucceeded(flight: 1, Self.served(1, storedAt: now)), now: now)
+        _ = sut.handle(.observerRemoved, now: now)
+        _ = sut.handle(.invalidated, now: now)
+        _ = sut.handle(.observerAdded, now: now)   // loads: invalidated
+        _ = sut.handle(.loadFailed(flight: 2, QueryError(TestError())), now: now)
+        _ = sut.handle(.nextPageRequested, now: now)
+        _ = sut.handle(.loadSucceeded(flight: 3, Self.served(2, storedAt: now)), now: now)
+        #expect(sut.isStale(now: now), "the first page was never reloaded after the invalidation")
+    }
+
     // MARK: Random interleavings
 
     /// Seeds per run: 1,000 by default (CI); `STRATA_INTERLEAVING_SEEDS=20000` for a longer search.
@@ -277,9 +309,11 @@ struct QueryWorld {
     /// The outbox's writes as the query was told of them.
     var writes: [UUID: ModelWrite] = [:]
     var nextWriteSequence: UInt64 = 1
-    /// `startLoad` actions so far, and the count when each flight first started.
+    /// `startLoad` actions so far, and the count when each flight's latest attempt started.
     var starts = 0
-    var firstStart: [Int: Int] = [:]
+    var lastStart: [Int: Int] = [:]
+    /// The flight whose answer the last step's machine took, if any.
+    var acceptedFlight: Int?
 
     struct ModelWrite {
         var entry: OutboxEntry
@@ -365,6 +399,8 @@ struct QueryWorld {
     mutating func apply(_ actions: [Machine.Action], event: Machine.Event, wasRunning: Int?, step: Int) throws {
         var cancelled: Set<Int> = []
         actionsStartedAfterInvalidation = actions.contains { if case .startLoad = $0 { true } else { false } }
+        acceptedFlight = nil
+        if case .loadSucceeded(let flight, _) = event, wasRunning == flight { acceptedFlight = flight }
         switch event {
         case .loadSucceeded(let flight, _), .loadFailed(let flight, _):
             running.remove(flight)
@@ -393,7 +429,7 @@ struct QueryWorld {
                 }
                 running.insert(flight)
                 starts += 1
-                if firstStart[flight] == nil { firstStart[flight] = starts }
+                lastStart[flight] = starts
             case .cancelLoad(let flight):
                 cancelled.insert(flight)
                 running.remove(flight)
@@ -404,9 +440,9 @@ struct QueryWorld {
             case .drop:
                 dropScheduled = false
                 // Its value is released: what it shows when woken starts afresh, and the client
-                // tells it the writes waiting then.
+                // tells it the writes waiting then; delivered ones it keeps.
                 shownStoredAt = nil
-                writes = [:]
+                writes = writes.filter { $0.value.deliveredAfter != nil }
             case .publish, .revive:
                 break
             }
@@ -452,10 +488,16 @@ struct QueryWorld {
         for (id, write) in known where !shownIDs.contains(id) {
             guard let deliveredAfter = write.deliveredAfter else { throw fail("a pending write is not shown") }
             // It may go only with the answer of a load started after its delivery.
-            guard case .loadSucceeded(let flight, _) = event, let started = firstStart[flight], started > deliveredAfter else {
+            guard case .loadSucceeded(let flight, _) = event, let started = lastStart[flight], started > deliveredAfter else {
                 throw fail("a delivered write left before a load started after its delivery answered")
             }
             writes[id] = nil
+        }
+        // And it does go then: an answer to an attempt started after the delivery takes it away.
+        if let flight = acceptedFlight, let started = lastStart[flight] {
+            for (id, write) in writes where (write.deliveredAfter.map { $0 < started } ?? false) && shownIDs.contains(id) {
+                throw fail("a delivered write outlived the answer of a load started after its delivery")
+            }
         }
     }
 }

@@ -11,8 +11,10 @@ import Strata
 /// ```
 ///
 /// Strata's `Query` keeps the state (one load at a time, the value kept when a refresh fails, the
-/// provenance, refetching on reconnect and foreground); this type only says it in the article's
-/// words. The source text comes from the provenance when the repository chain reports one
+/// provenance); this type only says it in the article's words. Give every screen the app's one
+/// `QueryClient` (``init(feed:)``) to share one query per key and to refetch when the app tells
+/// the client the network came back or the app came to the foreground; the convenience initialiser
+/// makes a client of its own, which nothing else signals. The source text comes from the provenance when the repository chain reports one
 /// (Strata's HTTP loader and stores do), and reads "source unknown" otherwise.
 @available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
 @MainActor

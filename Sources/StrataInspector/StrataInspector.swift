@@ -1,0 +1,162 @@
+#if Inspector
+import Foundation
+import Hummingbird
+import Strata
+
+/// The inspector of a running app: every live query with its state, provenance, chain and value;
+/// the loads in flight and a timeline of recent ones; the outboxes' entries and dead letters; the
+/// circuit breakers. A page (`GET <path>`) and a JSON API an app mounts in its own Hummingbird
+/// server, or serves on its own (``application(host:port:)``, loopback by default).
+///
+/// ```swift
+/// let inspector = StrataInspector(queries: queries, outboxes: [outbox], circuits: [api])
+/// inspector.addRoutes(to: router)          // GET /inspector, /inspector/api/…
+/// print("inspector token:", inspector.token)
+/// ```
+///
+/// - Every request that changes state (refetch, invalidate, remove, force an error, offline) is a
+///   `POST` that must carry the session's ``token`` in the `X-Strata-Token` header: `403` without
+///   it. The page reads the token from itself; another origin cannot read the page, and a
+///   cross-origin request cannot set the header without a preflight the inspector never grants.
+/// - Secrets are redacted as in logs (``Redaction``) in the page, the events and the export: in
+///   errors, chains, tiers, URLs, and in values the members named like secrets.
+/// - An app that never builds one pays nothing: the client records its load timeline only while
+///   an inspector follows its changes.
+public struct StrataInspector: Sendable {
+    /// The client whose queries are shown.
+    public let queries: QueryClient
+    public let outboxes: [Outbox]
+    public let circuits: [any InspectedCircuit]
+    /// The session's token, sent by the page with every state-changing request.
+    public let token: String
+
+    /// An inspector of `queries` (and of `outboxes` and `circuits`), with a new random token unless
+    /// one is given.
+    public init(queries: QueryClient, outboxes: [Outbox] = [], circuits: [any InspectedCircuit] = [], token: String? = nil) {
+        self.queries = queries
+        self.outboxes = outboxes
+        self.circuits = circuits
+        self.token = token ?? Self.makeToken()
+    }
+
+    /// The header a state-changing request carries the token in.
+    public static let tokenHeader = HTTPField.Name("X-Strata-Token")!
+
+    /// 32 random bytes, hex.
+    static func makeToken() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<32).map { _ in String(format: "%02x", UInt8.random(in: .min ... .max, using: &generator)) }.joined()
+    }
+
+    /// Everything shown now.
+    public func state() async -> InspectorState {
+        var views: [InspectorState.OutboxView] = []
+        for outbox in outboxes { views.append(await .of(outbox)) }
+        return InspectorState(
+            generatedAt: queries.environment.now(), online: queries.isOnline, queries: queries.inspect(),
+            loads: queries.recentLoads, outboxes: views,
+            circuits: circuits.map { .init(name: $0.name, state: $0.state.description) })
+    }
+
+    /// Adds the inspector's routes under `path` to `router`: the page at `path`, the API under
+    /// `path/api`.
+    public func addRoutes<Context: RequestContext>(to router: Router<Context>, at path: String = "inspector") {
+        let group = router.group(RouterPath(path))
+        group.get { _, _ in self.page() }
+        group.get("api/state") { _, _ in try await self.json(self.state()) }
+        group.get("api/export") { _, _ in
+            var response = try await self.json(self.state())
+            response.headers[.contentDisposition] = "attachment; filename=\"strata-inspector.json\""
+            return response
+        }
+        group.get("api/events") { _, _ in self.events() }
+        group.post("api/queries/:action") { request, context in
+            try self.authorize(request)
+            guard let key = request.uri.queryParameters.get("key"), let query = self.queries.query(described: key) else {
+                throw HTTPError(.notFound, message: "no query with that key")
+            }
+            switch context.parameters.get("action") {
+            case "refetch": query.refetch()
+            case "invalidate": query.invalidate()
+            case "remove": self.queries.remove(query.key)
+            case "fail": query.failNextLoad(InjectedFailure("forced from the inspector"))
+            default: throw HTTPError(.notFound, message: "no such action")
+            }
+            return Response(status: .noContent)
+        }
+        group.post("api/network") { request, _ in
+            try self.authorize(request)
+            guard let online = request.uri.queryParameters.get("online").flatMap(Bool.init) else {
+                throw HTTPError(.badRequest, message: "online=true or online=false")
+            }
+            self.queries.setOnline(online)
+            for outbox in self.outboxes { outbox.connectivityChanged(isOnline: online) }
+            return Response(status: .noContent)
+        }
+    }
+
+    /// An application serving only the inspector, on `host` (loopback by default) and `port` (0:
+    /// any free port; `onServerRunning` tells which).
+    public func application(
+        host: String = "127.0.0.1", port: Int = 0, onServerRunning: @escaping @Sendable (Int) -> Void = { _ in }
+    ) -> some ApplicationProtocol {
+        let router = Router()
+        addRoutes(to: router)
+        return Application(
+            router: router, configuration: .init(address: .hostname(host, port: port), serverName: "strata-inspector"),
+            onServerRunning: { channel in onServerRunning(channel.localAddress?.port ?? port) })
+    }
+
+    private func authorize(_ request: Request) throws {
+        guard request.headers[Self.tokenHeader] == token else {
+            throw HTTPError(.forbidden, message: "this action needs the inspector's token (header X-Strata-Token)")
+        }
+    }
+
+    private func json(_ value: some Encodable) throws -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        encoder.dateEncodingStrategy = .iso8601
+        let data = try encoder.encode(value)
+        return Response(
+            status: .ok, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
+            body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    /// Server-sent events: `change` whenever a query publishes or a load starts or ends, or an
+    /// outbox's status changes (merged when they come faster than the page reads), and a comment
+    /// every 15 s so proxies keep the connection.
+    private func events() -> Response {
+        let changes = queries.changes()
+        let outboxes = self.outboxes
+        let body = ResponseBody { writer in
+            try await writer.write(ByteBuffer(string: "retry: 1000\nevent: change\ndata: {}\n\n"))
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                let (merged, signal) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+                group.addTask { for await _ in changes { signal.yield() } }
+                for outbox in outboxes {
+                    group.addTask { for await _ in outbox.statusUpdates() { signal.yield() } }
+                }
+                for await _ in merged {
+                    try await writer.write(ByteBuffer(string: "event: change\ndata: {}\n\n"))
+                }
+                group.cancelAll()
+            }
+            try await writer.finish(nil)
+        }
+        return Response(
+            status: .ok, headers: [.contentType: "text/event-stream", .cacheControl: "no-store"], body: body)
+    }
+
+    private func page() -> Response {
+        let html = InspectorPage.html.replacingOccurrences(of: "{{TOKEN}}", with: token)
+        return Response(
+            status: .ok,
+            headers: [
+                .contentType: "text/html; charset=utf-8", .cacheControl: "no-store",
+                .contentSecurityPolicy: "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'",
+            ],
+            body: .init(byteBuffer: ByteBuffer(string: html)))
+    }
+}
+#endif
