@@ -14,7 +14,7 @@ let package = Package(
         .executable(name: "strata", targets: ["strata"]),
     ],
     dependencies: [
-        .package(name: "Strata", path: "..", traits: ["URLSession", "SQLite", "Postgres", "AsyncHTTPClient"]),
+        .package(name: "Strata", path: "..", traits: ["URLSession", "SQLite", "Postgres", "AsyncHTTPClient", "Inspector"]),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -156,6 +156,7 @@ let package = Package(
                 .product(name: "StrataSQLite", package: "Strata"),
                 .product(name: "StrataTesting", package: "Strata"),
                 .product(name: "StrataAsyncHTTPClient", package: "Strata"),
+                .product(name: "StrataInspector", package: "Strata"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],
             resources: [.copy("Resources/default_feed.json")]

@@ -1,0 +1,164 @@
+import Foundation
+import Strata
+import StrataAsyncHTTPClient
+import StrataTesting
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Headless Chromium driven over the W3C WebDriver protocol: Debian's `chromium` and
+/// `chromium-driver` (installed by `.ci/run`), spoken to with plain JSON over HTTP, no driver
+/// library. Each waits on a condition (the driver's own implicit wait for elements, a script that
+/// resolves when the DOM says so), never on a fixed sleep.
+final class WebDriver: Sendable {
+    let driver: Child
+    let port: Int
+    let session: String
+
+    /// The W3C element reference key.
+    static let elementKey = "element-6066-11e4-a52e-4f735466cecf"
+
+    /// Starts `chromedriver` on a free port and a headless Chromium session (1280×900, or
+    /// `width`×`height` for a phone).
+    static func start(width: Int = 1280, height: Int = 900, logs directory: TemporaryDirectory) async throws -> WebDriver {
+        let chromedriver = try ExternalServer.executable("chromedriver", hint: "Debian: apt-get install -y chromium chromium-driver")
+        let chromium = try ExternalServer.executable("chromium", hint: "Debian: apt-get install -y chromium chromium-driver")
+        let port = try ListeningSocket.freePort()
+        let driver = try Child.spawn(
+            chromedriver, ["--port=\(port)", "--allowed-ips=127.0.0.1"],
+            pipeStdin: false, pipeStdout: false, stdoutFile: directory.appending("chromedriver.log"),
+            stderrFile: directory.appending("chromedriver-stderr.log"))
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !ExternalServer.accepts(port: port) {
+            guard ContinuousClock.now < deadline else {
+                kill(driver.pid, SIGTERM)
+                throw TestError("chromedriver did not listen on 127.0.0.1:\(port) within 20 s")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let capabilities: [String: Any] = [
+            "capabilities": [
+                "alwaysMatch": [
+                    "browserName": "chrome",
+                    "goog:chromeOptions": [
+                        "binary": chromium.path,
+                        "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=\(width),\(height)"],
+                    ],
+                ],
+            ],
+        ]
+        let answer = try await Self.call(port: port, "POST", "/session", capabilities)
+        guard let value = answer["value"] as? [String: Any], let session = value["sessionId"] as? String else {
+            kill(driver.pid, SIGTERM)
+            throw TestError("chromedriver made no session: \(answer)")
+        }
+        let webDriver = WebDriver(driver: driver, port: port, session: session)
+        // Finding an element waits up to 10 s for it to appear; a script up to 10 s to resolve.
+        _ = try await webDriver.command("POST", "/timeouts", ["implicit": 10_000, "script": 10_000])
+        return webDriver
+    }
+
+    private init(driver: Child, port: Int, session: String) {
+        self.driver = driver
+        self.port = port
+        self.session = session
+    }
+
+    /// Ends the session and the driver.
+    func quit() async {
+        _ = try? await command("DELETE", "", nil)
+        kill(driver.pid, SIGTERM)
+        let driver = driver
+        _ = try? await TwoProcessTests.offPool { driver.wait() }
+    }
+
+    func open(_ url: URL) async throws {
+        _ = try await command("POST", "/url", ["url": url.absoluteString])
+    }
+
+    /// The element `selector` matches (waiting for it to appear), by its reference.
+    func element(_ selector: String) async throws -> String {
+        let answer = try await command("POST", "/element", ["using": "css selector", "value": selector])
+        guard let value = answer["value"] as? [String: Any], let id = value[Self.elementKey] as? String else {
+            throw TestError("no element matches \(selector): \(answer)")
+        }
+        return id
+    }
+
+    func click(_ selector: String) async throws {
+        let id = try await element(selector)
+        _ = try await command("POST", "/element/\(id)/click", [:])
+    }
+
+    func text(_ selector: String) async throws -> String {
+        let id = try await element(selector)
+        return try await command("GET", "/element/\(id)/text", nil)["value"] as? String ?? ""
+    }
+
+    /// Waits (in the page, on its own changes) until `condition`, a JavaScript expression, is true;
+    /// throws with `what` when it is not within the script timeout.
+    func waitUntil(_ condition: String, _ what: String) async throws {
+        let script = """
+            const done = arguments[arguments.length - 1];
+            const check = () => { try { return Boolean(\(condition)); } catch (e) { return false; } };
+            if (check()) { done(true); return; }
+            const observer = new MutationObserver(() => { if (check()) { observer.disconnect(); done(true); } });
+            observer.observe(document, { subtree: true, childList: true, characterData: true, attributes: true });
+            """
+        do {
+            _ = try await command("POST", "/execute/async", ["script": script, "args": []])
+        } catch {
+            throw TestError("waited for \(what): \(error)")
+        }
+    }
+
+    /// Runs `script` in the page and returns its value.
+    func evaluate(_ script: String) async throws -> Any? {
+        try await command("POST", "/execute/sync", ["script": script, "args": []])["value"]
+    }
+
+    /// A PNG of the viewport, written to `file`.
+    func screenshot(to file: URL) async throws {
+        guard let base64 = try await command("GET", "/screenshot", nil)["value"] as? String, let png = Data(base64Encoded: base64) else {
+            throw TestError("the screenshot came back empty")
+        }
+        try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try png.write(to: file)
+    }
+
+    private func command(_ method: String, _ path: String, _ body: [String: Any]?) async throws -> [String: Any] {
+        try await Self.call(port: port, method, "/session/\(session)\(path)", body)
+    }
+
+    /// One WebDriver call. Through AsyncHTTPClient: chromedriver writes its header fields without
+    /// a space after the colon, which URLSession on Linux refuses ("Failed writing header").
+    private static func call(port: Int, _ method: String, _ path: String, _ body: [String: Any]?) async throws -> [String: Any] {
+        var request = HTTPRequest(method: HTTPRequest.Method(method)!, url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+        var data: Data?
+        if let body {
+            data = try JSONSerialization.data(withJSONObject: body)
+            request.headerFields[.contentType] = "application/json"
+        }
+        let reply = try await transport.send(request, body: data, options: HTTPRequestOptions(timeout: .seconds(60)))
+        let object = (try? JSONSerialization.jsonObject(with: reply.body)) as? [String: Any] ?? [:]
+        if reply.status.code >= 400 {
+            throw TestError("WebDriver \(method) \(path): \(reply.status.code) \(object["value"] ?? "")")
+        }
+        return object
+    }
+
+    private static let transport = AsyncHTTPTransport(maxBodyBytes: nil)
+}
+
+/// Where browser tests keep their screenshots: `$STRATA_ARTIFACTS/screenshots`, or
+/// `.build/artifacts/screenshots` of the repository.
+enum Artifacts {
+    static var screenshots: URL {
+        if let root = ProcessInfo.processInfo.environment["STRATA_ARTIFACTS"] {
+            return URL(fileURLWithPath: root).appendingPathComponent("screenshots")
+        }
+        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+        return repository.appendingPathComponent(".build/artifacts/screenshots")
+    }
+}
