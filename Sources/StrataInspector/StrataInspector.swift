@@ -107,6 +107,30 @@ public struct StrataInspector: Sendable {
             onServerRunning: { channel in onServerRunning(channel.localAddress?.port ?? port) })
     }
 
+    /// Serves the inspector on `host` (loopback by default) and `port` (0: any free port) while
+    /// `body` runs, given the port it listens on; stops when `body` returns or throws.
+    public func serving<Result: Sendable>(
+        host: String = "127.0.0.1", port: Int = 0, _ body: (Int) async throws -> Result
+    ) async throws -> Result {
+        let (ports, announce) = AsyncStream.makeStream(of: Int.self)
+        let app = application(host: host, port: port) { port in
+            announce.yield(port)
+            announce.finish()
+        }
+        let running = Task {
+            defer { announce.finish() }
+            try await app.runService(gracefulShutdownSignals: [])
+        }
+        defer { running.cancel() }
+        var bound: Int?
+        for await announced in ports { bound = announced }
+        guard let bound else {
+            try await running.value
+            throw HTTPError(.internalServerError, message: "the inspector did not start on \(host):\(port)")
+        }
+        return try await body(bound)
+    }
+
     private func authorize(_ request: Request) throws {
         guard request.headers[Self.tokenHeader] == token else {
             throw HTTPError(.forbidden, message: "this action needs the inspector's token (header X-Strata-Token)")

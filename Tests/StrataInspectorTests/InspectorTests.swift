@@ -18,21 +18,9 @@ struct InspectorTests {
         var password: String
     }
 
-    /// Runs `body` with an inspector of `queries` served on a free port of 127.0.0.1.
-    func withInspector(
-        _ inspector: StrataInspector, _ body: (URL) async throws -> Void
-    ) async throws {
-        let (ports, announce) = AsyncStream.makeStream(of: Int.self)
-        let app = inspector.application(onServerRunning: { port in
-            announce.yield(port)
-            announce.finish()
-        })
-        let running = Task { try await app.runService(gracefulShutdownSignals: []) }
-        defer { running.cancel() }
-        var port: Int?
-        for await announced in ports { port = announced }
-        let base = URL(string: "http://127.0.0.1:\(try #require(port))/inspector")!
-        try await body(base)
+    /// Runs `body` with `inspector` served on a free port of 127.0.0.1, given its base URL.
+    func withInspector(_ inspector: StrataInspector, _ body: (URL) async throws -> Void) async throws {
+        try await inspector.serving { port in try await body(URL(string: "http://127.0.0.1:\(port)/inspector")!) }
     }
 
     func get(_ url: URL) async throws -> (Int, Data) {

@@ -28,48 +28,40 @@ struct InspectorBrowserTests {
             #expect(server.requestCount() == 1)
 
             let inspector = StrataInspector(queries: queries)
-            let (ports, announce) = AsyncStream.makeStream(of: Int.self)
-            let app = inspector.application(onServerRunning: { port in
-                announce.yield(port)
-                announce.finish()
-            })
-            let running = Task { try await app.runService(gracefulShutdownSignals: []) }
-            defer { running.cancel() }
-            var port = 0
-            for await announced in ports { port = announced }
+            try await inspector.serving { port in
+                let browser = try await WebDriver.start(logs: logs)
+                do {
+                    try await browser.open(URL(string: "http://127.0.0.1:\(port)/inspector")!)
+                    try await browser.waitUntil(##"document.querySelector("#queries tr.query")"##, "the query's row")
+                    #expect(try await browser.text("#queries tr.query td:first-child") == "feed")
+                    #expect(try await browser.text("#queries tr.query .badge") == "fresh")
+                    try await browser.screenshot(to: Artifacts.screenshots.appendingPathComponent("inspector-1-queries.png"))
 
-            let browser = try await WebDriver.start(logs: logs)
-            do {
-                try await browser.open(URL(string: "http://127.0.0.1:\(port)/inspector")!)
-                try await browser.waitUntil(##"document.querySelector("#queries tr.query")"##, "the query's row")
-                #expect(try await browser.text("#queries tr.query td:first-child") == "feed")
-                #expect(try await browser.text("#queries tr.query .badge") == "fresh")
-                try await browser.screenshot(to: Artifacts.screenshots.appendingPathComponent("inspector-1-queries.png"))
+                    // Selecting the row shows the chain, with the secret in its URL redacted, and the value.
+                    try await browser.click("#queries tr.query")
+                    try await browser.waitUntil(##"document.querySelector("#detail pre")"##, "the query's detail")
+                    let chain = try await browser.text("#detail pre")
+                    #expect(chain.contains("HTTP GET"))
+                    #expect(!chain.contains("s3cr3t-value"), "redacted in the page as in logs")
+                    let page = try await browser.evaluate("return document.body.innerText") as? String ?? ""
+                    #expect(!page.contains("s3cr3t-value"))
+                    try await browser.screenshot(to: Artifacts.screenshots.appendingPathComponent("inspector-2-detail.png"))
 
-                // Selecting the row shows the chain, with the secret in its URL redacted, and the value.
-                try await browser.click("#queries tr.query")
-                try await browser.waitUntil(##"document.querySelector("#detail pre")"##, "the query's detail")
-                let chain = try await browser.text("#detail pre")
-                #expect(chain.contains("HTTP GET"))
-                #expect(!chain.contains("s3cr3t-value"), "redacted in the page as in logs")
-                let page = try await browser.evaluate("return document.body.innerText") as? String ?? ""
-                #expect(!page.contains("s3cr3t-value"))
-                try await browser.screenshot(to: Artifacts.screenshots.appendingPathComponent("inspector-2-detail.png"))
-
-                // Invalidate: the observed query refetches, once.
-                try await browser.click("#detail .actions button:nth-child(2)")
-                await server.waitForRequests(count: 2)
-                try await feed.settled()
-                try await browser.waitUntil(
-                    ##"[...document.querySelectorAll("#timeline .bar")].some(bar => bar.textContent.includes("invalidated · value"))"##,
-                    "the refetch in the timeline")
-                #expect(server.requestCount() == 2, "one refetch, counted by the server")
-                try await browser.screenshot(to: Artifacts.screenshots.appendingPathComponent("inspector-3-invalidated.png"))
-            } catch {
+                    // Invalidate: the observed query refetches, once.
+                    try await browser.click("#detail .actions button:nth-child(2)")
+                    await server.waitForRequests(count: 2)
+                    try await feed.settled()
+                    try await browser.waitUntil(
+                        ##"[...document.querySelectorAll("#timeline .bar")].some(bar => bar.textContent.includes("invalidated · value"))"##,
+                        "the refetch in the timeline")
+                    #expect(server.requestCount() == 2, "one refetch, counted by the server")
+                    try await browser.screenshot(to: Artifacts.screenshots.appendingPathComponent("inspector-3-invalidated.png"))
+                } catch {
+                    await browser.quit()
+                    throw error
+                }
                 await browser.quit()
-                throw error
             }
-            await browser.quit()
         }
     }
 }
