@@ -93,4 +93,38 @@ struct LiveQueryIntegrationTests {
             #expect(list.current.lastFetchReason == .foreground)
         }
     }
+
+    @MainActor
+    @Test("a screen whose key changes keeps the previous post shown, marked placeholder, until the next one arrives")
+    func aKeyThatChanges_showsThePreviousValueAsPlaceholder() async throws {
+        try await withDemoServer { server in
+            for title in ["first", "second"] {
+                var request = HTTPRequest(method: .post, url: server.baseURL.appendingPathComponent("posts"))
+                request.headerFields[.contentType] = "application/json"
+                let body = try JSONEncoder().encode(PostDraft(title: title, body: "b"))
+                #expect(try await URLSessionHTTPClient().send(request, body: body, options: HTTPRequestOptions()).status.code == 201)
+            }
+            let queries = QueryClient()
+            func post(_ id: Int) -> Query<ListedPost> {
+                queries.query(
+                    ["posts", .number(id)],
+                    chain: HTTPLoader(url: server.baseURL.appendingPathComponent("posts/\(id)"), transport: URLSessionHTTPClient())
+                        .decoding(ListedPost.self))
+            }
+            let first = post(1)
+            let live = first.observed()
+            try await live.settled()
+            #expect(live.value?.title == "first")
+
+            live.switchTo(post(2))
+            // At once, before the second post's load can answer: the first post, marked placeholder.
+            #expect(live.value?.title == "first")
+            #expect(live.snapshot.isPlaceholder)
+            #expect(live.snapshot.isFetching)
+            try await live.settled()
+            #expect(live.value?.title == "second")
+            #expect(!live.snapshot.isPlaceholder)
+            try await first.waitForObservers(0)
+        }
+    }
 }
