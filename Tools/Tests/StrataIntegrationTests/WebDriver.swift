@@ -85,14 +85,29 @@ final class WebDriver: Sendable {
         return id
     }
 
+    /// Clicks the element `selector` matches. The page re-renders on every change it is told of:
+    /// an element found just before a re-render is stale by the click, so it is found again (a
+    /// bounded number of times; each try waits on the driver, not on a timer).
     func click(_ selector: String) async throws {
-        let id = try await element(selector)
-        _ = try await command("POST", "/element/\(id)/click", [:])
+        for attempt in 1...10 {
+            let id = try await element(selector)
+            do {
+                _ = try await command("POST", "/element/\(id)/click", [:])
+                return
+            } catch let error as TestError where "\(error)".contains("stale element") && attempt < 10 {
+                continue
+            }
+        }
     }
 
+    /// The rendered text of the element `selector` matches, read in one step in the page (so a
+    /// re-render cannot come between finding it and reading it).
     func text(_ selector: String) async throws -> String {
-        let id = try await element(selector)
-        return try await command("GET", "/element/\(id)/text", nil)["value"] as? String ?? ""
+        _ = try await element(selector)   // waits for it to appear
+        let quoted = String(decoding: try JSONSerialization.data(withJSONObject: [selector]), as: UTF8.self)
+        let value = try await evaluate("const e = document.querySelector(\(quoted)[0]); return e ? e.innerText : null")
+        guard let text = value as? String else { throw TestError("no element matches \(selector)") }
+        return text
     }
 
     /// Waits (in the page, on its own changes) until `condition`, a JavaScript expression, is true;
