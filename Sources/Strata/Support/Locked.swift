@@ -94,6 +94,10 @@ final class LockedBuffer<State>: ManagedBuffer<State, pthread_mutex_t> {
 /// ``LockedBuffer`` as a `Sendable` value: the one type that vouches for the buffer's thread safety.
 /// ``Locked`` (SPI, for other modules) wraps it; Strata's inlinable hot paths use it directly, since
 /// SPI declarations cannot appear in inlinable code.
+///
+/// `@unchecked Sendable`: its only stored property is the ``LockedBuffer`` reference, whose state
+/// is read and written solely inside `withLock`, under its `pthread_mutex_t`; the lock serialises
+/// every access, so sharing the wrapper across tasks shares only that mutex-guarded buffer.
 @usableFromInline
 struct InlinableLocked<State>: @unchecked Sendable {
     // @unchecked: `ManagedBuffer` is never Sendable, so the compiler cannot see this. The state (the

@@ -22,6 +22,10 @@ public final class Coalescer<Value: Sendable>: Sendable {
     @usableFromInline let storage = InlinableLocked(Storage())
 
     /// The flights of one key type. A class, so a machine found in ``Storage`` is changed in place.
+    ///
+    /// `@unchecked Sendable`: its mutable state (the machine) is reached only through ``Storage``,
+    /// which lives in `storage` (an ``InlinableLocked``); every read and write of a table happens
+    /// inside that lock's `withLock`, and no method hands a table out of it.
     @usableFromInline
     final class Table<Key: Hashable & Sendable>: AnyTable, @unchecked Sendable {
         // @unchecked: `machine` is mutable. Tables are held only by `Storage`, which exists only
@@ -39,6 +43,8 @@ public final class Coalescer<Value: Sendable>: Sendable {
     }
 
     /// A ``Table`` of some key type, as ``Storage`` keeps it.
+    ///
+    /// `@unchecked Sendable`: as ``Table``, only ever touched inside `storage`'s lock.
     @usableFromInline
     class AnyTable: @unchecked Sendable {
         // @unchecked: the compiler checks `Sendable` only for final classes. `AnyTable` declares no
