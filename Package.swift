@@ -104,6 +104,9 @@ let package = Package(
             dependencies: [
                 "Strata",
                 .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Inspector"])),
+                // Already in Hummingbird's graph: its servers stop by graceful shutdown.
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["Inspector"])),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .target(

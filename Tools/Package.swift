@@ -20,6 +20,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.65.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.5.0"),
     ],
     targets: [
         // The demo server: a real Hummingbird server on loopback with fault injection. A target of its
@@ -49,8 +50,15 @@ let package = Package(
                 "CrossCuttingExample",
                 "OfflineFirstExample",
                 .product(name: "Logging", package: "swift-log"),
+                // `strata demo --web`: the feed as a page, with the inspector mounted beside it.
+                .product(name: "StrataInspector", package: "Strata"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
-            resources: [.copy("Resources/default_feed.json")]
+            resources: [
+                .copy("Resources/default_feed.json"), .copy("Resources/default_posts.json"),
+                .copy("Resources/default_posts_end.json"),
+            ]
         ),
         .target(
             name: "StrataCLI",

@@ -19,7 +19,8 @@ enum InspectorPage {
   main { display:grid; grid-template-columns: minmax(0,1fr) minmax(0,1.3fr); gap:1rem; padding:1rem; }
   @media (max-width: 760px) { main { grid-template-columns: minmax(0,1fr); } }
   section { background:#fff; border:1px solid #ddd; border-radius:8px; padding:.75rem; min-width:0; }
-  h2 { font-size:1rem; margin:.2rem 0 .6rem; }
+  h2 { font-size:1rem; margin:1rem 0 .6rem; }
+  section > h2:first-child { margin-top:.2rem; }
   table { width:100%; border-collapse:collapse; font-size:.9rem; }
   th, td { text-align:left; padding:.35rem .4rem; border-bottom:1px solid #eee; vertical-align:top; }
   tr.query { cursor:pointer; }
@@ -38,6 +39,8 @@ enum InspectorPage {
   .bar span.label { position:relative; padding-left:.3rem; white-space:nowrap; }
   .diff-add { color:var(--fresh); } .diff-del { color:var(--failed); }
   details > summary { cursor:pointer; }
+  mark.served { background:#dff3e4; color:inherit; font-weight:700; }
+  .flight { margin:.2rem 0; font-size:.88rem; }
 </style>
 </head>
 <body>
@@ -54,7 +57,9 @@ enum InspectorPage {
       <thead><tr><th scope="col">Key</th><th scope="col">State</th><th scope="col">Source</th><th scope="col">Observers</th><th scope="col">Age</th></tr></thead>
       <tbody id="queries"></tbody>
     </table>
-    <h2>Loads</h2>
+    <h2>Loads in flight</h2>
+    <div id="in-flight" aria-live="polite"></div>
+    <h2>Recent loads</h2>
     <div id="timeline" class="timeline" aria-label="Recent loads, oldest first"></div>
   </section>
   <section aria-labelledby="detail-title">
@@ -119,6 +124,29 @@ function diff(before, after) {
   if (!pre.childNodes.length) pre.append("(no change)");
   return pre;
 }
+function chainTree(query) {
+  const pre = el("pre", { "aria-label": "The chain, outer to inner; the tier that served the last load is marked" });
+  const lines = query.chain.split("\n");
+  let served = -1;
+  if (query.tier) {
+    served = lines.findIndex(line => line.includes('named "' + query.tier + '"'));
+    if (served < 0) served = lines.findIndex(line => line.includes(query.tier));
+  }
+  lines.forEach((line, index) => {
+    if (index === served) pre.append(el("mark", { class: "served" }, line + "  ◀ served the last load"));
+    else pre.append(line);
+    if (index < lines.length - 1) pre.append("\n");
+  });
+  return pre;
+}
+function renderInFlight() {
+  const running = state.queries.filter(q => q.inFlight);
+  const now = Date.parse(state.generatedAt);
+  document.getElementById("in-flight").replaceChildren(...(running.length ? running.map(q =>
+    el("div", { class: "flight" }, el("span", { class: "badge fetching" }, q.key), " ", q.inFlight.reason + ", for " +
+      age((now - Date.parse(q.inFlight.startedAt)) / 1000) + (q.inFlight.attempts ? ", retry " + q.inFlight.attempts : ""))
+  ) : [el("span", { class: "muted" }, "None.")]));
+}
 function renderDetail() {
   const target = document.getElementById("detail");
   const query = state && state.queries.find(q => q.key === selected);
@@ -135,7 +163,7 @@ function renderDetail() {
       el("button", { type: "button", onclick: () => act("/api/queries/invalidate?key=" + key) }, "Invalidate"),
       el("button", { type: "button", onclick: () => act("/api/queries/fail?key=" + key) }, "Force an error"),
       el("button", { type: "button", onclick: () => act("/api/queries/remove?key=" + key) }, "Remove")),
-    el("h3", {}, "Chain"), el("pre", { "aria-label": "The chain, outer to inner" }, query.chain + (query.tier ? "\n\nLast served by: " + query.tier : "")),
+    el("h3", {}, "Chain"), chainTree(query),
     el("h3", {}, "Value"), jsonTree(query.valueJSON),
     el("h3", {}, "Changes"), diff(query.previousValueJSON, query.valueJSON));
 }
@@ -148,7 +176,7 @@ function render() {
       onkeydown: event => { if (event.key === "Enter" || event.key === " ") { event.preventDefault(); selected = query.key; render(); } } },
       el("td", {}, query.key),
       el("td", {}, el("span", { class: "badge " + query.state }, query.state)),
-      el("td", {}, query.tier ? query.tier + (query.origin ? " (" + query.origin + ")" : "") : "—"),
+      el("td", {}, query.tier ? query.tier + (query.origin && query.origin !== query.tier ? " (" + query.origin + ")" : "") : "—"),
       el("td", {}, query.observers),
       el("td", {}, age(query.ageSeconds)));
     return row;
@@ -175,6 +203,7 @@ function render() {
       o.entries.length ? el("table", {}, el("tbody", {}, ...o.entries.map(e => el("tr", {},
         el("td", {}, e.request || e.kind), el("td", {}, e.state), el("td", {}, e.attempts + " attempts"), el("td", {}, e.lastFailure || ""))))) : "")
   ) : [el("span", {}, "None registered.")]));
+  renderInFlight();
   renderDetail();
 }
 async function refresh() {

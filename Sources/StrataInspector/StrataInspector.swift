@@ -1,6 +1,8 @@
 #if Inspector
 import Foundation
 import Hummingbird
+import Logging
+import ServiceLifecycle
 import Strata
 
 /// The inspector of a running app: every live query with its state, provenance, chain and value;
@@ -100,11 +102,7 @@ public struct StrataInspector: Sendable {
     public func application(
         host: String = "127.0.0.1", port: Int = 0, onServerRunning: @escaping @Sendable (Int) -> Void = { _ in }
     ) -> some ApplicationProtocol {
-        let router = Router()
-        addRoutes(to: router)
-        return Application(
-            router: router, configuration: .init(address: .hostname(host, port: port), serverName: "strata-inspector"),
-            onServerRunning: { channel in onServerRunning(channel.localAddress?.port ?? port) })
+        Self.application(host: host, port: port, serverName: "strata-inspector", routes: { addRoutes(to: $0) }, onServerRunning: onServerRunning)
     }
 
     /// Serves the inspector on `host` (loopback by default) and `port` (0: any free port) while
@@ -112,23 +110,65 @@ public struct StrataInspector: Sendable {
     public func serving<Result: Sendable>(
         host: String = "127.0.0.1", port: Int = 0, _ body: (Int) async throws -> Result
     ) async throws -> Result {
+        try await Self.serving(host: host, port: port, serverName: "strata-inspector", routes: { addRoutes(to: $0) }, body)
+    }
+
+    /// Serves the routes `routes` adds (an app's page with the inspector mounted beside it) on
+    /// `host` (loopback by default) and `port` (0: any free port) while `body` runs, given the port
+    /// it listens on; stops when `body` returns or throws.
+    public static func serving<Result: Sendable>(
+        host: String = "127.0.0.1", port: Int = 0, serverName: String,
+        routes: @escaping (Router<BasicRequestContext>) -> Void, _ body: (Int) async throws -> Result
+    ) async throws -> Result {
         let (ports, announce) = AsyncStream.makeStream(of: Int.self)
-        let app = application(host: host, port: port) { port in
+        let app = application(host: host, port: port, serverName: serverName, routes: routes) { port in
             announce.yield(port)
             announce.finish()
         }
+        // Stopped by a graceful shutdown, never by cancelling its task: a connection accepted just
+        // as the task is cancelled would never be served, and NIO traps on it ("Deinited
+        // NIOAsyncWriter without calling finish()", apple/swift-nio#3481). Gracefully, the server
+        // stops accepting, ends the event streams (they end on graceful shutdown), and serves or
+        // closes every connection it has.
+        let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: quietLogger(serverName)))
         let running = Task {
             defer { announce.finish() }
-            try await app.runService(gracefulShutdownSignals: [])
+            try await group.run()
         }
-        defer { running.cancel() }
         var bound: Int?
         for await announced in ports { bound = announced }
         guard let bound else {
             try await running.value
-            throw HTTPError(.internalServerError, message: "the inspector did not start on \(host):\(port)")
+            throw HTTPError(.internalServerError, message: "\(serverName) did not start on \(host):\(port)")
         }
-        return try await body(bound)
+        let outcome: Swift.Result<Result, any Error>
+        do {
+            outcome = .success(try await body(bound))
+        } catch {
+            outcome = .failure(error)
+        }
+        await group.triggerGracefulShutdown()
+        _ = await running.result
+        return try outcome.get()
+    }
+
+    /// Hummingbird's own log says only that it started and, at `error`, that its channels were
+    /// cancelled on a normal stop: neither is news to whoever started it.
+    static func quietLogger(_ label: String) -> Logger {
+        var logger = Logger(label: label)
+        logger.logLevel = .critical
+        return logger
+    }
+
+    static func application(
+        host: String, port: Int, serverName: String, routes: (Router<BasicRequestContext>) -> Void,
+        onServerRunning: @escaping @Sendable (Int) -> Void
+    ) -> some ApplicationProtocol {
+        let router = Router()
+        routes(router)
+        return Application(
+            router: router, configuration: .init(address: .hostname(host, port: port), serverName: serverName),
+            onServerRunning: { channel in onServerRunning(channel.localAddress?.port ?? port) }, logger: quietLogger(serverName))
     }
 
     private func authorize(_ request: Request) throws {
@@ -148,8 +188,8 @@ public struct StrataInspector: Sendable {
     }
 
     /// Server-sent events: `change` whenever a query publishes or a load starts or ends, or an
-    /// outbox's status changes (merged when they come faster than the page reads), and a comment
-    /// every 15 s so proxies keep the connection.
+    /// outbox's status changes (merged when they come faster than the page reads). The stream ends
+    /// when the server shuts down gracefully.
     private func events() -> Response {
         let changes = queries.changes()
         let outboxes = self.outboxes
@@ -161,7 +201,7 @@ public struct StrataInspector: Sendable {
                 for outbox in outboxes {
                     group.addTask { for await _ in outbox.statusUpdates() { signal.yield() } }
                 }
-                for await _ in merged {
+                for await _ in merged.cancelOnGracefulShutdown() {
                     try await writer.write(ByteBuffer(string: "event: change\ndata: {}\n\n"))
                 }
                 group.cancelAll()

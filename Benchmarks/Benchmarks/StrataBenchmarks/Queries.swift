@@ -43,6 +43,35 @@ func registerQueryBenchmarks() {
     for observers in [1, 10, 1_000] {
         registerPublishBenchmarks(observers: observers)
     }
+    registerInspectionBenchmarks()
+}
+
+/// What an inspector costs the app: 100 refetches of an observed query (a loader that answers at
+/// once), each until it has settled, with nobody following the client's changes against the same
+/// with one follower of `changes()`, as a mounted inspector's open page is (it records every load
+/// for the timeline and signals the page).
+private func registerInspectionBenchmarks() {
+    let refetches = 100
+    let configuration = Benchmark.Configuration(maxDuration: .seconds(2), maxIterations: 200)
+    for inspected in [false, true] {
+        Benchmark("QueryRefetch.\(inspected ? "inspected" : "uninspected") (\(refetches) ops)", configuration: configuration) { benchmark in
+            let queries = QueryClient(environment: LoadEnvironment(logger: Scenarios.droppingInfoLogger(label: "app.queries")))
+            let query = queries.query(["feed"], policy: QueryPolicy(staleAfter: .seconds(3600)), chain: ClosureLoader { 1 })
+            let observing = Task { for await _ in query.snapshots() {} }
+            let following = inspected ? queries.changes() : nil
+            let inspector = following.map { changes in Task { for await _ in changes {} } }
+            try await query.waitForObservers(1)
+            try await query.settled()
+            benchmark.startMeasurement()
+            for _ in 0..<refetches {
+                query.refetch()
+                try await query.settled()
+            }
+            benchmark.stopMeasurement()
+            observing.cancel()
+            inspector?.cancel()
+        }
+    }
 }
 
 /// One change of a query's snapshot (its `enabled` flag toggled: a phase change, no load) delivered

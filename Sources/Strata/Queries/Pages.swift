@@ -21,6 +21,14 @@ public struct Pages<Page: Sendable, Cursor: Sendable>: Sendable {
     /// Whether the server has a page after the last one.
     public var hasNextPage: Bool { nextCursor != nil }
 
+    /// These pages with the page at `index` changed by `transform`, cursors kept: how a paged
+    /// query's ``PendingWrites`` show a write (a new post on top of the first page).
+    public func updatingPage(at index: Int, _ transform: (Page) throws -> Page) rethrows -> Pages {
+        var pages = self
+        pages.pages[index] = try transform(pages.pages[index])
+        return pages
+    }
+
     /// These pages with `page` (loaded with `cursor`) appended, keeping at most `maxPages` (the
     /// oldest are let go).
     func appending(_ page: Page, cursor: Cursor, next: Cursor?, maxPages: Int?) -> Pages {
@@ -46,7 +54,7 @@ extension Pages where Page: Collection {
 }
 
 /// How a paged query walks its pages: the first cursor, how a page names the next, how many pages
-/// it keeps, and what a refetch reloads (``QueryClient/pagedQuery(_:tags:policy:paging:store:page:)``).
+/// it keeps, and what a refetch reloads (``QueryClient/pagedQuery(_:tags:policy:paging:store:pendingWrites:page:)``).
 public struct Paging<Page: Sendable, Cursor: Sendable>: Sendable {
     /// What a refetch (an invalidation, a trigger) reloads.
     public enum Refetch: Sendable, Hashable {
@@ -169,11 +177,15 @@ extension QueryClient {
     ///   - store: where the pages are kept, under the key's description (`"feed"`, `"posts/42"`):
     ///     read (any age) for the first frame, and written after every page loaded. A failed write
     ///     is logged and never fails the load. `nil`: the pages live in memory only.
+    ///   - pendingWrites: an outbox's writes the pages show before the server has them (a post
+    ///     written offline, on top of the feed), as for a plain query: applied to the pages on every
+    ///     change, never saved with them, never seen by ``Query/fetchNextPage()``.
     ///   - page: loads one page for a cursor.
     public func pagedQuery<PageLoader: Loader>(
         _ key: QueryKey, tags: Set<String> = [], policy: QueryPolicy = QueryPolicy(),
         paging: Paging<PageLoader.Output, PageLoader.Input>,
         store: (any Store<String, Pages<PageLoader.Output, PageLoader.Input>>)? = nil,
+        pendingWrites: PendingWrites<Pages<PageLoader.Output, PageLoader.Input>>? = nil,
         page: PageLoader
     ) -> Query<Pages<PageLoader.Output, PageLoader.Input>> where PageLoader.Output: Equatable, PageLoader.Input: Equatable {
         let storeKey = key.description
@@ -185,7 +197,7 @@ extension QueryClient {
         }
         return makeQuery(
             key, tags: tags, policy: policy, cached: cached,
-            enabled: true, pendingWrites: nil,
+            enabled: true, pendingWrites: pendingWrites,
             paging: QueryPaging(paging: paging, page: page, save: save),
             chain: FirstPageLoader(base: page, paging: paging))
     }

@@ -22,7 +22,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     public let cached: AnyLoader<Void, Value>?
     /// The outbox writes shown in the value, if any (``PendingWrites``).
     public let pendingWrites: PendingWrites<Value>?
-    /// How the query pages, if it is paged (``QueryClient/pagedQuery(_:tags:policy:paging:store:page:)``).
+    /// How the query pages, if it is paged (``QueryClient/pagedQuery(_:tags:policy:paging:store:pendingWrites:page:)``).
     let paging: QueryPaging<Value>?
     let environment: LoadEnvironment
     let onDrop: @Sendable (Query) -> Void

@@ -204,6 +204,40 @@ struct QueryPagesTests {
         #expect(feed.current.phase == .idle)
         #expect(try await FileStore<Feed>(directory: directory.url).retrieve("feed")?.value.all == [42])
     }
+
+    @Test("a paged feed shows an outbox's pending post on its first page; the next page and the stored pages never hold it")
+    func pendingWrites_showOnTheFirstPage_andAreNeverStoredOrPaged() async throws {
+        let directory = try TemporaryDirectory(prefix: "strata-pages-writes")
+        let server = FeedServer(pageCount: 3)
+        let outbox = Outbox(storage: FileOutboxStorage(directory: directory.appending("outbox")), environment: clock.environment())
+        outbox.register("post", as: Int.self) { _, _ in .delivered }
+        outbox.connectivityChanged(isOnline: false)
+        let store = FileStore<Feed>(directory: directory.appending("pages"))
+        let queries = QueryClient(environment: clock.environment())
+        let feed = queries.pagedQuery(
+            ["feed"], paging: paging(), store: store,
+            pendingWrites: PendingWrites(outbox, scope: "posts") { pending, pages in
+                // A new post goes on top of the first page.
+                try pages.updatingPage(at: 0) { page in
+                    FeedPage(items: try pending.map { try $0.decoded(Int.self) } + page.items, next: page.next)
+                }
+            },
+            page: server)
+        let observing = Task { for await _ in feed.snapshots() {} }
+        defer { observing.cancel() }
+        try await feed.waitForObservers(1)
+        try await feed.settled()
+
+        try await outbox.enqueue(-1, kind: "post", scope: "posts")
+        #expect(feed.current.value?.all == [-1, 0, 1, 2])
+        #expect(feed.current.pendingWrites == 1)
+
+        feed.fetchNextPage()
+        try await feed.settled()
+        #expect(feed.current.value?.all == [-1, 0, 1, 2, 3, 4, 5], "the write once, on the first page")
+        #expect(feed.current.value?.cursors == [0, 1])
+        #expect(try await store.retrieve("feed")?.value.all == Array(0..<6), "the store holds what the server sent")
+    }
 }
 
 extension Pages where Page == QueryPagesTests.FeedPage {

@@ -396,6 +396,15 @@ public final class DemoServer: Sendable {
                 return (try Self.encodeJSON(posts), nil)
             }
         }
+        router.get("posts/pages/:number") { [self] request, context -> Response in
+            let number = try context.parameters.require("number", as: Int.self)
+            let size = request.uri.queryParameters.get("size", as: Int.self) ?? PostsPage.defaultSize
+            guard number >= 1, (1...100).contains(size) else { throw HTTPError(.badRequest, message: "page from 1, size from 1 to 100") }
+            return try await respond(to: request, validated: true) {
+                let posts = state.withLock { $0.posts.values.sorted { $0.id > $1.id } }
+                return (try Self.encodeJSON(PostsPage(posts, number: number, size: size)), nil)
+            }
+        }
         router.get("posts/:id") { [self] request, context -> Response in
             let id = try context.parameters.require("id", as: Int.self)
             return try await respond(to: request, validated: true) {
@@ -409,6 +418,23 @@ public final class DemoServer: Sendable {
 
     /// The posts created so far, by id.
     public var posts: [Int: Post] { state.withLock { $0.posts } }
+
+    /// Creates a post as `POST /posts` would, without a request (a demo's sample posts, a post
+    /// "someone else" wrote).
+    @discardableResult
+    public func addPost(title: String, body: String) -> Post {
+        state.withLock { state in
+            let post = Post(id: state.nextPostID, title: title, body: body)
+            state.posts[post.id] = post
+            state.nextPostID += 1
+            return post
+        }
+    }
+
+    /// `http://host:port/posts/pages/{number}`: the posts newest first, a page at a time.
+    public func postsPageURL(_ number: Int, size: Int = PostsPage.defaultSize) -> URL {
+        URL(string: "\(baseURL.absoluteString)/posts/pages/\(number)?size=\(size)")!
+    }
 
     /// What ``admit(_:isWrite:)`` decided for one request.
     struct Admitted {

@@ -25,3 +25,26 @@ public typealias Post = PostsRepositoryExample.Post
 
 /// The body of `POST /posts`: S2 PostsRepository's draft post.
 public typealias NewPost = PostsRepositoryExample.PostDraft
+
+/// One page of `GET /posts/pages/{number}?size=N`: the posts newest first, and the number of the
+/// next page, `nil` on the last. Page 1 holds the newest posts, so a new post moves the others
+/// down a page.
+public struct PostsPage: Codable, Equatable, Hashable, Sendable {
+    /// The posts a page holds unless `size` says otherwise.
+    public static let defaultSize = 5
+
+    public var posts: [Post]
+    public var next: Int?
+
+    public init(posts: [Post], next: Int?) {
+        self.posts = posts
+        self.next = next
+    }
+
+    /// Page `number` (from 1) of `all`, newest first, `size` per page.
+    init(_ all: [Post], number: Int, size: Int) {
+        let start = min((number - 1) * size, all.count)
+        let end = min(start + size, all.count)
+        self.init(posts: Array(all[start..<end]), next: end < all.count ? number + 1 : nil)
+    }
+}

@@ -12,6 +12,11 @@ public struct DemoCommand: AsyncParsableCommand {
             caches in a temporary location that is removed afterwards, and prints, step by step, \
             which tier served the data, how old it was and which requests were made. Time moves on a \
             simulated clock, so "a day later" takes no time.
+
+            --web serves the offline-first feed (S4) as a page on 127.0.0.1 instead: the posts, where \
+            they came from and how old they are, the live query's phase, posts pending in the outbox, \
+            and buttons that take the network away, move the clock a day, post and load the next page. \
+            The inspector is at /inspector. Stop with Ctrl-C.
             """
     )
 
@@ -36,9 +41,21 @@ public struct DemoCommand: AsyncParsableCommand {
     @Option(help: "Which scenario to run: \(Scenario.allCases.map(\.rawValue).joined(separator: ", ")).")
     var scenario: Scenario = .all
 
+    @Flag(help: "Serve the offline-first feed as a page on 127.0.0.1, with the inspector, until Ctrl-C.")
+    var web = false
+
+    @Option(help: "With --web: the port to listen on (0 picks a free one).")
+    var port = 8000
+
     public init() {}
 
+    public func validate() throws {
+        guard (0...65_535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") }
+        if !web, port != 8000 { throw ValidationError("--port needs --web") }
+    }
+
     public func run() async throws {
+        if web { return try await serveWeb() }
         let write = StandardOutput.writeLine
         let selected: [Scenario] = scenario == .all ? [.feedCaching, .postsRepository, .crossCutting, .offlineFirst, .resilience, .offlineWrite] : [scenario]
         for (index, scenario) in selected.enumerated() {
@@ -53,5 +70,31 @@ public struct DemoCommand: AsyncParsableCommand {
             case .all: break
             }
         }
+    }
+}
+
+extension DemoCommand {
+    /// `--web`: the feed page and the inspector on 127.0.0.1 until SIGINT or SIGTERM (exit 0).
+    func serveWeb() async throws {
+        let demo = try await FeedWebDemo.start()
+        let (stop, stopRequested) = AsyncStream.makeStream(of: Void.self)
+        let signals = SignalWaiter.start { stopRequested.yield() }
+        defer { signals.forEach { $0.cancel() } }
+        do {
+            try await demo.serving(port: port) { port in
+                let base = "http://127.0.0.1:\(port)"
+                StandardOutput.writeLine("strata demo: the offline-first feed at \(base)/")
+                StandardOutput.writeLine("  inspector  \(base)/inspector")
+                StandardOutput.writeLine("  server     \(demo.server.baseURL.absoluteString)  (the demo server, in this process)")
+                StandardOutput.writeLine("  token      \(demo.inspector.token)  (the pages send it with every action)")
+                StandardOutput.writeLine("Ctrl-C to stop.")
+                for await _ in stop { break }
+            }
+        } catch {
+            await demo.stop()
+            throw ValidationError("could not serve the web demo on 127.0.0.1:\(port): \(error)")
+        }
+        StandardOutput.writeLine("strata demo: stopping")
+        await demo.stop()
     }
 }

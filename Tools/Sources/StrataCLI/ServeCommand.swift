@@ -9,7 +9,8 @@ public struct ServeCommand: AsyncParsableCommand {
         commandName: "serve",
         abstract: "Run the demo server (feed JSON, posts REST) with faults you can turn on.",
         discussion: """
-            Routes: GET /feed, GET /posts/{id}, POST /posts with {"title","body"},
+            Routes: GET /feed, GET /posts, GET /posts/pages/{n}?size=N (newest first, with the next
+            page's number), GET /posts/{id}, POST /posts with {"title","body"},
             PUT /posts/{id}, PATCH /posts/{id}, DELETE /posts/{id} (these honour If-Match: 412).
             GET /feed sends ETag and Last-Modified and answers If-None-Match / If-Modified-Since with 304.
 
@@ -109,6 +110,7 @@ public struct ServeCommand: AsyncParsableCommand {
         let control = ServeControl(server: server)
         StandardOutput.writeLine("strata serve: listening on \(server.baseURL.absoluteString)")
         StandardOutput.writeLine("  GET  \(server.baseURL.absoluteString)/feed        the demo feed (JSON; ETag, Last-Modified, 304)")
+        StandardOutput.writeLine("  GET  \(server.baseURL.absoluteString)/posts/pages/{n}  the posts, newest first, 5 a page (?size=N)")
         StandardOutput.writeLine("  GET  \(server.baseURL.absoluteString)/posts/{id}  a post (JSON); 404 when unknown")
         StandardOutput.writeLine("  POST \(server.baseURL.absoluteString)/posts       create a post from {\"title\",\"body\"}")
         StandardOutput.writeLine("  PUT|PATCH|DELETE \(server.baseURL.absoluteString)/posts/{id}  change a post (If-Match honoured)")

@@ -127,6 +127,29 @@ final class WebDriver: Sendable {
         }
     }
 
+    /// Types `text` into the element `selector` matches (as a person would, key by key).
+    func type(_ selector: String, _ text: String) async throws {
+        let id = try await element(selector)
+        _ = try await command("POST", "/element/\(id)/value", ["text": text])
+    }
+
+    /// The W3C codes of keys that are not characters.
+    enum Key {
+        static let tab = "\u{E004}"
+        static let enter = "\u{E007}"
+    }
+
+    /// Presses and releases each of `keys` in turn on whatever has the focus (``Key`` or characters).
+    func press(_ keys: [String]) async throws {
+        let actions = keys.flatMap { [["type": "keyDown", "value": $0], ["type": "keyUp", "value": $0]] }
+        _ = try await command("POST", "/actions", ["actions": [["type": "key", "id": "keyboard", "actions": actions]]])
+    }
+
+    /// The `id` of the element that has the focus (empty for the body).
+    func focusedID() async throws -> String {
+        try await evaluate("return document.activeElement ? document.activeElement.id : ''") as? String ?? ""
+    }
+
     /// Runs `script` in the page and returns its value.
     func evaluate(_ script: String) async throws -> Any? {
         try await command("POST", "/execute/sync", ["script": script, "args": []])["value"]

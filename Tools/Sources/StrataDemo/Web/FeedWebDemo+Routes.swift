@@ -1,0 +1,120 @@
+import Foundation
+import Hummingbird
+import ServiceLifecycle
+import StrataInspector
+
+extension FeedWebDemo {
+    /// The page at `/`, its API under `/api` and the inspector at `/inspector`.
+    ///
+    /// - `GET /api/feed`: the ``FeedView`` now; `GET /api/events`: server-sent events, one `feed`
+    ///   event carrying the ``FeedView`` at once and after every change.
+    /// - `POST /api/network?online=true|false`, `POST /api/clock?advance=SECONDS`,
+    ///   `POST /api/posts` (`{"title": …}`), `POST /api/next-page`, `POST /api/refresh`: the
+    ///   controls, each with the inspector's token in `X-Strata-Token` (403 without it).
+    public func addRoutes<Context: RequestContext>(to router: Router<Context>) {
+        router.get("/") { _, _ in self.page() }
+        let api = router.group("api")
+        api.get("feed") { _, _ in try Self.json(self.view()) }
+        api.get("events") { _, _ in self.events() }
+        api.post("network") { request, _ in
+            try self.authorize(request)
+            switch request.uri.queryParameters.get("online") {
+            case "true": try await self.goOnline()
+            case "false": await self.goOffline()
+            default: throw HTTPError(.badRequest, message: "online=true or online=false")
+            }
+            return Response(status: .noContent)
+        }
+        api.post("clock") { request, _ in
+            try self.authorize(request)
+            guard let seconds = request.uri.queryParameters.get("advance", as: Int.self), (1...(366 * 86_400)).contains(seconds) else {
+                throw HTTPError(.badRequest, message: "advance=SECONDS, from 1 to a year")
+            }
+            self.advanceClock(by: .seconds(seconds))
+            return Response(status: .noContent)
+        }
+        api.post("posts") { request, context in
+            try self.authorize(request)
+            let draft = try await request.decode(as: PostForm.self, context: context)
+            let title = draft.title.trimmingCharacters(in: .whitespacesAndNewlines)
+            guard (1...200).contains(title.count) else { throw HTTPError(.badRequest, message: "a title of 1 to 200 characters") }
+            try await self.post(title: title)
+            return Response(status: .accepted)
+        }
+        api.post("next-page") { request, _ in
+            try self.authorize(request)
+            self.feed.fetchNextPage()
+            return Response(status: .noContent)
+        }
+        api.post("refresh") { request, _ in
+            try self.authorize(request)
+            self.feed.refetch()
+            return Response(status: .noContent)
+        }
+        inspector.addRoutes(to: router)
+    }
+
+    /// Serves the demo on `host` (loopback by default) and `port` (0: any free port) while `body`
+    /// runs, given the port it listens on.
+    public func serving<Result: Sendable>(
+        host: String = "127.0.0.1", port: Int = 0, _ body: (Int) async throws -> Result
+    ) async throws -> Result {
+        try await StrataInspector.serving(host: host, port: port, serverName: "strata-web-demo", routes: addRoutes, body)
+    }
+
+    struct PostForm: Decodable {
+        var title: String
+    }
+
+    private func authorize(_ request: Request) throws {
+        guard request.headers[StrataInspector.tokenHeader] == inspector.token else {
+            throw HTTPError(.forbidden, message: "the demo's controls need its token (header X-Strata-Token)")
+        }
+    }
+
+    private static func json(_ value: some Encodable) throws -> Response {
+        Response(
+            status: .ok, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
+            body: .init(byteBuffer: ByteBuffer(bytes: try encode(value))))
+    }
+
+    static func encode(_ value: some Encodable) throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        encoder.dateEncodingStrategy = .iso8601
+        return try encoder.encode(value)
+    }
+
+    /// `event: feed` with the view, at once and after every change that shows (merged when changes
+    /// come faster than the page reads them), until the server shuts down gracefully.
+    private func events() -> Response {
+        let changes = viewChanges()
+        let body = ResponseBody { writer in
+            try await writer.write(ByteBuffer(string: "retry: 1000\n"))
+            var last: FeedView?
+            try await writer.write(ByteBuffer(string: try self.event(self.view(), last: &last)))
+            for await _ in changes.cancelOnGracefulShutdown() {
+                let view = self.view()
+                guard view != last else { continue }
+                try await writer.write(ByteBuffer(string: try self.event(view, last: &last)))
+            }
+            try await writer.finish(nil)
+        }
+        return Response(status: .ok, headers: [.contentType: "text/event-stream", .cacheControl: "no-store"], body: body)
+    }
+
+    private func event(_ view: FeedView, last: inout FeedView?) throws -> String {
+        last = view
+        return "event: feed\ndata: \(String(decoding: try Self.encode(view), as: UTF8.self))\n\n"
+    }
+
+    private func page() -> Response {
+        Response(
+            status: .ok,
+            headers: [
+                .contentType: "text/html; charset=utf-8", .cacheControl: "no-store",
+                .contentSecurityPolicy: "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'",
+            ],
+            body: .init(byteBuffer: ByteBuffer(string: FeedPage.html.replacingOccurrences(of: "{{TOKEN}}", with: inspector.token))))
+    }
+}

@@ -1,0 +1,128 @@
+import DemoServer
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import StrataDemo
+import StrataInspector
+import StrataTesting
+import Testing
+
+/// `strata demo --web` without a browser: its JSON API and its event stream over real HTTP, the
+/// feed loaded through S4's chain from the in-process demo server into real files, posts through
+/// an outbox in real files. Every wait is on an event the demo sends; the clock is simulated.
+@Suite("The web demo's API and events", .timeLimit(.minutes(1)), .serialized)
+struct FeedWebDemoTests {
+    /// Runs `body` with a started demo served on a free port of 127.0.0.1; stops it after.
+    static func withWebDemo(_ body: (FeedWebDemo, URL) async throws -> Void) async throws {
+        let demo = try await FeedWebDemo.start()
+        do {
+            try await demo.serving { port in try await body(demo, URL(string: "http://127.0.0.1:\(port)")!) }
+        } catch {
+            await demo.stop()
+            throw error
+        }
+        await demo.stop()
+    }
+
+    static func post(_ url: URL, token: String?, json: String? = nil) async throws -> Int {
+        var request = URLRequest(url: url)
+        request.httpMethod = "POST"
+        if let token { request.setValue(token, forHTTPHeaderField: "X-Strata-Token") }
+        if let json {
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            request.httpBody = Data(json.utf8)
+        }
+        let (_, response) = try await URLSession.shared.data(for: request)
+        return (response as? HTTPURLResponse)?.statusCode ?? 0
+    }
+
+    /// Reads `events` until a view satisfies `predicate` (each read gives up after 10 s).
+    static func firstView(
+        _ what: String, in events: EventStreamReader, where predicate: @escaping @Sendable (FeedView) -> Bool
+    ) async throws -> FeedView {
+        try await TwoProcessTests.offPool {
+            let decoder = JSONDecoder()
+            decoder.dateDecodingStrategy = .iso8601
+            var seen: [String] = []
+            while true {
+                let event: EventStreamReader.Event
+                do {
+                    event = try events.next()
+                } catch {
+                    throw TestError("waited for \(what): \(error); events seen: \(seen)")
+                }
+                guard event.name == "feed" else { continue }
+                let view = try decoder.decode(FeedView.self, from: Data(event.data.utf8))
+                if predicate(view) { return view }
+                seen.append("\(view.state) \(view.phase) \(view.source ?? "-") \(view.items.count) items, \(view.pendingPosts) pending")
+            }
+        }
+    }
+
+    @Test("every control needs the session's token: 403 without it or with another, and nothing changes")
+    func controlsWithoutTheToken_areRefused() async throws {
+        try await Self.withWebDemo { demo, base in
+            try await demo.feed.settled()
+            let controls = ["api/network?online=false", "api/clock?advance=86400", "api/next-page", "api/refresh", "api/posts"]
+            for control in controls {
+                let target = try #require(URL(string: base.absoluteString + "/" + control))
+                #expect(try await Self.post(target, token: nil, json: #"{"title":"x"}"#) == 403, "\(control) without a token")
+                #expect(try await Self.post(target, token: "not-the-token", json: #"{"title":"x"}"#) == 403, "\(control) with another token")
+            }
+            #expect(demo.server.isOnline)
+            #expect(demo.queries.isOnline)
+            #expect(try await demo.outbox.entries().isEmpty)
+            #expect(demo.feed.current.value?.pages.count == 1)
+            #expect(demo.server.requestCount(path: "/posts/pages/1") == 1, "no refresh ran")
+            // With the token, bad input is a 400, not a change.
+            #expect(try await Self.post(URL(string: base.absoluteString + "/api/clock?advance=soon")!, token: demo.inspector.token) == 400)
+            #expect(try await Self.post(base.appendingPathComponent("api/posts"), token: demo.inspector.token, json: #"{"title":"   "}"#) == 400)
+            #expect(try await demo.outbox.entries().isEmpty)
+        }
+    }
+
+    @Test("the event stream sends the view at once and after every change: offline, a day later, a pending post, online again")
+    func theEventStream_followsTheScenario() async throws {
+        try await Self.withWebDemo { demo, base in
+            let port = try #require(base.port)
+            let events = try await TwoProcessTests.offPool { try EventStreamReader(port: port, path: "/api/events") }
+            #expect(events.head.first == "HTTP/1.1 200 OK")
+            #expect(events.head.contains { $0.lowercased() == "content-type: text/event-stream" })
+
+            let loaded = try await Self.firstView("the first page", in: events) { $0.items.count == 5 }
+            #expect(loaded.items.map(\.title) == (8...12).reversed().map { "Sample post \($0)" })
+            #expect(loaded.source == "remote")
+            #expect(loaded.state == "fresh")
+            #expect(loaded.hasNextPage)
+
+            let token = demo.inspector.token
+            #expect(try await Self.post(URL(string: base.absoluteString + "/api/network?online=false")!, token: token) == 204)
+            let offline = try await Self.firstView("offline", in: events) { !$0.networkOnline }
+            #expect(!offline.serverOnline)
+
+            #expect(try await Self.post(URL(string: base.absoluteString + "/api/clock?advance=86400")!, token: token) == 204)
+            let dayLater = try await Self.firstView("a stale feed", in: events) { $0.isStale }
+            #expect(dayLater.age == "1d 0h")
+            #expect(dayLater.state == "stale")
+
+            #expect(try await Self.post(base.appendingPathComponent("api/refresh"), token: token) == 204)
+            let fromCache = try await Self.firstView("the cached copy", in: events) { $0.source == "stale local" && $0.state != "refreshing" }
+            #expect(fromCache.items.count == 5, "the cached page, while the server refuses connections")
+            #expect(fromCache.isStale)
+
+            #expect(try await Self.post(base.appendingPathComponent("api/posts"), token: token, json: #"{"title":"Written offline"}"#) == 202)
+            let pending = try await Self.firstView("the pending post", in: events) { $0.pendingPosts == 1 }
+            let first = try #require(pending.items.first)
+            #expect(first.id == nil && first.title == "Written offline" && first.pending)
+            #expect(pending.outboxPending == 1)
+
+            #expect(try await Self.post(URL(string: base.absoluteString + "/api/network?online=true")!, token: token) == 204)
+            let delivered = try await Self.firstView("the delivered post", in: events) { $0.pendingPosts == 0 && $0.items.first?.id == 13 && $0.state == "fresh" }
+            #expect(delivered.items.first?.title == "Written offline")
+            #expect(delivered.source == "remote")
+            #expect(delivered.outboxPending == 0)
+            #expect(demo.server.posts.values.filter { $0.title == "Written offline" }.count == 1, "created once")
+        }
+    }
+}
