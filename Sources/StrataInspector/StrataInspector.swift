@@ -18,8 +18,11 @@ import Strata
 ///
 /// - Every request that changes state (refetch, invalidate, remove, force an error, offline) is a
 ///   `POST` that must carry the session's ``token`` in the `X-Strata-Token` header: `403` without
-///   it. The page reads the token from itself; another origin cannot read the page, and a
+///   it. The page reads the token from itself; another site's page cannot read it, and a
 ///   cross-origin request cannot set the header without a preflight the inspector never grants.
+///   The token stops requests forged by other sites; it does not hide the page from whoever can
+///   reach the server. So it listens on loopback by default, and answers only requests addressed
+///   to ``allowedHosts`` (loopback names by default: DNS rebinding gets `403`).
 /// - Secrets are redacted as in logs (``Redaction``) in the page, the events and the export: in
 ///   errors, chains, tiers, URLs, and in values the members named like secrets.
 /// - An app that never builds one pays nothing: the client records its load timeline only while
@@ -31,14 +34,26 @@ public struct StrataInspector: Sendable {
     public let circuits: [any InspectedCircuit]
     /// The session's token, sent by the page with every state-changing request.
     public let token: String
+    /// The host names requests must be addressed to (their `Host`, without the port), or `nil` for
+    /// any. By default the loopback names: a page of another site that points its own name at
+    /// 127.0.0.1 (DNS rebinding) gets `403`, not the page and its token.
+    public let allowedHosts: Set<String>?
+
+    /// The loopback names requests may address: `127.0.0.1`, `localhost`, `[::1]`.
+    public static let loopbackHosts: Set<String> = ["127.0.0.1", "localhost", "[::1]"]
 
     /// An inspector of `queries` (and of `outboxes` and `circuits`), with a new random token unless
-    /// one is given.
-    public init(queries: QueryClient, outboxes: [Outbox] = [], circuits: [any InspectedCircuit] = [], token: String? = nil) {
+    /// one is given, answering requests addressed to `allowedHosts` only (mounted in a server
+    /// reached by another name, list it; `nil` accepts any).
+    public init(
+        queries: QueryClient, outboxes: [Outbox] = [], circuits: [any InspectedCircuit] = [], token: String? = nil,
+        allowedHosts: Set<String>? = StrataInspector.loopbackHosts
+    ) {
         self.queries = queries
         self.outboxes = outboxes
         self.circuits = circuits
         self.token = token ?? Self.makeToken()
+        self.allowedHosts = allowedHosts
     }
 
     /// The header a state-changing request carries the token in.
@@ -64,14 +79,24 @@ public struct StrataInspector: Sendable {
     /// `path/api`.
     public func addRoutes<Context: RequestContext>(to router: Router<Context>, at path: String = "inspector") {
         let group = router.group(RouterPath(path))
-        group.get { _, _ in self.page() }
-        group.get("api/state") { _, _ in try await self.json(self.state()) }
-        group.get("api/export") { _, _ in
+        group.get { request, _ in
+            try self.checkHost(request)
+            return self.page()
+        }
+        group.get("api/state") { request, _ in
+            try self.checkHost(request)
+            return try await self.json(self.state())
+        }
+        group.get("api/export") { request, _ in
+            try self.checkHost(request)
             var response = try await self.json(self.state())
             response.headers[.contentDisposition] = "attachment; filename=\"strata-inspector.json\""
             return response
         }
-        group.get("api/events") { _, _ in self.events() }
+        group.get("api/events") { request, _ in
+            try self.checkHost(request)
+            return self.events()
+        }
         group.post("api/queries/:action") { request, context in
             try self.authorize(request)
             guard let key = request.uri.queryParameters.get("key"), let query = self.queries.query(described: key) else {
@@ -80,7 +105,13 @@ public struct StrataInspector: Sendable {
             switch context.parameters.get("action") {
             case "refetch": query.refetch()
             case "invalidate": query.invalidate()
-            case "remove": self.queries.remove(query.key)
+            case "remove":
+                // Removed while a screen observes it, the screen would keep a query the client no
+                // longer tells of writes, invalidations or the network.
+                guard query.inspection().observers == 0 else {
+                    throw HTTPError(.conflict, message: "the query is observed; remove it once no screen shows it")
+                }
+                self.queries.remove(query.key)
             case "fail": query.failNextLoad(InjectedFailure("forced from the inspector"))
             default: throw HTTPError(.notFound, message: "no such action")
             }
@@ -138,6 +169,8 @@ public struct StrataInspector: Sendable {
         var bound: Int?
         for await announced in ports { bound = announced }
         guard let bound else {
+            // It failed to start, or this task was cancelled while it started: stop it either way.
+            await group.triggerGracefulShutdown()
             try await running.value
             throw HTTPError(.internalServerError, message: "\(serverName) did not start on \(host):\(port)")
         }
@@ -171,10 +204,30 @@ public struct StrataInspector: Sendable {
             onServerRunning: { channel in onServerRunning(channel.localAddress?.port ?? port) }, logger: quietLogger(serverName))
     }
 
-    private func authorize(_ request: Request) throws {
+    /// Refuses (`403`) a request addressed to a host not in ``allowedHosts``, or that does not
+    /// carry the session's token in `X-Strata-Token`: what every state-changing route demands, the
+    /// inspector's and an app's own beside it.
+    public func authorize(_ request: Request) throws {
+        try checkHost(request)
         guard request.headers[Self.tokenHeader] == token else {
             throw HTTPError(.forbidden, message: "this action needs the inspector's token (header X-Strata-Token)")
         }
+    }
+
+    /// Refuses (`403`) a request addressed to a host not in ``allowedHosts``.
+    public func checkHost(_ request: Request) throws {
+        guard let allowedHosts else { return }
+        let authority = request.head.authority ?? ""
+        guard allowedHosts.contains(Self.hostName(of: authority)) else {
+            throw HTTPError(.forbidden, message: "the inspector answers requests addressed to \(allowedHosts.sorted().joined(separator: ", ")) only")
+        }
+    }
+
+    /// `host` of `host:port`, `[::1]` of `[::1]:port`, lowercased.
+    static func hostName(of authority: String) -> String {
+        let lowered = authority.lowercased()
+        if lowered.hasPrefix("["), let close = lowered.firstIndex(of: "]") { return String(lowered[...close]) }
+        return String(lowered.split(separator: ":", maxSplits: 1).first ?? "")
     }
 
     private func json(_ value: some Encodable) throws -> Response {
@@ -191,9 +244,11 @@ public struct StrataInspector: Sendable {
     /// outbox's status changes (merged when they come faster than the page reads). The stream ends
     /// when the server shuts down gracefully.
     private func events() -> Response {
-        let changes = queries.changes()
+        let queries = self.queries
         let outboxes = self.outboxes
         let body = ResponseBody { writer in
+            // Subscribed when the body runs: a client gone before then leaves no subscription.
+            let changes = queries.changes()
             try await writer.write(ByteBuffer(string: "retry: 1000\nevent: change\ndata: {}\n\n"))
             try await withThrowingTaskGroup(of: Void.self) { group in
                 let (merged, signal) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))

@@ -65,7 +65,7 @@ struct InspectorTests {
             let state = try decoder.decode(InspectorState.self, from: data)
             let shown = try #require(state.queries.first)
             #expect(shown.key == "account")
-            #expect(shown.state == .fresh || shown.state == .stale)
+            #expect(shown.state == .stale, "observed and idle; stale at once (staleAfter 0)")
             #expect(shown.observers == 1)
             #expect(shown.valueJSON?.contains("\"password\" : \"***\"") == true)
             #expect(state.circuits.map(\.name) == ["api"])
@@ -74,7 +74,9 @@ struct InspectorTests {
             let refetch = base.appendingPathComponent("api/queries/refetch").appending(queryItems: [URLQueryItem(name: "key", value: "account")])
             #expect(try await post(refetch, token: nil) == 403)
             #expect(try await post(refetch, token: "not the token") == 403)
-            #expect(remote.loadCount == 1, "a refused action does nothing")
+            // A refetch would have made the query fetch at once (the machine decides synchronously).
+            #expect(account.current.phase == .idle, "a refused action does nothing")
+            #expect(remote.loadCount == 1)
             #expect(try await post(refetch, token: inspector.token) == 204)
             try await account.settled()
             #expect(remote.loadCount == 2)
@@ -83,6 +85,35 @@ struct InspectorTests {
             #expect(!queries.isOnline)
             let unknown = base.appendingPathComponent("api/queries/refetch").appending(queryItems: [URLQueryItem(name: "key", value: "nope")])
             #expect(try await post(unknown, token: inspector.token) == 404)
+
+            // Removing a query a screen still observes would orphan it: refused.
+            let remove = base.appendingPathComponent("api/queries/remove").appending(queryItems: [URLQueryItem(name: "key", value: "account")])
+            #expect(try await post(remove, token: inspector.token) == 409)
+            #expect(queries.query(described: "account") != nil)
+        }
+    }
+
+    @Test("a request addressed to another host name (DNS rebinding) is refused, the page and its token included")
+    func anotherHostName_isRefused() async throws {
+        let inspector = StrataInspector(queries: QueryClient())
+        try await withInspector(inspector) { base in
+            for path in ["", "api/state", "api/export", "api/events"] {
+                var request = URLRequest(url: path.isEmpty ? base : base.appendingPathComponent(path))
+                request.setValue("attacker.example:\(base.port ?? 0)", forHTTPHeaderField: "Host")
+                let (data, response) = try await URLSession.shared.data(for: request)
+                #expect((response as? HTTPURLResponse)?.statusCode == 403, "GET /\(path)")
+                #expect(!String(decoding: data, as: UTF8.self).contains(inspector.token))
+            }
+            var action = URLRequest(url: base.appendingPathComponent("api/network").appending(queryItems: [URLQueryItem(name: "online", value: "false")]))
+            action.httpMethod = "POST"
+            action.setValue(inspector.token, forHTTPHeaderField: "X-Strata-Token")
+            action.setValue("attacker.example", forHTTPHeaderField: "Host")
+            #expect(((try await URLSession.shared.data(for: action)).1 as? HTTPURLResponse)?.statusCode == 403, "even with the token")
+            #expect(inspector.queries.isOnline)
+            // Addressed by a loopback name, the page is served.
+            var local = URLRequest(url: base)
+            local.setValue("localhost:\(base.port ?? 0)", forHTTPHeaderField: "Host")
+            #expect(((try await URLSession.shared.data(for: local)).1 as? HTTPURLResponse)?.statusCode == 200)
         }
     }
 

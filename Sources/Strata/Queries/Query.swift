@@ -215,10 +215,10 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
                     state.flightStartedAt = environment.now()
                     state.loads[flight] = startLoad(
                         flight: flight, reason: reason, staleAfter: state.machine.configuration.staleAfter, injected: injected)
-                    activities.append(.loadStarted(key: key, flight: flight, reason: reason, at: environment.now()))
+                    activities.append(.loadStarted(key: key, query: ObjectIdentifier(self), flight: flight, reason: reason, at: environment.now()))
                 case .cancelLoad(let flight):
                     if let load = state.loads.removeValue(forKey: flight) { cancelled.append(load) }
-                    activities.append(.loadEnded(key: key, flight: flight, outcome: .cancelled, tier: nil, error: nil, at: environment.now()))
+                    activities.append(.loadEnded(key: key, query: ObjectIdentifier(self), flight: flight, outcome: .cancelled, tier: nil, error: nil, at: environment.now()))
                 case .scheduleRetry(let flight, let delay):
                     state.timers[flight] = after(delay) { $0.send(.retryDue(flight: flight)) }
                 case .scheduleDrop(let delay):
@@ -245,9 +245,9 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         for task in cancelled { task.cancel() }
         switch event {
         case .loadSucceeded(let flight, let served):
-            activities.append(.loadEnded(key: key, flight: flight, outcome: .value, tier: served.provenance.tier, error: nil, at: environment.now()))
+            activities.append(.loadEnded(key: key, query: ObjectIdentifier(self), flight: flight, outcome: .value, tier: served.provenance.tier, error: nil, at: environment.now()))
         case .loadFailed(let flight, let error):
-            activities.append(.loadEnded(key: key, flight: flight, outcome: .failed, tier: nil, error: error.description, at: environment.now()))
+            activities.append(.loadEnded(key: key, query: ObjectIdentifier(self), flight: flight, outcome: .failed, tier: nil, error: error.description, at: environment.now()))
         default:
             break
         }

@@ -21,6 +21,8 @@ public final class QueryClient: Sendable {
     /// The environment every query's loads run in.
     public let environment: LoadEnvironment
     private let state: Locked<State>
+    /// What an inspector follows: the load timeline and its subscribers.
+    private let inspection = Locked(InspectionFeed())
 
     struct State: Sendable {
         var queries: [QueryKey: any AnyQuery] = [:]
@@ -33,7 +35,6 @@ public final class QueryClient: Sendable {
         var outboxes: [ObjectIdentifier: FollowedOutbox] = [:]
         /// What an inspector reads: the recent loads, and who wants to hear of changes. Empty (and
         /// nothing recorded) until an inspector asks (``changes()``).
-        var inspection = InspectionFeed()
     }
 
     struct FollowedOutbox: Sendable {
@@ -179,8 +180,9 @@ public final class QueryClient: Sendable {
             if state.queries[query.key] == nil { state.queries[query.key] = query }
             state.countWaiters.resumeSatisfied(by: state.queries.count)
             // Under the client's lock, as the outbox's reports update the list it reads: no older
-            // list can arrive after a newer report. (The query is awake: this event neither drops
-            // nor revives it, so it does not call back into the client.)
+            // list can arrive after a newer report. The query calls back into the client only
+            // through `record`, which takes a lock of its own (the query is awake: this event
+            // neither drops nor revives it).
             if let pending = query.writeScope.flatMap({ state.pending(in: $0) }) { query.writesChanged(.loaded(pending)) }
             return state.isOnline
         }
@@ -291,32 +293,35 @@ struct InspectionFeed: Sendable {
     /// How many loads the timeline keeps.
     static let capacity = 200
     var loads: [QueryLoadRecord] = []
-    /// The flight of each running record, by key: `loads` index lookups go by (key, flight).
-    var running: [String: [Int: Int]] = [:]
+    /// The index in `loads` of each running record, by query and flight.
+    var running: [ObjectIdentifier: [Int: Int]] = [:]
     var subscribers: [UUID: AsyncStream<Void>.Continuation] = [:]
-    /// Whether anything is recorded: only once an inspector subscribed.
-    var isOn = false
+    /// Whether anything is recorded: while an inspector follows the client.
+    var isOn: Bool { !subscribers.isEmpty }
 
     mutating func record(_ activity: QueryActivity) {
         switch activity {
-        case .loadStarted(let key, let flight, let reason, let at):
-            if let index = running[key.description]?[flight], loads.indices.contains(index) {
-                loads[index].outcome = .running   // a retry of the same load
+        case .loadStarted(let key, let query, let flight, let reason, let at):
+            if let index = running[query]?[flight], loads.indices.contains(index) {
+                // A retry of the same load: running again, its last attempt's end forgotten.
+                loads[index].outcome = .running
+                loads[index].endedAt = nil
+                loads[index].error = nil
             } else {
                 if loads.count == Self.capacity {
                     loads.removeFirst()
                     running = running.mapValues { $0.compactMapValues { $0 > 0 ? $0 - 1 : nil } }
                 }
                 loads.append(QueryLoadRecord(key: key.description, reason: reason.description, startedAt: at, outcome: .running))
-                running[key.description, default: [:]][flight] = loads.count - 1
+                running[query, default: [:]][flight] = loads.count - 1
             }
-        case .loadEnded(let key, let flight, let outcome, let tier, let error, let at):
-            guard let index = running[key.description]?[flight], loads.indices.contains(index), loads[index].outcome == .running else { return }
+        case .loadEnded(_, let query, let flight, let outcome, let tier, let error, let at):
+            guard let index = running[query]?[flight], loads.indices.contains(index), loads[index].outcome == .running else { return }
             loads[index].endedAt = at
             loads[index].outcome = outcome
             loads[index].tier = tier.map { Redaction.redactingSecrets(in: $0) }
             loads[index].error = error.map { Redaction.redactingSecrets(in: $0) }
-            if outcome != .failed { running[key.description]?[flight] = nil }
+            if outcome != .failed { running[query]?[flight] = nil }
         case .published:
             break
         }
@@ -332,7 +337,7 @@ extension QueryClient {
 
     /// The last loads of every query (at most 200), oldest first, with why each ran, how long it
     /// took and how it ended. Recorded only while an inspector follows ``changes()``.
-    public var recentLoads: [QueryLoadRecord] { state.withLock { $0.inspection.loads } }
+    public var recentLoads: [QueryLoadRecord] { inspection.withLock { $0.loads } }
 
     /// A signal for each change an inspector shows (a snapshot published, a load started or
     /// ended); changes that come faster than the reader are merged. Subscribing turns the load
@@ -340,12 +345,13 @@ extension QueryClient {
     public func changes() -> AsyncStream<Void> {
         let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         let id = UUID()
-        state.withLock { state in
-            state.inspection.isOn = true
-            state.inspection.subscribers[id] = continuation
-        }
+        inspection.withLock { $0.subscribers[id] = continuation }
         continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { $0.inspection.subscribers.removeValue(forKey: id) }
+            self?.inspection.withLock { feed in
+                feed.subscribers[id] = nil
+                // The last inspector left: nothing is recorded until the next one comes.
+                if !feed.isOn { feed = InspectionFeed() }
+            }
         }
         return stream
     }
@@ -368,10 +374,12 @@ extension QueryClient {
     }
 
     fileprivate func record(_ activity: QueryActivity) {
-        let subscribers = state.withLock { state -> [AsyncStream<Void>.Continuation] in
-            guard state.inspection.isOn else { return [] }
-            state.inspection.record(activity)
-            return Array(state.inspection.subscribers.values)
+        // Its own lock, never the client's: a query reports from under the client's lock too
+        // (revived with the writes it shows).
+        let subscribers = inspection.withLock { feed -> [AsyncStream<Void>.Continuation] in
+            guard feed.isOn else { return [] }
+            feed.record(activity)
+            return Array(feed.subscribers.values)
         }
         for subscriber in subscribers { subscriber.yield() }
     }

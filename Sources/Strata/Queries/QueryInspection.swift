@@ -137,8 +137,10 @@ extension QueryInspection {
 
 /// What a query tells its client, for an inspector.
 enum QueryActivity: Sendable {
-    case loadStarted(key: QueryKey, flight: Int, reason: FetchReason, at: Date)
-    case loadEnded(key: QueryKey, flight: Int, outcome: QueryLoadRecord.Outcome, tier: String?, error: String?, at: Date)
+    /// `query` names the query object: a key made again after a drop or a removal is a new query,
+    /// whose flights count from 1 again.
+    case loadStarted(key: QueryKey, query: ObjectIdentifier, flight: Int, reason: FetchReason, at: Date)
+    case loadEnded(key: QueryKey, query: ObjectIdentifier, flight: Int, outcome: QueryLoadRecord.Outcome, tier: String?, error: String?, at: Date)
     case published(key: QueryKey)
 }
 

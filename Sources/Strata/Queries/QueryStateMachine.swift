@@ -235,6 +235,11 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             guard online != isOnline else { return [] }
             isOnline = online
             guard online else { return [] }
+            if let paused = flight, paused.state == .pausedOffline, paused.reason == .nextPage,
+               configuration.refetchOnReconnect, observers > 0, isStale(now: now) {
+                // A stale query refetches on reconnect; the paused next page gives way to it.
+                return requestLoad(.reconnect, now: now)
+            }
             if var flight, flight.state == .pausedOffline {
                 // The paused load continues: the same flight, the same reason.
                 flight.state = .running
@@ -274,8 +279,11 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
         case .loadSucceeded(let id, let served):
             guard let flight, flight.id == id, flight.state == .running else { return [] }
             self.flight = nil
-            // The server's copy was asked for after these were delivered: it has them.
-            writes.removeAll { $0.delivered.map { $0 < flight.startedAt } ?? false }
+            // The server's copy was asked for after these were delivered: it has them. Not a next
+            // page's answer: it reloads none of the pages shown, where the writes are.
+            if flight.reason != .nextPage {
+                writes.removeAll { $0.delivered.map { $0 < flight.startedAt } ?? false }
+            }
             accept(served, now: now)
             updatedAt = now
             lastError = nil
@@ -364,9 +372,12 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             // An invalidation restarts a running load, so its answer reflects the invalidation; a
             // next page gives way to any other load (the first page is what a refetch reloads);
             // every other trigger joins the flight there is.
-            let restarts = reason == .invalidated || (flight.reason == .nextPage && reason != .nextPage)
-            guard restarts, flight.state == .running else { return actions }
-            actions.append(.cancelLoad(flight: flight.id))
+            // A next page waiting (backing off, paused offline) gives way too: joined, the trigger
+            // would be lost, as its answer reloads no page the trigger asked for.
+            let givesWay = flight.reason == .nextPage && reason != .nextPage
+            let restarts = reason == .invalidated || givesWay
+            guard restarts, flight.state == .running || givesWay else { return actions }
+            if flight.state == .running { actions.append(.cancelLoad(flight: flight.id)) }
             self.flight = nil
         }
         let id = nextFlightID

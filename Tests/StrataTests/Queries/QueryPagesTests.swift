@@ -238,6 +238,34 @@ struct QueryPagesTests {
         #expect(feed.current.value?.cursors == [0, 1])
         #expect(try await store.retrieve("feed")?.value.all == Array(0..<6), "the store holds what the server sent")
     }
+
+    @Test("a next page backing off gives way to an invalidation: the first page reloads, and the invalidation is not lost")
+    func aNextPageBackingOff_givesWayToAnInvalidation() async throws {
+        let page = LoaderSpy<Int, FeedPage>(holdsLoads: true)
+        let queries = QueryClient(environment: clock.environment())
+        let retry = RetryPolicy(maxAttempts: 3, initialDelay: .seconds(30), jitter: 0, shouldRetry: { _ in true })
+        let feed = queries.pagedQuery(["feed"], policy: QueryPolicy(staleAfter: .seconds(600), retry: retry), paging: paging(), page: page)
+        let observing = Task { for await _ in feed.snapshots() {} }
+        defer { observing.cancel() }
+        try await page.waitForLoads(count: 1)
+        page.complete(0, with: .success(FeedPage(items: [0, 1, 2], next: 1)))
+        try await feed.settled()
+
+        feed.fetchNextPage()
+        try await page.waitForLoads(count: 2)
+        page.complete(1, with: .failure(TestError()))
+        _ = await first(feed) { $0.phase == .paused(.backingOff) }
+
+        feed.invalidate()
+        #expect(feed.current.phase == .fetching(.invalidated), "the invalidation runs now, not after the next page's retry")
+        try await page.waitForLoads(count: 3)
+        #expect(page.inputs == [0, 1, 0])
+        page.complete(2, with: .success(FeedPage(items: [10, 11, 12], next: 1)))
+        try await feed.settled()
+        #expect(feed.current.value?.all == [10, 11, 12])
+        #expect(!feed.current.isStale, "the reload cleared the invalidation")
+        #expect(feed.current.lastFetchReason == .invalidated)
+    }
 }
 
 extension Pages where Page == QueryPagesTests.FeedPage {

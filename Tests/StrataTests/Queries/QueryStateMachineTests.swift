@@ -314,6 +314,8 @@ struct QueryWorld {
     var lastStart: [Int: Int] = [:]
     /// The flight whose answer the last step's machine took, if any.
     var acceptedFlight: Int?
+    /// Why each flight started.
+    var reasons: [Int: FetchReason] = [:]
 
     struct ModelWrite {
         var entry: OutboxEntry
@@ -419,7 +421,7 @@ struct QueryWorld {
         }
         for action in actions {
             switch action {
-            case .startLoad(let flight, _):
+            case .startLoad(let flight, let reason):
                 // One flight per query: a start while another runs needs that one cancelled first.
                 if let other = machine.runningFlight, other != flight {
                     throw QueryInvariantViolation(seed: seed, step: step, what: "started \(flight) while \(other) runs")
@@ -430,6 +432,7 @@ struct QueryWorld {
                 running.insert(flight)
                 starts += 1
                 lastStart[flight] = starts
+                reasons[flight] = reason
             case .cancelLoad(let flight):
                 cancelled.insert(flight)
                 running.remove(flight)
@@ -472,6 +475,13 @@ struct QueryWorld {
             throw fail("an invalidated query kept a load that started before the invalidation")
         }
         if machine.observers < 0 { throw fail("negative observers") }
+        // A next page never absorbs another trigger, running or waiting.
+        switch event {
+        case .invalidated where machine.observers > 0, .refetchRequested:
+            if machine.isEnabled, machine.flight?.reason == .nextPage { throw fail("a next page absorbed the trigger") }
+        default:
+            break
+        }
         try checkWrites(step: step, event: event)
     }
 
@@ -487,14 +497,16 @@ struct QueryWorld {
         let known = writes
         for (id, write) in known where !shownIDs.contains(id) {
             guard let deliveredAfter = write.deliveredAfter else { throw fail("a pending write is not shown") }
-            // It may go only with the answer of a load started after its delivery.
+            // It may go only with the answer of a load started after its delivery, and not a next
+            // page's (it reloads none of the pages the write is shown on).
             guard case .loadSucceeded(let flight, _) = event, let started = lastStart[flight], started > deliveredAfter else {
                 throw fail("a delivered write left before a load started after its delivery answered")
             }
+            if reasons[flight] == .nextPage { throw fail("a next page's answer took a delivered write away") }
             writes[id] = nil
         }
         // And it does go then: an answer to an attempt started after the delivery takes it away.
-        if let flight = acceptedFlight, let started = lastStart[flight] {
+        if let flight = acceptedFlight, reasons[flight] != .nextPage, let started = lastStart[flight] {
             for (id, write) in writes where (write.deliveredAfter.map { $0 < started } ?? false) && shownIDs.contains(id) {
                 throw fail("a delivered write outlived the answer of a load started after its delivery")
             }

@@ -7,6 +7,7 @@ import StrataDemo
 import StrataInspector
 import StrataTesting
 import Testing
+@_spi(StrataInternals) import Strata
 
 /// `strata demo --web` without a browser: its JSON API and its event stream over real HTTP, the
 /// feed loaded through S4's chain from the in-process demo server into real files, posts through
@@ -64,6 +65,7 @@ struct FeedWebDemoTests {
     func controlsWithoutTheToken_areRefused() async throws {
         try await Self.withWebDemo { demo, base in
             try await demo.feed.settled()
+            let before = (now: demo.now, reason: demo.feed.current.lastFetchReason)
             let controls = ["api/network?online=false", "api/clock?advance=86400", "api/next-page", "api/refresh", "api/posts"]
             for control in controls {
                 let target = try #require(URL(string: base.absoluteString + "/" + control))
@@ -73,6 +75,10 @@ struct FeedWebDemoTests {
             #expect(demo.server.isOnline)
             #expect(demo.queries.isOnline)
             #expect(try await demo.outbox.entries().isEmpty)
+            #expect(demo.now == before.now, "the clock did not move")
+            // A refresh or a next page would have set the query fetching at once.
+            #expect(demo.feed.current.phase == .idle)
+            #expect(demo.feed.current.lastFetchReason == before.reason)
             #expect(demo.feed.current.value?.pages.count == 1)
             #expect(demo.server.requestCount(path: "/posts/pages/1") == 1, "no refresh ran")
             // With the token, bad input is a 400, not a change.

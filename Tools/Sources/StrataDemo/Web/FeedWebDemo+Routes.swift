@@ -12,12 +12,21 @@ extension FeedWebDemo {
     ///   `POST /api/posts` (`{"title": …}`), `POST /api/next-page`, `POST /api/refresh`: the
     ///   controls, each with the inspector's token in `X-Strata-Token` (403 without it).
     public func addRoutes<Context: RequestContext>(to router: Router<Context>) {
-        router.get("/") { _, _ in self.page() }
+        router.get("/") { request, _ in
+            try self.inspector.checkHost(request)
+            return self.page()
+        }
         let api = router.group("api")
-        api.get("feed") { _, _ in try Self.json(self.view()) }
-        api.get("events") { _, _ in self.events() }
+        api.get("feed") { request, _ in
+            try self.inspector.checkHost(request)
+            return try Self.json(self.view())
+        }
+        api.get("events") { request, _ in
+            try self.inspector.checkHost(request)
+            return self.events()
+        }
         api.post("network") { request, _ in
-            try self.authorize(request)
+            try self.inspector.authorize(request)
             switch request.uri.queryParameters.get("online") {
             case "true": try await self.goOnline()
             case "false": await self.goOffline()
@@ -26,7 +35,7 @@ extension FeedWebDemo {
             return Response(status: .noContent)
         }
         api.post("clock") { request, _ in
-            try self.authorize(request)
+            try self.inspector.authorize(request)
             guard let seconds = request.uri.queryParameters.get("advance", as: Int.self), (1...(366 * 86_400)).contains(seconds) else {
                 throw HTTPError(.badRequest, message: "advance=SECONDS, from 1 to a year")
             }
@@ -34,7 +43,7 @@ extension FeedWebDemo {
             return Response(status: .noContent)
         }
         api.post("posts") { request, context in
-            try self.authorize(request)
+            try self.inspector.authorize(request)
             let draft = try await request.decode(as: PostForm.self, context: context)
             let title = draft.title.trimmingCharacters(in: .whitespacesAndNewlines)
             guard (1...200).contains(title.count) else { throw HTTPError(.badRequest, message: "a title of 1 to 200 characters") }
@@ -42,12 +51,12 @@ extension FeedWebDemo {
             return Response(status: .accepted)
         }
         api.post("next-page") { request, _ in
-            try self.authorize(request)
+            try self.inspector.authorize(request)
             self.feed.fetchNextPage()
             return Response(status: .noContent)
         }
         api.post("refresh") { request, _ in
-            try self.authorize(request)
+            try self.inspector.authorize(request)
             self.feed.refetch()
             return Response(status: .noContent)
         }
@@ -66,12 +75,6 @@ extension FeedWebDemo {
         var title: String
     }
 
-    private func authorize(_ request: Request) throws {
-        guard request.headers[StrataInspector.tokenHeader] == inspector.token else {
-            throw HTTPError(.forbidden, message: "the demo's controls need its token (header X-Strata-Token)")
-        }
-    }
-
     private static func json(_ value: some Encodable) throws -> Response {
         Response(
             status: .ok, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
@@ -88,8 +91,9 @@ extension FeedWebDemo {
     /// `event: feed` with the view, at once and after every change that shows (merged when changes
     /// come faster than the page reads them), until the server shuts down gracefully.
     private func events() -> Response {
-        let changes = viewChanges()
         let body = ResponseBody { writer in
+            // Subscribed when the body runs: a client gone before then leaves no subscription.
+            let changes = self.viewChanges()
             try await writer.write(ByteBuffer(string: "retry: 1000\n"))
             var last: FeedView?
             try await writer.write(ByteBuffer(string: try self.event(self.view(), last: &last)))

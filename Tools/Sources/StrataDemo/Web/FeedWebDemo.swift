@@ -46,10 +46,10 @@ public final class FeedWebDemo: Sendable {
         }
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("strata-web-demo-\(UUID().uuidString)", isDirectory: true)
-        return try FeedWebDemo(server: server, directory: directory)
+        return FeedWebDemo(server: server, directory: directory)
     }
 
-    private init(server: DemoServer, directory: URL) throws {
+    private init(server: DemoServer, directory: URL) {
         self.server = server
         self.directory = directory
         let clock = DemoClock()
