@@ -74,10 +74,17 @@ extension Outbox {
     /// by the one reporting now (so a change is shown before the call that made it returns).
     func reportWriteEvents() async {
         publishWriteEvents()
-        let target = state.withLock { $0.writeEvents.lastQueued }
-        // Not cancellable: the wait is short (another call's observers running), and the change
-        // it waits for is already made.
-        try? await state.wait(in: \.writeEvents.reportedWaiters, current: { $0.writeEvents.reported }, until: { $0 >= target })
+        let (target, reported) = state.withLock { ($0.writeEvents.lastQueued, $0.writeEvents.reported) }
+        // Reported (by this call, usually): no wait.
+        guard reported < target else { return }
+        // Another call reports them now. Waited for even by a cancelled caller (a drain ending at
+        // shutdown): the wait is short (that call's observers running), the change is already
+        // made, and its report must come before this call returns. A task of its own, which the
+        // caller's cancellation does not reach.
+        let state = self.state
+        await Task {
+            try? await state.wait(in: \.writeEvents.reportedWaiters, current: { $0.writeEvents.reported }, until: { $0 >= target })
+        }.value
     }
 }
 

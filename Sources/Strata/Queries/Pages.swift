@@ -175,7 +175,8 @@ extension QueryClient {
     ///   - paging: the first cursor, how a page names the next, how many pages are kept, what a
     ///     refetch reloads (``Paging/Refetch``: the first page, or as many as are shown).
     ///   - store: where the pages are kept, under the key's description (`"feed"`, `"posts/42"`):
-    ///     read (any age) for the first frame, and written after every page loaded. A failed write
+    ///     read (any age) for the first value shown (the first frame for a memory store; a disk store
+    ///     answers at the start of the first load), and written after every page loaded. A failed write
     ///     is logged and never fails the load. `nil`: the pages live in memory only.
     ///   - pendingWrites: an outbox's writes the pages show before the server has them (a post
     ///     written offline, on top of the feed), as for a plain query: applied to the pages on every

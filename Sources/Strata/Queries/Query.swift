@@ -57,6 +57,10 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         var previousValue: Value?
         /// The error the next load fails with, if an inspector asked for one.
         var injectedFailure: InjectedFailure?
+        /// A paged query's last save to its store, and how many were asked for: saves run one
+        /// after another, and one superseded before it began is skipped.
+        var saving: Task<Void, Never>?
+        var saves: UInt64 = 0
     }
 
     init(
@@ -360,11 +364,31 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         try Task.checkCancellation()
         // Saved only while this flight is the query's own (an abandoned one must not write older
         // pages over newer), stamped with the value's store time (its oldest page's), so a copy
-        // read back later is as stale as the value was.
-        if state.withLock({ $0.machine.runningFlight == flight }) {
-            await paging.save?(served.value, served.provenance.storedAt ?? environment.now())
+        // read back later is as stale as the value was. Before the answer is shown: a settled
+        // query's pages are in its store.
+        if let save = paging.save, state.withLock({ $0.machine.runningFlight == flight }) {
+            await saveInOrder(served.value, storedAt: served.provenance.storedAt ?? environment.now(), with: save)
         }
         return served
+    }
+
+    /// Runs `save` after every save asked for before it, and not at all when a later one was asked
+    /// for before its turn: a flight abandoned during its save never writes over a later flight's.
+    private func saveInOrder(_ value: Value, storedAt: Date, with save: @escaping @Sendable (Value, Date) async -> Void) async {
+        let state = self.state
+        let turn = state.withLock { current -> Task<Void, Never> in
+            current.saves += 1
+            let number = current.saves
+            let previous = current.saving
+            let turn = Task {
+                await previous?.value
+                guard state.withLock({ $0.saves == number }) else { return }
+                await save(value, storedAt)
+            }
+            current.saving = turn
+            return turn
+        }
+        await turn.value
     }
 
     private func finishLoad(_ flight: Int, with event: QueryStateMachine<Value>.Event) {

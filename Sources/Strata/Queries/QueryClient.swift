@@ -208,7 +208,19 @@ public final class QueryClient: Sendable {
         let observation = outbox.observeWrites { [weak self] event in self?.outbox(id, reported: event) }
         state.withLock { $0.outboxes[id]?.observation = observation }
         // The writes of an outbox not read yet come with its `loaded` report.
-        if !outbox.status.isLoaded { Task { try? await outbox.ensureLoaded() } }
+        if !outbox.status.isLoaded {
+            let logger = environment.logger
+            Task {
+                do {
+                    try await outbox.ensureLoaded()
+                } catch {
+                    // Its pending writes show once a later call reads the storage (any enqueue or drain).
+                    logger.warning(
+                        "the outbox could not be read: its pending writes are not shown yet",
+                        metadata: ["outbox": "\(outbox.name)", "error": "\(error)"])
+                }
+            }
+        }
     }
 
     private func outbox(_ id: ObjectIdentifier, reported event: OutboxWriteEvent) {
@@ -275,10 +287,11 @@ extension OutboxWriteEvent {
 
 extension QueryKey {
     /// Whether `label` (an outbox write's ``OutboxEntry/invalidates``: parts joined by `/`) names
-    /// this key or a prefix of it.
+    /// this key or a prefix of it, part by part (`posts` covers `["posts", 42]`, not
+    /// `["posts/archive"]`; a part that holds a `/` cannot be named by a label).
     func isUnder(label: String) -> Bool {
-        let description = self.description
-        return description == label || description.hasPrefix(label + "/")
+        let names = label.split(separator: "/", omittingEmptySubsequences: false)
+        return parts.count >= names.count && zip(parts, names).allSatisfy { $0.description == $1 }
     }
 }
 

@@ -168,7 +168,7 @@ struct QueryPagesTests {
         #expect(feed.current.value?.nextCursor == 4)
     }
 
-    @Test("the pages are kept in the store: a relaunch shows them in the first frame, then reloads")
+    @Test("the pages are kept in the store: a relaunch shows them before the first page answers, then reloads")
     func pagesPersist_andARelaunchShowsThemFirst() async throws {
         let directory = try TemporaryDirectory(prefix: "strata-pages")
         let server = FeedServer(pageCount: 5)

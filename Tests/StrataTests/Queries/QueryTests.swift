@@ -406,4 +406,18 @@ struct QueryTests {
         #expect(!QueryKey(["postsArchive"]).hasPrefix(["posts"]))
         #expect(key.description == "posts/42/comments")
     }
+
+    @Test("a write's invalidation label names keys part by part, as a prefix does", arguments: [
+        ("posts", true), ("posts/42", true), ("posts/42/comments", true), ("posts/4", false),
+        ("post", false), ("posts/42/comments/1", false), ("", false),
+    ])
+    func invalidationLabels_matchPartByPart(label: String, matches: Bool) {
+        #expect(QueryKey(["posts", 42, "comments"]).isUnder(label: label) == matches)
+    }
+
+    @Test func anInvalidationLabel_neverMatchesAPartThatHoldsASlash() {
+        #expect(!QueryKey(["posts/archive"]).isUnder(label: "posts"))
+        #expect(!QueryKey(["a/b"]).isUnder(label: "a/b"), "a label names parts; this key has one")
+        #expect(QueryKey(["a", "b"]).isUnder(label: "a/b"))
+    }
 }
