@@ -27,7 +27,7 @@ let scenarios = [
     "coalesced-10k", "tasks-10k", "sqlite-read", "sqlite-read-baseline", "sqlite-write", "sqlite-write-baseline",
     "readme-chain", "main-readme-chain", "main-chain5", "main-chain5-baseline", "main-memory-hit", "main-mutex-hit",
     "outbox-enqueue-sqlite", "outbox-enqueue-sqlite-baseline", "chain5-uncoalesced", "main-chain5-uncoalesced",
-    "main-query-read", "main-query-current",
+    "main-query-read", "main-query-current", "query-refetch", "query-refetch-inspected",
 ] + Scenarios.PassThrough.allCases.map { "pass-\($0.rawValue)" }
 let arguments = CommandLine.arguments
 guard arguments.count == 3, scenarios.contains(arguments[1]), let iterations = Int(arguments[2]), iterations > 0 else {
@@ -92,6 +92,22 @@ func run() async throws {
         } else {
             try await repeatLoads { _ in consume(query.current.value) }
         }
+    case "query-refetch", "query-refetch-inspected":
+        // A refetch of an observed query until it settles, with or without an inspector following
+        // the client (`QueryRefetch` in the benchmarks).
+        let queries = QueryClient(environment: LoadEnvironment(logger: Scenarios.droppingInfoLogger(label: "app.queries")))
+        let query = queries.query(["feed"], policy: QueryPolicy(staleAfter: .seconds(3600)), chain: ClosureLoader { 1 })
+        let observing = Task { for await _ in query.snapshots() {} }
+        let following = scenario == "query-refetch-inspected" ? queries.changes() : nil
+        let inspector = following.map { changes in Task { for await _ in changes {} } }
+        try await query.waitForObservers(1)
+        try await query.settled()
+        for _ in 0..<iterations {
+            query.refetch()
+            try await query.settled()
+        }
+        observing.cancel()
+        inspector?.cancel()
     case "memory-hit", "mutex-hit", "main-memory-hit", "main-mutex-hit":
         guard #available(macOS 15, *) else { fatalError("Synchronization.Mutex needs macOS 15") }
         let keys = feed.map { "article-\($0.id)" }

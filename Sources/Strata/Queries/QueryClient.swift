@@ -305,36 +305,64 @@ struct WriteScope: Sendable {
 struct InspectionFeed: Sendable {
     /// How many loads the timeline keeps.
     static let capacity = 200
-    var loads: [QueryLoadRecord] = []
-    /// The index in `loads` of each running record, by query and flight.
-    var running: [ObjectIdentifier: [Int: Int]] = [:]
+    /// The last loads, a ring: record number `n` is at `n % capacity` once the ring is full.
+    private var ring: [QueryLoadRecord] = []
+    /// The number the next record gets (records are numbered from 0, oldest first).
+    private var nextNumber = 0
+    /// The number of each running record, by query and flight.
+    private var running: [ObjectIdentifier: [Int: Int]] = [:]
     var subscribers: [UUID: AsyncStream<Void>.Continuation] = [:]
     /// Whether anything is recorded: while an inspector follows the client.
     var isOn: Bool { !subscribers.isEmpty }
 
+    /// The loads kept, oldest first.
+    var loads: [QueryLoadRecord] {
+        guard ring.count == Self.capacity else { return ring }
+        let oldest = nextNumber % Self.capacity
+        return Array(ring[oldest...] + ring[..<oldest])
+    }
+
+    /// Where record `number` is in the ring, if it is still kept.
+    private func slot(of number: Int) -> Int? {
+        number < nextNumber && number >= nextNumber - ring.count ? number % Self.capacity : nil
+    }
+
+    private mutating func append(_ record: QueryLoadRecord) -> Int {
+        if ring.count < Self.capacity { ring.append(record) } else { ring[nextNumber % Self.capacity] = record }
+        nextNumber += 1
+        // Running records the ring let go of (a load that never ended: its query went away).
+        if running.count > Self.capacity {
+            running = running.compactMapValues { flights in
+                let kept = flights.filter { slot(of: $0.value) != nil }
+                return kept.isEmpty ? nil : kept
+            }
+        }
+        return nextNumber - 1
+    }
+
     mutating func record(_ activity: QueryActivity) {
         switch activity {
         case .loadStarted(let key, let query, let flight, let reason, let at):
-            if let index = running[query]?[flight], loads.indices.contains(index) {
+            if let number = running[query]?[flight], let slot = slot(of: number) {
                 // A retry of the same load: running again, its last attempt's end forgotten.
-                loads[index].outcome = .running
-                loads[index].endedAt = nil
-                loads[index].error = nil
+                ring[slot].outcome = .running
+                ring[slot].endedAt = nil
+                ring[slot].error = nil
             } else {
-                if loads.count == Self.capacity {
-                    loads.removeFirst()
-                    running = running.mapValues { $0.compactMapValues { $0 > 0 ? $0 - 1 : nil } }
-                }
-                loads.append(QueryLoadRecord(key: key.description, reason: reason.description, startedAt: at, outcome: .running))
-                running[query, default: [:]][flight] = loads.count - 1
+                running[query, default: [:]][flight] = append(
+                    QueryLoadRecord(key: key.description, reason: reason.description, startedAt: at, outcome: .running))
             }
         case .loadEnded(_, let query, let flight, let outcome, let tier, let error, let at):
-            guard let index = running[query]?[flight], loads.indices.contains(index), loads[index].outcome == .running else { return }
-            loads[index].endedAt = at
-            loads[index].outcome = outcome
-            loads[index].tier = tier.map { Redaction.redactingSecrets(in: $0) }
-            loads[index].error = error.map { Redaction.redactingSecrets(in: $0) }
-            if outcome != .failed { running[query]?[flight] = nil }
+            guard let number = running[query]?[flight], let slot = slot(of: number), ring[slot].outcome == .running else { return }
+            ring[slot].endedAt = at
+            ring[slot].outcome = outcome
+            ring[slot].tier = tier.map { Redaction.redactingSecrets(in: $0) }
+            ring[slot].error = error.map { Redaction.redactingSecrets(in: $0) }
+            // A failed load may be retried (the same flight): its record stays findable.
+            if outcome != .failed {
+                running[query]?[flight] = nil
+                if running[query]?.isEmpty == true { running[query] = nil }
+            }
         case .published:
             break
         }

@@ -91,4 +91,31 @@ struct QueryInspectionTests {
         let second = queries.query(["n"], chain: StubLoader<Void, Int>(.success(1)))
         #expect(first !== second)
     }
+
+    @Test func theTimeline_keepsTheLast200Loads_oldestFirst_andARetryIsTheSameRecord() {
+        var feed = InspectionFeed()
+        let queries = (NSObject(), NSObject())   // alive for the test: their identities differ
+        let query = ObjectIdentifier(queries.0)
+        let at = Date(timeIntervalSince1970: 0)
+        for flight in 1...250 {
+            feed.record(.loadStarted(key: ["k"], query: query, flight: flight, reason: .refetch, at: at.addingTimeInterval(Double(flight))))
+            feed.record(.loadEnded(key: ["k"], query: query, flight: flight, outcome: .value, tier: "t", error: nil, at: at.addingTimeInterval(Double(flight))))
+        }
+        #expect(feed.loads.count == InspectionFeed.capacity)
+        #expect(feed.loads.first?.startedAt == at.addingTimeInterval(51))
+        #expect(feed.loads.last?.startedAt == at.addingTimeInterval(250))
+        #expect(feed.loads.allSatisfy { $0.outcome == .value })
+
+        // A load that fails and is tried again stays one record, running again, its end forgotten.
+        feed.record(.loadStarted(key: ["k"], query: query, flight: 251, reason: .refetch, at: at))
+        feed.record(.loadEnded(key: ["k"], query: query, flight: 251, outcome: .failed, tier: nil, error: "down", at: at))
+        feed.record(.loadStarted(key: ["k"], query: query, flight: 251, reason: .refetch, at: at))
+        #expect(feed.loads.last?.outcome == .running)
+        #expect(feed.loads.last?.error == nil && feed.loads.last?.endedAt == nil)
+        // The same flight number of another query object (a key made again) is a new record.
+        let other = ObjectIdentifier(queries.1)
+        feed.record(.loadStarted(key: ["k"], query: other, flight: 251, reason: .firstObserver, at: at))
+        #expect(feed.loads.suffix(2).map(\.reason) == ["refetch", "first observer"])
+    }
+
 }

@@ -1,0 +1,211 @@
+import Foundation
+import Logging
+
+/// Two tiers as one store: a memory tier (L1, this process) in front of a shared tier (L2: a
+/// `PostgresStore` or `SQLiteStore` many processes use, or any store).
+///
+/// ```swift
+/// let cache = TieredStore(memory: MemoryStore(countLimit: 10_000), shared: postgresStore)
+/// let feed = remote.cached(.cacheFirst(freshness: .maxAge(.minutes(5))), in: cache, key: "feed")
+/// ```
+///
+/// - **Reads** go L1, then L2. An L2 hit fills L1 with the entry as stored, its store time kept,
+///   so L1 serves it for no longer than L2's remaining life. An L2 that fails is a miss (logged):
+///   the chain's next tier (the remote) answers, and no read L1 or the remote can answer fails.
+/// - **Writes** (insert, delete, refresh) go to L1, then to L2, one write per key at a time, in
+///   the order they were made. While L2 fails, the last write of each key waits (last write wins)
+///   and the store tries again with a backoff, and at once when L2 answers a read. A write sent
+///   again never replaces a row another process stored later (by store time, read before the write).
+///   A failed L2 write never fails the call: L1 has the value, and L2 gets it when it returns.
+/// - ``removeAll()`` clears both and forgets waiting writes; it throws if L2 cannot be cleared.
+///
+/// The decisions about L2 writes are ``SharedTierWrites``' (a pure state machine); this type
+/// carries them out.
+public final class TieredStore<Memory: Store, Shared: Store>: Store, Sendable
+where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
+    public typealias Key = Memory.Key
+    public typealias Value = Memory.Value
+
+    /// What a write does to the shared tier.
+    enum Write: Sendable {
+        case insert(Cached<Value>)
+        /// Deleted at this time: a row stored later is not removed by a repair.
+        case delete(at: Date)
+        case refresh(storedAt: Date, validators: CacheValidators)
+    }
+
+    /// The memory tier (L1).
+    public let memory: Memory
+    /// The shared tier (L2).
+    public let shared: Shared
+    let environment: LoadEnvironment
+    let firstRetryDelay: Duration
+    let maxRetryDelay: Duration
+    private let state = Locked(State())
+
+    struct State: Sendable {
+        var writes = SharedTierWrites<Key, Write>()
+        var retry: Task<Void, Never>?
+        var unsentWaiters = ConditionWaiters<Int>()
+    }
+
+    /// A store of `memory` in front of `shared`. Waiting writes are tried again after
+    /// `firstRetryDelay`, doubling up to `maxRetryDelay`, on `environment`'s clock (and at once
+    /// when `shared` answers a read); failures are logged to `environment`'s logger.
+    public init(
+        memory: Memory, shared: Shared, environment: LoadEnvironment = .live,
+        firstRetryDelay: Duration = .seconds(1), maxRetryDelay: Duration = .seconds(60)
+    ) {
+        self.memory = memory
+        self.shared = shared
+        self.environment = environment
+        self.firstRetryDelay = firstRetryDelay
+        self.maxRetryDelay = maxRetryDelay
+    }
+
+    deinit {
+        state.withLock { $0.retry }?.cancel()
+    }
+
+    /// The writes that have not reached the shared tier yet, by key (on their way or waiting).
+    public var unsentWrites: Int { state.withLock { $0.writes.unsent } }
+
+    /// Whether the shared tier failed the last time it was used.
+    public var sharedTierIsDown: Bool { state.withLock { $0.writes.isDown } }
+
+    /// Returns once at most `count` writes have not reached the shared tier (every write, by
+    /// default): a test's wait for the repairs, or a shutdown's.
+    /// - Throws: `CancellationError` as soon as the waiting task is cancelled.
+    public func waitForUnsentWrites(atMost count: Int = 0) async throws {
+        try await state.wait(in: \.unsentWaiters, current: { $0.writes.unsent }, until: { $0 <= count })
+    }
+
+    // MARK: Store
+
+    public func retrieve(_ key: Key) async throws -> Cached<Value>? {
+        if let hit = try await memory.retrieve(key) { return hit }
+        let entry: Cached<Value>?
+        do {
+            entry = try await shared.retrieve(key)
+        } catch {
+            environment.logger.warning(
+                "the shared tier could not be read: a miss",
+                metadata: ["store": "\(shared)", "key": "\(key)", "error": "\(error)"])
+            await perform(handle(.failed))
+            return nil
+        }
+        await perform(handle(.answered))
+        if let entry {
+            // The entry as stored: L1 serves it no longer than L2 would.
+            do {
+                try await memory.insert(entry, for: key)
+            } catch {
+                environment.logger.warning(
+                    "the memory tier could not keep a shared entry", metadata: ["key": "\(key)", "error": "\(error)"])
+            }
+        }
+        return entry
+    }
+
+    public func immediateEntry(for key: Key) -> Cached<Value>? {
+        memory.immediateEntry(for: key)
+    }
+
+    public func insert(_ entry: Cached<Value>, for key: Key) async throws {
+        try await memory.insert(entry, for: key)
+        await perform(handle(.written(key, .insert(entry))))
+    }
+
+    public func delete(_ key: Key) async throws {
+        try await memory.delete(key)
+        await perform(handle(.written(key, .delete(at: environment.now()))))
+    }
+
+    public func refresh(_ key: Key, storedAt: Date, validators: CacheValidators) async throws -> Bool {
+        let inMemory = try await memory.refresh(key, storedAt: storedAt, validators: validators)
+        await perform(handle(.written(key, .refresh(storedAt: storedAt, validators: validators))))
+        // Whether either tier has the entry: L2 may hold one L1 let go.
+        if inMemory { return true }
+        return (try? await shared.retrieve(key)) != nil
+    }
+
+    public func removeAll() async throws {
+        let retry = state.withLock { state -> Task<Void, Never>? in
+            state.writes.forgetWaiting()
+            state.unsentWaiters.resumeSatisfied(by: state.writes.unsent)
+            defer { state.retry = nil }
+            return state.retry
+        }
+        retry?.cancel()
+        try await memory.removeAll()
+        try await shared.removeAll()
+    }
+
+    public var origin: Origin { shared.origin }
+
+    // MARK: Carrying out the decisions
+
+    private func handle(_ event: SharedTierWrites<Key, Write>.Event) -> [SharedTierWrites<Key, Write>.Action] {
+        state.withLock { state in
+            let actions = state.writes.handle(event)
+            state.unsentWaiters.resumeSatisfied(by: state.writes.unsent)
+            return actions
+        }
+    }
+
+    /// Carries out `actions`, and the actions their outcomes lead to, until none is left.
+    private func perform(_ actions: [SharedTierWrites<Key, Write>.Action]) async {
+        var actions = actions
+        while !actions.isEmpty {
+            let action = actions.removeFirst()
+            switch action {
+            case .send(let send):
+                let succeeded = await self.send(send)
+                actions += handle(.sent(send.key, number: send.number, succeeded: succeeded))
+            case .scheduleRetry(let failures):
+                scheduleRetry(afterFailures: failures)
+            }
+        }
+    }
+
+    /// Sends one write to the shared tier; `false` when it failed (logged).
+    private func send(_ send: SharedTierWrites<Key, Write>.Send) async -> Bool {
+        do {
+            // A repair first reads the row: another process may have stored a later one meanwhile.
+            var current: Cached<Value>?
+            if send.isRepair { current = try await shared.retrieve(send.key) }
+            switch send.write {
+            case .insert(let entry):
+                if let current, current.storedAt > entry.storedAt { return true }
+                try await shared.insert(entry, for: send.key)
+            case .delete(let at):
+                if let current, current.storedAt > at { return true }
+                try await shared.delete(send.key)
+            case .refresh(let storedAt, let validators):
+                if let current, current.storedAt > storedAt { return true }
+                _ = try await shared.refresh(send.key, storedAt: storedAt, validators: validators)
+            }
+            return true
+        } catch {
+            environment.logger.warning(
+                "the shared tier refused a write: it waits, and is sent again when the tier answers",
+                metadata: ["store": "\(shared)", "key": "\(send.key)", "error": "\(error)"])
+            return false
+        }
+    }
+
+    private func scheduleRetry(afterFailures failures: Int) {
+        let delay = min(firstRetryDelay * Int(pow(2, Double(min(failures - 1, 30)))), maxRetryDelay)
+        let clock = environment.clock
+        let task = Task { [weak self] in
+            do { try await clock.sleep(for: delay) } catch { return }
+            guard let self else { return }
+            await self.perform(self.handle(.retryDue))
+        }
+        let previous = state.withLock { state -> Task<Void, Never>? in
+            defer { state.retry = task }
+            return state.retry
+        }
+        previous?.cancel()
+    }
+}
