@@ -19,7 +19,7 @@ import Logging
 ///   A failed L2 write never fails the call: L1 has the value, and L2 gets it when it returns.
 /// - ``removeAll()`` clears both and forgets waiting writes; it throws if L2 cannot be cleared.
 ///
-/// The decisions about L2 writes are ``SharedTierWrites``' (a pure state machine); this type
+/// The decisions about L2 writes are a pure state machine's (`SharedTierWrites`); this type
 /// carries them out.
 public final class TieredStore<Memory: Store, Shared: Store>: Store, Sendable
 where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
