@@ -273,6 +273,15 @@ final class PostgresConnectionWatchdog: Sendable {
         return result
     }
 
+    /// The settings of a connection of its own for a store's helper (a backplane, a fleet lock),
+    /// named `applicationName` in `pg_stat_activity`, so that an operator can find it.
+    func ownConnectionConfiguration(applicationName: String) throws -> PostgresConnection.Configuration {
+        var configuration = try probeConfiguration()
+        configuration.options.additionalStartupParameters.removeAll { $0.0 == "application_name" }
+        configuration.options.additionalStartupParameters.append(("application_name", String(applicationName.prefix(63))))
+        return configuration
+    }
+
     /// The store's TLS mode is not known: the watchdog does not connect (``canProbe``).
     struct UnknownTLSMode: Error, CustomStringConvertible {
         var description: String { "the TLS mode of the client configuration is not known" }

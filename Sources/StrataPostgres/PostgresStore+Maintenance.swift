@@ -18,11 +18,16 @@ extension PostgresStore {
         }
     }
 
-    /// Removes every row (the table stays).
+    /// Removes every row (the table stays); announced as a change of every entry when the store
+    /// announces its changes (``announceChanges(as:)``).
     /// - Throws: `StoreError` (operation `delete`) when the database is unreachable.
     public func removeAll() async throws {
+        let (channel, notice) = announcement(.all, key: nil, at: now())
         try await perform(.delete, key: nil) { [table] connection, logger in
-            try await Self.drain(connection.query(#"DELETE FROM "\#(unescaped: table)""#, logger: logger))
+            try await Self.drain(connection.query("""
+                WITH removed AS (DELETE FROM "\(unescaped: table)")
+                SELECT pg_notify(\(channel), \(notice)) WHERE \(channel)::text IS NOT NULL
+                """, logger: logger))
         }
     }
 

@@ -132,6 +132,8 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         var isShutDown = false
         /// When an operation last got a connection, or finished its work on one.
         var lastProgress: ContinuousClock.Instant?
+        /// The sender this store's writes announce themselves as (``announceChanges(as:)``).
+        var announcingNode: String?
     }
 
     /// How often a store with a ``maxAge`` sweeps expired rows (after an insert).
@@ -530,8 +532,11 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         let expiresAt = maxAge.map { entry.storedAt.addingTimeInterval($0 / .seconds(1)) }
         let maxAgeSeconds = entry.validators.maxAge?.components.seconds
         let maxAgeAttoseconds = entry.validators.maxAge?.components.attoseconds
+        let (channel, notice) = announcement(.set, key: key, at: entry.storedAt)
         try await perform(.insert, key: key) { [table] connection, logger in
+            // The write and its announcement are one statement: both commit, or neither.
             try await Self.drain(connection.query("""
+                WITH written AS (
                 INSERT INTO "\(unescaped: table)"
                     (key, value, stored_at, stored_at_seconds, etag, last_modified, last_access, size, expires_at,
                      max_age_seconds, max_age_attoseconds)
@@ -543,6 +548,8 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
                     last_modified = EXCLUDED.last_modified, last_access = EXCLUDED.last_access,
                     size = EXCLUDED.size, expires_at = EXCLUDED.expires_at,
                     max_age_seconds = EXCLUDED.max_age_seconds, max_age_attoseconds = EXCLUDED.max_age_attoseconds
+                )
+                SELECT pg_notify(\(channel), \(notice)) WHERE \(channel)::text IS NOT NULL
                 """, logger: logger))
         }
         if sweepIsDue(now: now) { await sweepExpiredRows() }
@@ -558,17 +565,23 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         let expiresAt = maxAge.map { storedAt.addingTimeInterval($0 / .seconds(1)) }
         let maxAgeSeconds = validators.maxAge?.components.seconds
         let maxAgeAttoseconds = validators.maxAge?.components.attoseconds
+        let (channel, notice) = announcement(.set, key: key, at: storedAt)
         return try await perform(.refresh, key: key) { [table] connection, logger in
+            // Announced only when a row was re-stamped, in the same statement.
             let rows = try await connection.query("""
                 WITH refreshed AS (
                     UPDATE "\(unescaped: table)" SET stored_at = \(storedAt), stored_at_seconds = \(seconds),
                         etag = \(validators.etag), last_modified = \(validators.lastModified), last_access = \(now),
                         expires_at = \(expiresAt), max_age_seconds = \(maxAgeSeconds), max_age_attoseconds = \(maxAgeAttoseconds)
                     WHERE key = \(key) RETURNING 1
+                ), announced AS (
+                    SELECT 1 FROM refreshed, pg_notify(\(channel), \(notice)) WHERE \(channel)::text IS NOT NULL
                 )
-                SELECT count(*) FROM refreshed
+                SELECT (SELECT count(*) FROM refreshed), (SELECT count(*) FROM announced)
                 """, logger: logger)
-            return try await Self.singleInteger(rows) > 0
+            var count: Int64 = 0
+            for try await (refreshed, _) in rows.decode((Int64, Int64).self) { count = refreshed }
+            return count > 0
         }
     }
 
@@ -576,9 +589,12 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     /// - Throws: `StoreError` when the database is unreachable or the statement fails.
     @concurrent
     public func delete(_ key: String) async throws {
+        let (channel, notice) = announcement(.remove, key: key, at: now())
         try await perform(.delete, key: key) { [table] connection, logger in
-            try await Self.drain(connection.query(
-                #"DELETE FROM "\#(unescaped: table)" WHERE key = \#(key)"#, logger: logger))
+            try await Self.drain(connection.query("""
+                WITH removed AS (DELETE FROM "\(unescaped: table)" WHERE key = \(key))
+                SELECT pg_notify(\(channel), \(notice)) WHERE \(channel)::text IS NOT NULL
+                """, logger: logger))
         }
     }
 

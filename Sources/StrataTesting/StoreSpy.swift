@@ -40,8 +40,11 @@ public final class StoreSpy<Base: Store>: Store, Sendable {
     }
 
     private struct State: Sendable {
-        var messages: [Message] = []
+        var messages: [Message] = [] {
+            didSet { messageWaiters.resumeSatisfied(by: messages.count) }
+        }
         var faults = Faults()
+        var messageWaiters = ConditionWaiters<Int>()
     }
 
     public let base: Base
@@ -51,6 +54,13 @@ public final class StoreSpy<Base: Store>: Store, Sendable {
 
     /// Every message so far, in order.
     public var messages: [Message] { state.withLock { $0.messages } }
+
+    /// Returns once the store has been called at least `count` times in all (the calls arrived;
+    /// they may still run).
+    /// - Throws: `CancellationError` as soon as the waiting task is cancelled.
+    public func waitForMessages(atLeast count: Int) async throws {
+        try await state.wait(in: \.messageWaiters, current: { $0.messages.count }, until: { $0 >= count })
+    }
 
     /// The failures injected now.
     public var faults: Faults {

@@ -18,6 +18,11 @@ import Logging
 ///   again never replaces a row another process stored later (by store time, read before the write).
 ///   A failed L2 write never fails the call: L1 has the value, and L2 gets it when it returns.
 /// - ``removeAll()`` clears both and forgets waiting writes; it throws if L2 cannot be cleared.
+/// - **Other nodes' writes**: given a ``Backplane`` (``init(memory:shared:backplane:environment:firstRetryDelay:maxRetryDelay:)``),
+///   the store drops a memory copy older than a change another node announces for its key, never
+///   keeps in memory an entry whose read started before such a change arrived, and empties the
+///   memory tier each time the backplane (re)starts listening, since changes may have been missed.
+///   Its own changes, which come back, are ignored.
 ///
 /// The decisions about L2 writes are a pure state machine's (`SharedTierWrites`); this type
 /// carries them out.
@@ -47,6 +52,25 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
         var writes = SharedTierWrites<Key, Write>()
         var retry: Task<Void, Never>?
         var unsentWaiters = ConditionWaiters<Int>()
+        var coherence = TierCoherence<Key>()
+        var backplane = BackplaneStatistics()
+        var backplaneWaiters = ConditionWaiters<Int>()
+        var following: Task<Void, Never>?
+    }
+
+    /// What the store did with its ``Backplane``'s events.
+    public struct BackplaneStatistics: Sendable, Hashable {
+        /// Events handled: changes (own or not) and starts of listening.
+        public var events = 0
+        /// Changes announced by this node's own writes, which came back and were ignored.
+        public var ownChangesIgnored = 0
+        /// Memory copies dropped because another node changed their key later.
+        public var copiesDropped = 0
+        /// Times the backplane (re)started listening, each emptying the memory tier.
+        public var listeningStarts = 0
+        /// Reads of the shared tier whose entry was not kept in memory: a change of their key
+        /// arrived while they ran.
+        public var fillsSkipped = 0
     }
 
     /// A store of `memory` in front of `shared`. Waiting writes are tried again after
@@ -64,7 +88,8 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     }
 
     deinit {
-        state.withLock { $0.retry }?.cancel()
+        let tasks = state.withLock { [$0.retry, $0.following] }
+        for task in tasks { task?.cancel() }
     }
 
     /// The writes that have not reached the shared tier yet, by key (on their way or waiting).
@@ -85,6 +110,7 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     public func retrieve(_ key: Key) async throws -> Cached<Value>? {
         if let hit = try await memory.retrieve(key) { return hit }
         let entry: Cached<Value>?
+        let started = state.withLock { $0.coherence.readStarted }
         do {
             entry = try await shared.retrieve(key)
         } catch {
@@ -95,15 +121,7 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
             return nil
         }
         await perform(handle(.answered))
-        if let entry {
-            // The entry as stored: L1 serves it no longer than L2 would.
-            do {
-                try await memory.insert(entry, for: key)
-            } catch {
-                environment.logger.warning(
-                    "the memory tier could not keep a shared entry", metadata: ["key": "\(key)", "error": "\(error)"])
-            }
-        }
+        if let entry { await fill(entry, for: key, readStartedAt: started) }
         return entry
     }
 
@@ -142,6 +160,28 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     }
 
     public var origin: Origin { shared.origin }
+
+    /// Keeps an entry read from the shared tier in memory, as stored (L1 serves it no longer than
+    /// L2 would), unless another node changed its key while the read ran.
+    private func fill(_ entry: Cached<Value>, for key: Key, readStartedAt started: UInt64) async {
+        func mayFill() -> Bool {
+            state.withLock { state in
+                let may = state.coherence.mayFill(key, readStartedAt: started)
+                if !may { state.backplane.fillsSkipped += 1 }
+                return may
+            }
+        }
+        guard mayFill() else { return }
+        do {
+            try await memory.insert(entry, for: key)
+        } catch {
+            environment.logger.warning(
+                "the memory tier could not keep a shared entry", metadata: ["key": "\(key)", "error": "\(error)"])
+            return
+        }
+        // A change that arrived between the check and the insert found nothing to drop.
+        if !mayFill() { try? await memory.delete(key) }
+    }
 
     // MARK: Carrying out the decisions
 
@@ -207,5 +247,97 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
             return state.retry
         }
         previous?.cancel()
+    }
+}
+
+// MARK: - Other nodes' writes
+
+extension TieredStore where Key == String {
+    /// A store of `memory` in front of `shared` that follows `backplane`: another node's write
+    /// drops this node's memory copy of its key; see ``TieredStore``.
+    ///
+    /// ```swift
+    /// let shared = try PostgresStore<Feed>(url: url)
+    /// let backplane = try PostgresBackplane(announcingFor: shared)
+    /// let cache = TieredStore(memory: MemoryStore(countLimit: 10_000), shared: shared, backplane: backplane)
+    /// ```
+    ///
+    /// The store follows the backplane from here on, in a task of its own that ends when the store
+    /// is released. The other parameters are as in
+    /// ``init(memory:shared:environment:firstRetryDelay:maxRetryDelay:)``.
+    public convenience init(
+        memory: Memory, shared: Shared, backplane: some Backplane, environment: LoadEnvironment = .live,
+        firstRetryDelay: Duration = .seconds(1), maxRetryDelay: Duration = .seconds(60)
+    ) {
+        self.init(
+            memory: memory, shared: shared, environment: environment, firstRetryDelay: firstRetryDelay,
+            maxRetryDelay: maxRetryDelay)
+        let node = backplane.node
+        let events = backplane.events()
+        let task = Task { [weak self] in
+            for await event in events {
+                guard let self else { return }
+                await self.receive(event, node: node)
+            }
+        }
+        state.withLock { $0.following = task }
+    }
+
+    /// What the store did with its backplane's events so far.
+    public var backplaneStatistics: BackplaneStatistics { state.withLock { $0.backplane } }
+
+    /// Returns once the store has handled at least `count` backplane events (changes, its own
+    /// included, and starts of listening): a test's wait for a change to arrive.
+    /// - Throws: `CancellationError` as soon as the waiting task is cancelled.
+    public func waitForBackplaneEvents(atLeast count: Int) async throws {
+        try await state.wait(in: \.backplaneWaiters, current: { $0.backplane.events }, until: { $0 >= count })
+    }
+
+    /// Handles one backplane event as this store's node `node`.
+    func receive(_ event: BackplaneEvent, node: String) async {
+        switch event {
+        case .listening:
+            await forgetMemory(because: "the backplane (re)started listening")
+            counted { $0.listeningStarts += 1 }
+        case .changed(let change) where change.sender == node:
+            counted { $0.ownChangesIgnored += 1 }
+        case .changedAll(_, let sender) where sender == node:
+            counted { $0.ownChangesIgnored += 1 }
+        case .changedAll:
+            await forgetMemory(because: "another node changed every entry")
+            counted { $0.copiesDropped += 1 }
+        case .changed(let change):
+            state.withLock { $0.coherence.changeReceived(change.key) }
+            var held = memory.immediateEntry(for: change.key)
+            if held == nil { held = try? await memory.retrieve(change.key) }
+            // Only a copy older than the change: a later one (this node's own write, or a read that
+            // saw an even newer row) stays.
+            if let held, held.storedAt < change.at || (change.action != .set && held.storedAt == change.at) {
+                try? await memory.delete(change.key)
+                counted { $0.copiesDropped += 1 }
+            } else {
+                counted { _ in }
+            }
+        }
+    }
+
+    /// Empties the memory tier; reads running now do not fill it.
+    private func forgetMemory(because reason: String) async {
+        state.withLock { $0.coherence.listeningStarted() }
+        do {
+            try await memory.removeAll()
+        } catch {
+            environment.logger.error(
+                "the memory tier could not be emptied: its copies may be stale",
+                metadata: ["reason": "\(reason)", "error": "\(error)"])
+        }
+    }
+
+    private func counted(_ update: (inout BackplaneStatistics) -> Void) {
+        state.withLock { state in
+            update(&state.backplane)
+            state.backplane.events += 1
+            state.backplaneWaiters.resumeSatisfied(by: state.backplane.events)
+        }
     }
 }

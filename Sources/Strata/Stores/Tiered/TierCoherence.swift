@@ -1,0 +1,55 @@
+import Foundation
+
+/// What a ``TieredStore`` decides about the copies its memory tier keeps while a ``Backplane``
+/// tells it about other nodes' writes: whether an entry read from the shared tier may still be
+/// kept in memory when the read ends.
+///
+/// A read of the shared tier that started before another node's change of the same key arrived
+/// may return the value that change replaced; kept in memory, it would be served until the next
+/// change. So every change received is numbered, a read remembers the number it started at, and
+/// it fills the memory tier only when no change of its key (and no restart of listening) came
+/// since.
+///
+/// Pure: no tasks, no stores. Tests drive it alone through seeded random interleavings.
+struct TierCoherence<Key: Hashable & Sendable>: Sendable {
+    /// How many changed keys are remembered; past it the memory is reset, and reads that started
+    /// before the reset do not fill the memory tier.
+    let limit: Int
+    /// The number of the last change received (or restart of listening).
+    private(set) var generation: UInt64 = 0
+    /// The number of the last change received for each recently changed key.
+    private(set) var changed: [Key: UInt64] = [:]
+    /// Reads that started before this number never fill the memory tier.
+    private(set) var floor: UInt64 = 0
+
+    init(limit: Int = 10_000) {
+        precondition(limit > 0, "TierCoherence: limit must be positive")
+        self.limit = limit
+    }
+
+    /// A read of the shared tier starts: the number it ends with.
+    var readStarted: UInt64 { generation }
+
+    /// Whether a read of `key` that started at `started` may keep its entry in the memory tier.
+    func mayFill(_ key: Key, readStartedAt started: UInt64) -> Bool {
+        started >= floor && (changed[key] ?? 0) <= started
+    }
+
+    /// Another node changed `key`.
+    mutating func changeReceived(_ key: Key) {
+        generation += 1
+        if changed.count >= limit, changed[key] == nil {
+            changed = [:]
+            floor = generation
+        }
+        changed[key] = generation
+    }
+
+    /// The backplane (re)started listening: changes may have been missed, so no read that started
+    /// before fills the memory tier.
+    mutating func listeningStarted() {
+        generation += 1
+        changed = [:]
+        floor = generation
+    }
+}
