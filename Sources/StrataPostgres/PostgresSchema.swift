@@ -24,14 +24,16 @@ extension PostgresStore {
                 size INTEGER NOT NULL,
                 expires_at TIMESTAMPTZ,
                 max_age_seconds BIGINT,
-                max_age_attoseconds BIGINT
+                max_age_attoseconds BIGINT,
+                format_version INTEGER NOT NULL DEFAULT 0
             )
             """, logger: logger)
-        // Tables made before the server's max-age was kept gain its columns in place.
+        // Tables made before the server's max-age or the format version was kept gain their columns in place.
         try await connection.query(#"""
             ALTER TABLE "\#(unescaped: table)"
                 ADD COLUMN IF NOT EXISTS max_age_seconds BIGINT,
-                ADD COLUMN IF NOT EXISTS max_age_attoseconds BIGINT
+                ADD COLUMN IF NOT EXISTS max_age_attoseconds BIGINT,
+                ADD COLUMN IF NOT EXISTS format_version INTEGER NOT NULL DEFAULT 0
             """#, logger: logger)
         try await connection.query(
             #"CREATE INDEX IF NOT EXISTS "\#(unescaped: table)_stored_at" ON "\#(unescaped: table)" (stored_at)"#,

@@ -45,6 +45,7 @@ import PostgresNIO
 /// | `size` | `INTEGER` | byte count of `value`; a row whose value has another length is corrupt |
 /// | `expires_at` | `TIMESTAMPTZ NULL` | `stored_at + maxAge` when the writing store has a ``maxAge`` |
 /// | `max_age_seconds`, `max_age_attoseconds` | `BIGINT NULL` | the server's freshness lifetime (``CacheValidators/maxAge``), exact; added in place to older tables |
+/// | `format_version` | `INTEGER` | the writing store's ``formatVersion``; a store reads only its own (added in place, 0) |
 ///
 /// Writes are one `INSERT … ON CONFLICT (key) DO UPDATE`: a reader in any process sees the old row
 /// or the new one, and a failed write leaves the old row untouched. All values travel as bind
@@ -134,6 +135,8 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         var lastProgress: ContinuousClock.Instant?
         /// The sender this store's writes announce themselves as (``announceChanges(as:)``).
         var announcingNode: String?
+        var formatVersion: Int32 = 0
+        var maxValueBytes = PostgresStore.defaultMaxValueBytes
     }
 
     /// How often a store with a ``maxAge`` sweeps expired rows (after an insert).
@@ -446,6 +449,30 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         }
     }
 
+    /// The format version written with every row (0 by default). A row of another version is a
+    /// miss that this store leaves in place, and it never re-stamps one: during a rollout, the
+    /// processes of the old and the new version of an app share one table, each reading only the
+    /// rows it can decode (a key both use is loaded by each and written over by the last). Raise
+    /// it when the stored value's encoding changes; set it before the store's first use.
+    public var formatVersion: Int32 {
+        get { state.withLock { $0.formatVersion } }
+        set { state.withLock { $0.formatVersion = newValue } }
+    }
+
+    /// The largest encoded value the store keeps, in bytes (1 MiB by default). A larger value is
+    /// not stored: `insert` logs it at `warning`, removes the key's row (so that no process serves
+    /// the value it replaced) and returns, so the load that produced it still answers.
+    public var maxValueBytes: Int {
+        get { state.withLock { $0.maxValueBytes } }
+        set {
+            precondition(newValue >= 0, "maxValueBytes must not be negative")
+            state.withLock { $0.maxValueBytes = newValue }
+        }
+    }
+
+    /// 1 MiB.
+    public static var defaultMaxValueBytes: Int { 1 << 20 }
+
     /// How long ``shutdown()`` waits for the connection pool to stop.
     public static var shutdownTimeout: Duration { .seconds(10) }
 
@@ -461,15 +488,17 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     public func retrieve(_ key: String) async throws -> Cached<Value>? {
         let now = now()
         let staleAccess = now.addingTimeInterval(-Self.accessGranularity)
+        let version = formatVersion
         let read: RowRead? = try await perform(.retrieve, key: key) { [table] connection, logger in
             // The touch and the read are one statement; the read sees the row as it was before the touch.
+            // A row of another format version is another version of the app's: a miss, left alone.
             let rows = try await connection.query("""
                 WITH touched AS (
                     UPDATE "\(unescaped: table)" SET last_access = \(now)
-                    WHERE key = \(key) AND last_access < \(staleAccess)
+                    WHERE key = \(key) AND last_access < \(staleAccess) AND format_version = \(version)
                 )
                 SELECT value, stored_at_seconds, etag, last_modified, size, max_age_seconds, max_age_attoseconds
-                FROM "\(unescaped: table)" WHERE key = \(key)
+                FROM "\(unescaped: table)" WHERE key = \(key) AND format_version = \(version)
                 """, logger: logger)
             // At most one row (the key is the primary key); read to the end either way, so the
             // statement completes before the connection goes back to the pool.
@@ -513,7 +542,9 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         }
     }
 
-    /// Stores `entry` under `key` with one upsert, replacing any previous row atomically.
+    /// Stores `entry` under `key` with one upsert, replacing any previous row atomically (and
+    /// announcing it, when ``announceChanges(as:)`` is on). A value whose encoding exceeds
+    /// ``maxValueBytes`` is not stored, and the key's row is removed instead.
     /// - Throws: `StoreError` when the value does not encode, the database is unreachable or the
     ///   statement fails; the previous row is then untouched.
     @concurrent
@@ -524,8 +555,14 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         } catch {
             throw StoreError(store: description, operation: .insert, key: key, reason: "value does not encode: \(error)", underlying: error)
         }
-        guard let size = Int32(exactly: bytes.count) else {
-            throw StoreError(store: description, operation: .insert, key: key, reason: "value is \(bytes.count) bytes, more than a row holds")
+        let (version, maxValueBytes) = state.withLock { ($0.formatVersion, $0.maxValueBytes) }
+        guard bytes.count <= maxValueBytes, let size = Int32(exactly: bytes.count) else {
+            // Not stored; the row of the value it replaces goes, so no node serves that one instead.
+            logger.warning(
+                "a value larger than the store's limit is not stored: the key's row is removed",
+                metadata: ["store": "\(description)", "key": "\(key)", "bytes": "\(bytes.count)", "limit": "\(maxValueBytes)"])
+            try await delete(key)
+            return
         }
         let now = now()
         let seconds = entry.storedAt.timeIntervalSinceReferenceDate
@@ -539,15 +576,17 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
                 WITH written AS (
                 INSERT INTO "\(unescaped: table)"
                     (key, value, stored_at, stored_at_seconds, etag, last_modified, last_access, size, expires_at,
-                     max_age_seconds, max_age_attoseconds)
+                     max_age_seconds, max_age_attoseconds, format_version)
                 VALUES (\(key), \(bytes), \(entry.storedAt), \(seconds), \(entry.validators.etag),
-                        \(entry.validators.lastModified), \(now), \(size), \(expiresAt), \(maxAgeSeconds), \(maxAgeAttoseconds))
+                        \(entry.validators.lastModified), \(now), \(size), \(expiresAt), \(maxAgeSeconds), \(maxAgeAttoseconds),
+                        \(version))
                 ON CONFLICT (key) DO UPDATE SET
                     value = EXCLUDED.value, stored_at = EXCLUDED.stored_at,
                     stored_at_seconds = EXCLUDED.stored_at_seconds, etag = EXCLUDED.etag,
                     last_modified = EXCLUDED.last_modified, last_access = EXCLUDED.last_access,
                     size = EXCLUDED.size, expires_at = EXCLUDED.expires_at,
-                    max_age_seconds = EXCLUDED.max_age_seconds, max_age_attoseconds = EXCLUDED.max_age_attoseconds
+                    max_age_seconds = EXCLUDED.max_age_seconds, max_age_attoseconds = EXCLUDED.max_age_attoseconds,
+                    format_version = EXCLUDED.format_version
                 )
                 SELECT pg_notify(\(channel), \(notice)) WHERE \(channel)::text IS NOT NULL
                 """, logger: logger))
@@ -566,6 +605,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         let maxAgeSeconds = validators.maxAge?.components.seconds
         let maxAgeAttoseconds = validators.maxAge?.components.attoseconds
         let (channel, notice) = announcement(.set, key: key, at: storedAt)
+        let version = formatVersion
         return try await perform(.refresh, key: key) { [table] connection, logger in
             // Announced only when a row was re-stamped, in the same statement.
             let rows = try await connection.query("""
@@ -573,7 +613,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
                     UPDATE "\(unescaped: table)" SET stored_at = \(storedAt), stored_at_seconds = \(seconds),
                         etag = \(validators.etag), last_modified = \(validators.lastModified), last_access = \(now),
                         expires_at = \(expiresAt), max_age_seconds = \(maxAgeSeconds), max_age_attoseconds = \(maxAgeAttoseconds)
-                    WHERE key = \(key) RETURNING 1
+                    WHERE key = \(key) AND format_version = \(version) RETURNING 1
                 ), announced AS (
                     SELECT 1 FROM refreshed, pg_notify(\(channel), \(notice)) WHERE \(channel)::text IS NOT NULL
                 )

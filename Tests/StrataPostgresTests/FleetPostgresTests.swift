@@ -251,3 +251,72 @@ struct FleetLockPostgresTests {
     }
 }
 #endif
+
+#if Postgres
+/// The limits a fleet's shared table needs: a largest value, and the format version that lets two
+/// versions of an app share the table during a rollout.
+@Suite("PostgresStore limits: maxValueBytes and formatVersion", .enabled(if: TestServer.isAvailable, TestServer.skipReason), .timeLimit(.minutes(2)))
+struct PostgresStoreLimitsTests {
+    @Test("a value over maxValueBytes is not stored, the row it replaces goes, and the load still answers")
+    func aValueOverTheLimit_isNotStored() async throws {
+        try await TestScope.run {
+            let table = TestScope.table()
+            let store = try TestScope.store(Item.self, table: table)
+            #expect(store.maxValueBytes == 1 << 20)
+            store.maxValueBytes = 64
+            try await store.insert(itemA, for: "feed", storedAt: Date())
+            #expect(try await store.retrieve("feed")?.value == itemA)
+            let big = Item(id: 2, name: String(repeating: "x", count: 100))
+            let answered = try await LoaderSpy<Void, Item>(.success(big))
+                .writingThrough(to: store, key: "feed")
+                .environment(LoadEnvironment(logger: quietLogger))
+                .load()
+            #expect(answered == big, "the load answers")
+            #expect(try await store.retrieve("feed") == nil, "not stored, and the older row is gone")
+            #expect(try await Admin.require().rowCount(in: table, key: "feed") == 0)
+        }
+    }
+
+    @Test("a table made before the format version (and the server's max-age) gains the columns in place; its rows are version 0")
+    func anOlderTable_gainsTheColumnsInPlace() async throws {
+        try await TestScope.run {
+            let table = TestScope.table()
+            let bytes = try JSONEncoder().encode(itemA)
+            let seconds = Date(timeIntervalSinceReferenceDate: 800_000_000).timeIntervalSinceReferenceDate
+            try await Admin.require().execute(#"""
+                CREATE TABLE "\#(unescaped: table)" (
+                    key TEXT PRIMARY KEY, value BYTEA NOT NULL, stored_at TIMESTAMPTZ NOT NULL,
+                    stored_at_seconds DOUBLE PRECISION NOT NULL, etag TEXT, last_modified TEXT,
+                    last_access TIMESTAMPTZ NOT NULL, size INTEGER NOT NULL, expires_at TIMESTAMPTZ)
+                """#)
+            try await Admin.require().execute(#"""
+                INSERT INTO "\#(unescaped: table)" VALUES ('feed', \#(bytes), now(), \#(seconds), NULL, NULL, now(), \#(Int32(bytes.count)), NULL)
+                """#)
+            let store = try TestScope.store(Item.self, table: table)
+            #expect(try await store.retrieve("feed")?.value == itemA)
+            let newer = try TestScope.store(Item.self, table: table)
+            newer.formatVersion = 1
+            #expect(try await newer.retrieve("feed") == nil)
+        }
+    }
+
+    @Test("two format versions share one table: each reads only its own rows, and leaves the other's in place")
+    func twoFormatVersions_shareOneTable() async throws {
+        try await TestScope.run {
+            let table = TestScope.table()
+            let old = try TestScope.store(Item.self, table: table)
+            let new = try TestScope.store(Item.self, table: table)
+            new.formatVersion = 2
+            let t0 = Date()
+            try await new.insert(itemB, for: "feed", storedAt: t0)
+            #expect(try await old.retrieve("feed") == nil, "another version's row is a miss")
+            #expect(try await old.refresh("feed", storedAt: t0.addingTimeInterval(5), validators: .none) == false)
+            #expect(try await new.retrieve("feed") == Cached(value: itemB, storedAt: t0), "left in place, not re-stamped")
+            try await old.insert(itemA, for: "feed", storedAt: t0)
+            #expect(try await new.retrieve("feed") == nil)
+            #expect(try await old.retrieve("feed")?.value == itemA)
+            #expect(try await Admin.require().rowCount(in: table, key: "feed") == 1)
+        }
+    }
+}
+#endif
