@@ -16,11 +16,13 @@ let package = Package(
     dependencies: [
         .package(
             name: "Strata", path: "..",
-            traits: ["SQLite", .trait(name: "URLSession", condition: .when(traits: ["StrataURLSession"]))]),
+            traits: ["SQLite", "Postgres", .trait(name: "URLSession", condition: .when(traits: ["StrataURLSession"]))]),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         // The raw GRDB baseline of the SQLiteStore scenario (the same GRDB StrataSQLite resolves).
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+        // The raw select baseline of FleetProbe's L2 hit (the same PostgresNIO StrataPostgres resolves).
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.21.0"),
     ],
     targets: [
         // The data every scenario shares: the 1,000-item feed and its baselines' helpers.
@@ -50,6 +52,17 @@ let package = Package(
                 .product(name: "Strata", package: "Strata"),
                 .product(name: "StrataSQLite", package: "Strata"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+        // The fleet tier against a real PostgreSQL (STRATA_POSTGRES_URL): L1 and L2 hits, notification
+        // latency, the stampede. Not part of `compare`, which needs no database.
+        .executableTarget(
+            name: "FleetProbe",
+            dependencies: [
+                .product(name: "Strata", package: "Strata"),
+                .product(name: "StrataPostgres", package: "Strata"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .executableTarget(
