@@ -515,6 +515,53 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
             }
             return read
         }
+        return await entry(from: read, key: key)
+    }
+
+    /// The entries for `keys` in one statement (`WHERE key = ANY(…)`), which also touches their
+    /// `last_access` as ``retrieve(_:)`` does; a row that no longer decodes is a miss (deleted and
+    /// logged). Keys with no row are absent.
+    /// - Throws: `StoreError` (operation `retrieve`) when the database is unreachable or the query fails.
+    @concurrent
+    public func retrieveMany(_ keys: [String]) async throws -> [String: Cached<Value>] {
+        let keys = Array(Set(keys))
+        guard !keys.isEmpty else { return [:] }
+        let now = now()
+        let staleAccess = now.addingTimeInterval(-Self.accessGranularity)
+        let version = formatVersion
+        let reads: [(String, RowRead)] = try await perform(.retrieve, key: keys.count == 1 ? keys[0] : nil) { [table] connection, logger in
+            let rows = try await connection.query("""
+                WITH touched AS (
+                    UPDATE "\(unescaped: table)" SET last_access = \(now)
+                    WHERE key = ANY(\(keys)) AND last_access < \(staleAccess) AND format_version = \(version)
+                )
+                SELECT key, value, stored_at_seconds, etag, last_modified, size, max_age_seconds, max_age_attoseconds
+                FROM "\(unescaped: table)" WHERE key = ANY(\(keys)) AND format_version = \(version)
+                """, logger: logger)
+            var reads: [(String, RowRead)] = []
+            for try await row in rows {
+                guard let key = row.first.flatMap({ try? $0.decode(String.self, context: .default) }) else { continue }
+                do {
+                    let (_, value, seconds, etag, lastModified, size, maxAgeSeconds, maxAgeAttoseconds) = try row.decode(
+                        (String, Data, Double, String?, String?, Int32, Int64?, Int64?).self)
+                    let maxAge = maxAgeSeconds.map { Duration(secondsComponent: $0, attosecondsComponent: maxAgeAttoseconds ?? 0) }
+                    reads.append((key, .row(value: value, seconds: seconds, etag: etag, lastModified: lastModified, size: size, maxAge: maxAge)))
+                } catch {
+                    reads.append((key, .malformed("\(error)")))
+                }
+            }
+            return reads
+        }
+        var entries: [String: Cached<Value>] = [:]
+        for (key, read) in reads {
+            if let entry = await entry(from: read, key: key) { entries[key] = entry }
+        }
+        return entries
+    }
+
+    /// The entry a row read holds, or `nil` for no row or a row that no longer decodes (that row is
+    /// then deleted and logged).
+    private func entry(from read: RowRead?, key: String) async -> Cached<Value>? {
         switch read {
         case nil:
             return nil

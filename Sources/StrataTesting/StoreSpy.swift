@@ -14,6 +14,8 @@ public final class StoreSpy<Base: Store>: Store, Sendable {
     /// A message received by the store.
     public enum Message: Sendable {
         case retrieve(Key)
+        /// One ``Store/retrieveMany(_:)`` call, with its keys.
+        case retrieveMany([Key])
         case insert(Key, Cached<Value>)
         case delete(Key)
         case refresh(Key, storedAt: Date, validators: CacheValidators)
@@ -77,6 +79,17 @@ public final class StoreSpy<Base: Store>: Store, Sendable {
         }
         if let fault { throw fault }
         return try await base.retrieve(key)
+    }
+
+    /// Records the call and forwards it to the base store's own `retrieveMany` (one call, however
+    /// many keys), or throws the injected `retrieve` fault.
+    public func retrieveMany(_ keys: [Key]) async throws -> [Key: Cached<Value>] {
+        let fault = state.withLock { state -> (any Error)? in
+            state.messages.append(.retrieveMany(keys))
+            return state.faults.retrieve
+        }
+        if let fault { throw fault }
+        return try await base.retrieveMany(keys)
     }
 
     public func insert(_ entry: Cached<Value>, for key: Key) async throws {

@@ -319,4 +319,47 @@ struct PostgresStoreLimitsTests {
         }
     }
 }
+
+/// Many keys against the real server: one query for the stored ones, one remote call for the rest.
+@Suite("loadingMany(in:freshness:) over PostgresStore", .enabled(if: TestServer.isAvailable, TestServer.skipReason), .timeLimit(.minutes(2)))
+struct LoadingManyPostgresTests {
+    @Test("PostgresStore.retrieveMany reads the keys in one query; a row of another format version or one that no longer decodes is a miss")
+    func retrieveMany_readsInOneQuery() async throws {
+        try await TestScope.run {
+            let table = TestScope.table()
+            let store = try TestScope.store(Item.self, table: table)
+            let t0 = Date(timeIntervalSinceReferenceDate: 800_000_000.5)
+            try await store.insert(itemA, for: "a", storedAt: t0)
+            try await store.insert(itemB, for: "b", storedAt: t0)
+            try await store.insert(itemB, for: "broken", storedAt: t0)
+            try await Admin.require().execute(#"UPDATE "\#(unescaped: table)" SET value = '\\x00' WHERE key = 'broken'"#)
+            let entries = try await store.retrieveMany(["a", "b", "broken", "none", "a"])
+            #expect(entries == ["a": Cached(value: itemA, storedAt: t0), "b": Cached(value: itemB, storedAt: t0)])
+            #expect(try await Admin.require().rowCount(in: table, key: "broken") == 0, "the broken row is discarded")
+        }
+    }
+
+    @Test("a tiered store answers from memory, then one shared read; the remote is called once for the misses")
+    func loadingMany_overATieredStore() async throws {
+        try await TestScope.run {
+            let table = TestScope.table()
+            let shared = StoreSpy(try TestScope.store(Item.self, table: table))
+            let tiered = TieredStore(memory: MemoryStore<String, Item>(), shared: shared, environment: LoadEnvironment(logger: quietLogger))
+            try await tiered.insert(itemA, for: "in-memory", storedAt: Date())
+            try await shared.base.insert(itemB, for: "in-table", storedAt: Date())
+            let remote = LoaderSpy<[String], [String: Item]>(.success(["new": Item(id: 9, name: "new")]))
+            let answers = try await remote
+                .loadingMany(in: tiered, freshness: .maxAge(.seconds(60)))
+                .environment(LoadEnvironment(logger: quietLogger))
+                .load(["in-memory", "in-table", "new"])
+            #expect(answers.count == 3)
+            #expect(remote.inputs == [["new"]])
+            let reads = shared.messages.filter { if case .retrieveMany = $0 { true } else { false } }
+            #expect(reads.count == 1, "one read of the table for the keys memory did not have")
+            if case .retrieveMany(let keys)? = reads.first { #expect(Set(keys) == ["in-table", "new"]) }
+            #expect(try await shared.base.retrieve("new")?.value.name == "new", "written to the table")
+            #expect(tiered.memory.immediateEntry(for: "in-table") != nil, "kept in memory")
+        }
+    }
+}
 #endif

@@ -56,6 +56,13 @@ public protocol Store<Key, Value>: Sendable {
     /// - Throws: ``StoreError`` (`.delete`, no key) when entries could not be removed.
     nonisolated(nonsending) func removeAll() async throws
 
+    /// The entries stored for `keys`, by key; a key with no (readable) entry is absent.
+    ///
+    /// The default reads the keys one by one. A store that can read many in one round trip
+    /// (`PostgresStore`: one `SELECT … WHERE key = ANY(…)`; ``TieredStore``: the memory tier, then
+    /// the shared tier once for the rest) implements it; see `loadingMany(in:freshness:)`.
+    nonisolated(nonsending) func retrieveMany(_ keys: [Key]) async throws -> [Key: Cached<Value>]
+
     /// The kind of source this store is, reported as the ``Provenance/origin`` of values it serves.
     ///
     /// Defaults to ``Origin/disk``; an in-memory or remote store of your own should say
@@ -92,4 +99,13 @@ extension Store {
     }
 
     public var origin: Origin { .disk }
+
+    /// Reads the keys one by one, in order.
+    public func retrieveMany(_ keys: [Key]) async throws -> [Key: Cached<Value>] {
+        var entries: [Key: Cached<Value>] = [:]
+        for key in Set(keys) {
+            if let entry = try await retrieve(key) { entries[key] = entry }
+        }
+        return entries
+    }
 }

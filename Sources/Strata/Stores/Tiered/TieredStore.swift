@@ -129,6 +129,34 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
         memory.immediateEntry(for: key)
     }
 
+    /// The memory tier's entries, then the shared tier's for the rest in one ``Store/retrieveMany(_:)``
+    /// (kept in memory as a single read's would be). A shared tier that fails is a miss for the rest.
+    public func retrieveMany(_ keys: [Key]) async throws -> [Key: Cached<Value>] {
+        var entries: [Key: Cached<Value>] = [:]
+        var rest: [Key] = []
+        for key in Set(keys) {
+            if let hit = try await memory.retrieve(key) { entries[key] = hit } else { rest.append(key) }
+        }
+        guard !rest.isEmpty else { return entries }
+        let started = state.withLock { $0.coherence.readStarted }
+        let shared: [Key: Cached<Value>]
+        do {
+            shared = try await self.shared.retrieveMany(rest)
+        } catch {
+            environment.logger.warning(
+                "the shared tier could not be read: misses",
+                metadata: ["store": "\(self.shared)", "keys": "\(rest.count)", "error": "\(error)"])
+            await perform(handle(.failed))
+            return entries
+        }
+        await perform(handle(.answered))
+        for (key, entry) in shared {
+            await fill(entry, for: key, readStartedAt: started)
+            entries[key] = entry
+        }
+        return entries
+    }
+
     public func insert(_ entry: Cached<Value>, for key: Key) async throws {
         try await memory.insert(entry, for: key)
         await perform(handle(.written(key, .insert(entry))))
