@@ -108,6 +108,8 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     // MARK: Store
 
     public func retrieve(_ key: Key) async throws -> Cached<Value>? {
+        // A memory tier that answers without suspending (MemoryStore) is asked so first: no async call.
+        if let hit = memory.immediateEntry(for: key) { return hit }
         if let hit = try await memory.retrieve(key) { return hit }
         let entry: Cached<Value>?
         let started = state.withLock { $0.coherence.readStarted }
