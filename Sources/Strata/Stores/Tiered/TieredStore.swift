@@ -107,9 +107,16 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
 
     // MARK: Store
 
+    /// Inlinable: an app's call is specialised for its tiers, so a hit a memory tier answers without
+    /// suspending (``MemoryStore``) costs about what that tier's own read does.
+    @inlinable
     public func retrieve(_ key: Key) async throws -> Cached<Value>? {
-        // A memory tier that answers without suspending (MemoryStore) is asked so first: no async call.
         if let hit = memory.immediateEntry(for: key) { return hit }
+        return try await retrieveAfterImmediateMiss(key)
+    }
+
+    @usableFromInline
+    func retrieveAfterImmediateMiss(_ key: Key) async throws -> Cached<Value>? {
         if let hit = try await memory.retrieve(key) { return hit }
         let entry: Cached<Value>?
         let started = state.withLock { $0.coherence.readStarted }
@@ -127,6 +134,7 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
         return entry
     }
 
+    @inlinable
     public func immediateEntry(for key: Key) -> Cached<Value>? {
         memory.immediateEntry(for: key)
     }
