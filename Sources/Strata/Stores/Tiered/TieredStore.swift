@@ -118,20 +118,28 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     @usableFromInline
     func retrieveAfterImmediateMiss(_ key: Key) async throws -> Cached<Value>? {
         if let hit = try await memory.retrieve(key) { return hit }
-        let entry: Cached<Value>?
+        guard let (entry, started) = await readShared(["key": "\(key)"], { try await shared.retrieve(key) }) else { return nil }
+        if let entry { await fill(entry, for: key, readStartedAt: started) }
+        return entry
+    }
+
+    /// Reads the shared tier with `read`, and the coherence number the read started at; `nil` when
+    /// it failed (logged: a miss), which marks the tier down, as an answer marks it up.
+    private func readShared<T: Sendable>(
+        _ metadata: Logger.Metadata, _ read: () async throws -> T
+    ) async -> (T, started: UInt64)? {
         let started = state.withLock { $0.coherence.readStarted }
         do {
-            entry = try await shared.retrieve(key)
+            let result = try await read()
+            await perform(handle(.answered))
+            return (result, started)
         } catch {
             environment.logger.warning(
                 "the shared tier could not be read: a miss",
-                metadata: ["store": "\(shared)", "key": "\(key)", "error": "\(error)"])
+                metadata: metadata.merging(["store": "\(shared)", "error": "\(error)"]) { _, new in new })
             await perform(handle(.failed))
             return nil
         }
-        await perform(handle(.answered))
-        if let entry { await fill(entry, for: key, readStartedAt: started) }
-        return entry
     }
 
     @inlinable
@@ -147,19 +155,9 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
         for key in Set(keys) {
             if let hit = try await memory.retrieve(key) { entries[key] = hit } else { rest.append(key) }
         }
-        guard !rest.isEmpty else { return entries }
-        let started = state.withLock { $0.coherence.readStarted }
-        let shared: [Key: Cached<Value>]
-        do {
-            shared = try await self.shared.retrieveMany(rest)
-        } catch {
-            environment.logger.warning(
-                "the shared tier could not be read: misses",
-                metadata: ["store": "\(self.shared)", "keys": "\(rest.count)", "error": "\(error)"])
-            await perform(handle(.failed))
-            return entries
-        }
-        await perform(handle(.answered))
+        guard !rest.isEmpty,
+            let (shared, started) = await readShared(["keys": "\(rest.count)"], { try await self.shared.retrieveMany(rest) })
+        else { return entries }
         for (key, entry) in shared {
             await fill(entry, for: key, readStartedAt: started)
             entries[key] = entry
