@@ -1,6 +1,7 @@
 #if Postgres
 import Foundation
 import Logging
+import NIOCore
 import PostgresNIO
 @_spi(StrataInternals) import Strata
 
@@ -171,12 +172,13 @@ final class PostgresBackplaneCore: Sendable {
 
     /// Cancels the task and ends the subscribers' sequences (the backplane was released).
     func stopWithoutWaiting() {
-        let (runner, subscribers) = state.withLock { state in
+        let (runner, connection, subscribers) = state.withLock { state in
             state.isShutDown = true
             defer { state.subscribers = [:] }
-            return (state.runner, state.subscribers.values)
+            return (state.runner, state.connection, state.subscribers.values)
         }
         runner?.cancel()
+        if let connection { _ = connection.close() as EventLoopFuture<Void> }
         for subscriber in subscribers { subscriber.finish() }
     }
 
@@ -235,8 +237,12 @@ final class PostgresBackplaneCore: Sendable {
                     try? await connection.close()
                     return
                 }
+                let startsBefore = state.withLock { $0.listeningStarts }
+                defer {
+                    // It listened: the next loss starts the backoff again.
+                    if state.withLock({ $0.listeningStarts }) > startsBefore { delay = firstReconnectDelay }
+                }
                 try await listen(on: connection)
-                delay = firstReconnectDelay  // it listened: the next loss starts the backoff again
             } catch is CancellationError {
                 // Shut down.
             } catch {
@@ -305,7 +311,10 @@ final class PostgresBackplaneCore: Sendable {
                     }
                 }
                 group.addTask { [heartbeatTimeout] in
-                    try? await Task.sleep(for: heartbeatTimeout)
+                    do { try await Task.sleep(for: heartbeatTimeout) } catch { return false }
+                    // PostgresNIO's query does not end on cancellation: closing the connection
+                    // fails it, so the group (which waits for every child) ends now.
+                    try? await connection.close()
                     return false
                 }
                 defer { group.cancelAll() }

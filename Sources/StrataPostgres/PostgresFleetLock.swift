@@ -23,9 +23,13 @@ import PostgresNIO
 ///   this lock loses takes its locks with it, and a late ``unlock(_:)`` of one of them releases
 ///   nothing (it never releases a lock taken since).
 /// - **Keys:** the lock of key `k` is the 64-bit `hashtextextended('<table>:k', 0)`: caches in other
-///   tables never share a lock. Two keys whose hashes collide share one lock (the second waits for
-///   the first, within its timeout): rare, and costs time, never a wrong answer. Advisory locks of
-///   other programs on the database use the same 64-bit space; give them the two-integer form.
+///   tables never share a lock. Two keys whose hashes collide share one lock across processes (one
+///   process waits for another's load of the other key, within its timeout; in one process both are
+///   granted, as session locks are re-entrant): rare, and costs time or a load, never a wrong answer.
+///   Advisory locks of other programs on the database use the same 64-bit space; give them the
+///   two-integer form.
+/// - A caller cancelled while its request is with the server closes the connection: a lock the
+///   server grants after the caller left would have no one to release it.
 /// - An operation that gets no connection within the store's ``PostgresStore/connectTimeout``, or no
 ///   answer within ``operationTimeout``, throws (and a late answer closes the connection): the
 ///   caller loads without the lock.
@@ -192,7 +196,18 @@ public final class PostgresFleetLock: FleetLock, Sendable, CustomStringConvertib
                 return nil
             }
             defer { group.cancelAll() }
-            guard let first = try await group.next(), let value = first else {
+            let first: T??
+            do {
+                first = try await group.next()
+            } catch {
+                // The caller was cancelled while the statement ran: the server may grant a lock
+                // nobody will release. Closing the connection releases whatever it holds (and ends
+                // the statement, which PostgresNIO does not on cancellation).
+                lost(number)
+                try? await connection.close()
+                throw error
+            }
+            guard let first, let value = first else {
                 lost(number)
                 try? await connection.close()
                 throw PostgresFleetLockError.noAnswer(within: timeout)

@@ -15,6 +15,10 @@ extension PostgresStore {
     /// write never commits without it. A `PostgresBackplane` made for the store calls this; call it
     /// yourself in a process that writes the cache without listening (a worker that fills it).
     ///
+    /// The sweeps (``removeExpiredEntries()``, ``removeEntries(storedBefore:)``,
+    /// ``removeEntries(lastAccessedBefore:)``) are not announced: a node's memory copy of a swept row
+    /// is as old as the row was, and its freshness is judged by that same store time.
+    ///
     /// - Parameter node: the sender the notifications carry (``CacheChange/sender``); the node that
     ///   listens as `node` ignores them.
     public func announceChanges(as node: String) {

@@ -454,6 +454,10 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     /// processes of the old and the new version of an app share one table, each reading only the
     /// rows it can decode (a key both use is loaded by each and written over by the last). Raise
     /// it when the stored value's encoding changes; set it before the store's first use.
+    ///
+    /// - Important: Stores of Strata releases before this property existed read every row whatever
+    ///   its version (and delete one they cannot decode). Run this release everywhere at version 0
+    ///   before any process raises it.
     public var formatVersion: Int32 {
         get { state.withLock { $0.formatVersion } }
         set { state.withLock { $0.formatVersion = newValue } }
@@ -662,7 +666,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
                         expires_at = \(expiresAt), max_age_seconds = \(maxAgeSeconds), max_age_attoseconds = \(maxAgeAttoseconds)
                     WHERE key = \(key) AND format_version = \(version) RETURNING 1
                 ), announced AS (
-                    SELECT 1 FROM refreshed, pg_notify(\(channel), \(notice)) WHERE \(channel)::text IS NOT NULL
+                    SELECT pg_notify(\(channel), \(notice)) FROM refreshed WHERE \(channel)::text IS NOT NULL
                 )
                 SELECT (SELECT count(*) FROM refreshed), (SELECT count(*) FROM announced)
                 """, logger: logger)

@@ -100,7 +100,7 @@ extension Store {
 
     public var origin: Origin { .disk }
 
-    /// Reads the keys one by one, in order.
+    /// Reads the keys one by one (each once).
     public func retrieveMany(_ keys: [Key]) async throws -> [Key: Cached<Value>] {
         var entries: [Key: Cached<Value>] = [:]
         for key in Set(keys) {

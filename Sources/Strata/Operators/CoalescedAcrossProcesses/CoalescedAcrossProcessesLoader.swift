@@ -12,7 +12,7 @@ import Foundation
 /// 3. when another process holds it, waits `pollInterval`, reads the store for an entry the holder
 ///    wrote and serves it if it is fresh, else tries the lock again (a holder that died released
 ///    it), and so on;
-/// 4. after waiting `timeout` in all, loads anyway: the lock is about efficiency, never
+/// 4. `timeout` after it began (asking the lock and reading the store count too), loads anyway: the lock is about efficiency, never
 ///    correctness. A lock that cannot be asked (its database unreachable) is a load without it.
 ///
 /// In one process, put `coalesced()` around it (or around the whole chain), so that the
@@ -53,10 +53,16 @@ public struct CoalescedAcrossProcessesLoader<Base: Loader, S: Store, Lock: Fleet
     }
 
     public func load(_ input: Input, in context: LoadContext) async throws -> Output {
+        try await load(input, in: context, clock: context.environment.clock)
+    }
+
+    /// The load, on the environment's clock opened to its concrete type, so the wait runs to a
+    /// deadline on it (the time spent asking the lock and reading the store counts too).
+    private func load<C: Clock>(_ input: Input, in context: LoadContext, clock: C) async throws -> Output where C.Duration == Duration {
         let key = key(input)
         let lockName = "\(key)"
         let environment = context.environment
-        var waited = Duration.zero
+        let deadline = clock.now.advanced(by: timeout)
         while true {
             let hold: Lock.Hold?
             do {
@@ -85,15 +91,14 @@ public struct CoalescedAcrossProcessesLoader<Base: Loader, S: Store, Lock: Fleet
             }
             // Another process loads the key: its answer lands in the store. (The chain read the
             // store just before coming here, so the first read waits one interval.)
-            guard waited < timeout else {
+            let left = clock.now.duration(to: deadline)
+            guard left > .zero else {
                 environment.logger.info(
                     "waited for another process's load past the fleet lock's timeout: loading anyway",
                     metadata: ["key": "\(key)", "timeout": "\(timeout.formattedAge)"])
                 return try await loadAndStore(input, key: key, in: context)
             }
-            let nap = min(pollInterval, timeout - waited)
-            try await environment.clock.sleep(for: nap)
-            waited += nap
+            try await clock.sleep(until: clock.now.advanced(by: min(pollInterval, left)), tolerance: nil)
             if let fresh = await freshEntry(key, in: context) { return fresh }
         }
     }

@@ -172,6 +172,8 @@ public struct ServingStaleAfterLoader<Base: Loader, S: Store>: Loader where S.Va
                 group.addTask {
                     do {
                         let value = try await base.load(input, in: context)
+                        // Past the hard timeout (cancelled), a late answer never overwrites the store.
+                        try Task.checkCancellation()
                         await store.insertReportingFailure(value, for: key, in: context)
                         return .success(value)
                     } catch {

@@ -10,7 +10,9 @@ public struct CacheChange: Sendable, Hashable {
         case set
         /// The entry was removed.
         case remove
-        /// The entry was marked expired: a stale copy the fallback tiers may still serve.
+        /// The entry was marked expired: a stale copy the fallback tiers may still serve. A node
+        /// treats it as `remove` in its memory tier. (`PostgresStore` sends `set` and `remove`;
+        /// `expire` is for a shared store that marks entries stale without removing them.)
         case expire
     }
 

@@ -56,6 +56,8 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
         var backplane = BackplaneStatistics()
         var backplaneWaiters = ConditionWaiters<Int>()
         var following: Task<Void, Never>?
+        /// The backplane followed, kept alive for as long as the store.
+        var followed: (any Backplane)?
     }
 
     /// What the store did with its ``Backplane``'s events.
@@ -299,7 +301,7 @@ extension TieredStore where Key == String {
     /// ```
     ///
     /// The store follows the backplane from here on, in a task of its own that ends when the store
-    /// is released. The other parameters are as in
+    /// is released; it keeps the backplane for as long as it lives. The other parameters are as in
     /// ``init(memory:shared:environment:firstRetryDelay:maxRetryDelay:)``.
     public convenience init(
         memory: Memory, shared: Shared, backplane: some Backplane, environment: LoadEnvironment = .live,
@@ -316,7 +318,10 @@ extension TieredStore where Key == String {
                 await self.receive(event, node: node)
             }
         }
-        state.withLock { $0.following = task }
+        state.withLock { state in
+            state.following = task
+            state.followed = backplane
+        }
     }
 
     /// What the store did with its backplane's events so far.
