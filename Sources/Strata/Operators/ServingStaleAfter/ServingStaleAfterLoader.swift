@@ -17,6 +17,9 @@ import Foundation
 ///   ``TimeoutError``, and the load is cancelled).
 /// - A caller's cancellation stops its wait, never the load.
 /// - A copy served early is recorded as served by `<store> [stale after soft timeout]`.
+/// - Put no operator that writes what it is answered (`writingThrough`, `coalescedAcrossProcesses`)
+///   outside this one: it would store the stale copy as a new value. Inside, it writes the load's
+///   real answer.
 public struct ServingStaleAfterLoader<Base: Loader, S: Store>: Loader where S.Value == Base.Output {
     public typealias Input = Base.Input
     public typealias Output = Base.Output
