@@ -21,6 +21,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.65.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.5.0"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
     ],
     targets: [
         // The demo server: a real Hummingbird server on loopback with fault injection. A target of its
@@ -60,9 +61,28 @@ let package = Package(
                 .copy("Resources/default_posts_end.json"),
             ]
         ),
+        // `strata proxy`: one node of a caching HTTP reverse proxy (RFC 9111 shared cache) whose nodes
+        // share one PostgreSQL: memory tier, shared tier, backplane, fleet lock.
+        .target(
+            name: "StrataProxy",
+            dependencies: [
+                .product(name: "Strata", package: "Strata"),
+                .product(name: "StrataPostgres", package: "Strata"),
+                .product(name: "StrataAsyncHTTPClient", package: "Strata"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "StrataProxyTests",
+            dependencies: ["StrataProxy", .product(name: "Strata", package: "Strata")]
+        ),
         .target(
             name: "StrataCLI",
             dependencies: [
+                "StrataProxy",
                 .product(name: "Strata", package: "Strata"),
                 .product(name: "StrataSQLite", package: "Strata"),
                 .product(name: "StrataPostgres", package: "Strata"),

@@ -25,21 +25,28 @@ extension PostgresStore {
                 expires_at TIMESTAMPTZ,
                 max_age_seconds BIGINT,
                 max_age_attoseconds BIGINT,
-                format_version INTEGER NOT NULL DEFAULT 0
+                format_version INTEGER NOT NULL DEFAULT 0,
+                tags TEXT[] NOT NULL DEFAULT '{}'
             )
             """, logger: logger)
-        // Tables made before the server's max-age or the format version was kept gain their columns in place.
+        // Tables made before the server's max-age, the format version or the tags were kept gain
+        // their columns in place.
         try await connection.query(#"""
             ALTER TABLE "\#(unescaped: table)"
                 ADD COLUMN IF NOT EXISTS max_age_seconds BIGINT,
                 ADD COLUMN IF NOT EXISTS max_age_attoseconds BIGINT,
-                ADD COLUMN IF NOT EXISTS format_version INTEGER NOT NULL DEFAULT 0
+                ADD COLUMN IF NOT EXISTS format_version INTEGER NOT NULL DEFAULT 0,
+                ADD COLUMN IF NOT EXISTS tags TEXT[] NOT NULL DEFAULT '{}'
             """#, logger: logger)
         try await connection.query(
             #"CREATE INDEX IF NOT EXISTS "\#(unescaped: table)_stored_at" ON "\#(unescaped: table)" (stored_at)"#,
             logger: logger)
         try await connection.query(
             #"CREATE INDEX IF NOT EXISTS "\#(unescaped: table)_expires_at" ON "\#(unescaped: table)" (expires_at) WHERE expires_at IS NOT NULL"#,
+            logger: logger)
+        // Invalidation by tag (`tags @> ARRAY[tag]`) finds its rows through this index.
+        try await connection.query(
+            #"CREATE INDEX IF NOT EXISTS "\#(unescaped: table)_tags" ON "\#(unescaped: table)" USING gin (tags)"#,
             logger: logger)
     }
 

@@ -40,8 +40,10 @@ extension PostgresStore {
 /// A notification as it travels on the channel: compact JSON, never the value.
 ///
 /// `{"k":"feed","a":"set","t":786000000.5,"s":"node-1"}`. `t` is the exact `Date` (seconds since
-/// 2001, as `stored_at_seconds`). A key too long for PostgreSQL's 8,000-byte payload limit is left
-/// out and the action becomes `all`: every listener then treats all its copies as suspect.
+/// 2001, as `stored_at_seconds`). An invalidation of many entries carries no key: a tag (`g`), a key
+/// prefix (`p`), or neither for every entry, with `a` `expire` or `remove`. A key, tag or prefix too
+/// long for PostgreSQL's 8,000-byte payload limit is left out and the action becomes `all`: every
+/// listener then treats all its copies as suspect.
 struct PostgresChangeNotice: Codable, Sendable, Hashable {
     enum Action: String, Codable, Sendable {
         case set, remove, expire
@@ -53,9 +55,13 @@ struct PostgresChangeNotice: Codable, Sendable, Hashable {
     var action: Action
     var at: Date
     var sender: String
+    /// The tag of an invalidation by tag.
+    var tag: String?
+    /// The key prefix of an invalidation by prefix.
+    var prefix: String?
 
     enum CodingKeys: String, CodingKey {
-        case key = "k", action = "a", at = "t", sender = "s"
+        case key = "k", action = "a", at = "t", sender = "s", tag = "g", prefix = "p"
     }
 
     init(key: String?, action: Action, at: Date, sender: String) {
@@ -71,6 +77,8 @@ struct PostgresChangeNotice: Codable, Sendable, Hashable {
         action = try container.decode(Action.self, forKey: .action)
         at = Date(timeIntervalSinceReferenceDate: try container.decode(Double.self, forKey: .at))
         sender = try container.decode(String.self, forKey: .sender)
+        tag = try container.decodeIfPresent(String.self, forKey: .tag)
+        prefix = try container.decodeIfPresent(String.self, forKey: .prefix)
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -79,6 +87,8 @@ struct PostgresChangeNotice: Codable, Sendable, Hashable {
         try container.encode(action, forKey: .action)
         try container.encode(at.timeIntervalSinceReferenceDate, forKey: .at)
         try container.encode(sender, forKey: .sender)
+        try container.encodeIfPresent(tag, forKey: .tag)
+        try container.encodeIfPresent(prefix, forKey: .prefix)
     }
 
     /// PostgreSQL refuses a payload of 8,000 bytes or more.
@@ -93,7 +103,7 @@ struct PostgresChangeNotice: Codable, Sendable, Hashable {
         }
         logger.warning(
             "a key too long for a notification: the change is announced as a change of every entry",
-            metadata: ["key": "\(key.map { String($0.prefix(80)) } ?? "")…", "sender": "\(sender)"])
+            metadata: ["key": "\((key ?? tag ?? prefix).map { String($0.prefix(80)) } ?? "")…", "sender": "\(sender)"])
         let all = PostgresChangeNotice(key: nil, action: .all, at: at, sender: String(sender.prefix(200)))
         return String(decoding: (try? encoder.encode(all)) ?? Data(), as: UTF8.self)
     }
@@ -109,6 +119,10 @@ struct PostgresChangeNotice: Codable, Sendable, Hashable {
         case (.set, let key?): .changed(CacheChange(key: key, action: .set, at: at, sender: sender))
         case (.remove, let key?): .changed(CacheChange(key: key, action: .remove, at: at, sender: sender))
         case (.expire, let key?): .changed(CacheChange(key: key, action: .expire, at: at, sender: sender))
+        case (.expire, nil), (.remove, nil):
+            .invalidated(CacheInvalidation(
+                selection: tag.map(CacheSelection.tag) ?? prefix.map(CacheSelection.keyPrefix) ?? .all,
+                mode: action == .expire ? .expire : .remove, at: at, sender: sender))
         default: .changedAll(at: at, sender: sender)
         }
     }

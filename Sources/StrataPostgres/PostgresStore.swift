@@ -46,6 +46,7 @@ import PostgresNIO
 /// | `expires_at` | `TIMESTAMPTZ NULL` | `stored_at + maxAge` when the writing store has a ``maxAge`` |
 /// | `max_age_seconds`, `max_age_attoseconds` | `BIGINT NULL` | the server's freshness lifetime (``CacheValidators/maxAge``), exact; added in place to older tables |
 /// | `format_version` | `INTEGER` | the writing store's ``formatVersion``; a store reads only its own (added in place, 0) |
+/// | `tags` | `TEXT[]` | the entry's tags (``tagEntries(with:)``), for ``invalidate(_:as:)`` (GIN index; added in place, empty) |
 ///
 /// Writes are one `INSERT … ON CONFLICT (key) DO UPDATE`: a reader in any process sees the old row
 /// or the new one, and a failed write leaves the old row untouched. All values travel as bind
@@ -137,6 +138,8 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         var announcingNode: String?
         var formatVersion: Int32 = 0
         var maxValueBytes = PostgresStore.defaultMaxValueBytes
+        /// The tags each written entry carries (``tagEntries(with:)``).
+        var tagger: (@Sendable (String, Value) -> [String])?
     }
 
     /// How often a store with a ``maxAge`` sweeps expired rows (after an insert).
@@ -620,6 +623,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         let expiresAt = maxAge.map { entry.storedAt.addingTimeInterval($0 / .seconds(1)) }
         let maxAgeSeconds = entry.validators.maxAge?.components.seconds
         let maxAgeAttoseconds = entry.validators.maxAge?.components.attoseconds
+        let tags = state.withLock { $0.tagger }?(key, entry.value) ?? []
         let (channel, notice) = announcement(.set, key: key, at: entry.storedAt)
         try await perform(.insert, key: key) { [table] connection, logger in
             // The write and its announcement are one statement: both commit, or neither.
@@ -627,17 +631,17 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
                 WITH written AS (
                 INSERT INTO "\(unescaped: table)"
                     (key, value, stored_at, stored_at_seconds, etag, last_modified, last_access, size, expires_at,
-                     max_age_seconds, max_age_attoseconds, format_version)
+                     max_age_seconds, max_age_attoseconds, format_version, tags)
                 VALUES (\(key), \(bytes), \(entry.storedAt), \(seconds), \(entry.validators.etag),
                         \(entry.validators.lastModified), \(now), \(size), \(expiresAt), \(maxAgeSeconds), \(maxAgeAttoseconds),
-                        \(version))
+                        \(version), \(tags))
                 ON CONFLICT (key) DO UPDATE SET
                     value = EXCLUDED.value, stored_at = EXCLUDED.stored_at,
                     stored_at_seconds = EXCLUDED.stored_at_seconds, etag = EXCLUDED.etag,
                     last_modified = EXCLUDED.last_modified, last_access = EXCLUDED.last_access,
                     size = EXCLUDED.size, expires_at = EXCLUDED.expires_at,
                     max_age_seconds = EXCLUDED.max_age_seconds, max_age_attoseconds = EXCLUDED.max_age_attoseconds,
-                    format_version = EXCLUDED.format_version
+                    format_version = EXCLUDED.format_version, tags = EXCLUDED.tags
                 )
                 SELECT pg_notify(\(channel), \(notice)) WHERE \(channel)::text IS NOT NULL
                 """, logger: logger))

@@ -22,7 +22,7 @@ struct PostgresStoreServerTests {
                 "key": "text", "value": "bytea", "stored_at": "timestamp with time zone",
                 "stored_at_seconds": "double precision", "etag": "text", "last_modified": "text",
                 "last_access": "timestamp with time zone", "size": "integer", "expires_at": "timestamp with time zone",
-                "max_age_seconds": "bigint", "max_age_attoseconds": "bigint", "format_version": "integer",
+                "max_age_seconds": "bigint", "max_age_attoseconds": "bigint", "format_version": "integer", "tags": "ARRAY",
             ])
             let configuration = try TestServer.configuration()
             #expect(store.description

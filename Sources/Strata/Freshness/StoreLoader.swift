@@ -114,12 +114,12 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
         return cached.value
     }
 
-    /// Whether the policy accepts `cached` at `now`, and it was stored after the context's
-    /// ``LoadContext/revalidatingSince``.
+    /// Whether the policy accepts `cached` at `now`, it was stored after the context's
+    /// ``LoadContext/revalidatingSince``, and no invalidation expired it (``Cached/isExpired``).
     @inlinable
     func isFresh(_ cached: Cached<S.Value>, now: Date, in context: LoadContext) -> Bool {
         if let since = context.revalidatingSince, cached.storedAt <= since { return false }
-        return policy.isFresh(storedAt: cached.storedAt, now: now)
+        return !cached.isExpired && policy.isFresh(storedAt: cached.storedAt, now: now)
     }
 
     /// Records that `cached` served the load, aged at `now`.

@@ -50,8 +50,11 @@ public struct CacheControl: Sendable, Hashable {
         }
     }
 
-    /// The `name[=value]` pairs of a field value: names lowercased, values unquoted.
-    static func directives(in fieldValue: String) -> [(name: String, value: String?)] {
+    /// The `name[=value]` pairs of a field value: names lowercased and trimmed, values unquoted
+    /// (`\x` escapes resolved), in order, empty names dropped. Commas inside quoted strings do not
+    /// split. Public so that a cache acting on other directives (a shared cache's `s-maxage`,
+    /// `private`, `max-stale`…) reads them with this same lenient tokenizer.
+    public static func directives(in fieldValue: String) -> [(name: String, value: String?)] {
         var result: [(name: String, value: String?)] = []
         for segment in splitOutsideQuotes(fieldValue) {
             let parts = segment.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
@@ -112,9 +115,10 @@ public struct CacheControl: Sendable, Hashable {
         return result
     }
 
-    /// A delta-seconds value (`1*DIGIT`), capped at ``maxDeltaSeconds``; `nil` for anything else
-    /// (empty, signs, fractions, spaces inside).
-    static func deltaSeconds(_ text: String) -> Int64? {
+    /// A delta-seconds value (`1*DIGIT`, RFC 9111 §1.2.2), capped at ``maxDeltaSeconds``; `nil` for
+    /// anything else (empty, signs, fractions, spaces inside). Public for the same reason as
+    /// ``directives(in:)``, and for the `Age` field, which is delta-seconds too.
+    public static func deltaSeconds(_ text: String) -> Int64? {
         guard !text.isEmpty, text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else { return nil }
         return Int64(text).map { min($0, maxDeltaSeconds) } ?? maxDeltaSeconds
     }

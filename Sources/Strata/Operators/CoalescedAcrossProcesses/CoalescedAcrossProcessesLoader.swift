@@ -107,7 +107,7 @@ public struct CoalescedAcrossProcessesLoader<Base: Loader, S: Store, Lock: Fleet
     private func freshEntry(_ key: S.Key, in context: LoadContext) async -> Output? {
         guard let cached = try? await store.retrieve(key) else { return nil }
         let now = context.environment.now()
-        guard freshness.isFresh(storedAt: cached.storedAt, now: now) else { return nil }
+        guard !cached.isExpired, freshness.isFresh(storedAt: cached.storedAt, now: now) else { return nil }
         context.record(.served(Provenance(
             origin: store.origin, tier: context.tierName(default: "\(store.storeDescription) [coalesced across processes]"),
             storedAt: cached.storedAt, age: max(.zero, .between(cached.storedAt, now)))))

@@ -11,8 +11,9 @@ public struct CacheChange: Sendable, Hashable {
         /// The entry was removed.
         case remove
         /// The entry was marked expired: a stale copy the fallback tiers may still serve. A node
-        /// treats it as `remove` in its memory tier. (`PostgresStore` sends `set` and `remove`;
-        /// `expire` is for a shared store that marks entries stale without removing them.)
+        /// treats it as `remove` in its memory tier. (`PostgresStore` sends `set` and `remove` for
+        /// one key; it expires entries by tag, prefix or all at once, announced as
+        /// ``BackplaneEvent/invalidated(_:)``.)
         case expire
     }
 
@@ -41,6 +42,9 @@ public enum BackplaneEvent: Sendable, Hashable {
     /// A node changed every entry (it cleared the store), or one whose key the notification could
     /// not carry: every copy older than `at` is suspect.
     case changedAll(at: Date, sender: String)
+    /// Another node (or this one) expired or removed a selection of entries: by tag, by key prefix,
+    /// or all of them (``InvalidatingStore``).
+    case invalidated(CacheInvalidation)
     /// The backplane (re)started listening. Changes made while it was not listening were missed:
     /// every copy a node held before this may be stale.
     case listening

@@ -73,6 +73,8 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
         /// Reads of the shared tier whose entry was not kept in memory: a change of their key
         /// arrived while they ran.
         public var fillsSkipped = 0
+        /// Invalidations by another node (by tag, key prefix or all), each emptying the memory tier.
+        public var invalidations = 0
     }
 
     /// A store of `memory` in front of `shared`. Waiting writes are tried again after
@@ -186,6 +188,15 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     }
 
     public func removeAll() async throws {
+        forgetWaitingWrites()
+        try await memory.removeAll()
+        try await shared.removeAll()
+    }
+
+    public var origin: Origin { shared.origin }
+
+    /// Forgets the writes waiting for the shared tier, and their retry.
+    func forgetWaitingWrites() {
         let retry = state.withLock { state -> Task<Void, Never>? in
             state.writes.forgetWaiting()
             state.unsentWaiters.resumeSatisfied(by: state.writes.unsent)
@@ -193,11 +204,7 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
             return state.retry
         }
         retry?.cancel()
-        try await memory.removeAll()
-        try await shared.removeAll()
     }
-
-    public var origin: Origin { shared.origin }
 
     /// Keeps an entry read from the shared tier in memory, as stored (L1 serves it no longer than
     /// L2 would), unless another node changed its key while the read ran.
@@ -288,6 +295,23 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     }
 }
 
+// MARK: - Invalidation
+
+extension TieredStore: InvalidatingStore where Shared: InvalidatingStore {
+    /// Expires or removes the selected entries of the shared tier (announced to the fleet by a
+    /// shared store that announces), then empties this node's memory tier, which does not know its
+    /// copies' tags: later reads fill it again from the shared tier. Removing every entry also
+    /// forgets the writes waiting for the shared tier, as ``removeAll()`` does.
+    /// - Throws: the shared tier's error when it cannot invalidate; the memory tier is then untouched.
+    public func invalidate(_ selection: CacheSelection, as mode: InvalidationMode) async throws -> Int {
+        if selection == .all, mode == .remove { forgetWaitingWrites() }
+        let count = try await shared.invalidate(selection, as: mode)
+        state.withLock { $0.coherence.listeningStarted() }
+        try await memory.removeAll()
+        return count
+    }
+}
+
 // MARK: - Other nodes' writes
 
 extension TieredStore where Key == String {
@@ -347,6 +371,13 @@ extension TieredStore where Key == String {
         case .changedAll:
             await forgetMemory(because: "another node changed every entry")
             counted { $0.copiesDropped += 1 }
+        case .invalidated(let invalidation) where invalidation.sender == node:
+            counted { $0.ownChangesIgnored += 1 }
+        case .invalidated(let invalidation):
+            // The memory tier does not know its copies' tags: it forgets them all and reads the
+            // shared tier, which the invalidation already changed, again.
+            await forgetMemory(because: "another node invalidated \(invalidation.selection)")
+            counted { $0.invalidations += 1 }
         case .changed(let change):
             state.withLock { $0.coherence.changeReceived(change.key) }
             var held = memory.immediateEntry(for: change.key)

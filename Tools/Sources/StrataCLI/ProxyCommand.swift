@@ -1,0 +1,106 @@
+import ArgumentParser
+import Foundation
+import Logging
+import StrataProxy
+
+/// `strata proxy`.
+public struct ProxyCommand: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "proxy",
+        abstract: "Run one node of a caching HTTP proxy whose nodes share one PostgreSQL (a fleet).",
+        discussion: """
+            A GET (or HEAD) goes memory → PostgreSQL → upstream. The proxy is a shared cache in RFC
+            9111's sense: it never stores a response marked private or no-store, nor one to a request
+            with Authorization unless the response allows it (public, s-maxage, must-revalidate);
+            it honours s-maxage, max-age, Expires, Vary, Age and its clients' conditional requests.
+            A stale response is revalidated with the upstream (If-None-Match, If-Modified-Since),
+            served stale when the upstream fails or is slower than --soft-timeout (the revalidation
+            goes on in the background), and a hit past 80 % of its lifetime starts one background
+            revalidation. A miss takes the key's lock in PostgreSQL: one node of the fleet fetches,
+            the others wait for what it stores (up to --lock-timeout, then fetch anyway).
+            Other methods pass through; a success removes the stored responses of the paths they
+            touched, on every node. Responses carry X-Cache (HIT, MISS, REVALIDATED, EXPIRED, STALE,
+            PASS, BYPASS), X-Cache-Tier (memory, shared, upstream) and X-Strata-Node.
+
+            Controls (loopback only; with --admin-token, send Authorization: Bearer TOKEN):
+              POST /_strata/invalidate?tag=T&mode=expire|remove     responses tagged T (Cache-Tag,
+                                                                     Surrogate-Key), on every node
+              POST /_strata/invalidate?prefix=/path&mode=...        paths starting with /path
+              POST /_strata/clear?mode=expire|remove                 every stored response
+              GET  /_strata/metrics                                  counters (Prometheus text)
+              GET  /_strata/health
+            expire keeps the responses as stale copies (served if the upstream fails); remove
+            deletes them. Start several nodes on one PostgreSQL and one --table: that is the fleet.
+            Stop with Ctrl-C or SIGTERM.
+            """
+    )
+
+    @Option(help: "The upstream's base URL, for example http://127.0.0.1:9000.")
+    var upstream: String
+
+    @Option(help: "The port to listen on (0 picks a free one, printed at start).")
+    var port = 8080
+
+    @Option(help: "The address to listen on.")
+    var host = "127.0.0.1"
+
+    @Option(help: "The shared tier: postgres.")
+    var store = "postgres"
+
+    @Option(help: "The PostgreSQL URL (default: $STRATA_POSTGRES_URL).")
+    var postgresURL: String?
+
+    @Option(help: "The cache's table: nodes with the same table form one fleet; other tables are other caches.")
+    var table = "strata_proxy"
+
+    @Option(help: "This node's name (default: proxy-<pid>).")
+    var node: String?
+
+    @Option(help: "How long a miss waits for the node fetching its key before fetching itself.", transform: DurationArgument.init(parsing:))
+    var lockTimeout = DurationArgument(.seconds(5), description: "5s")
+
+    @Option(help: "With a stale copy, how long to wait for the upstream before serving it (0 turns it off).",
+            transform: DurationArgument.init(parsing:))
+    var softTimeout = DurationArgument(.seconds(1), description: "1s")
+
+    @Option(help: "How long an upstream request may take.", transform: DurationArgument.init(parsing:))
+    var hardTimeout = DurationArgument(.seconds(30), description: "30s")
+
+    @Option(help: "How long past its lifetime a response may be served when the upstream fails.", transform: DurationArgument.init(parsing:))
+    var maxStale = DurationArgument(.seconds(24 * 3600), description: "1d")
+
+    @Option(help: "Require Authorization: Bearer TOKEN for the /_strata/ controls (health excepted).")
+    var adminToken: String?
+
+    @Flag(help: "Log every request's outcome (debug level).")
+    var verbose = false
+
+    public init() {}
+
+    public func run() async throws {
+        guard store == "postgres" else {
+            throw ValidationError("--store: only postgres is supported (a fleet shares one PostgreSQL)")
+        }
+        guard let url = URL(string: upstream), let scheme = url.scheme, ["http", "https"].contains(scheme), url.host != nil else {
+            throw ValidationError("--upstream: an http:// or https:// URL, for example http://127.0.0.1:9000")
+        }
+        guard let postgres = postgresURL ?? ProcessInfo.processInfo.environment["STRATA_POSTGRES_URL"] else {
+            throw ValidationError("--postgres-url (or STRATA_POSTGRES_URL): where the fleet's PostgreSQL is")
+        }
+        let name = node ?? "proxy-\(ProcessInfo.processInfo.processIdentifier)"
+        var options = ProxyNode.Options(upstream: url, node: name, postgresURL: postgres)
+        options.host = host
+        options.port = port
+        options.table = table
+        options.lockTimeout = lockTimeout.duration
+        options.softTimeout = softTimeout.duration > .zero ? softTimeout.duration : nil
+        options.hardTimeout = hardTimeout.duration
+        options.maxStale = maxStale.duration
+        options.adminToken = adminToken
+        var logger = Logger(label: "strata.proxy")
+        logger.logLevel = verbose ? .debug : .warning
+        let proxy = try await ProxyNode.start(options: options, logger: logger)
+        StandardOutput.writeLine("strata proxy \(name): listening on http://\(host):\(proxy.port) → \(upstream) (table \(table))")
+        try await proxy.run()
+    }
+}

@@ -1,0 +1,76 @@
+import Foundation
+import Strata
+
+/// `/_strata/`: the fleet's controls and figures.
+///
+/// - `POST /_strata/invalidate?tag=T` or `?prefix=/path` (`&mode=expire|remove`, default
+///   `expire`): acts on every node (the shared tier changes on the server, and every node's
+///   memory tier hears it through the backplane).
+/// - `POST /_strata/clear?mode=expire|remove`: every stored response of this cache (its table).
+/// - `GET /_strata/metrics`: the counters, in Prometheus' text format.
+/// - `GET /_strata/health`: `200` with the node's name.
+extension CachingProxy {
+    func admin(_ request: Request, path: String) async -> Answer {
+        let components = URLComponents(string: path)
+        let route = components?.path ?? path
+        let query = Dictionary(
+            (components?.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { first, _ in first })
+        if route == "/_strata/health", request.head.method == .get {
+            return text(.ok, "ok \(settings.node)\n")
+        }
+        if let token = settings.adminToken, request.head.headerFields[.authorization] != "Bearer \(token)" {
+            return text(.unauthorized, "strata proxy: /_strata/ needs Authorization: Bearer <the admin token>\n")
+        }
+        switch (request.head.method, route) {
+        case (.get, "/_strata/metrics"):
+            let figures = cache.backplaneStatistics
+            let backplane = TieredStoreBackplaneFigures(
+                events: figures.events, ownIgnored: figures.ownChangesIgnored, copiesDropped: figures.copiesDropped,
+                invalidations: figures.invalidations, listeningStarts: figures.listeningStarts,
+                unsentWrites: cache.unsentWrites, sharedTierDown: cache.sharedTierIsDown)
+            return Answer(
+                status: .ok, fields: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
+                body: Data(metrics.exposition(node: settings.node, backplane: backplane).utf8))
+        case (.post, "/_strata/invalidate"):
+            let selection: CacheSelection
+            let cause: String
+            if let tag = query["tag"], !tag.isEmpty {
+                selection = .tag(tag)
+                cause = "tag"
+            } else if let prefix = query["prefix"], prefix.hasPrefix("/") {
+                selection = .keyPrefix(Self.key(path: prefix))
+                cause = "prefix"
+            } else {
+                return text(.badRequest, "strata proxy: invalidate needs ?tag=T or ?prefix=/path (and &mode=expire|remove)\n")
+            }
+            return await invalidate(selection, mode: query["mode"], cause: cause)
+        case (.post, "/_strata/clear"):
+            return await invalidate(.all, mode: query["mode"], cause: "clear")
+        default:
+            return text(.notFound, "strata proxy: unknown control \(request.head.method) \(route)\n")
+        }
+    }
+
+    private func invalidate(_ selection: CacheSelection, mode: String?, cause: String) async -> Answer {
+        guard let mode = InvalidationMode(rawValue: mode ?? "expire") else {
+            return text(.badRequest, "strata proxy: mode is expire or remove\n")
+        }
+        do {
+            let count = try await cache.invalidate(selection, as: mode)
+            metrics.count {
+                $0.invalidations[cause, default: 0] += 1
+                $0.notificationsSent += 1
+            }
+            logger.info("invalidated", metadata: ["selection": "\(selection)", "mode": "\(mode)", "entries": "\(count)"])
+            let body = #"{"invalidated":\#(count),"mode":"\#(mode.rawValue)","node":"\#(settings.node)"}"# + "\n"
+            return Answer(status: .ok, fields: [.contentType: "application/json", .cacheControl: "no-store"], body: Data(body.utf8))
+        } catch {
+            return text(.serviceUnavailable, "strata proxy: the shared cache could not be invalidated: \(error)\n")
+        }
+    }
+
+    private func text(_ status: HTTPResponse.Status, _ body: String) -> Answer {
+        Answer(status: status, fields: [.contentType: "text/plain; charset=utf-8", .cacheControl: "no-store", .xStrataNode: settings.node],
+               body: Data(body.utf8))
+    }
+}
