@@ -77,12 +77,21 @@ let package = Package(
         ),
         .testTarget(
             name: "StrataProxyTests",
-            dependencies: ["StrataProxy", .product(name: "Strata", package: "Strata")]
+            dependencies: [
+                "StrataProxy",
+                // `strata demo --scenario fleet` relays the nodes' PostgreSQL connections, to take the database away.
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "StrataAsyncHTTPClient", package: "Strata"), .product(name: "Strata", package: "Strata"), .product(name: "StrataTesting", package: "Strata"),
+            ]
         ),
         .target(
             name: "StrataCLI",
             dependencies: [
                 "StrataProxy",
+                // `strata demo --scenario fleet` relays the nodes' PostgreSQL connections, to take the database away.
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Strata", package: "Strata"),
                 .product(name: "StrataSQLite", package: "Strata"),
                 .product(name: "StrataPostgres", package: "Strata"),
@@ -184,6 +193,7 @@ let package = Package(
                 .product(name: "StrataSQLite", package: "Strata"),
                 .product(name: "StrataTesting", package: "Strata"),
                 .product(name: "StrataAsyncHTTPClient", package: "Strata"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "StrataInspector", package: "Strata"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],

@@ -6,7 +6,7 @@ import Darwin
 import NIOCore
 @_spi(StrataInternals) import Strata
 
-/// The ports a ``DemoServer`` started on port 0 listens on: handed out by this process, from a range
+/// The ports a ``DemoServer`` started on port 0 listens on (and the fleet demo's relay): handed out by this process, from a range
 /// below the kernel's ephemeral ports, each once while the process runs (until the range wraps).
 ///
 /// A server that goes offline closes its socket and must come back on the same port, and a client
@@ -17,17 +17,17 @@ import NIOCore
 /// range for `bind(0)` or for a client's local port, and this process hands each out once, so an
 /// offline server's port stays unanswered. A port another process holds fails to bind, and the
 /// server tries the next one (``attempts`` in all).
-final class DemoServerPorts: Sendable {
+public final class DemoServerPorts: Sendable {
     /// Below Linux's ephemeral range (32768–60999) and macOS's (49152–65535), above the well-known
     /// and the commonly configured ones.
     static let range = 20_000..<32_000
 
     /// The process's pool. It starts at a random place in ``range``, so two processes running side
     /// by side (two checkouts' test runs) rarely meet.
-    static let shared = DemoServerPorts(Array(range), startingAt: Int.random(in: 0..<range.count))
+    public static let shared = DemoServerPorts(Array(range), startingAt: Int.random(in: 0..<range.count))
 
     /// How many ports a server tries before it reports the last failure.
-    let attempts: Int
+    public let attempts: Int
     private let ports: [Int]
     private let next: Locked<Int>
 
@@ -40,7 +40,7 @@ final class DemoServerPorts: Sendable {
     }
 
     /// The next port.
-    func take() -> Int {
+    public func take() -> Int {
         next.withLock { next in
             defer { next = (next + 1) % ports.count }
             return ports[next]
@@ -48,7 +48,7 @@ final class DemoServerPorts: Sendable {
     }
 
     /// Whether `error` says the port is held by another socket.
-    static func isAddressInUse(_ error: any Error) -> Bool {
+    public static func isAddressInUse(_ error: any Error) -> Bool {
         (error as? IOError)?.errnoCode == EADDRINUSE
     }
 }

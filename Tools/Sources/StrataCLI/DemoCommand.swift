@@ -34,7 +34,10 @@ public struct DemoCommand: AsyncParsableCommand {
         case resilience
         /// S2 offline: a post written offline is queued durably, survives a relaunch and is created once.
         case offlineWrite = "offline-write"
-        /// Every scenario, one after another.
+        /// The fleet tier: three `strata proxy` processes on one PostgreSQL (needs `STRATA_POSTGRES_URL`
+        /// or `--postgres-url`; not part of `all`).
+        case fleet
+        /// Every scenario but `fleet`, one after another.
         case all
     }
 
@@ -47,6 +50,9 @@ public struct DemoCommand: AsyncParsableCommand {
     @Option(help: "With --web: the port to listen on (0 picks a free one).")
     var port = 8000
 
+    @Option(help: "With --scenario fleet: the PostgreSQL the nodes share (default: $STRATA_POSTGRES_URL).")
+    var postgresURL: String?
+
     public init() {}
 
     public func validate() throws {
@@ -57,6 +63,13 @@ public struct DemoCommand: AsyncParsableCommand {
     public func run() async throws {
         if web { return try await serveWeb() }
         let write = StandardOutput.writeLine
+        if scenario == .fleet {
+            guard let url = postgresURL ?? ProcessInfo.processInfo.environment["STRATA_POSTGRES_URL"], !url.isEmpty else {
+                throw ValidationError(
+                    "the fleet scenario needs PostgreSQL: --postgres-url URL, or STRATA_POSTGRES_URL (scripts/postgres.sh start prints one)")
+            }
+            return try await FleetDemo(postgresURL: url, write: write).run()
+        }
         let selected: [Scenario] = scenario == .all ? [.feedCaching, .postsRepository, .crossCutting, .offlineFirst, .resilience, .offlineWrite] : [scenario]
         for (index, scenario) in selected.enumerated() {
             if index > 0 { write("\n" + String(repeating: "─", count: 72) + "\n") }
@@ -67,7 +80,7 @@ public struct DemoCommand: AsyncParsableCommand {
             case .offlineFirst: _ = try await OfflineFirstScenario().run(write: write)
             case .resilience: _ = try await ResilienceScenario().run(write: write)
             case .offlineWrite: _ = try await OfflineWriteScenario().run(write: write)
-            case .all: break
+            case .fleet, .all: break
             }
         }
     }

@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import Foundation
 @_spi(StrataInternals) import Strata
 import StrataAsyncHTTPClient
@@ -13,7 +14,7 @@ import Testing
     "strata proxy: a fleet of processes on one PostgreSQL",
     .enabled(if: SharedCacheTests.postgresURL != nil || ProcessInfo.processInfo.environment["CI"] == "true",
              SharedCacheTests.postgresSkipReason),
-    .timeLimit(.minutes(3)))
+    .serialized, .timeLimit(.minutes(3)))
 struct ProxyFleetTests {
     /// The origin server, a separate Python process.
     struct Origin {
@@ -41,13 +42,13 @@ struct ProxyFleetTests {
 
         /// How many requests reached the origin for `"METHOD /path"`.
         func count(_ request: String) async throws -> Int {
-            let reply = try await ProxyFleetTests.send(.get, "\(url)/_origin/counts")
+            let reply = try await ProxyFleetTests.send(.get, "\(url)/_origin/counts", via: ProxyFleetTests.control)
             let counts = try JSONDecoder().decode([String: Int].self, from: reply.body)
             return counts[request] ?? 0
         }
 
         func control(_ path: String) async throws {
-            let reply = try await ProxyFleetTests.send(.post, "\(url)\(path)")
+            let reply = try await ProxyFleetTests.send(.post, "\(url)\(path)", via: ProxyFleetTests.control)
             guard reply.status == .ok else { throw TestError("origin \(path): \(reply.status)") }
         }
 
@@ -92,7 +93,7 @@ struct ProxyFleetTests {
 
         /// The value of one sample of `/_strata/metrics`.
         func metric(_ name: String, _ labels: String = "") async throws -> Int {
-            let reply = try await ProxyFleetTests.send(.get, url + "/_strata/metrics")
+            let reply = try await ProxyFleetTests.send(.get, url + "/_strata/metrics", via: ProxyFleetTests.control)
             let text = String(decoding: reply.body, as: UTF8.self)
             let selector = labels.isEmpty ? "\(name){node=\"\(self.name)\"}" : "\(name){node=\"\(self.name)\",\(labels)}"
             for line in text.split(separator: "\n") where line.hasPrefix(selector + " ") {
@@ -107,16 +108,29 @@ struct ProxyFleetTests {
         }
     }
 
-    static let transport = AsyncHTTPTransport()
+    /// The clients' transport: up to 256 connections per node, so that a stampede's requests are all
+    /// in flight at once.
+    static let transport: AsyncHTTPTransport = {
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 256
+        return AsyncHTTPTransport(client: HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration))
+    }()
 
-    static func send(_ method: HTTPRequest.Method, _ url: String, _ fields: HTTPFields = [:], body: Data? = nil) async throws -> HTTPReply {
+    /// The transport of the test's own questions (metrics, the origin's counts): never queued behind
+    /// the clients' requests.
+    static let control = AsyncHTTPTransport(
+        client: HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: HTTPClient.Configuration()))
+
+    static func send(
+        _ method: HTTPRequest.Method, _ url: String, _ fields: HTTPFields = [:], body: Data? = nil, via: AsyncHTTPTransport = transport
+    ) async throws -> HTTPReply {
         guard let target = URL(string: url) else { throw TestError("bad URL \(url)") }
         var authority = target.host ?? "127.0.0.1"
         if let port = target.port { authority += ":\(port)" }
         var path = target.path.isEmpty ? "/" : target.path
         if let query = target.query { path += "?" + query }
         let request = HTTPRequest(method: method, scheme: "http", authority: authority, path: path, headerFields: fields)
-        return try await transport.send(request, body: body, options: HTTPRequestOptions(timeout: .seconds(30)))
+        return try await via.send(request, body: body, options: HTTPRequestOptions(timeout: .seconds(30)))
     }
 
     /// A fleet of `count` nodes on a fresh table, in front of a fresh origin; stopped after `body`.
@@ -172,23 +186,34 @@ struct ProxyFleetTests {
 
     @Test("150 concurrent misses of one key over three nodes: one upstream call, every client answered with it")
     func aStampedeOverThreeNodes_callsTheUpstreamOnce() async throws {
-        try await Self.withFleet(3) { origin, nodes in
-            let path = "/items/cold?cc=max-age%3D600&delay_ms=300"
-            let replies = try await withThrowingTaskGroup(of: HTTPReply.self) { group in
-                for index in 0..<150 {
-                    let node = nodes[index % nodes.count]
-                    group.addTask { try await node.get(path) }
+        try await Self.withFleet(3, extra: ["--lock-timeout", "20s"]) { origin, nodes in
+            // The origin holds its answer until every node has a request waiting: one node's fetch
+            // holds the key's lock, the other two wait for it.
+            try await origin.control("/_origin/hold?on=1")
+            let path = "/items/cold?cc=max-age%3D600"
+            let replies = Task {
+                try await withThrowingTaskGroup(of: HTTPReply.self) { group in
+                    for index in 0..<150 {
+                        let node = nodes[index % nodes.count]
+                        group.addTask { try await node.get(path) }
+                    }
+                    return try await group.reduce(into: []) { $0.append($1) }
                 }
-                return try await group.reduce(into: []) { $0.append($1) }
             }
-            #expect(replies.allSatisfy { $0.status == .ok })
-            #expect(Set(try replies.map { try Self.item($0).call }) == [1], "every answer is the one upstream call's")
+            try await Self.eventually("one node fetches, two wait for its lock") {
+                var waits = 0
+                for node in nodes { waits += try await node.metric("strata_proxy_lock_waits_total") }
+                return try await origin.count("GET /items/cold") == 1 && waits == 2
+            }
+            try await origin.control("/_origin/hold?on=0")
+            let answered = try await replies.value
+            #expect(answered.count == 150 && answered.allSatisfy { $0.status == .ok })
+            #expect(Set(try answered.map { try Self.item($0).call }) == [1], "every answer is the one upstream call's")
             #expect(try await origin.count("GET /items/cold") == 1)
-            let misses = replies.filter { $0.headerFields[HTTPField.Name("X-Cache")!] == "MISS" }.count
-            #expect(misses == 1)
-            var waits = 0
-            for node in nodes { waits += try await node.metric("strata_proxy_lock_waits_total") }
-            #expect(waits >= 1, "the other nodes waited for the lock's holder")
+            #expect(answered.filter { $0.headerFields[HTTPField.Name("X-Cache")!] == "MISS" }.count == 1)
+            var acquired = 0
+            for node in nodes { acquired += try await node.metric("strata_proxy_lock_acquired_total") }
+            #expect(acquired == 1)
         }
     }
 
@@ -352,5 +377,21 @@ struct ProxyFleetTests {
             #expect(deleted.status == .ok)
             #expect(try await node.get(path).headerFields[HTTPField.Name("X-Cache")!] == "MISS")
         }
+    }
+
+    // MARK: The demo
+
+    @Test("strata demo --scenario fleet narrates the stampede, the write, the killed node and the database coming back")
+    func theFleetDemo() async throws {
+        let postgres = try #require(SharedCacheTests.postgresURL)
+        let (status, stdout, stderr) = try await TwoProcessTests.run(["demo", "--scenario", "fleet", "--postgres-url", postgres])
+        let text = String(decoding: stdout, as: UTF8.self)
+        #expect(status == 0, "\(text)\n\(stderr)")
+        #expect(text.contains("→ the upstream was asked 1 time(s)"))
+        #expect(text.contains("node-3 now serves: \"Edited on node-1\""))
+        #expect(text.contains("node-2 took the lock, fetched and answered 200"))
+        #expect(text.contains("node-2, /posts/1: 200 from memory"))
+        #expect(text.contains("node-3 repaired the shared tier: 0 repair(s) queued now."))
+        #expect(text.contains("node-2, /posts/3: 200 from shared"))
     }
 }
