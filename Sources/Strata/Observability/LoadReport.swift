@@ -113,6 +113,9 @@ extension LoadEvent {
         case .breakerRejected(let breaker): .breakerRejected(breaker: redact(breaker))
         case .coalesced(let tier): .coalesced(tier: redact(tier))
         case .revalidated(let store, let key): .revalidated(store: redact(store), key: redact(key))
+        case .refreshStarted(let tier, let key): .refreshStarted(tier: redact(tier), key: redact(key))
+        case .servedStale(let tier, let reason): .servedStale(tier: redact(tier), reason: reason)
+        case .waitedForFleetLock(let key, let waited, let outcome): .waitedForFleetLock(key: redact(key), waited: waited, outcome: outcome)
         }
     }
 }

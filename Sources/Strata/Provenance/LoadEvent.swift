@@ -23,6 +23,15 @@ public enum LoadEvent: Sendable, CustomStringConvertible {
     /// The server confirmed a cached entry (HTTP 304 Not Modified) and the entry was re-stamped in
     /// the store without rewriting its value.
     case revalidated(store: String, key: String)
+    /// A hit past its refresh point answered at once and started one background refresh of `key`
+    /// (``Loader/refreshingAhead(in:key:maxAge:refreshAfter:failSafeThrottle:)``).
+    case refreshStarted(tier: String, key: String)
+    /// A stale copy answered the load, and why (``StaleReason``).
+    case servedStale(tier: String, reason: StaleReason)
+    /// A miss waited for another process holding the key's fleet lock
+    /// (``Loader/coalescedAcrossProcesses(in:key:freshness:lock:timeout:pollInterval:)``), for
+    /// `waited`, and how the wait ended.
+    case waitedForFleetLock(key: String, waited: Duration, outcome: FleetLockWait)
 
     public var description: String {
         switch self {
@@ -36,6 +45,43 @@ public enum LoadEvent: Sendable, CustomStringConvertible {
         case .breakerRejected(let breaker): "circuit \(breaker) refused the load: failed fast"
         case .coalesced(let tier): "coalesced: joined the load in flight for \(tier)"
         case .revalidated(let store, let key): "revalidated: \(key) in \(store) (304 Not Modified)"
+        case .refreshStarted(let tier, let key): "refresh ahead: \(key) from \(tier), in the background"
+        case .servedStale(let tier, let reason): "served stale from \(tier): \(reason.explanation)"
+        case .waitedForFleetLock(let key, let waited, let outcome):
+            "waited \(waited.formattedAge) for the fleet lock of \(key): \(outcome.explanation)"
+        }
+    }
+}
+
+/// Why a stale copy answered a load (``LoadEvent/servedStale(tier:reason:)``).
+public enum StaleReason: String, Sendable, Hashable, CaseIterable {
+    /// The load did not answer within the soft timeout; it goes on in the background.
+    case softTimeout = "soft_timeout"
+    /// The load failed.
+    case loadFailed = "load_failed"
+
+    var explanation: String {
+        switch self {
+        case .softTimeout: "the load did not answer within the soft timeout (it goes on)"
+        case .loadFailed: "the load failed"
+        }
+    }
+}
+
+/// How a wait for another process's fleet lock ended (``LoadEvent/waitedForFleetLock(key:waited:outcome:)``).
+public enum FleetLockWait: String, Sendable, Hashable, CaseIterable {
+    /// The holder stored the value: this process read it.
+    case filledByHolder = "filled_by_holder"
+    /// The holder let go without storing a usable value: this process took the lock and loaded.
+    case acquired
+    /// The wait reached its timeout: this process loaded anyway.
+    case timedOut = "timed_out"
+
+    var explanation: String {
+        switch self {
+        case .filledByHolder: "the holder stored the value"
+        case .acquired: "the holder let go; this process loaded"
+        case .timedOut: "timed out; this process loaded anyway"
         }
     }
 }
@@ -47,9 +93,9 @@ extension LoadEvent {
     @usableFromInline
     var leavesFirstTier: Bool {
         switch self {
-        case .served, .coalesced: false
+        case .served, .coalesced, .refreshStarted: false
         case .tierFailed, .cacheWritten, .cacheWriteFailed, .retrying, .timedOut, .breakerStateChanged,
-             .breakerRejected, .revalidated: true
+             .breakerRejected, .revalidated, .servedStale, .waitedForFleetLock: true
         }
     }
 }

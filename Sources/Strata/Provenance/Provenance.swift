@@ -39,7 +39,9 @@ func servingProvenance(in events: [LoadEvent]) -> Provenance? {
         switch event {
         case .served(let provenance): return provenance
         case .tierFailed: return nil
-        case .cacheWritten, .cacheWriteFailed, .retrying, .timedOut, .breakerStateChanged, .breakerRejected, .coalesced, .revalidated: continue
+        case .cacheWritten, .cacheWriteFailed, .retrying, .timedOut, .breakerStateChanged, .breakerRejected, .coalesced, .revalidated,
+             .refreshStarted, .servedStale, .waitedForFleetLock:
+            continue
         }
     }
     return nil

@@ -181,8 +181,8 @@ public struct LoggedLoader<Base: Loader>: Loader {
     /// what needs attention at `warning`.
     static func level(of event: LoadEvent, level: Logger.Level) -> Logger.Level {
         switch event {
-        case .served, .cacheWritten, .coalesced, .revalidated: .debug
-        case .tierFailed, .retrying, .timedOut, .breakerRejected: level
+        case .served, .cacheWritten, .coalesced, .revalidated, .refreshStarted: .debug
+        case .tierFailed, .retrying, .timedOut, .breakerRejected, .servedStale, .waitedForFleetLock: level
         case .breakerStateChanged, .cacheWriteFailed: .warning
         }
     }
@@ -239,6 +239,9 @@ extension LoadEvent {
         case .breakerRejected: "breaker_rejected"
         case .coalesced: "coalesced"
         case .revalidated: "revalidated"
+        case .refreshStarted: "refresh_started"
+        case .servedStale: "served_stale"
+        case .waitedForFleetLock: "waited_for_fleet_lock"
         }
     }
 }

@@ -78,7 +78,12 @@ public struct MeteredLoader<Base: Loader>: Loader {
         let dimensions: [(String, String)]
         let served, failed, cancelled: Counter
         let servedTime, failedTime, cancelledTime: Timer
-        let hits, misses, retries, timeouts, rejections, coalesced, writeFailures: Counter
+        let hits, misses, retries, timeouts, rejections, coalesced, writeFailures, refreshesStarted: Counter
+        /// `strata_stale_served_total` per reason.
+        let staleServed: [StaleReason: Counter]
+        /// `strata_fleet_lock_waits_total` per outcome, and the time waited.
+        let fleetLockWaits: [FleetLockWait: Counter]
+        let fleetLockWaitTime: Timer
         /// `strata_errors_total` per error type, made on the first failure of each type (a backend
         /// registers a metric when it is made: one per failed load would register it again each time).
         let errorCounters = Locked<[ObjectIdentifier: Counter]>([:])
@@ -118,6 +123,14 @@ public struct MeteredLoader<Base: Loader>: Loader {
             rejections = counter("strata_breaker_rejections_total")
             coalesced = counter("strata_coalesced_total")
             writeFailures = counter("strata_cache_write_failures_total")
+            refreshesStarted = counter("strata_refresh_ahead_total")
+            staleServed = Dictionary(uniqueKeysWithValues: StaleReason.allCases.map {
+                ($0, counter("strata_stale_served_total", [("reason", $0.rawValue)]))
+            })
+            fleetLockWaits = Dictionary(uniqueKeysWithValues: FleetLockWait.allCases.map {
+                ($0, counter("strata_fleet_lock_waits_total", [("outcome", $0.rawValue)]))
+            })
+            fleetLockWaitTime = Timer(label: "strata_fleet_lock_wait_seconds", dimensions: dimensions, factory: factory)
         }
 
         func record(_ report: LoadReport) {
@@ -143,6 +156,11 @@ public struct MeteredLoader<Base: Loader>: Loader {
                 case .breakerRejected: rejections.increment()
                 case .coalesced: coalesced.increment()
                 case .cacheWriteFailed: writeFailures.increment()
+                case .refreshStarted: refreshesStarted.increment()
+                case .servedStale(_, let reason): staleServed[reason]?.increment()
+                case .waitedForFleetLock(_, let waited, let outcome):
+                    fleetLockWaits[outcome]?.increment()
+                    fleetLockWaitTime.recordInterval(waited)
                 case .served, .tierFailed, .cacheWritten, .breakerStateChanged, .revalidated: break
                 }
             }

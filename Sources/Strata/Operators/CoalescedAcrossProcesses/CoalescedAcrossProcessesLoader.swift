@@ -63,6 +63,12 @@ public struct CoalescedAcrossProcessesLoader<Base: Loader, S: Store, Lock: Fleet
         let lockName = "\(key)"
         let environment = context.environment
         let deadline = clock.now.advanced(by: timeout)
+        // When this load started waiting for another process's hold, for the wait's event.
+        var waitingSince: C.Instant?
+        func recordWait(_ outcome: FleetLockWait) {
+            guard let waitingSince else { return }
+            context.record(.waitedForFleetLock(key: lockName, waited: waitingSince.duration(to: clock.now), outcome: outcome))
+        }
         while true {
             let hold: Lock.Hold?
             do {
@@ -77,9 +83,10 @@ public struct CoalescedAcrossProcessesLoader<Base: Loader, S: Store, Lock: Fleet
             if let hold {
                 do {
                     let value: Output
-                    if let fresh = await freshEntry(key, in: context) {
+                    if let fresh = await freshEntry(key, in: context, before: { recordWait(.filledByHolder) }) {
                         value = fresh
                     } else {
+                        recordWait(.acquired)
                         value = try await loadAndStore(input, key: key, in: context)
                     }
                     await lock.unlock(hold)
@@ -91,23 +98,27 @@ public struct CoalescedAcrossProcessesLoader<Base: Loader, S: Store, Lock: Fleet
             }
             // Another process loads the key: its answer lands in the store. (The chain read the
             // store just before coming here, so the first read waits one interval.)
+            if waitingSince == nil { waitingSince = clock.now }
             let left = clock.now.duration(to: deadline)
             guard left > .zero else {
+                recordWait(.timedOut)
                 environment.logger.info(
                     "waited for another process's load past the fleet lock's timeout: loading anyway",
                     metadata: ["key": "\(key)", "timeout": "\(timeout.formattedAge)"])
                 return try await loadAndStore(input, key: key, in: context)
             }
             try await clock.sleep(until: clock.now.advanced(by: min(pollInterval, left)), tolerance: nil)
-            if let fresh = await freshEntry(key, in: context) { return fresh }
+            if let fresh = await freshEntry(key, in: context, before: { recordWait(.filledByHolder) }) { return fresh }
         }
     }
 
-    /// The store's entry for `key` when the freshness accepts it (recorded as served), else `nil`.
-    private func freshEntry(_ key: S.Key, in context: LoadContext) async -> Output? {
+    /// The store's entry for `key` when the freshness accepts it (recorded as served, after what
+    /// `before` records), else `nil`.
+    private func freshEntry(_ key: S.Key, in context: LoadContext, before: () -> Void = {}) async -> Output? {
         guard let cached = try? await store.retrieve(key) else { return nil }
         let now = context.environment.now()
         guard !cached.isExpired, freshness.isFresh(storedAt: cached.storedAt, now: now) else { return nil }
+        before()
         context.record(.served(Provenance(
             origin: store.origin, tier: context.tierName(default: "\(store.storeDescription) [coalesced across processes]"),
             storedAt: cached.storedAt, age: max(.zero, .between(cached.storedAt, now)))))

@@ -86,10 +86,12 @@ public struct RefreshingAheadLoader<Base: Loader, S: Store>: Loader where S.Valu
             let age = Duration.between(cached.storedAt, now)
             let decision = decisions.copyRead(key, age: max(.zero, age), refreshAfter: refreshAfter, maxAge: maxAge, now: now)
             if decision != .load {
-                if decision == .serveAndRefresh { refreshInBackground(input, key: key, environment: context.environment) }
-                context.record(.served(Provenance(
-                    origin: store.origin, tier: context.tierName(default: "\(store.storeDescription) [refreshing ahead]"),
-                    storedAt: cached.storedAt, age: max(.zero, age))))
+                let tier = context.tierName(default: "\(store.storeDescription) [refreshing ahead]")
+                if decision == .serveAndRefresh {
+                    refreshInBackground(input, key: key, environment: context.environment)
+                    context.record(.refreshStarted(tier: tier, key: "\(key)"))
+                }
+                context.record(.served(Provenance(origin: store.origin, tier: tier, storedAt: cached.storedAt, age: max(.zero, age))))
                 return cached.value
             }
         }

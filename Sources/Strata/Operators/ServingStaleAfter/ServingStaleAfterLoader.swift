@@ -150,9 +150,9 @@ public struct ServingStaleAfterLoader<Base: Loader, S: Store>: Loader where S.Va
         case .copy:
             guard let copy else { preconditionFailure("servingStaleAfter: a caller without a copy was answered with one") }
             let age = max(.zero, Duration.between(copy.storedAt, environment.now()))
-            context.record(.served(Provenance(
-                origin: store.origin, tier: context.tierName(default: "\(store.storeDescription) [stale after soft timeout]"),
-                storedAt: copy.storedAt, age: age)))
+            let tier = context.tierName(default: "\(store.storeDescription) [stale after soft timeout]")
+            context.record(.servedStale(tier: tier, reason: .softTimeout))
+            context.record(.served(Provenance(origin: store.origin, tier: tier, storedAt: copy.storedAt, age: age)))
             return copy.value
         }
     }

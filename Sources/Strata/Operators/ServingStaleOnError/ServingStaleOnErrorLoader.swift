@@ -49,9 +49,10 @@ public struct ServingStaleOnErrorLoader<Base: Loader, S: Store>: Loader where S.
             guard let cached else { throw error }
             let now = context.environment.now()
             guard freshness.isFresh(storedAt: cached.storedAt, now: now) else { throw error }
+            let tier = context.tierName(default: "\(store.storeDescription) [stale if error]")
+            context.record(.servedStale(tier: tier, reason: .loadFailed))
             context.record(.served(Provenance(
-                origin: store.origin, tier: context.tierName(default: "\(store.storeDescription) [stale if error]"), storedAt: cached.storedAt,
-                age: max(.zero, .between(cached.storedAt, now)))))
+                origin: store.origin, tier: tier, storedAt: cached.storedAt, age: max(.zero, .between(cached.storedAt, now)))))
             return cached.value
         }
         try Task.checkCancellation()

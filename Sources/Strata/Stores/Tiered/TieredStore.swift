@@ -1,4 +1,5 @@
 import Foundation
+import Metrics
 import Logging
 
 /// Two tiers as one store: a memory tier (L1, this process) in front of a shared tier (L2: a
@@ -43,6 +44,8 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     public let memory: Memory
     /// The shared tier (L2).
     public let shared: Shared
+    /// Where hits, misses and the backplane's events are counted, when the store was given a factory.
+    @usableFromInline let metrics: TieredStoreMetrics?
     let environment: LoadEnvironment
     let firstRetryDelay: Duration
     let maxRetryDelay: Duration
@@ -80,15 +83,21 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     /// A store of `memory` in front of `shared`. Waiting writes are tried again after
     /// `firstRetryDelay`, doubling up to `maxRetryDelay`, on `environment`'s clock (and at once
     /// when `shared` answers a read); failures are logged to `environment`'s logger.
+    ///
+    /// With `metrics`, the store reports its hits per tier, misses, the shared tier's failures, the
+    /// writes waiting for it and its backplane's events to swift-metrics, each with the dimension
+    /// `store: metricsName` (see `TieredStoreMetrics` in the source for the names).
     public init(
         memory: Memory, shared: Shared, environment: LoadEnvironment = .live,
-        firstRetryDelay: Duration = .seconds(1), maxRetryDelay: Duration = .seconds(60)
+        firstRetryDelay: Duration = .seconds(1), maxRetryDelay: Duration = .seconds(60),
+        metrics: (any MetricsFactory)? = nil, metricsName: String = "tiered"
     ) {
         self.memory = memory
         self.shared = shared
         self.environment = environment
         self.firstRetryDelay = firstRetryDelay
         self.maxRetryDelay = maxRetryDelay
+        self.metrics = metrics.map { TieredStoreMetrics(name: metricsName, factory: $0) }
     }
 
     deinit {
@@ -115,15 +124,29 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     /// suspending (``MemoryStore``) costs about what that tier's own read does.
     @inlinable
     public func retrieve(_ key: Key) async throws -> Cached<Value>? {
-        if let hit = memory.immediateEntry(for: key) { return hit }
+        if let hit = memory.immediateEntry(for: key) {
+            metrics?.memoryHits.increment()
+            return hit
+        }
         return try await retrieveAfterImmediateMiss(key)
     }
 
     @usableFromInline
     func retrieveAfterImmediateMiss(_ key: Key) async throws -> Cached<Value>? {
-        if let hit = try await memory.retrieve(key) { return hit }
-        guard let (entry, started) = await readShared(["key": "\(key)"], { try await shared.retrieve(key) }) else { return nil }
-        if let entry { await fill(entry, for: key, readStartedAt: started) }
+        if let hit = try await memory.retrieve(key) {
+            metrics?.memoryHits.increment()
+            return hit
+        }
+        guard let (entry, started) = await readShared(["key": "\(key)"], { try await shared.retrieve(key) }) else {
+            metrics?.misses.increment()
+            return nil
+        }
+        if let entry {
+            metrics?.sharedHits.increment()
+            await fill(entry, for: key, readStartedAt: started)
+        } else {
+            metrics?.misses.increment()
+        }
         return entry
     }
 
@@ -138,6 +161,7 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
             await perform(handle(.answered))
             return (result, started)
         } catch {
+            metrics?.sharedReadFailures.increment()
             environment.logger.warning(
                 "the shared tier could not be read: a miss",
                 metadata: metadata.merging(["store": "\(shared)", "error": "\(error)"]) { _, new in new })
@@ -159,13 +183,19 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
         for key in Set(keys) {
             if let hit = try await memory.retrieve(key) { entries[key] = hit } else { rest.append(key) }
         }
+        metrics?.memoryHits.increment(by: entries.count)
         guard !rest.isEmpty,
             let (shared, started) = await readShared(["keys": "\(rest.count)"], { try await self.shared.retrieveMany(rest) })
-        else { return entries }
+        else {
+            metrics?.misses.increment(by: rest.count)
+            return entries
+        }
         for (key, entry) in shared {
             await fill(entry, for: key, readStartedAt: started)
             entries[key] = entry
         }
+        metrics?.sharedHits.increment(by: shared.count)
+        metrics?.misses.increment(by: rest.count - shared.count)
         return entries
     }
 
@@ -231,11 +261,13 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     // MARK: Carrying out the decisions
 
     private func handle(_ event: SharedTierWrites<Key, Write>.Event) -> [SharedTierWrites<Key, Write>.Action] {
-        state.withLock { state in
+        let (actions, unsent) = state.withLock { state in
             let actions = state.writes.handle(event)
             state.unsentWaiters.resumeSatisfied(by: state.writes.unsent)
-            return actions
+            return (actions, state.writes.unsent)
         }
+        metrics?.unsentWrites.record(unsent)
+        return actions
     }
 
     /// Carries out `actions`, and the actions their outcomes lead to, until none is left.
@@ -272,6 +304,7 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
             }
             return true
         } catch {
+            metrics?.sharedWriteFailures.increment()
             environment.logger.warning(
                 "the shared tier refused a write: it waits, and is sent again when the tier answers",
                 metadata: ["store": "\(shared)", "key": "\(send.key)", "error": "\(error)"])
@@ -326,14 +359,15 @@ extension TieredStore where Key == String {
     ///
     /// The store follows the backplane from here on, in a task of its own that ends when the store
     /// is released; it keeps the backplane for as long as it lives. The other parameters are as in
-    /// ``init(memory:shared:environment:firstRetryDelay:maxRetryDelay:)``.
+    /// ``init(memory:shared:environment:firstRetryDelay:maxRetryDelay:metrics:metricsName:)``.
     public convenience init(
         memory: Memory, shared: Shared, backplane: some Backplane, environment: LoadEnvironment = .live,
-        firstRetryDelay: Duration = .seconds(1), maxRetryDelay: Duration = .seconds(60)
+        firstRetryDelay: Duration = .seconds(1), maxRetryDelay: Duration = .seconds(60),
+        metrics: (any MetricsFactory)? = nil, metricsName: String = "tiered"
     ) {
         self.init(
             memory: memory, shared: shared, environment: environment, firstRetryDelay: firstRetryDelay,
-            maxRetryDelay: maxRetryDelay)
+            maxRetryDelay: maxRetryDelay, metrics: metrics, metricsName: metricsName)
         let node = backplane.node
         let events = backplane.events()
         let task = Task { [weak self] in
@@ -360,6 +394,15 @@ extension TieredStore where Key == String {
 
     /// Handles one backplane event as this store's node `node`.
     func receive(_ event: BackplaneEvent, node: String) async {
+        if let metrics {
+            let kind = switch event {
+            case .listening: "listening"
+            case .changed(let change): change.sender == node ? "own" : "change"
+            case .changedAll(_, let sender): sender == node ? "own" : "all"
+            case .invalidated(let invalidation): invalidation.sender == node ? "own" : "invalidation"
+            }
+            metrics.backplaneEvents[kind]?.increment()
+        }
         switch event {
         case .listening:
             await forgetMemory(because: "the backplane (re)started listening")
