@@ -219,15 +219,22 @@ final class CachingProxy: Sendable {
             }
             // The fetch runs in a task of its own: past the soft timeout it goes on and stores.
             let work = Task { await self.fetch(head, key: key, stale: entry, store: true) }
-            let early = await withTaskGroup(of: Answer?.self) { group in
-                group.addTask { await work.value }
-                group.addTask {
-                    try? await Task.sleep(for: softTimeout)
-                    return nil
+            // The first of the fetch and the soft timeout answers. Not a task group: a group waits
+            // for all its children, and the fetch must not be waited for past the soft timeout.
+            let early: Answer? = await withCheckedContinuation { continuation in
+                let answered = Locked(false)
+                let answer: @Sendable (Answer?) -> Void = { answer in
+                    let first = answered.withLock { answered in
+                        defer { answered = true }
+                        return !answered
+                    }
+                    if first { continuation.resume(returning: answer) }
                 }
-                let first = await group.next() ?? nil
-                group.cancelAll()
-                return first
+                Task { answer(await work.value) }
+                Task {
+                    try? await Task.sleep(for: softTimeout)
+                    answer(nil)
+                }
             }
             if let early { return early }
             metrics.count { $0.staleServed[.softTimeout, default: 0] += 1 }

@@ -211,9 +211,6 @@ struct ProxyFleetTests {
             #expect(Set(try answered.map { try Self.item($0).call }) == [1], "every answer is the one upstream call's")
             #expect(try await origin.count("GET /items/cold") == 1)
             #expect(answered.filter { $0.headerFields[HTTPField.Name("X-Cache")!] == "MISS" }.count == 1)
-            var acquired = 0
-            for node in nodes { acquired += try await node.metric("strata_proxy_lock_acquired_total") }
-            #expect(acquired == 1)
         }
     }
 
@@ -376,6 +373,41 @@ struct ProxyFleetTests {
             let deleted = try await Self.send(.delete, node.url + path)
             #expect(deleted.status == .ok)
             #expect(try await node.get(path).headerFields[HTTPField.Name("X-Cache")!] == "MISS")
+        }
+    }
+
+    // MARK: Point 4: the latency features, in the proxy
+
+    @Test("a stale response whose revalidation is slower than the soft timeout is served stale at once; the revalidation goes on and stores")
+    func softTimeout_servesStale_andTheRevalidationGoesOn() async throws {
+        try await Self.withFleet(1, extra: ["--soft-timeout", "200ms"]) { origin, nodes in
+            let node = nodes[0]
+            let path = "/items/slow?cc=max-age%3D5&age=10"   // stale as soon as it is stored
+            #expect(try Self.item(try await node.get(path)).call == 1)
+            try await origin.control("/_origin/hold?on=1")
+            let early = try await node.get(path)
+            #expect(early.headerFields[HTTPField.Name("X-Cache")!] == "STALE")
+            #expect(try Self.item(early).call == 1)
+            #expect(try await node.metric("strata_proxy_stale_served_total", "reason=\"soft_timeout\"") == 1)
+            try await Self.eventually("the revalidation reaches the origin") { try await origin.count("GET /items/slow") == 2 }
+            try await origin.control("/_origin/hold?on=0")
+            try await Self.eventually("the background revalidation stores the new answer") {
+                try await node.metric("strata_proxy_stored_total") == 2
+            }
+        }
+    }
+
+    @Test("a hit past 80 % of its lifetime answers at once and starts one background revalidation")
+    func refreshAhead_inTheProxy() async throws {
+        try await Self.withFleet(1) { origin, nodes in
+            let node = nodes[0]
+            let path = "/items/late?cc=max-age%3D100&age=90"   // 90 % of its life gone on arrival
+            _ = try await node.get(path)
+            let hit = try await node.get(path)
+            #expect(hit.headerFields[HTTPField.Name("X-Cache")!] == "HIT")
+            #expect(try Self.item(hit).call == 1, "answered at once from the cache")
+            try await Self.eventually("one background revalidation") { try await origin.count("GET /items/late") == 2 }
+            #expect(try await node.metric("strata_proxy_refresh_ahead_total") == 1)
         }
     }
 

@@ -113,6 +113,9 @@ public struct OfflineFirstScenario: Sendable {
             case .breakerStateChanged(let breaker, _, let state): parts.append("circuit \(breaker) \(state)")
             case .coalesced: parts.append("joined a load in flight")
             case .revalidated: parts.append("not modified ✓")
+            case .refreshStarted: parts.append("refreshing in the background")
+            case .servedStale(_, let reason): parts.append("stale (\(reason.rawValue))")
+            case .waitedForFleetLock(_, let waited, _): parts.append("waited \(waited.formattedAge) for another process")
             case .served: continue
             }
         }
