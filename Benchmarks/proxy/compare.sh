@@ -16,7 +16,7 @@
 #                from the first request sent to the last answer read
 # and prints a Markdown table. Every process and the temporary folder go away on exit.
 #
-# Knobs (environment): WRK_THREADS (2), WRK_CONNECTIONS (32), WRK_DURATION (10s), STAMPEDE (200),
+# Knobs (environment): WRK_THREADS (2), WRK_CONNECTIONS (32), WRK_DURATION (10s), STAMPEDE (200), STAMPEDE_DELAY_MS (500),
 # KEEP_TMP=1 (leave the temporary folder, with every log, for a look afterwards).
 set -euo pipefail
 
@@ -33,6 +33,7 @@ wrk_threads="${WRK_THREADS:-2}"
 wrk_connections="${WRK_CONNECTIONS:-32}"
 wrk_duration="${WRK_DURATION:-10s}"
 stampede="${STAMPEDE:-200}"
+stampede_delay_ms="${STAMPEDE_DELAY_MS:-500}"
 hit_path='/items/hit?cc=max-age%3D600'
 
 say() { echo "compare.sh: $*" >&2; }
@@ -242,7 +243,7 @@ measure() {  # measure NAME PORT
 
     local cold="/items/cold-$name-$run_id"
     say "$name: stampede of $stampede on $cold"
-    out="$("$python" "$tmp/stampede.py" "$base$cold?cc=max-age%3D600&delay_ms=500" "$stampede")"
+    out="$("$python" "$tmp/stampede.py" "$base$cold?cc=max-age%3D600&delay_ms=$stampede_delay_ms" "$stampede")"
     calls[$name]="$(upstream_calls "$cold")"
     wall[$name]="$("$python" -c 'import json, sys; print("%.0f ms" % (json.loads(sys.argv[1])["wall"] * 1000))' "$out")"
     say "$name: stampede: ${calls[$name]} upstream call(s), ${wall[$name]}, answers $out"
@@ -253,7 +254,7 @@ if [ "$strata_state" = run ]; then measure strata "$strata_port"; fi
 
 # ---- table ----------------------------------------------------------------------------------------
 echo
-echo "$(nproc) cores, $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME" || uname -s); origin: origin_server.py; wrk -t$wrk_threads -c$wrk_connections -d$wrk_duration; stampede: $stampede requests, origin delay 500 ms"
+echo "$(nproc) cores, $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME" || uname -s); origin: origin_server.py; wrk -t$wrk_threads -c$wrk_connections -d$wrk_duration; stampede: $stampede requests, origin delay $stampede_delay_ms ms"
 echo
 echo "| proxy | hit req/s | hit p99 | ratio strata/nginx | stampede upstream calls | stampede time |"
 echo "|---|---:|---:|---:|---:|---:|"

@@ -114,8 +114,9 @@ final class CachingProxy: Sendable {
             // RFC 9111 §5.2.1.5: nothing of this exchange is stored.
             return await fetch(head, key: key, stale: nil, store: false)
         }
-        let inMemory = cache.memory.immediateEntry(for: key) != nil
-        if let entry = await lookup(key, for: head) {
+        let memoryEntry = cache.memory.immediateEntry(for: key)
+        let inMemory = memoryEntry != nil
+        if let entry = await lookup(key, for: head, known: memoryEntry) {
             let now = Date()
             let age = SharedCachePolicy.currentAge(initialAge: entry.value.initialAge, responseTime: entry.storedAt, now: now)
             let lifetime = entry.validators.maxAge ?? .zero
@@ -141,8 +142,10 @@ final class CachingProxy: Sendable {
 
     /// The stored response for `key` that may answer `head` (its `Vary` fields match), or `nil`.
     /// A shared tier that is down is a miss here: the upstream answers.
-    private func lookup(_ key: String, for head: HTTPRequest) async -> Cached<StoredResponse>? {
-        guard let entry = try? await cache.retrieve(key) else { return nil }
+    private func lookup(_ key: String, for head: HTTPRequest, known: Cached<StoredResponse>? = nil) async -> Cached<StoredResponse>? {
+        var found = known
+        if found == nil { found = try? await cache.retrieve(key) }
+        guard let entry = found else { return nil }
         guard SharedCachePolicy.matchesVary(storedRequestValues: entry.value.varyValues, request: head) else { return nil }
         return entry
     }
@@ -333,7 +336,7 @@ final class CachingProxy: Sendable {
                      : .doNotStore(reason: "the request has no-store") {
         case .store(let plan):
             let stored = StoredResponse(
-                status: response.status.code, fields: StoredResponse.pairs(response.headerFields), body: body,
+                status: response.status.code, headerFields: response.headerFields, body: body,
                 varyValues: SharedCachePolicy.varyValues(names: plan.varyFieldNames, request: head), tags: plan.tags,
                 initialAgeSeconds: Double(age.components.seconds) + Double(age.components.attoseconds) / 1e18,
                 mayServeStale: plan.mayServeStale)

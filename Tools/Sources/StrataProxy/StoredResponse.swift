@@ -8,8 +8,9 @@ import Strata
 struct StoredResponse: Codable, Sendable, Hashable {
     /// The status code.
     var status: Int
-    /// The header fields as received, hop-by-hop fields removed: `[name, value]` pairs in order.
-    var fields: [[String]]
+    /// The header fields as received, hop-by-hop fields removed. Kept as swift-http-types fields,
+    /// so a hit copies them instead of parsing names again; stored as `[name, value]` pairs.
+    var headerFields: HTTPFields
     /// The body.
     var body: Data
     /// The values the request that fetched it had for the fields the response varies on
@@ -23,13 +24,48 @@ struct StoredResponse: Codable, Sendable, Hashable {
     /// `proxy-revalidate`, `s-maxage` or `no-cache`).
     var mayServeStale: Bool
 
-    /// The header fields as swift-http-types fields.
-    var headerFields: HTTPFields {
-        var result = HTTPFields()
-        for pair in fields where pair.count == 2 {
-            if let name = HTTPField.Name(pair[0]) { result.append(HTTPField(name: name, value: pair[1])) }
+    init(
+        status: Int, headerFields: HTTPFields, body: Data, varyValues: [String: String?], tags: [String],
+        initialAgeSeconds: Double, mayServeStale: Bool
+    ) {
+        self.status = status
+        self.headerFields = headerFields
+        self.body = body
+        self.varyValues = varyValues
+        self.tags = tags
+        self.initialAgeSeconds = initialAgeSeconds
+        self.mayServeStale = mayServeStale
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case status, fields, body, varyValues, tags, initialAgeSeconds, mayServeStale
+    }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        status = try container.decode(Int.self, forKey: .status)
+        var fields = HTTPFields()
+        for pair in try container.decode([[String]].self, forKey: .fields) where pair.count == 2 {
+            // A name that is no longer valid is dropped rather than failing the whole entry.
+            if let name = HTTPField.Name(pair[0]) { fields.append(HTTPField(name: name, value: pair[1])) }
         }
-        return result
+        headerFields = fields
+        body = try container.decode(Data.self, forKey: .body)
+        varyValues = try container.decode([String: String?].self, forKey: .varyValues)
+        tags = try container.decode([String].self, forKey: .tags)
+        initialAgeSeconds = try container.decode(Double.self, forKey: .initialAgeSeconds)
+        mayServeStale = try container.decode(Bool.self, forKey: .mayServeStale)
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(status, forKey: .status)
+        try container.encode(headerFields.map { [$0.name.rawName, $0.value] }, forKey: .fields)
+        try container.encode(body, forKey: .body)
+        try container.encode(varyValues, forKey: .varyValues)
+        try container.encode(tags, forKey: .tags)
+        try container.encode(initialAgeSeconds, forKey: .initialAgeSeconds)
+        try container.encode(mayServeStale, forKey: .mayServeStale)
     }
 
     /// The response head it answers with.
@@ -39,10 +75,6 @@ struct StoredResponse: Codable, Sendable, Hashable {
 
     /// The age it was received with, as a duration.
     var initialAge: Duration { .milliseconds(Int64((initialAgeSeconds * 1000).rounded())) }
-
-    static func pairs(_ fields: HTTPFields) -> [[String]] {
-        fields.map { [$0.name.rawName, $0.value] }
-    }
 }
 
 /// The header fields that concern one connection only (RFC 9110 §7.6.1), and those a proxy sets
