@@ -24,12 +24,12 @@ public enum LoadEvent: Sendable, CustomStringConvertible {
     /// the store without rewriting its value.
     case revalidated(store: String, key: String)
     /// A hit past its refresh point answered at once and started one background refresh of `key`
-    /// (``Loader/refreshingAhead(in:key:maxAge:refreshAfter:failSafeThrottle:)``).
+    /// (``Loader/refreshingAhead(in:key:maxAge:refreshAfter:failSafe:)-(_,S.Key,_,_,_)``).
     case refreshStarted(tier: String, key: String)
     /// A stale copy answered the load, and why (``StaleReason``).
     case servedStale(tier: String, reason: StaleReason)
     /// A miss waited for another process holding the key's fleet lock
-    /// (``Loader/coalescedAcrossProcesses(in:key:freshness:lock:timeout:pollInterval:)``), for
+    /// (``Loader/coalescedAcrossProcesses(in:key:freshness:lock:timeout:pollInterval:)-(_,S.Key,_,_,_,_)``), for
     /// `waited`, and how the wait ended.
     case waitedForFleetLock(key: String, waited: Duration, outcome: FleetLockWait)
 

@@ -19,7 +19,7 @@ import Logging
 ///   again never replaces a row another process stored later (by store time, read before the write).
 ///   A failed L2 write never fails the call: L1 has the value, and L2 gets it when it returns.
 /// - ``removeAll()`` clears both and forgets waiting writes; it throws if L2 cannot be cleared.
-/// - **Other nodes' writes**: given a ``Backplane`` (``init(memory:shared:backplane:environment:firstRetryDelay:maxRetryDelay:)``),
+/// - **Other nodes' writes**: given a ``Backplane`` (``init(memory:shared:backplane:environment:firstRetryDelay:maxRetryDelay:metrics:metricsName:)``),
 ///   the store drops a memory copy older than a change another node announces for its key, never
 ///   keeps in memory an entry whose read started before such a change arrived, and empties the
 ///   memory tier each time the backplane (re)starts listening, since changes may have been missed.
