@@ -47,34 +47,24 @@ extension PostgresStore: InvalidatingStore {
         case .tag(let tag): (tag, nil)
         case .keyPrefix(let prefix): (nil, prefix)
         }
-        return try await perform(operation, key: nil) { [table] connection, logger in
+        // Expire ends the rows' lifetime and keeps them; remove deletes them. Same rows, same notice.
+        let change = switch mode {
+        case .expire: #"UPDATE "\#(table)" SET max_age_seconds = 0, max_age_attoseconds = 0"#
+        case .remove: #"DELETE FROM "\#(table)""#
+        }
+        return try await perform(operation, key: nil) { connection, logger in
             // One statement: the rows change and the fleet is told, or neither.
-            switch mode {
-            case .expire:
-                try await Self.singleInteger(connection.query("""
-                    WITH hit AS (
-                        UPDATE "\(unescaped: table)" SET max_age_seconds = 0, max_age_attoseconds = 0
-                        WHERE (\(tag)::text IS NULL OR tags @> ARRAY[\(tag)::text])
-                          AND (\(prefix)::text IS NULL OR starts_with(key, \(prefix)::text))
-                        RETURNING 1
-                    ), announced AS (
-                        SELECT pg_notify(\(channel), \(notice)) WHERE \(channel)::text IS NOT NULL
-                    )
-                    SELECT (SELECT count(*) FROM hit) + 0 * (SELECT count(*) FROM announced)
-                    """, logger: logger))
-            case .remove:
-                try await Self.singleInteger(connection.query("""
-                    WITH hit AS (
-                        DELETE FROM "\(unescaped: table)"
-                        WHERE (\(tag)::text IS NULL OR tags @> ARRAY[\(tag)::text])
-                          AND (\(prefix)::text IS NULL OR starts_with(key, \(prefix)::text))
-                        RETURNING 1
-                    ), announced AS (
-                        SELECT pg_notify(\(channel), \(notice)) WHERE \(channel)::text IS NOT NULL
-                    )
-                    SELECT (SELECT count(*) FROM hit) + 0 * (SELECT count(*) FROM announced)
-                    """, logger: logger))
-            }
+            try await Self.singleInteger(connection.query("""
+                WITH hit AS (
+                    \(unescaped: change)
+                    WHERE (\(tag)::text IS NULL OR tags @> ARRAY[\(tag)::text])
+                      AND (\(prefix)::text IS NULL OR starts_with(key, \(prefix)::text))
+                    RETURNING 1
+                ), announced AS (
+                    SELECT pg_notify(\(channel), \(notice)) WHERE \(channel)::text IS NOT NULL
+                )
+                SELECT (SELECT count(*) FROM hit) + 0 * (SELECT count(*) FROM announced)
+                """, logger: logger))
         }
     }
 

@@ -180,9 +180,7 @@ final class CachingProxy: Sendable {
                     } catch {
                         return Answer(status: .serviceUnavailable, fields: [:], body: Data("cancelled\n".utf8))
                     }
-                    if let entry = try? await cache.shared.retrieve(key),
-                       SharedCachePolicy.matchesVary(storedRequestValues: entry.value.varyValues, request: head),
-                       let answer = freshAnswer(entry, to: head, cache: "HIT") {
+                    if let answer = await sharedFreshAnswer(key, to: head) {
                         metrics.count { $0.hits["shared", default: 0] += 1 }
                         return answer
                     }
@@ -193,9 +191,7 @@ final class CachingProxy: Sendable {
                 metrics.count { $0.lockAcquired += 1 }
                 // Another node may have stored it while this one asked.
                 let answer: Answer
-                if let entry = try? await cache.shared.retrieve(key),
-                   SharedCachePolicy.matchesVary(storedRequestValues: entry.value.varyValues, request: head),
-                   let stored = freshAnswer(entry, to: head, cache: "HIT") {
+                if let stored = await sharedFreshAnswer(key, to: head) {
                     answer = stored
                 } else {
                     answer = await fetch(head, key: key, stale: nil, store: true)
@@ -264,6 +260,14 @@ final class CachingProxy: Sendable {
         let lifetime = entry.validators.maxAge ?? .zero
         let age = SharedCachePolicy.currentAge(initialAge: entry.value.initialAge, responseTime: entry.storedAt, now: Date())
         return age - lifetime <= settings.maxStale
+    }
+
+    /// The shared tier's stored response for `key`, when it may answer `head` fresh: what a node
+    /// waiting for another's fetch (or holding the lock after it) reads.
+    private func sharedFreshAnswer(_ key: String, to head: HTTPRequest) async -> Answer? {
+        guard let entry = try? await cache.shared.retrieve(key),
+              SharedCachePolicy.matchesVary(storedRequestValues: entry.value.varyValues, request: head) else { return nil }
+        return freshAnswer(entry, to: head, cache: "HIT")
     }
 
     /// The answer from `entry` when it is fresh for `head`, else `nil`.
