@@ -78,11 +78,7 @@ let package = Package(
         .testTarget(
             name: "StrataProxyTests",
             dependencies: [
-                "StrataProxy",
-                // `strata demo --scenario fleet` relays the nodes' PostgreSQL connections, to take the database away.
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "StrataAsyncHTTPClient", package: "Strata"), .product(name: "Strata", package: "Strata"), .product(name: "StrataTesting", package: "Strata"),
+                "StrataProxy", .product(name: "Strata", package: "Strata"), .product(name: "StrataTesting", package: "Strata"),
             ]
         ),
         .target(
@@ -92,6 +88,8 @@ let package = Package(
                 // `strata demo --scenario fleet` relays the nodes' PostgreSQL connections, to take the database away.
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                // The fleet demo's clients.
+                .product(name: "StrataAsyncHTTPClient", package: "Strata"),
                 .product(name: "Strata", package: "Strata"),
                 .product(name: "StrataSQLite", package: "Strata"),
                 .product(name: "StrataPostgres", package: "Strata"),

@@ -68,3 +68,12 @@ public struct FreshnessPolicy: Sendable, CustomStringConvertible {
         predicate(FreshnessContext(storedAt: storedAt, now: now))
     }
 }
+
+extension FreshnessPolicy {
+    /// Whether this policy accepts `entry` at `now`: ``FreshnessPolicy/any`` accepts every entry;
+    /// any other policy, an entry no invalidation expired (``Cached/isExpired``) whose age it accepts.
+    @inlinable
+    public func accepts<Value>(_ entry: Cached<Value>, now: Date) -> Bool {
+        acceptsAnyAge || (!entry.isExpired && isFresh(storedAt: entry.storedAt, now: now))
+    }
+}

@@ -29,6 +29,15 @@ struct RefreshingAheadTests {
         #expect(remote.loadCount == 0)
     }
 
+    @Test func anExpiredCopy_isLoadedAnew_asOnePastMaxAge() async throws {
+        let store = MemoryStore<String, String>()
+        // Young by its age, but an invalidation ended its lifetime.
+        try await store.insert("expired", for: "feed", storedAt: clock.date, validators: CacheValidators(maxAge: .zero))
+        let remote = LoaderSpy<Void, String>(.success("fresh"))
+        #expect(try await feed(remote, store: store).load() == "fresh")
+        #expect(remote.loadCount == 1)
+    }
+
     @Test func aLateCopy_answersAtOnce_andStartsOneBackgroundRefreshForManyReads() async throws {
         let store = MemoryStore<String, String>()
         try await store.insert("cached", for: "feed", storedAt: clock.date)

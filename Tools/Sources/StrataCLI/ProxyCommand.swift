@@ -22,7 +22,8 @@ public struct ProxyCommand: AsyncParsableCommand {
             touched, on every node. Responses carry X-Cache (HIT, MISS, REVALIDATED, EXPIRED, STALE,
             PASS, BYPASS), X-Cache-Tier (memory, shared, upstream) and X-Strata-Node.
 
-            Controls (loopback only; with --admin-token, send Authorization: Bearer TOKEN):
+            Controls (with --admin-token, send Authorization: Bearer TOKEN; a --host other than
+            loopback needs the token):
               POST /_strata/invalidate?tag=T&mode=expire|remove     responses tagged T (Cache-Tag,
                                                                      Surrogate-Key), on every node
               POST /_strata/invalidate?prefix=/path&mode=...        paths starting with /path
@@ -78,6 +79,10 @@ public struct ProxyCommand: AsyncParsableCommand {
     public init() {}
 
     public func run() async throws {
+        let loopback: Set<String> = ["127.0.0.1", "::1", "localhost"]
+        guard loopback.contains(host) || adminToken != nil else {
+            throw ValidationError("--host \(host) is reachable from other machines: give --admin-token, so that only holders of the token can invalidate or clear the fleet's cache")
+        }
         guard store == "postgres" else {
             throw ValidationError("--store: only postgres is supported (a fleet shares one PostgreSQL)")
         }

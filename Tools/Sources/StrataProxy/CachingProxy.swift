@@ -339,8 +339,11 @@ final class CachingProxy: Sendable {
         switch store ? SharedCachePolicy.storability(request: asGet, response: response, responseTime: responseTime)
                      : .doNotStore(reason: "the request has no-store") {
         case .store(let plan):
+            // A cookie is one client's: the stored copy never hands it to the next.
+            var kept = response.headerFields
+            kept[.setCookie] = nil
             let stored = StoredResponse(
-                status: response.status.code, headerFields: response.headerFields, body: body,
+                status: response.status.code, headerFields: kept, body: body,
                 varyValues: SharedCachePolicy.varyValues(names: plan.varyFieldNames, request: head), tags: plan.tags,
                 initialAgeSeconds: Double(age.components.seconds) + Double(age.components.attoseconds) / 1e18,
                 mayServeStale: plan.mayServeStale)
@@ -355,8 +358,9 @@ final class CachingProxy: Sendable {
             } catch {
                 logger.warning("the response could not be stored", metadata: ["key": "\(key)", "error": "\(error)"])
             }
-            let entry = Cached(value: stored, storedAt: responseTime, validators: validators)
-            return answer(entry, age: age, cache: status, tier: "upstream", to: head)
+            var live = stored
+            live.headerFields = response.headerFields   // this client's answer keeps its cookie
+            return answer(Cached(value: live, storedAt: responseTime, validators: validators), age: age, cache: status, tier: "upstream", to: head)
         case .doNotStore(let reason):
             metrics.count { $0.notStored += 1 }
             if store, (200..<300).contains(response.status.code) || response.status.code == 404 {

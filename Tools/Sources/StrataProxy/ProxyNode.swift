@@ -11,9 +11,10 @@ import StrataPostgres
 /// upstream client, and its HTTP server on loopback.
 ///
 /// ```swift
-/// let node = try await ProxyNode.start(settings: settings, postgresURL: url, port: 8080)
-/// // … serve until:
-/// await node.stop()
+/// var options = ProxyNode.Options(upstream: upstream, node: "node-1", postgresURL: url)
+/// options.port = 8080
+/// let node = try await ProxyNode.start(options: options, logger: logger)
+/// try await node.run()   // until SIGTERM or SIGINT
 /// ```
 public final class ProxyNode: Sendable {
     let proxy: CachingProxy

@@ -156,8 +156,9 @@ enum SharedCachePolicy {
     ///   `must-revalidate` (§3.5);
     /// - a response with `Set-Cookie` only when it has `public`. Stricter than the RFC, which lets a
     ///   shared cache store it (§7.3 warns about it): nginx and Varnish do not cache such a response
-    ///   at all by default, since one visitor's cookie would be handed to the next. Even with
-    ///   `public`, the proxy should not replay `Set-Cookie` from a stored response;
+    ///   at all by default, since one visitor's cookie would be handed to the next. With `public`,
+    ///   the proxy stores the response without its `Set-Cookie` fields: the client whose request
+    ///   fetched it gets its cookie, later clients get the response without one;
     /// - not `Vary: *` (§4.1: such a response never matches a later request);
     /// - a freshness lifetime (§4.2.1): `s-maxage`, else `max-age`, else `Expires` − `Date`
     ///   (`Date` defaults to `responseTime`; an `Expires` that is not an HTTP-date, such as `0`,

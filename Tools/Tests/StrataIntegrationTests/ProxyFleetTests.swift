@@ -298,7 +298,7 @@ struct ProxyFleetTests {
 
     // MARK: Point 9: a shared cache in RFC 9111's sense
 
-    @Test("private, no-store and Set-Cookie answers are never stored; one user's answer never reaches another")
+    @Test("private, no-store and Set-Cookie answers are never stored (a public one is, without its cookie); one user's answer never reaches another")
     func privateAnswers_areNeverShared() async throws {
         try await Self.withFleet(1) { origin, nodes in
             let node = nodes[0]
@@ -320,6 +320,14 @@ struct ProxyFleetTests {
             let again = try await node.get(shared, [.authorization: "Bearer bob"])
             #expect(again.headerFields[HTTPField.Name("X-Cache")!] == "HIT")
             #expect(try await origin.count("GET /items/pub") == 1)
+            // A public answer with a cookie is stored without it: only the client that fetched it
+            // gets the cookie.
+            let cookie = "/items/cookie?cc=public%2C%20max-age%3D600&cookie=1"
+            let fetched = try await node.get(cookie)
+            let served = try await node.get(cookie)
+            #expect(fetched.headerFields[.setCookie] == "s=1")
+            #expect(served.headerFields[HTTPField.Name("X-Cache")!] == "HIT")
+            #expect(served.headerFields[.setCookie] == nil)
         }
     }
 

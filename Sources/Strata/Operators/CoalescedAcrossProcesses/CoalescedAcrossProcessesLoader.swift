@@ -117,7 +117,7 @@ public struct CoalescedAcrossProcessesLoader<Base: Loader, S: Store, Lock: Fleet
     private func freshEntry(_ key: S.Key, in context: LoadContext, before: () -> Void = {}) async -> Output? {
         guard let cached = try? await store.retrieve(key) else { return nil }
         let now = context.environment.now()
-        guard !cached.isExpired, freshness.isFresh(storedAt: cached.storedAt, now: now) else { return nil }
+        guard freshness.accepts(cached, now: now) else { return nil }
         before()
         context.record(.served(Provenance(
             origin: store.origin, tier: context.tierName(default: "\(store.storeDescription) [coalesced across processes]"),

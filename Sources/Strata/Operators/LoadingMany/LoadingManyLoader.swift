@@ -54,7 +54,7 @@ where Base.Input == [S.Key], Base.Output == [S.Key: S.Value] {
         let now = environment.now()
         var answers: Output = [:]
         var oldest: Date?
-        for (key, entry) in stored where !entry.isExpired && freshness.isFresh(storedAt: entry.storedAt, now: now) {
+        for (key, entry) in stored where freshness.accepts(entry, now: now) {
             answers[key] = entry.value
             oldest = min(oldest ?? entry.storedAt, entry.storedAt)
         }

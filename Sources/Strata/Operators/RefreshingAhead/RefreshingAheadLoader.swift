@@ -82,7 +82,8 @@ public struct RefreshingAheadLoader<Base: Loader, S: Store>: Loader where S.Valu
             cached = nil   // an unreadable copy is a miss: the base loader answers
         }
         let now = context.environment.now()
-        if let cached, context.revalidatingSince.map({ cached.storedAt > $0 }) ?? true {
+        // An entry an invalidation expired is loaded anew, as one past `maxAge` is.
+        if let cached, !cached.isExpired, context.revalidatingSince.map({ cached.storedAt > $0 }) ?? true {
             let age = Duration.between(cached.storedAt, now)
             let decision = decisions.copyRead(key, age: max(.zero, age), refreshAfter: refreshAfter, maxAge: maxAge, now: now)
             if decision != .load {

@@ -333,11 +333,12 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
 extension TieredStore: InvalidatingStore where Shared: InvalidatingStore {
     /// Expires or removes the selected entries of the shared tier (announced to the fleet by a
     /// shared store that announces), then empties this node's memory tier, which does not know its
-    /// copies' tags: later reads fill it again from the shared tier. Removing every entry also
-    /// forgets the writes waiting for the shared tier, as ``removeAll()`` does.
+    /// copies' tags: later reads fill it again from the shared tier. It also forgets the writes
+    /// waiting for the shared tier (which may be of selected entries: sent later, they would undo
+    /// the invalidation), as ``removeAll()`` does.
     /// - Throws: the shared tier's error when it cannot invalidate; the memory tier is then untouched.
     public func invalidate(_ selection: CacheSelection, as mode: InvalidationMode) async throws -> Int {
-        if selection == .all, mode == .remove { forgetWaitingWrites() }
+        forgetWaitingWrites()
         let count = try await shared.invalidate(selection, as: mode)
         state.withLock { $0.coherence.listeningStarted() }
         try await memory.removeAll()
