@@ -66,6 +66,11 @@ final class Admin: Sendable {
     }
 
     init(configuration: PostgresClient.Configuration) {
+        // A statement that waits for a lock (a DROP TABLE behind a session that holds the table)
+        // fails after 20 s with an error naming the lock, instead of waiting for ever: PostgresNIO's
+        // query does not end on cancellation, so a test's time limit could not end that wait.
+        var configuration = configuration
+        configuration.options.additionalStartupParameters.append(("lock_timeout", "20s"))
         let client = PostgresClient(configuration: configuration)
         self.client = client
         runner = Task { await client.run() }
