@@ -435,3 +435,22 @@ struct ProxyFleetTests {
         #expect(text.contains("node-2, /posts/3: 200 from shared"))
     }
 }
+
+/// What `strata proxy` refuses before it starts.
+@Suite("strata proxy: arguments", .timeLimit(.minutes(1)))
+struct ProxyArgumentTests {
+    @Test("a --host other than loopback needs --admin-token: the controls would otherwise answer anyone who reaches the port")
+    func aReachableHost_needsAnAdminToken() async throws {
+        let (status, _, stderr) = try await TwoProcessTests.run(
+            ["proxy", "--upstream", "http://127.0.0.1:9", "--host", "0.0.0.0", "--postgres-url", "postgres://u@127.0.0.1:1/db"])
+        #expect(status != 0)
+        #expect(stderr.contains("--admin-token"), "\(stderr)")
+    }
+
+    @Test("an upstream that is not an http(s) URL is refused, naming the option")
+    func aBadUpstream_isRefused() async throws {
+        let (status, _, stderr) = try await TwoProcessTests.run(["proxy", "--upstream", "ftp://example.test"])
+        #expect(status != 0)
+        #expect(stderr.contains("--upstream"), "\(stderr)")
+    }
+}
