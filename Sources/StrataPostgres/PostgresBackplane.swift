@@ -214,26 +214,7 @@ final class PostgresBackplaneCore: Sendable {
         // idle, the connection closed): a task listening through PostgresNIO did not end after its
         // connection was closed and the task cancelled. Past the bound the task is left, cancelled,
         // with a warning; it holds no connection.
-        let stopped = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-            let answered = Locked(false)
-            let answer: @Sendable (Bool) -> Void = { stopped in
-                let first = answered.withLock { answered in
-                    defer { answered = true }
-                    return !answered
-                }
-                if first { continuation.resume(returning: stopped) }
-            }
-            let bound = Task {
-                do { try await Task.sleep(for: .seconds(5)) } catch { return }
-                answer(false)
-            }
-            Task {
-                await runner.value
-                bound.cancel()
-                answer(true)
-            }
-        }
-        if !stopped {
+        if case .deadline = await raceAgainstDeadline(clock: ContinuousClock(), duration: .seconds(5), { await runner.value }) {
             logger.warning(
                 "the backplane's listening task did not stop within 5 s of its shutdown: left behind, cancelled",
                 metadata: ["backplane": "\(description)"])

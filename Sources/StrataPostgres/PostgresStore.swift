@@ -426,26 +426,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         state.withLock { $0.isShutDown = true }
         guard let runner else { return }  // the application's client: not the store's to stop
         runner.cancel()
-        let stopped = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-            let answered = Locked(false)
-            let answer: @Sendable (Bool) -> Void = { stopped in
-                let first = answered.withLock { answered in
-                    defer { answered = true }
-                    return !answered
-                }
-                if first { continuation.resume(returning: stopped) }
-            }
-            let bound = Task {
-                do { try await Task.sleep(for: Self.shutdownTimeout) } catch { return }  // stopped in time
-                answer(false)
-            }
-            Task {
-                await runner.value
-                bound.cancel()
-                answer(true)
-            }
-        }
-        if !stopped {
+        if case .deadline = await raceAgainstDeadline(clock: ContinuousClock(), duration: Self.shutdownTimeout, { await runner.value }) {
             logger.warning(
                 "the connection pool did not stop within the shutdown bound; abandoning it",
                 metadata: ["store": "\(description)", "bound": "\(Self.shutdownTimeout)"])

@@ -1,5 +1,6 @@
 /// How a race of an operation against a deadline ended.
-enum DeadlineRaceOutcome<Value: Sendable>: Sendable {
+@_spi(StrataInternals)
+public enum DeadlineRaceOutcome<Value: Sendable>: Sendable {
     /// The operation finished first.
     case value(Result<Value, any Error>)
     /// The deadline passed first: the operation's task was cancelled and left behind.
@@ -10,9 +11,12 @@ enum DeadlineRaceOutcome<Value: Sendable>: Sendable {
 
 /// Runs `operation` in a task of its own against a sleep of `duration` on `clock`, and returns the
 /// first of its result, the deadline and the caller's cancellation. The losing tasks are cancelled,
-/// never awaited: an operation that ignores cancellation cannot hold the caller. `TimingOutLoader`
-/// and the outbox's handler deadline both race this way.
-func raceAgainstDeadline<Value: Sendable>(
+/// never awaited: an operation that ignores cancellation cannot hold the caller. `TimingOutLoader`,
+/// the outbox's handler deadline, the bounded shutdowns of the PostgreSQL store and backplane and the
+/// proxy's soft timeout all race this way. To let an operation go on past the deadline (a soft
+/// timeout), race a task's `value`: awaiting it does not cancel the task.
+@_spi(StrataInternals)
+public func raceAgainstDeadline<Value: Sendable>(
     clock: any Clock<Duration>, duration: Duration, _ operation: @escaping @Sendable () async throws -> Value
 ) async -> DeadlineRaceOutcome<Value> {
     let race = DeadlineRace<Value>()

@@ -218,24 +218,12 @@ final class CachingProxy: Sendable {
             }
             // The fetch runs in a task of its own: past the soft timeout it goes on and stores.
             let work = Task { await self.fetch(head, key: key, stale: entry, store: true) }
-            // The first of the fetch and the soft timeout answers. Not a task group: a group waits
-            // for all its children, and the fetch must not be waited for past the soft timeout.
-            let early: Answer? = await withCheckedContinuation { continuation in
-                let answered = Locked(false)
-                let answer: @Sendable (Answer?) -> Void = { answer in
-                    let first = answered.withLock { answered in
-                        defer { answered = true }
-                        return !answered
-                    }
-                    if first { continuation.resume(returning: answer) }
-                }
-                Task { answer(await work.value) }
-                Task {
-                    try? await Task.sleep(for: softTimeout)
-                    answer(nil)
-                }
+            // The first of the fetch and the soft timeout answers; the fetch is not cancelled by
+            // losing (racing its task's value leaves the task running).
+            if case .value(.success(let answer)) = await raceAgainstDeadline(
+                clock: ContinuousClock(), duration: softTimeout, { await work.value }) {
+                return answer
             }
-            if let early { return early }
             metrics.count { $0.staleServed[.softTimeout, default: 0] += 1 }
             let age = SharedCachePolicy.currentAge(initialAge: entry.value.initialAge, responseTime: entry.storedAt, now: Date())
             return answer(entry, age: age, cache: "STALE", tier: "shared", to: head)
