@@ -308,6 +308,38 @@ struct TieredStoreTests {
         #expect(try await files.retrieve("a")?.storedAt == later)
     }
 
+    @Test("invalidating forgets the writes waiting for the shared tier: sent later, they would undo the invalidation")
+    func invalidating_forgetsWaitingWrites() async throws {
+        let shared = InvalidatingFiles(StoreSpy(FileStore<String>(directory: directory.url, logger: quietLogger)))
+        let tiered = TieredStore(memory: MemoryStore<String, String>(), shared: shared, environment: clock.environment(logger: quietLogger), firstRetryDelay: .seconds(1))
+        shared.spy.faults = .init(insert: Down())
+        try await tiered.insert("written while L2 was down", for: "k", storedAt: clock.date)
+        #expect(tiered.unsentWrites == 1)
+        try await clock.waitForSleepers(count: 1)  // the repair's retry
+        shared.spy.faults = .init()
+
+        #expect(try await tiered.invalidate(.all, as: .remove) == 0)
+        #expect(shared.invalidations == [.all])
+        #expect(tiered.unsentWrites == 0)
+        #expect(tiered.immediateEntry(for: "k") == nil, "the memory tier is emptied")
+        // The retry's time passes: nothing is sent, and a read (which would send a waiting write) finds nothing.
+        clock.advance(by: .seconds(60))
+        #expect(try await tiered.retrieve("k") == nil)
+        #expect(try await shared.spy.base.retrieve("k") == nil)
+        let inserts = shared.spy.messages.filter { if case .insert = $0 { true } else { false } }
+        #expect(inserts.count == 1, "only the first attempt, which failed")
+    }
+
+    @Test("a shared tier that cannot invalidate fails the call, and the memory tier keeps its copies")
+    func aFailedInvalidation_leavesTheMemoryTier() async throws {
+        let shared = InvalidatingFiles(StoreSpy(FileStore<String>(directory: directory.url, logger: quietLogger)))
+        let tiered = TieredStore(memory: MemoryStore<String, String>(), shared: shared, environment: clock.environment(logger: quietLogger))
+        try await tiered.insert("v", for: "k", storedAt: clock.date)
+        shared.invalidateFault = Down()
+        await #expect(throws: Down.self) { try await tiered.invalidate(.tag("feeds"), as: .expire) }
+        #expect(tiered.immediateEntry(for: "k")?.value == "v")
+    }
+
     static let contract = StoreContract(keys: ("feed", "posts/42"), values: (itemA, itemB)) {
         TieredStore(memory: MemoryStore<String, Item>(), shared: FileStore<Item>(directory: try TemporaryDirectory.scoped(), logger: quietLogger))
     }
@@ -317,4 +349,42 @@ struct TieredStoreTests {
         try await Self.contract.verify(behaviour)
     }
 
+}
+
+/// A file store behind a spy that can also invalidate (`.all` only: it removes every entry), and
+/// records the selections it was asked to invalidate.
+final class InvalidatingFiles: InvalidatingStore, Sendable {
+    typealias Key = String
+    typealias Value = String
+    let spy: StoreSpy<FileStore<String>>
+    private let state = Locked<(invalidations: [CacheSelection], fault: (any Error)?)>(([], nil))
+
+    init(_ spy: StoreSpy<FileStore<String>>) { self.spy = spy }
+
+    var invalidations: [CacheSelection] { state.withLock { $0.invalidations } }
+    var invalidateFault: (any Error)? {
+        get { state.withLock { $0.fault } }
+        set { state.withLock { $0.fault = newValue } }
+    }
+
+    func invalidate(_ selection: CacheSelection, as mode: InvalidationMode) async throws -> Int {
+        let fault = state.withLock { state in
+            state.invalidations.append(selection)
+            return state.fault
+        }
+        if let fault { throw fault }
+        precondition(selection == .all && mode == .remove, "this double only removes everything")
+        try await spy.base.removeAll()
+        return 0
+    }
+
+    var origin: Origin { spy.origin }
+    func retrieve(_ key: String) async throws -> Cached<String>? { try await spy.retrieve(key) }
+    func immediateEntry(for key: String) -> Cached<String>? { spy.immediateEntry(for: key) }
+    func insert(_ entry: Cached<String>, for key: String) async throws { try await spy.insert(entry, for: key) }
+    func delete(_ key: String) async throws { try await spy.delete(key) }
+    func refresh(_ key: String, storedAt: Date, validators: CacheValidators) async throws -> Bool {
+        try await spy.refresh(key, storedAt: storedAt, validators: validators)
+    }
+    func removeAll() async throws { try await spy.removeAll() }
 }
