@@ -137,6 +137,9 @@ final class PostgresBackplaneCore: Sendable {
     let logger: Logger
     let state = Locked(State())
     let description: String
+    /// Runs in each heartbeat check just before its query: tests close the connection there, or
+    /// stand for a query PostgresNIO never answers.
+    let beforeHeartbeatQuery = Locked<(@Sendable (PostgresConnection) async -> Void)?>(nil)
 
     struct State: Sendable {
         var subscribers: [UInt64: AsyncStream<BackplaneEvent>.Continuation] = [:]
@@ -210,10 +213,10 @@ final class PostgresBackplaneCore: Sendable {
         try? await connection?.close()
         for subscriber in subscribers { subscriber.finish() }
         guard let runner else { return }
-        // Waits for the listening task, for at most 5 s. A full test run hung here (every thread
-        // idle, the connection closed): a task listening through PostgresNIO did not end after its
-        // connection was closed and the task cancelled. Past the bound the task is left, cancelled,
-        // with a warning; it holds no connection.
+        // Waits for the listening task, for at most 5 s: it ends at once when cancelled, unless
+        // something it awaits ignores cancellation (a PostgresNIO query never answered, as the
+        // heartbeat's once was). Past the bound the task is left, cancelled, with a warning; it
+        // holds no connection.
         if case .deadline = await raceAgainstDeadline(clock: ContinuousClock(), duration: .seconds(5), { await runner.value }) {
             logger.warning(
                 "the backplane's listening task did not stop within 5 s of its shutdown: left behind, cancelled",
@@ -306,31 +309,26 @@ final class PostgresBackplaneCore: Sendable {
     }
 
     /// Checks the connection with `SELECT 1` every ``heartbeatInterval``; throws when a check fails
-    /// or takes longer than ``heartbeatTimeout`` (the connection is then closed).
+    /// or takes longer than ``heartbeatTimeout`` (the connection is then closed), and at once when
+    /// the task is cancelled.
+    ///
+    /// The check runs through `raceAgainstDeadline`, not a task group: a query written just as the
+    /// connection closed is never answered by PostgresNIO, and a group would wait for it forever
+    /// (a listening task once hung that way, which hung the backplane's shutdown with it).
     private func heartbeat(on connection: PostgresConnection) async throws {
         while true {
             try await Task.sleep(for: heartbeatInterval)
-            let answered = await withTaskGroup(of: Bool.self) { group in
-                group.addTask { [logger] in
-                    do {
-                        for try await _ in try await connection.query("SELECT 1", logger: logger) {}
-                        return true
-                    } catch {
-                        return false
-                    }
-                }
-                group.addTask { [heartbeatTimeout] in
-                    do { try await Task.sleep(for: heartbeatTimeout) } catch { return false }
-                    // PostgresNIO's query does not end on cancellation: closing the connection
-                    // fails it, so the group (which waits for every child) ends now.
-                    try? await connection.close()
-                    return false
-                }
-                defer { group.cancelAll() }
-                return await group.next() ?? false
+            let hook = beforeHeartbeatQuery.withLock { $0 }
+            let check = await raceAgainstDeadline(clock: ContinuousClock(), duration: heartbeatTimeout) { [logger] in
+                await hook?(connection)
+                for try await _ in try await connection.queryUnlessClosed("SELECT 1", logger: logger) {}
             }
-            try Task.checkCancellation()
-            guard answered else {
+            switch check {
+            case .value(.success):
+                continue
+            case .cancelled:
+                throw CancellationError()
+            case .value(.failure), .deadline:
                 try? await connection.close()
                 throw PostgresBackplaneError.heartbeatFailed(after: heartbeatTimeout)
             }

@@ -108,7 +108,7 @@ public final class PostgresFleetLock: FleetLock, Sendable, CustomStringConvertib
         let name = "\(namespace):\(key)"
         let answer = try await onConnection(number) { connection, logger in
             var answer = false
-            for try await value in try await connection.query(
+            for try await value in try await connection.queryUnlessClosed(
                 "SELECT pg_try_advisory_lock(hashtextextended(\(name), 0))", logger: logger
             ).decode(Bool.self) {
                 answer = value
@@ -127,7 +127,7 @@ public final class PostgresFleetLock: FleetLock, Sendable, CustomStringConvertib
         let release = Task { [self] in
             do {
                 _ = try await onConnection(number) { connection, logger in
-                    for try await _ in try await connection.query(
+                    for try await _ in try await connection.queryUnlessClosed(
                         "SELECT pg_advisory_unlock(hashtextextended(\(name), 0))", logger: logger) {}
                     return true
                 }
@@ -181,38 +181,29 @@ public final class PostgresFleetLock: FleetLock, Sendable, CustomStringConvertib
         let timeout = operationTimeout
         // Connecting is bounded by the store's connect timeout; the statement by the operation's.
         let connection = try await connection(number)
-        return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask { [self] in
-                do {
-                    return try await body(connection, logger)
-                } catch {
-                    lost(number)
-                    try? await connection.close()
-                    throw error
-                }
-            }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                return nil
-            }
-            defer { group.cancelAll() }
-            let first: T??
-            do {
-                first = try await group.next()
-            } catch {
-                // The caller was cancelled while the statement ran: the server may grant a lock
-                // nobody will release. Closing the connection releases whatever it holds (and ends
-                // the statement, which PostgresNIO does not on cancellation).
-                lost(number)
-                try? await connection.close()
-                throw error
-            }
-            guard let first, let value = first else {
-                lost(number)
-                try? await connection.close()
-                throw PostgresFleetLockError.noAnswer(within: timeout)
-            }
+        // Raced, not in a task group: PostgresNIO never answers a statement written to a connection
+        // that closed meanwhile (and does not end one on cancellation), and a group would wait for it.
+        let outcome = await raceAgainstDeadline(clock: ContinuousClock(), duration: timeout) {
+            try await body(connection, logger)
+        }
+        switch outcome {
+        case .value(.success(let value)):
             return value
+        case .value(.failure(let error)):
+            lost(number)
+            try? await connection.close()
+            throw error
+        case .cancelled:
+            // The caller was cancelled while the statement ran: the server may grant a lock nobody
+            // will release. Closing the connection releases whatever it holds (and ends the
+            // statement).
+            lost(number)
+            try? await connection.close()
+            throw CancellationError()
+        case .deadline:
+            lost(number)
+            try? await connection.close()
+            throw PostgresFleetLockError.noAnswer(within: timeout)
         }
     }
 

@@ -198,7 +198,7 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
     @concurrent
     public func loadAll() async throws -> [OutboxEntry] {
         let rows: [StoredRow] = try await connections.perform(.retrieve, key: nil) { [table] connection, logger in
-            let rows = try await connection.query(#"SELECT id, entry FROM "\#(unescaped: table)""#, logger: logger)
+            let rows = try await connection.queryUnlessClosed(#"SELECT id, entry FROM "\#(unescaped: table)""#, logger: logger)
             var stored: [StoredRow] = []
             for try await (id, entry) in rows.decode((UUID, Data).self) {
                 stored.append(StoredRow(id: id, entry: entry))
@@ -220,7 +220,7 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
     @concurrent
     public func entry(_ id: UUID) async throws -> OutboxEntry? {
         let row: StoredRow? = try await connections.perform(.retrieve, key: id.uuidString.lowercased()) { [table] connection, logger in
-            let rows = try await connection.query(#"SELECT id, entry FROM "\#(unescaped: table)" WHERE id = \#(id)"#, logger: logger)
+            let rows = try await connection.queryUnlessClosed(#"SELECT id, entry FROM "\#(unescaped: table)" WHERE id = \#(id)"#, logger: logger)
             // At most one row (the id is the primary key); read to the end either way, so the
             // statement completes before the connection goes back to the pool.
             var stored: StoredRow?
@@ -248,7 +248,7 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
         let attempts = Int64(entry.attempts)
         let state = entry.isPending ? "pending" : "parked"
         try await connections.perform(.insert, key: entry.idempotencyKey) { [table] connection, logger in
-            try await PostgresStore<Data>.drain(connection.query("""
+            try await PostgresStore<Data>.drain(connection.queryUnlessClosed("""
                 INSERT INTO "\(unescaped: table)"
                     (id, sequence, scope, kind, state, attempts, created_at, next_attempt_at, entry, updated_at)
                 VALUES (\(entry.id), \(sequence), \(entry.scope), \(entry.kind), \(state), \(attempts),
@@ -266,7 +266,7 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
     @concurrent
     public func remove(_ id: UUID) async throws {
         try await connections.perform(.delete, key: id.uuidString.lowercased()) { [table] connection, logger in
-            try await PostgresStore<Data>.drain(connection.query(
+            try await PostgresStore<Data>.drain(connection.queryUnlessClosed(
                 #"DELETE FROM "\#(unescaped: table)" WHERE id = \#(id)"#, logger: logger))
         }
     }
@@ -302,7 +302,7 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
         ]
         do {
             try await connections.perform(.delete, key: row.id.uuidString.lowercased()) { [table, unreadableTable] connection, logger in
-                try await PostgresStore<Data>.drain(connection.query("""
+                try await PostgresStore<Data>.drain(connection.queryUnlessClosed("""
                     WITH moved AS (
                         DELETE FROM "\(unescaped: table)" WHERE id = \(row.id) AND entry = \(row.entry) RETURNING id, entry
                     )
@@ -324,8 +324,8 @@ private enum OutboxTables {
         let unreadable = table + "_unreadable"
         let lockKey = "strata.table.\(table)"
         // Concurrent CREATE TABLE IF NOT EXISTS can still collide in the catalog; the lock serialises them.
-        try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
-        try await connection.query("""
+        try await connection.queryUnlessClosed("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
+        try await connection.queryUnlessClosed("""
             CREATE TABLE IF NOT EXISTS "\(unescaped: table)" (
                 id UUID PRIMARY KEY,
                 sequence BIGINT NOT NULL,
@@ -339,10 +339,10 @@ private enum OutboxTables {
                 updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
             )
             """, logger: logger)
-        try await connection.query(
+        try await connection.queryUnlessClosed(
             #"CREATE INDEX IF NOT EXISTS "\#(unescaped: table)_scope" ON "\#(unescaped: table)" (scope, sequence)"#,
             logger: logger)
-        try await connection.query("""
+        try await connection.queryUnlessClosed("""
             CREATE TABLE IF NOT EXISTS "\(unescaped: unreadable)" (
                 id UUID,
                 entry BYTEA,

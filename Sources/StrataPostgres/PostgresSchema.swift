@@ -11,8 +11,8 @@ extension PostgresStore {
         let table = table
         let lockKey = "strata.table.\(table)"
         // Concurrent CREATE TABLE IF NOT EXISTS can still collide in the catalog; the lock serialises them.
-        try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
-        try await connection.query("""
+        try await connection.queryUnlessClosed("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
+        try await connection.queryUnlessClosed("""
             CREATE TABLE IF NOT EXISTS "\(unescaped: table)" (
                 key TEXT PRIMARY KEY,
                 value BYTEA NOT NULL,
@@ -31,21 +31,21 @@ extension PostgresStore {
             """, logger: logger)
         // Tables made before the server's max-age, the format version or the tags were kept gain
         // their columns in place.
-        try await connection.query(#"""
+        try await connection.queryUnlessClosed(#"""
             ALTER TABLE "\#(unescaped: table)"
                 ADD COLUMN IF NOT EXISTS max_age_seconds BIGINT,
                 ADD COLUMN IF NOT EXISTS max_age_attoseconds BIGINT,
                 ADD COLUMN IF NOT EXISTS format_version INTEGER NOT NULL DEFAULT 0,
                 ADD COLUMN IF NOT EXISTS tags TEXT[] NOT NULL DEFAULT '{}'
             """#, logger: logger)
-        try await connection.query(
+        try await connection.queryUnlessClosed(
             #"CREATE INDEX IF NOT EXISTS "\#(unescaped: table)_stored_at" ON "\#(unescaped: table)" (stored_at)"#,
             logger: logger)
-        try await connection.query(
+        try await connection.queryUnlessClosed(
             #"CREATE INDEX IF NOT EXISTS "\#(unescaped: table)_expires_at" ON "\#(unescaped: table)" (expires_at) WHERE expires_at IS NOT NULL"#,
             logger: logger)
         // Invalidation by tag (`tags @> ARRAY[tag]`) finds its rows through this index.
-        try await connection.query(
+        try await connection.queryUnlessClosed(
             #"CREATE INDEX IF NOT EXISTS "\#(unescaped: table)_tags" ON "\#(unescaped: table)" USING gin (tags)"#,
             logger: logger)
     }

@@ -54,7 +54,7 @@ extension PostgresStore: InvalidatingStore {
         }
         return try await perform(operation, key: nil) { connection, logger in
             // One statement: the rows change and the fleet is told, or neither.
-            try await Self.singleInteger(connection.query("""
+            try await Self.singleInteger(connection.queryUnlessClosed("""
                 WITH hit AS (
                     \(unescaped: change)
                     WHERE (\(tag)::text IS NULL OR tags @> ARRAY[\(tag)::text])

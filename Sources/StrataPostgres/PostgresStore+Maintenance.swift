@@ -13,7 +13,7 @@ extension PostgresStore {
     public var count: Int {
         get async throws {
             try await perform(.retrieve, key: nil) { [table] connection, logger in
-                try await Self.singleInteger(connection.query(#"SELECT count(*) FROM "\#(unescaped: table)""#, logger: logger))
+                try await Self.singleInteger(connection.queryUnlessClosed(#"SELECT count(*) FROM "\#(unescaped: table)""#, logger: logger))
             }
         }
     }
@@ -24,7 +24,7 @@ extension PostgresStore {
     public func removeAll() async throws {
         let (channel, notice) = announcement(.all, key: nil, at: now())
         try await perform(.delete, key: nil) { [table] connection, logger in
-            try await Self.drain(connection.query("""
+            try await Self.drain(connection.queryUnlessClosed("""
                 WITH removed AS (DELETE FROM "\(unescaped: table)")
                 SELECT pg_notify(\(channel), \(notice)) WHERE \(channel)::text IS NOT NULL
                 """, logger: logger))
@@ -39,7 +39,7 @@ extension PostgresStore {
         // `stored_at` (microseconds, truncated: monotonic) narrows the rows through its index;
         // `stored_at_seconds` makes the comparison exact.
         return try await perform(.delete, key: nil) { [table] connection, logger in
-            try await Self.singleInteger(connection.query("""
+            try await Self.singleInteger(connection.queryUnlessClosed("""
                 WITH removed AS (
                     DELETE FROM "\(unescaped: table)" WHERE stored_at <= \(date) AND stored_at_seconds < \(seconds) RETURNING 1
                 )
@@ -55,7 +55,7 @@ extension PostgresStore {
     @discardableResult
     public func removeEntries(lastAccessedBefore date: Date) async throws -> Int {
         try await perform(.delete, key: nil) { [table] connection, logger in
-            try await Self.singleInteger(connection.query(
+            try await Self.singleInteger(connection.queryUnlessClosed(
                 #"WITH removed AS (DELETE FROM "\#(unescaped: table)" WHERE last_access < \#(date) RETURNING 1) SELECT count(*) FROM removed"#,
                 logger: logger))
         }
@@ -69,7 +69,7 @@ extension PostgresStore {
     public func removeExpiredEntries() async throws -> Int {
         let now = now()
         return try await perform(.delete, key: nil) { [table] connection, logger in
-            try await Self.singleInteger(connection.query(
+            try await Self.singleInteger(connection.queryUnlessClosed(
                 #"WITH removed AS (DELETE FROM "\#(unescaped: table)" WHERE expires_at <= \#(now) RETURNING 1) SELECT count(*) FROM removed"#,
                 logger: logger))
         }

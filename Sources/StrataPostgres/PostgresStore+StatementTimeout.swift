@@ -73,10 +73,10 @@ extension PostgresStore {
         on connection: PostgresConnection, _ body: (PostgresConnection) async throws -> R
     ) async throws -> R {
         try await bindSession(connection)
-        return try await connection.withTransaction(logger: logger) { connection in
+        return try await connection.transactionUnlessClosed(logger: logger) { connection in
             if boundsStatements, runner == nil {
                 // The application's session: the setting ends with the transaction.
-                try await Self.drain(connection.query(
+                try await Self.drain(connection.queryUnlessClosed(
                     "SELECT set_config('statement_timeout', \(statementTimeoutSetting), true)", logger: logger))
             }
             return try await body(connection)
@@ -89,7 +89,7 @@ extension PostgresStore {
         guard boundsStatements, runner != nil else { return }
         let key = ObjectIdentifier(connection)
         if boundSessions.withLock({ $0[key]?.connection === connection }) { return }
-        try await Self.drain(connection.query(
+        try await Self.drain(connection.queryUnlessClosed(
             "SELECT set_config('statement_timeout', \(statementTimeoutSetting), false)", logger: logger))
         boundSessions.withLock { sessions in
             sessions = sessions.filter { $0.value.connection != nil }

@@ -480,7 +480,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         let read: RowRead? = try await perform(.retrieve, key: key) { [table] connection, logger in
             // The touch and the read are one statement; the read sees the row as it was before the touch.
             // A row of another format version is another version of the app's: a miss, left alone.
-            let rows = try await connection.query("""
+            let rows = try await connection.queryUnlessClosed("""
                 WITH touched AS (
                     UPDATE "\(unescaped: table)" SET last_access = \(now)
                     WHERE key = \(key) AND last_access < \(staleAccess) AND format_version = \(version)
@@ -518,7 +518,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         let staleAccess = now.addingTimeInterval(-Self.accessGranularity)
         let version = formatVersion
         let reads: [(String, RowRead)] = try await perform(.retrieve, key: keys.count == 1 ? keys[0] : nil) { [table] connection, logger in
-            let rows = try await connection.query("""
+            let rows = try await connection.queryUnlessClosed("""
                 WITH touched AS (
                     UPDATE "\(unescaped: table)" SET last_access = \(now)
                     WHERE key = ANY(\(keys)) AND last_access < \(staleAccess) AND format_version = \(version)
@@ -608,7 +608,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         let (channel, notice) = announcement(.set, key: key, at: entry.storedAt)
         try await perform(.insert, key: key) { [table] connection, logger in
             // The write and its announcement are one statement: both commit, or neither.
-            try await Self.drain(connection.query("""
+            try await Self.drain(connection.queryUnlessClosed("""
                 WITH written AS (
                 INSERT INTO "\(unescaped: table)"
                     (key, value, stored_at, stored_at_seconds, etag, last_modified, last_access, size, expires_at,
@@ -644,7 +644,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         let version = formatVersion
         return try await perform(.refresh, key: key) { [table] connection, logger in
             // Announced only when a row was re-stamped, in the same statement.
-            let rows = try await connection.query("""
+            let rows = try await connection.queryUnlessClosed("""
                 WITH refreshed AS (
                     UPDATE "\(unescaped: table)" SET stored_at = \(storedAt), stored_at_seconds = \(seconds),
                         etag = \(validators.etag), last_modified = \(validators.lastModified), last_access = \(now),
@@ -667,7 +667,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     public func delete(_ key: String) async throws {
         let (channel, notice) = announcement(.remove, key: key, at: now())
         try await perform(.delete, key: key) { [table] connection, logger in
-            try await Self.drain(connection.query("""
+            try await Self.drain(connection.queryUnlessClosed("""
                 WITH removed AS (DELETE FROM "\(unescaped: table)" WHERE key = \(key))
                 SELECT pg_notify(\(channel), \(notice)) WHERE \(channel)::text IS NOT NULL
                 """, logger: logger))
@@ -693,10 +693,10 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         do {
             try await perform(.delete, key: key) { [table] connection, logger in
                 if let value {
-                    try await Self.drain(connection.query(
+                    try await Self.drain(connection.queryUnlessClosed(
                         #"DELETE FROM "\#(unescaped: table)" WHERE key = \#(key) AND value = \#(value)"#, logger: logger))
                 } else {
-                    try await Self.drain(connection.query(
+                    try await Self.drain(connection.queryUnlessClosed(
                         #"DELETE FROM "\#(unescaped: table)" WHERE key = \#(key)"#, logger: logger))
                 }
             }

@@ -108,6 +108,43 @@ struct FleetPostgresTests {
         }
     }
 
+    enum HeartbeatFault: String, CustomTestStringConvertible {
+        /// The connection closes just before the heartbeat's query is sent.
+        case closedFirst
+        /// The connection closes and the query is never answered, whatever the cancellation (what
+        /// PostgresNIO 1.33 does with a query written to a closed connection).
+        case neverAnswered
+        var testDescription: String { rawValue }
+    }
+
+    @Test("a heartbeat due as the listening connection closes never stalls the backplane, even when its query is never answered: it listens again", arguments: [HeartbeatFault.closedFirst, .neverAnswered])
+    func aHeartbeatOnAClosedConnection_neverStallsTheBackplane(_ fault: HeartbeatFault) async throws {
+        try await TestScope.run {
+            let table = TestScope.table()
+            let shared = try TestScope.store(Item.self, table: table)
+            let backplane = try PostgresBackplane(
+                announcingFor: shared, node: "hb-\(table)", heartbeatInterval: .milliseconds(20), heartbeatTimeout: .milliseconds(200),
+                logger: quietLogger)
+            TestScope.onExit { await backplane.shutdown() }
+            try await backplane.waitUntilListening()
+            let fired = Locked(false)
+            let unanswered = Locked<CheckedContinuation<Void, Never>?>(nil)
+            TestScope.onExit { unanswered.withLock { $0 }?.resume() }  // lets the abandoned check end
+            backplane.core.beforeHeartbeatQuery.withLock {
+                $0 = { connection in
+                    guard fired.withLock({ fired in defer { fired = true }; return !fired }) else { return }
+                    try? await connection.close()
+                    if fault == .neverAnswered {
+                        await withCheckedContinuation { continuation in unanswered.withLock { $0 = continuation } }
+                    }
+                }
+            }
+            try await backplane.waitUntilListening(starts: 2)
+            #expect(fired.withLock { $0 })
+            #expect(backplane.isListening)
+        }
+    }
+
     @Test("clearing the cache on one node empties every node's memory tier")
     func clearingOnOneNode_emptiesTheOthers() async throws {
         try await TestScope.run {
