@@ -221,8 +221,9 @@ struct TierCoherenceTests {
     static let seeds = ProcessInfo.processInfo.environment["STRATA_INTERLEAVING_SEEDS"].flatMap { UInt64($0) } ?? 1_000
 
     @Test("random interleavings of writes, notifications, reads and restarts never leave an older version in memory")
-    func randomInterleavings() throws {
+    func randomInterleavings() async throws {
         for seed in 0..<Self.seeds {
+            await Task.yield()  // between seeds: a long synchronous search would hold a cooperative thread
             var world = CoherenceWorld(seed: seed)
             try world.run(steps: 300)
         }

@@ -60,8 +60,9 @@ struct SharedTierWritesTests {
     static let seeds = ProcessInfo.processInfo.environment["STRATA_INTERLEAVING_SEEDS"].flatMap { UInt64($0) } ?? 1_000
 
     @Test("random interleavings of writes, sends that succeed or fail, reads and retries keep every invariant, and lose no last write")
-    func randomInterleavings() throws {
+    func randomInterleavings() async throws {
         for seed in 0..<Self.seeds {
+            await Task.yield()  // between seeds: a long synchronous search would hold a cooperative thread
             var world = SharedTierWorld(seed: seed)
             try world.run(steps: 200)
             try world.settle()

@@ -131,8 +131,9 @@ struct CoalescedStateMachineTests {
     /// handed out twice, and once every load has finished, every waiter that was stored has been
     /// answered.
     @Test(arguments: 0..<4)
-    func randomInterleavings_answerEveryWaiterExactlyOnce(seedBlock: Int) {
+    func randomInterleavings_answerEveryWaiterExactlyOnce(seedBlock: Int) async {
         for run in 0..<250 {
+            await Task.yield()  // between seeds: a long synchronous search would hold a cooperative thread
             var random = SplitMix64(seed: UInt64(seedBlock * 1_000 + run))
             var machine = Machine()
             enum Caller { case new, joining(Int, cancelled: Bool), leading(UInt64), waiting(Int), done }

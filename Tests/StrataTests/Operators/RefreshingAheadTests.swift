@@ -135,9 +135,10 @@ struct RefreshAheadStateMachineTests {
     }
 
     @Test("random interleavings of reads, refresh ends and time keep one refresh per key, the quiet periods and the expiry")
-    func randomInterleavings() throws {
+    func randomInterleavings() async throws {
         let refreshAfter = Duration.seconds(80), maxAge = Duration.seconds(100), failSafe = Duration.seconds(30)
         for seed in 0..<Self.seeds {
+            await Task.yield()  // between seeds: a long synchronous search would hold a cooperative thread
             var random = SplitMix64(seed: seed)
             var machine = Machine()
             var now = Self.start

@@ -41,8 +41,9 @@ struct MissFlightsTests {
     }
 
     @Test("random interleavings: one leader per key, every follower woken or withdrawn exactly once")
-    func randomInterleavings() throws {
+    func randomInterleavings() async throws {
         for seed in 0..<Self.seeds {
+            await Task.yield()  // between seeds: a long synchronous search would hold a cooperative thread
             var random = SplitMix64(seed: seed)
             var flights = MissFlights()
             var leading: Set<String> = []
