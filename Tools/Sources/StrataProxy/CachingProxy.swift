@@ -133,7 +133,7 @@ final class CachingProxy: Sendable {
                 return answer(entry, age: age, cache: "STALE", tier: inMemory ? "memory" : "shared", to: head)
             }
             if directives.onlyIfCached { return gatewayTimeout("only-if-cached, and the stored response is stale") }
-            return await revalidate(key, entry: entry, head: head)
+            return await revalidate(key, entry: entry, tier: inMemory ? "memory" : "shared", head: head)
         }
         if directives.onlyIfCached { return gatewayTimeout("only-if-cached, and nothing is stored") }
         metrics.count { $0.misses += 1 }
@@ -205,19 +205,19 @@ final class CachingProxy: Sendable {
 
     /// A stale stored response: a conditional request to the upstream, answered stale when the
     /// upstream fails or takes longer than the soft timeout.
-    private func revalidate(_ key: String, entry: Cached<StoredResponse>, head: HTTPRequest) async -> Answer {
+    private func revalidate(_ key: String, entry: Cached<StoredResponse>, tier: String, head: HTTPRequest) async -> Answer {
         switch await joinFlight(key) {
         case .followed:
             metrics.count { $0.coalesced += 1 }
             if let fresh = await lookup(key, for: head), let answer = freshAnswer(fresh, to: head, cache: "HIT") { return answer }
-            return await fetch(head, key: key, stale: entry, store: true)
+            return await fetch(head, key: key, stale: entry, staleTier: tier, store: true)
         case .leading:
             defer { leaveFlight(key) }
             guard let softTimeout = settings.softTimeout, mayServeStale(entry) else {
-                return await fetch(head, key: key, stale: entry, store: true)
+                return await fetch(head, key: key, stale: entry, staleTier: tier, store: true)
             }
             // The fetch runs in a task of its own: past the soft timeout it goes on and stores.
-            let work = Task { await self.fetch(head, key: key, stale: entry, store: true) }
+            let work = Task { await self.fetch(head, key: key, stale: entry, staleTier: tier, store: true) }
             // The first of the fetch and the soft timeout answers; the fetch is not cancelled by
             // losing (racing its task's value leaves the task running).
             if case .value(.success(let answer)) = await raceAgainstDeadline(
@@ -226,7 +226,7 @@ final class CachingProxy: Sendable {
             }
             metrics.count { $0.staleServed[.softTimeout, default: 0] += 1 }
             let age = SharedCachePolicy.currentAge(initialAge: entry.value.initialAge, responseTime: entry.storedAt, now: Date())
-            return answer(entry, age: age, cache: "STALE", tier: "shared", to: head)
+            return answer(entry, age: age, cache: "STALE", tier: tier, to: head)
         }
     }
 
@@ -273,7 +273,9 @@ final class CachingProxy: Sendable {
     /// Fetches `head` from the upstream (conditionally when `stale` has validators), stores what
     /// RFC 9111 allows when `store`, and answers; a failure is answered from `stale` when it may be
     /// served stale.
-    private func fetch(_ head: HTTPRequest, key: String, stale: Cached<StoredResponse>?, store: Bool) async -> Answer {
+    private func fetch(
+        _ head: HTTPRequest, key: String, stale: Cached<StoredResponse>?, staleTier: String = "shared", store: Bool
+    ) async -> Answer {
         var outgoing = upstreamRequest(head, method: .get, dropConditionals: true)
         if let stale {
             let fields = stale.value.headerFields
@@ -289,14 +291,14 @@ final class CachingProxy: Sendable {
         } catch {
             metrics.count { $0.upstreamFailures += 1 }
             logger.warning("the upstream did not answer", metadata: ["key": "\(key)", "error": "\(error)"])
-            if let stale, mayServeStale(stale) { return serveStale(stale, to: head) }
+            if let stale, mayServeStale(stale) { return serveStale(stale, tier: staleTier, to: head) }
             return Answer(status: .badGateway, fields: [.contentType: "text/plain; charset=utf-8"],
                           body: Data("strata proxy: the upstream did not answer (\(error))\n".utf8))
         }
         let responseTime = Date()
         if reply.status.code >= 500 {
             metrics.count { $0.upstreamFailures += 1 }
-            if let stale, mayServeStale(stale) { return serveStale(stale, to: head) }
+            if let stale, mayServeStale(stale) { return serveStale(stale, tier: staleTier, to: head) }
         }
         if let stale, reply.status == .notModified {
             // RFC 9111 §4.3.4: the stored response, its header fields updated from the 304.
@@ -367,10 +369,10 @@ final class CachingProxy: Sendable {
         }
     }
 
-    private func serveStale(_ stale: Cached<StoredResponse>, to head: HTTPRequest) -> Answer {
+    private func serveStale(_ stale: Cached<StoredResponse>, tier: String, to head: HTTPRequest) -> Answer {
         metrics.count { $0.staleServed[.upstreamError, default: 0] += 1 }
         let age = SharedCachePolicy.currentAge(initialAge: stale.value.initialAge, responseTime: stale.storedAt, now: Date())
-        return answer(stale, age: age, cache: "STALE", tier: "shared", to: head)
+        return answer(stale, age: age, cache: "STALE", tier: tier, to: head)
     }
 
     /// The request sent upstream for `head`: the upstream's scheme and authority, its base path

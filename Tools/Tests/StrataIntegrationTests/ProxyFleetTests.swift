@@ -371,6 +371,7 @@ struct ProxyFleetTests {
             let served = try await node.get(stale)
             #expect(served.status == .ok)
             #expect(served.headerFields[HTTPField.Name("X-Cache")!] == "STALE")
+            #expect(served.headerFields[HTTPField.Name("X-Cache-Tier")!] == "memory", "the node's own copy")
             #expect(try await node.metric("strata_proxy_stale_served_total", "reason=\"upstream_error\"") == 1)
             #expect(try await node.get(strict).status == .serviceUnavailable, "must-revalidate: the origin's error")
             try await origin.control("/_origin/fail?on=0")
@@ -395,6 +396,7 @@ struct ProxyFleetTests {
             try await origin.control("/_origin/hold?on=1")
             let early = try await node.get(path)
             #expect(early.headerFields[HTTPField.Name("X-Cache")!] == "STALE")
+            #expect(early.headerFields[HTTPField.Name("X-Cache-Tier")!] == "memory", "the node's own copy")
             #expect(try Self.item(early).call == 1)
             #expect(try await node.metric("strata_proxy_stale_served_total", "reason=\"soft_timeout\"") == 1)
             try await Self.eventually("the revalidation reaches the origin") { try await origin.count("GET /items/slow") == 2 }
