@@ -123,8 +123,10 @@ struct FleetPostgresTests {
             let table = TestScope.table()
             let shared = try TestScope.store(Item.self, table: table)
             let backplane = try PostgresBackplane(
-                announcingFor: shared, node: "hb-\(table)", heartbeatInterval: .milliseconds(20), heartbeatTimeout: .milliseconds(200),
+                announcingFor: shared, node: "hb-\(table)", heartbeatInterval: .milliseconds(20), heartbeatTimeout: .seconds(60),
                 logger: quietLogger)
+            // A timeout far away: no heartbeat of a loaded run fails by itself, so the only loss of
+            // the connection is the one below, and recovering from it cannot rely on the timeout.
             TestScope.onExit { await backplane.shutdown() }
             try await backplane.waitUntilListening()
             let fired = Locked(false)
