@@ -170,7 +170,9 @@ final class PostgresConnectionWatchdog: Sendable {
         }
     }
 
-    /// Returns once a probe answered (failure or not) after `instant`, or when the calling task is cancelled.
+    /// Returns once a probe answered (failure or not) after `instant`, when no probe is running
+    /// (the caller starts one: an earlier probe that ended just before this call would otherwise
+    /// leave it waiting for an answer nobody is getting), or when the calling task is cancelled.
     func waitForAnswer(since instant: ContinuousClock.Instant) async {
         let id = state.withLock { state in
             state.nextID += 1
@@ -181,6 +183,7 @@ final class PostgresConnectionWatchdog: Sendable {
                 let resumeNow = state.withLock { state in
                     if let latest = state.latest, latest.at >= instant { return true }
                     if let success = state.lastSuccess, success >= instant { return true }
+                    if state.probing == nil { return true }
                     if state.cancelled.remove(id) != nil { return true }
                     state.waiters[id] = continuation
                     return false

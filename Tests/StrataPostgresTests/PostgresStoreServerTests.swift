@@ -209,12 +209,9 @@ struct PostgresStoreServerTests {
                 configuration: configuration, table: TestScope.table(), connectTimeout: TestServer.connectTimeout,
                 logger: logs.logger)
             TestScope.onExit { await store.shutdown() }
-            let clock = ContinuousClock()
-            let started = clock.now
             let error = await #expect(throws: StoreError.self) { try await store.retrieve("feed") }
             // On the rejected attempt, not after the connect timeout (the reason below would then be
-            // "no connection within 60 s").
-            #expect(started.duration(to: clock.now) < TestServer.connectTimeout)
+            // "no connection within 60 s", and the cause `.unreachable`).
             #expect(error?.reason.contains("password authentication failed") == true, "\(String(describing: error))")
             #expect(error?.reason.contains("SQLSTATE 28P01") == true, "\(String(describing: error))")
             let failure = error?.underlying as? PostgresConnectionError
