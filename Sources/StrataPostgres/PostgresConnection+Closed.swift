@@ -34,9 +34,8 @@ extension PostgresConnection {
         do {
             value = try await body(self)
         } catch {
-            if !isClosed {
-                do { for try await _ in try await queryUnlessClosed("ROLLBACK", logger: logger) {} } catch {}
-            }
+            // Best effort: on a closed connection it is not sent (the server rolled back already).
+            _ = try? await queryUnlessClosed("ROLLBACK", logger: logger).collect()
             throw error
         }
         for try await _ in try await queryUnlessClosed("COMMIT", logger: logger) {}

@@ -192,16 +192,12 @@ extension PostgresStore {
         // The caller's task was cancelled: that is not the database's failure, and callers (a
         // fallback chain) must see it as cancellation.
         if Task.isCancelled, !(error is Timeout) { return CancellationError() }
-        // Creating the table, or one operation's transaction: the first thing that went wrong is the story.
+        // Creating the table: the statement that failed is the story.
         var error = error
         var creatingTable = false
         if let failure = error as? PreparationFailure {
             creatingTable = true
             error = failure.error
-        }
-        if let transaction = error as? PostgresTransactionError {
-            error = transaction.beginError ?? transaction.closureError ?? transaction.commitError
-                ?? transaction.rollbackError ?? error
         }
         var reason: String
         var underlying: (any Error)? = error
