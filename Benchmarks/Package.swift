@@ -81,3 +81,8 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// SE-0461, as in the library's own targets: a nonisolated `async` function runs on its caller's executor.
+for target in package.targets {
+    target.swiftSettings = (target.swiftSettings ?? []) + [.enableUpcomingFeature("NonisolatedNonsendingByDefault")]
+}

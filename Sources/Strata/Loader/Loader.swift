@@ -104,8 +104,14 @@ extension Loader {
 
 extension Loader where Input == Void {
     /// Loads the single resource this loader stands for.
+    ///
+    /// The same answer as `load(())`, reached without a call through the protocol: it asks
+    /// ``loadImmediately(_:in:)`` first and runs ``load(_:in:)`` only when that answers `nil`. A
+    /// caller that inlines this then has no executor check on a hit (the compiler keeps one after
+    /// every `await` of a protocol requirement, even a `nonisolated(nonsending)` one that cannot
+    /// change executor).
     @inlinable @inline(__always)
     public nonisolated(nonsending) func load() async throws -> Output {
-        try await load(())
+        try await loadTryingImmediately(())
     }
 }
