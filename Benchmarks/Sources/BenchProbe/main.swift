@@ -41,9 +41,8 @@ let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathCompon
 /// Runs `load` `iterations` times (with the iteration's index): from main-actor code for the `main-`
 /// scenarios (the main thread runs the main queue below), from this task for the others. `load` is
 /// `nonisolated(nonsending)`, so it runs where it is called: a plain `async` closure would leave the
-/// main actor and come back on every call (measured: `main-mutex-hit` costs 10,720 instructions per
-/// load with one, 2,339 with this), the very hop the
-/// main-actor scenarios must not contain.
+/// main actor and come back on every call, the very hop the main-actor scenarios must not contain.
+/// For scenarios whose body can suspend, ``repeatLoads(of:)`` is the loop (see there).
 func repeatLoads(_ load: nonisolated(nonsending) @Sendable (Int) async throws -> Void) async throws {
     if scenario.hasPrefix("main-") {
         try await Scenarios.onMainActor(iterations) { try await load($0) }
