@@ -21,8 +21,8 @@ public struct LoggedLoader<Base: Loader>: Loader {
 
     public let base: Base
     /// Everything but the base, made once when the operator is built and shared by its copies: a
-    /// chain copies its operators into each load's frame, and one reference copies in a few moves
-    /// where the fields themselves (a `Logger`, two names, two closures) took a `memcpy`.
+    /// chain copies its operators into each load's frame, and one reference is less to copy than a
+    /// `Logger`, two names and two closures.
     @usableFromInline let settings: Settings
 
     /// Where lines go; `nil`: the chain's ``LoadEnvironment/logger``, read at each load.
