@@ -67,6 +67,25 @@ struct LoadContextTests {
         #expect(served.provenance.origin == .remote)
     }
 
+    /// `load()` asks the chain's immediate answer and then runs `load(_:in:)` (not `load(())`): a
+    /// loader of your own, called outermost, is still reached through its `load(_:)`, once, in the
+    /// environment its task has bound, and an error it throws is the caller's.
+    @Test func loadOfASingleResource_reachesALoaderOfYourOwnOnce_inTheTasksEnvironment() async throws {
+        let calls = Locked<[Date]>([])
+        let custom = OnlyLoad(base: ClosureLoader<Void, Int>("custom") {
+            calls.withLock { $0.append(LoadEnvironment.current.now()) }
+            return calls.withLock { $0.count }
+        })
+        let value = try await clock.environment().bound { try await custom.load() }
+        #expect(value == 1)
+        #expect(calls.withLock { $0 } == [clock.date])
+
+        struct Down: Error, Equatable { let reason: String }
+        let failing = OnlyLoad(base: ClosureLoader<Void, Int>("failing") { throw Down(reason: "down") })
+        let error = await #expect(throws: Down.self) { try await failing.load() }
+        #expect(error == Down(reason: "down"))
+    }
+
     @Test func aChildTaskOfALoaderOfYourOwn_inheritsTheEnvironment() async throws {
         let sut = ClosureLoader<Void, Date>("spawns") {
             await Task { LoadEnvironment.current.now() }.value
