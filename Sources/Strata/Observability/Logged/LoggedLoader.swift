@@ -20,68 +20,46 @@ public struct LoggedLoader<Base: Loader>: Loader {
     public typealias Output = Base.Output
 
     public let base: Base
-    /// Everything but the base, made once when the operator is built and shared by its copies: a
-    /// chain copies its operators into each load's frame, and one reference is less to copy than a
-    /// `Logger`, two names and two closures.
-    @usableFromInline let settings: Settings
-
     /// Where lines go; `nil`: the chain's ``LoadEnvironment/logger``, read at each load.
-    public var logger: Logger? { settings.logger }
+    public let logger: Logger?
     /// The level of a load that left its first tier (a miss, a fallback, a retry, a revalidation)
     /// and of the events on its way; a load its first tier answers is logged at `debug`.
-    public var level: Logger.Level { settings.level }
+    public let level: Logger.Level
     /// The level of failed loads.
-    public var failureLevel: Logger.Level { settings.failureLevel }
-    @usableFromInline var name: String { settings.name }
-    @usableFromInline var redactedName: String { settings.redactedName }
-    @usableFromInline var logEvent: @Sendable (LoadEvent, LoadEnvironment) -> Void { settings.logEvent }
-    @usableFromInline var logEventAboveDebug: @Sendable (LoadEvent, LoadEnvironment) -> Void { settings.logEventAboveDebug }
-    @inlinable var fixedLogLevel: Logger.Level? { settings.fixedLogLevel }
-
-    /// The operator's fields other than its base.
-    @usableFromInline
-    final class Settings: Sendable {
-        @usableFromInline let logger: Logger?
-        @usableFromInline let level: Logger.Level
-        @usableFromInline let failureLevel: Logger.Level
-        /// The chain's one-line summary and its redacted form, made once when the operator is built
-        /// (a chain's description does not change), not on every load.
-        @usableFromInline let name: String
-        @usableFromInline let redactedName: String
-        /// Writes an event's line as it happens, to this operator's logger or the load's.
-        @usableFromInline let logEvent: @Sendable (LoadEvent, LoadEnvironment) -> Void
-        /// The same for a load whose logger drops `debug` lines: routine events (a value served, a
-        /// cache write) return before the logger's level is read again.
-        @usableFromInline let logEventAboveDebug: @Sendable (LoadEvent, LoadEnvironment) -> Void
-        /// The level of `logger` when it cannot change (``Logging/Logger/fixedLevel``), read once.
-        @usableFromInline let fixedLogLevel: Logger.Level?
-
-        init(name: String, logger: Logger?, level: Logger.Level, failureLevel: Logger.Level) {
-            self.logger = logger
-            self.level = level
-            self.failureLevel = failureLevel
-            let fixedLogLevel = logger?.fixedLevel
-            self.fixedLogLevel = fixedLogLevel
-            self.name = name
-            let redactedName = Redaction.redactingSecrets(in: name)
-            self.redactedName = redactedName
-            let logEvent: @Sendable (LoadEvent, LoadEnvironment) -> Void = { event, environment in
-                let eventLevel = LoggedLoader.level(of: event, level: level)
-                // The level is checked before the logger is copied (a copy copies its handler).
-                guard (fixedLogLevel ?? logger?.logLevel ?? environment.logLevel) <= eventLevel else { return }
-                LoggedLoader.log(event, at: eventLevel, redactedLoader: redactedName, logger: logger ?? environment.logger)
-            }
-            self.logEvent = logEvent
-            self.logEventAboveDebug = { event, environment in
-                guard LoggedLoader.level(of: event, level: level) > .debug else { return }
-                logEvent(event, environment)
-            }
-        }
-    }
+    public let failureLevel: Logger.Level
+    /// The chain's one-line summary and its redacted form, made once when the operator is built (a
+    /// chain's description does not change), not on every load.
+    @usableFromInline let name: String
+    @usableFromInline let redactedName: String
+    /// Writes an event's line as it happens, to this operator's logger or the load's; made once.
+    @usableFromInline let logEvent: @Sendable (LoadEvent, LoadEnvironment) -> Void
+    /// The same for a load whose logger drops `debug` lines: routine events (a value served, a
+    /// cache write) return before the logger's level is read again.
+    @usableFromInline let logEventAboveDebug: @Sendable (LoadEvent, LoadEnvironment) -> Void
+    /// The level of `logger` when it cannot change (``Logging/Logger/fixedLevel``), read once.
+    @usableFromInline let fixedLogLevel: Logger.Level?
 
     init(base: Base, logger: Logger?, level: Logger.Level, failureLevel: Logger.Level) {
         self.base = base
-        self.settings = Settings(name: base.chainSummary, logger: logger, level: level, failureLevel: failureLevel)
+        self.logger = logger
+        self.level = level
+        self.failureLevel = failureLevel
+        let fixedLogLevel = logger?.fixedLevel
+        self.fixedLogLevel = fixedLogLevel
+        self.name = base.chainSummary
+        let redactedName = Redaction.redactingSecrets(in: name)
+        self.redactedName = redactedName
+        let logEvent: @Sendable (LoadEvent, LoadEnvironment) -> Void = { event, environment in
+            let eventLevel = Self.level(of: event, level: level)
+            // The level is checked before the logger is copied (a copy copies its handler).
+            guard (fixedLogLevel ?? logger?.logLevel ?? environment.logLevel) <= eventLevel else { return }
+            Self.log(event, at: eventLevel, redactedLoader: redactedName, logger: logger ?? environment.logger)
+        }
+        self.logEvent = logEvent
+        self.logEventAboveDebug = { event, environment in
+            guard Self.level(of: event, level: level) > .debug else { return }
+            logEvent(event, environment)
+        }
     }
 
     @inlinable @inline(__always)
