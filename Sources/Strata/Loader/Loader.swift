@@ -86,11 +86,18 @@ extension Loader {
 
     /// A load in the current task's context that returns at once when ``loadImmediately(_:in:)``
     /// answers and runs ``load(_:in:)`` otherwise: the body of an operator's ``load(_:)``.
+    ///
+    /// The same as running it in ``LoadContext/current``, written out for its two cases: where no
+    /// context is bound (most loads an app starts), the chain borrows the outside context where it
+    /// is stored, instead of taking a copy of it that retains and releases each of its references.
     @inlinable @inline(__always)
     public nonisolated(nonsending) func loadTryingImmediately(_ input: Input) async throws -> Output {
-        let context = LoadContext.current
-        if let value = context.attemptingImmediately({ loadImmediately(input, in: $0) }) { return value }
-        return try await loadAfterImmediately(input, in: context)
+        if let bound = LoadContext.taskValue {
+            if let value = bound.attemptingImmediately({ loadImmediately(input, in: $0) }) { return value }
+            return try await loadAfterImmediately(input, in: bound)
+        }
+        if let value = LoadContext.outside.attemptingImmediately({ loadImmediately(input, in: $0) }) { return value }
+        return try await loadAfterImmediately(input, in: LoadContext.outside)
     }
 
     /// The load when there was no immediate answer, out of line: the hit path around it stays small

@@ -227,8 +227,14 @@ struct ServeControlTests {
 /// depend on it.
 struct Child {
     let pid: pid_t
-    /// Set once the child has been reaped, so the watchdog never signals a recycled pid.
-    let reaped = Locked(false)
+    /// The child's exit status once it has been reaped; `nil` before. The child is signalled only
+    /// under this lock while it is `nil`, so no signal reaches a recycled pid.
+    let reaped = Locked<Int32?>(nil)
+    /// Held by the one `wait()` that reaps the child: a second `wait()` (a test's, then its
+    /// cleanup's, as `ProxyFleetTests` does for a node it killed) returns the same status, and never
+    /// closes the pipes' descriptors again: by then those numbers may belong to another test's
+    /// socket or file.
+    let reaping = Locked(())
     /// The write end of the child's standard input (the parent's copy), or -1.
     let stdinWriter: Int32
     /// The read end of the child's standard output (the parent's copy), or -1.
@@ -289,7 +295,7 @@ struct Child {
         let reaped = child.reaped
         let spawned = pid
         DispatchQueue.global().asyncAfter(deadline: .now() + 60) {
-            reaped.withLock { done in if !done { kill(spawned, SIGKILL) } }
+            reaped.withLock { status in if status == nil { kill(spawned, SIGKILL) } }
         }
         return child
     }
@@ -313,15 +319,34 @@ struct Child {
         _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
     }
 
+    /// Sends `number` to the child, unless it has been reaped (its pid may then be another process's).
+    func signal(_ number: Int32) {
+        reaped.withLock { status in if status == nil { kill(pid, number) } }
+    }
+
     /// Waits for the child to exit and returns its exit status (128 + signal when it was killed).
+    /// Only the first call reaps the child and closes the parent's pipe ends; a later one returns
+    /// the same status.
     func wait() -> Int32 {
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        reaped.withLock { $0 = true }
-        if stdinWriter >= 0 { close(stdinWriter) }
-        if stdoutReader >= 0 { close(stdoutReader) }
-        let signal = status & 0x7f
-        return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+        reaping.withLock { _ in
+            if let status = reaped.withLock({ $0 }) { return status }
+            // Waits for the exit without reaping (WNOWAIT): the pid stays the child's, a zombie,
+            // until it is reaped below under `reaped`'s lock, so `signal(_:)` and the watchdog
+            // never signal a pid the system has handed to another process.
+            var info = siginfo_t()
+            while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR {}
+            let exit = reaped.withLock { reaped in
+                var status: Int32 = 0
+                while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+                let signal = status & 0x7f
+                let exit = signal == 0 ? (status >> 8) & 0xff : 128 + signal
+                reaped = exit
+                return exit
+            }
+            if stdinWriter >= 0 { close(stdinWriter) }
+            if stdoutReader >= 0 { close(stdoutReader) }
+            return exit
+        }
     }
 
     /// Reads standard output until the first newline (or end of output).
@@ -386,7 +411,7 @@ struct TwoProcessTests {
             try Self.executable(), ["serve", "--port", "0"], pipeStdin: true, pipeStdout: true, stdoutFile: nil,
             stderrFile: cache.appending("serve-stderr"))
         var serveStatus: Int32?
-        defer { if serveStatus == nil { kill(serve.pid, SIGKILL); _ = serve.wait() } }
+        defer { if serveStatus == nil { serve.signal(SIGKILL); _ = serve.wait() } }
 
         // The first line names the URL the server listens on.
         let firstLine = try await Self.offPool { serve.readLine() }

@@ -222,7 +222,7 @@ struct ExternalServer {
     @discardableResult
     func stop() async -> Int32? {
         let child = child
-        kill(child.pid, SIGTERM)
+        child.signal(SIGTERM)
         return try? await TwoProcessTests.offPool { child.wait() }
     }
 

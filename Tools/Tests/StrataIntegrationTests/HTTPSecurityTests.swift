@@ -42,7 +42,7 @@ struct HTTPSecurityTests {
         let server = try Child.spawn(
             openssl, ["s_server", "-accept", "127.0.0.1:\(port)", "-cert", cert, "-key", key, "-www"],
             pipeStdin: true, pipeStdout: true, stdoutFile: nil, stderrFile: directory.appending("s_server-stderr"))
-        defer { kill(server.pid, SIGKILL); _ = server.wait() }
+        defer { server.signal(SIGKILL); _ = server.wait() }
         // s_server prints ACCEPT once it listens.
         let ready = try await TwoProcessTests.offPool { () -> Bool in
             for _ in 0..<20 where server.readLine().hasPrefix("ACCEPT") { return true }

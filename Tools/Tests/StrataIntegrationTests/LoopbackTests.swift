@@ -50,7 +50,7 @@ struct LoopbackTests {
             try TwoProcessTests.executable(), ["demo", "--web", "--port", "0"], pipeStdin: false, pipeStdout: true,
             stdoutFile: nil, stderrFile: directory.appending("stderr"))
         var status: Int32?
-        defer { if status == nil { kill(demo.pid, SIGKILL); _ = demo.wait() } }
+        defer { if status == nil { demo.signal(SIGKILL); _ = demo.wait() } }
 
         let first = try await TwoProcessTests.offPool { demo.readLine() }
         #expect(first.hasPrefix("strata demo: the offline-first feed at http://127.0.0.1:"))
@@ -63,7 +63,7 @@ struct LoopbackTests {
         #expect((inspector as? HTTPURLResponse)?.statusCode == 200)
         #expect(!RawSocket.accepts(host: other, port: port), "not on \(other)")
 
-        kill(demo.pid, SIGINT)
+        demo.signal(SIGINT)
         let exit = try await TwoProcessTests.offPool { demo.wait() }
         status = exit
         #expect(exit == 0)

@@ -136,7 +136,7 @@ struct IdempotentPythonServer {
         // Its first line, once it listens: `listening PORT` (or nothing, when it failed to start).
         let line = try await TwoProcessTests.offPool { child.readLine() }
         guard line.hasPrefix("listening "), let port = Int(line.dropFirst("listening ".count)) else {
-            kill(child.pid, SIGKILL)
+            child.signal(SIGKILL)
             let status = try await TwoProcessTests.offPool { child.wait() }
             let stderr = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
             throw TestError("the Python server did not start (status \(status), said '\(line)'): \(stderr)")
@@ -167,7 +167,7 @@ struct IdempotentPythonServer {
     @discardableResult
     func stop() async -> Int32? {
         let child = child
-        kill(child.pid, SIGTERM)
+        child.signal(SIGTERM)
         return try? await TwoProcessTests.offPool { child.wait() }
     }
 

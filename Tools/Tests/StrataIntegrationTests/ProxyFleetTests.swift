@@ -31,7 +31,7 @@ struct ProxyFleetTests {
             let child = try Child.spawn(python, ["-u", script.path], pipeStdin: false, pipeStdout: true, stdoutFile: nil, stderrFile: log)
             let line = try await TwoProcessTests.offPool { child.readLine() }
             guard line.hasPrefix("listening "), let port = Int(line.dropFirst("listening ".count)) else {
-                kill(child.pid, SIGKILL)
+                child.signal(SIGKILL)
                 _ = try await TwoProcessTests.offPool { child.wait() }
                 throw TestError("the origin did not start: '\(line)' \((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
             }
@@ -53,7 +53,7 @@ struct ProxyFleetTests {
         }
 
         func stop() async {
-            kill(child.pid, SIGTERM)
+            child.signal(SIGTERM)
             _ = try? await TwoProcessTests.offPool { [child] in child.wait() }
         }
     }
@@ -78,7 +78,7 @@ struct ProxyFleetTests {
             let line = try await TwoProcessTests.offPool { child.readLine() }
             guard let range = line.range(of: "http://127.0.0.1:"),
                   let port = Int(line[range.upperBound...].prefix(while: { $0.isNumber })) else {
-                kill(child.pid, SIGKILL)
+                child.signal(SIGKILL)
                 _ = try await TwoProcessTests.offPool { child.wait() }
                 throw TestError("strata proxy \(name) did not start: '\(line)' \((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
             }
@@ -103,7 +103,7 @@ struct ProxyFleetTests {
         }
 
         func stop() async {
-            kill(child.pid, SIGTERM)
+            child.signal(SIGTERM)
             _ = try? await TwoProcessTests.offPool { [child] in child.wait() }
         }
     }
@@ -145,6 +145,14 @@ struct ProxyFleetTests {
         do {
             for index in 0..<count {
                 nodes.append(try await Node.start("n\(index + 1)", origin: origin, table: table, in: directory, extra: extra))
+            }
+            // A node serves as soon as it prints its URL, and its backplane starts listening a moment
+            // later; when it does, the node empties its memory tier (it may have missed changes). A
+            // test that filled memory copies before then would see them go: wait for every node.
+            for node in nodes {
+                try await Self.eventually("\(node.name)'s backplane listens") {
+                    try await node.metric("strata_backplane_listening_starts_total") >= 1
+                }
             }
             try await body(origin, nodes)
         } catch {
@@ -224,7 +232,7 @@ struct ProxyFleetTests {
             let started = ContinuousClock.now
             let second = Task { try await nodes[1].get(path) }
             try await Self.eventually("n2 waits for the lock") { try await nodes[1].metric("strata_proxy_lock_waits_total") == 1 }
-            kill(nodes[0].child.pid, SIGKILL)
+            nodes[0].child.signal(SIGKILL)
             _ = try await TwoProcessTests.offPool { [child = nodes[0].child] in child.wait() }
             try await origin.control("/_origin/hold?on=0")
             let reply = try await second.value

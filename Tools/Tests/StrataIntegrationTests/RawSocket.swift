@@ -23,7 +23,6 @@ final class RawSocket: @unchecked Sendable {
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = UInt16(port).bigEndian
         guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else {
-            Glibc.close(fd)
             throw TestError("\(host) is not an IPv4 address")
         }
         var limit = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: 0)
@@ -34,12 +33,18 @@ final class RawSocket: @unchecked Sendable {
         }
         guard connected == 0 else {
             let failure = errno
-            Glibc.close(fd)
             throw TestError("could not connect to \(host):\(port): \(String(cString: strerror(failure)))")
         }
     }
 
-    deinit { Glibc.close(fd) }
+    /// The one place the descriptor is closed. It runs also when `init` throws once `fd` is set (a
+    /// class whose stored properties are all initialised is deinitialised when its initialiser
+    /// throws): a `close` in `init`'s error paths as well closed the number twice, and the second
+    /// `close` could close whatever another thread had opened under it in between, such as a socket
+    /// the demo server had just accepted (NIO then failed `getsockname` with EBADF and trapped).
+    deinit {
+        if fd >= 0 { Glibc.close(fd) }
+    }
 
     /// Whether `host:port` accepts a TCP connection now.
     static func accepts(host: String, port: Int) -> Bool {

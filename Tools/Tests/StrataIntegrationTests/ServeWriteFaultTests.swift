@@ -66,7 +66,7 @@ struct ServeWriteFaultTests {
             try TwoProcessTests.executable(), ["serve", "--port", "0", "--write-fault", "drop-after-apply", "--write-fault-count", "1"],
             pipeStdin: true, pipeStdout: true, stdoutFile: nil, stderrFile: directory.appending("serve-stderr"))
         var serveStatus: Int32?
-        defer { if serveStatus == nil { kill(serve.pid, SIGKILL); _ = serve.wait() } }
+        defer { if serveStatus == nil { serve.signal(SIGKILL); _ = serve.wait() } }
         let firstLine = try await TwoProcessTests.offPool { serve.readLine() }
         let base = try #require(URL(string: firstLine.split(separator: " ").last.map(String.init) ?? ""), "\(firstLine)")
 

@@ -208,7 +208,7 @@ struct WatchTests {
              "--cache-dir", directory.appending("cache").path],
             pipeStdin: false, pipeStdout: true, stdoutFile: nil, stderrFile: directory.appending("watch-stderr"))
         var status: Int32?
-        defer { if status == nil { kill(child.pid, SIGKILL); _ = child.wait() } }
+        defer { if status == nil { child.signal(SIGKILL); _ = child.wait() } }
         let reader = LineReader(fd: child.stdoutReader)
         do {
             var server = first
@@ -226,7 +226,7 @@ struct WatchTests {
             let back = try await reader.line(within: .seconds(30)) { Self.field($0, "source") == "remote" && Self.field($0, "phase") == "idle" }
             #expect(Self.field(back, "failureCount") == "0")
 
-            kill(child.pid, SIGINT)
+            child.signal(SIGINT)
             status = try await TwoProcessTests.offPool { child.wait() }
             #expect(status == 0, "ended by SIGINT with exit code 0; standard error: \(String(decoding: (try? Data(contentsOf: directory.appending("watch-stderr"))) ?? Data(), as: UTF8.self))")
             #expect(reader.all.allSatisfy { (try? Self.object($0)) != nil }, "every line a JSON object: \(reader.all)")

@@ -31,7 +31,7 @@ final class WebDriver: Sendable {
         let deadline = ContinuousClock.now + .seconds(20)
         while !ExternalServer.accepts(port: port) {
             guard ContinuousClock.now < deadline else {
-                kill(driver.pid, SIGTERM)
+                driver.signal(SIGTERM)
                 throw TestError("chromedriver did not listen on 127.0.0.1:\(port) within 20 s")
             }
             try await Task.sleep(for: .milliseconds(20))
@@ -49,7 +49,7 @@ final class WebDriver: Sendable {
         ]
         let answer = try await Self.call(port: port, "POST", "/session", capabilities)
         guard let value = answer["value"] as? [String: Any], let session = value["sessionId"] as? String else {
-            kill(driver.pid, SIGTERM)
+            driver.signal(SIGTERM)
             throw TestError("chromedriver made no session: \(answer)")
         }
         let webDriver = WebDriver(driver: driver, port: port, session: session)
@@ -67,7 +67,7 @@ final class WebDriver: Sendable {
     /// Ends the session and the driver.
     func quit() async {
         _ = try? await command("DELETE", "", nil)
-        kill(driver.pid, SIGTERM)
+        driver.signal(SIGTERM)
         let driver = driver
         _ = try? await TwoProcessTests.offPool { driver.wait() }
     }

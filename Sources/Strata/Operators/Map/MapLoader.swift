@@ -3,13 +3,13 @@ public struct MapLoader<Base: Loader, Output: Sendable>: Loader {
     public typealias Input = Base.Input
 
     public let base: Base
-    @usableFromInline let transform: @Sendable (Base.Output) throws -> Output
+    @usableFromInline let transform: @Sendable (consuming Base.Output) throws -> Output
     /// Whether an observer inside reports loads: its effects are then held until the transform
     /// has succeeded (decided once, when the operator is built).
     @usableFromInline let holdsEffects: Bool
 
     @inlinable
-    init(base: Base, transform: @escaping @Sendable (Base.Output) throws -> Output) {
+    init(base: Base, transform: @escaping @Sendable (consuming Base.Output) throws -> Output) {
         self.base = base
         self.transform = transform
         self.holdsEffects = base.chainNode.containsObserver
@@ -32,7 +32,7 @@ public struct MapLoader<Base: Loader, Output: Sendable>: Loader {
     public func loadImmediately(_ input: Input, in context: LoadContext) -> Output? {
         guard !holdsEffects else { return loadHoldingEffects(input, in: context) }
         guard let value = base.loadImmediately(input, in: context) else { return nil }
-        return try? transform(value)
+        return try? transform(consume value)
     }
 
     /// The immediate answer with the observers' effects held until the transform succeeded: out
@@ -41,7 +41,7 @@ public struct MapLoader<Base: Loader, Output: Sendable>: Loader {
     func loadHoldingEffects(_ input: Input, in context: LoadContext) -> Output? {
         context.holdingEffects { context in
             guard let value = base.loadImmediately(input, in: context) else { return nil }
-            return try? transform(value)
+            return try? transform(consume value)
         }
     }
 }
@@ -132,11 +132,14 @@ extension MapErrorLoader: LoaderDescribing {
 extension Loader {
     /// Transforms every loaded value; an error thrown by `transform` fails the load.
     ///
+    /// `transform` owns the value it is given (`consuming`): returning it, or a part of it, copies
+    /// nothing. A closure or function that takes its parameter the usual way converts to this type.
+    ///
     /// ```swift
     /// let titles = feed.map { items in items.map(\.title) }
     /// ```
     @inlinable
-    public func map<T: Sendable>(_ transform: @escaping @Sendable (Output) throws -> T) -> MapLoader<Self, T> {
+    public func map<T: Sendable>(_ transform: @escaping @Sendable (consuming Output) throws -> T) -> MapLoader<Self, T> {
         MapLoader(base: self, transform: transform)
     }
 
