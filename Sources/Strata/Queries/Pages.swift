@@ -57,6 +57,10 @@ extension Pages where Page: Collection {
 /// it keeps, and what a refetch reloads (``QueryClient/pagedQuery(_:tags:policy:paging:store:pendingWrites:page:)``).
 public struct Paging<Page: Sendable, Cursor: Sendable>: Sendable {
     /// What a refetch (an invalidation, a trigger) reloads.
+    ///
+    /// A value whose first pages `maxPages` let go (a deep scroll: pages 5 to 14 held) is refilled
+    /// from the first page it holds, as many pages as it holds, whichever is chosen: reloading page
+    /// 1 would take the screen back to the top.
     public enum Refetch: Sendable, Hashable {
         /// The first page only: the value becomes that page (the default; the cheapest, and what a
         /// feed shows after coming back).
@@ -124,6 +128,10 @@ struct QueryPaging<Value: Sendable>: Sendable {
     /// After a refetch loaded the first page: the pages after it reloaded as `refetch` asks, given
     /// the value shown before.
     let refill: @Sendable (_ loaded: Value, _ previous: Value?, _ context: LoadContext) async throws -> Value
+    /// For a refetch: when the value shown is a window that no longer starts at the first page
+    /// (`maxPages` let the first pages go), the same window reloaded from its first page, with the
+    /// first page's provenance; `nil` otherwise (the chain reloads from the first page).
+    let reloadWindow: @Sendable (_ shown: Value?, _ context: LoadContext) async throws -> Served<Value>?
     /// Saves the value stored at a time, if the query has a store (a failure is logged, never
     /// fails the load).
     let save: (@Sendable (_ value: Value, _ storedAt: Date) async -> Void)?
@@ -133,7 +141,7 @@ extension QueryPaging {
     init<PageLoader: Loader>(
         paging: Paging<PageLoader.Output, PageLoader.Input>, page: PageLoader,
         save: (@Sendable (Value, Date) async -> Void)?
-    ) where Value == Pages<PageLoader.Output, PageLoader.Input> {
+    ) where Value == Pages<PageLoader.Output, PageLoader.Input>, PageLoader.Input: Equatable {
         next = { pages, context in
             guard let cursor = pages.nextCursor else { return nil }
             let served = try await page.loadServed(cursor, in: context)
@@ -149,6 +157,16 @@ extension QueryPaging {
                 pages = pages.appending(next, cursor: cursor, next: paging.nextCursor(next), maxPages: paging.maxPages)
             }
             return pages
+        }
+        reloadWindow = { shown, context in
+            guard let shown, let first = shown.cursors.first, first != paging.firstCursor else { return nil }
+            let served = try await page.loadServed(first, in: context)
+            var pages = Pages(pages: [served.value], cursors: [first], nextCursor: paging.nextCursor(served.value))
+            while pages.pages.count < shown.pages.count, let cursor = pages.nextCursor, !Task.isCancelled {
+                let next = try await page.load(cursor, in: context)
+                pages = pages.appending(next, cursor: cursor, next: paging.nextCursor(next), maxPages: paging.maxPages)
+            }
+            return Served(value: pages, provenance: served.provenance, events: served.events)
         }
         self.save = save
     }

@@ -13,23 +13,33 @@ import Foundation
 public final class Query<Value: Sendable & Equatable>: Sendable {
     /// The query's key.
     public let key: QueryKey
-    /// Names an invalidation can reach it by, besides its key.
-    public let tags: Set<String>
-    /// The chain a load runs.
-    public let chain: AnyLoader<Void, Value>
+    /// Names an invalidation can reach it by, besides its key (the newest
+    /// ``QueryClient/query(_:tags:policy:cached:enabled:pendingWrites:chain:)`` call's).
+    public var tags: Set<String> { options.withLock { $0.tags } }
+    /// The chain a load runs (the newest `query(…)` call's).
+    public var chain: AnyLoader<Void, Value> { options.withLock { $0.chain } }
     /// Where a copy of any age is read while the query shows nothing (stale-while-revalidate's
-    /// first frame), if given.
-    public let cached: AnyLoader<Void, Value>?
+    /// first frame, and what an observer sees offline), if given.
+    public var cached: AnyLoader<Void, Value>? { options.withLock { $0.cached } }
     /// The outbox writes shown in the value, if any (``PendingWrites``).
     public let pendingWrites: PendingWrites<Value>?
     /// How the query pages, if it is paged (``QueryClient/pagedQuery(_:tags:policy:paging:store:pendingWrites:page:)``).
-    let paging: QueryPaging<Value>?
+    var paging: QueryPaging<Value>? { options.withLock { $0.paging } }
     let environment: LoadEnvironment
-    let onDrop: @Sendable (Query) -> Void
-    let onRevive: @Sendable (Query) -> Void
-    /// Tells the client what the query did, for an inspector (loads started and ended, snapshots).
-    let onActivity: @Sendable (QueryActivity) -> Void
+    /// The client, as the query reaches it (under the query's lock).
+    let link: QueryClientLink
+    /// What the newest caller passed: a leaf lock (it never takes another), so the client may read
+    /// the tags under its own.
+    let options: Locked<Options>
     let state: Locked<State>
+
+    /// What the newest `query(…)` call for the key passed, besides its policy and `enabled`.
+    struct Options: Sendable {
+        var tags: Set<String>
+        var chain: AnyLoader<Void, Value>
+        var cached: AnyLoader<Void, Value>?
+        var paging: QueryPaging<Value>?
+    }
 
     /// One published snapshot, numbered so an observer can tell it has caught up.
     struct Published: Sendable {
@@ -40,7 +50,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     struct State: Sendable {
         var machine: QueryStateMachine<Value>
         /// Each observer's way to receive a published snapshot (it yields to its stream).
-        var observers: [UInt64: @Sendable (Published) -> Void] = [:]
+        var observers: [UInt64: QueryObserver<Value>] = [:]
         var nextObserverID: UInt64 = 0
         var published: Published
         var loads: [Int: Task<Void, Never>] = [:]
@@ -53,34 +63,40 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         var observerWaiters = ConditionWaiters<Int>()
         /// When the running flight started (for an inspector's elapsed time).
         var flightStartedAt: Date?
-        /// The value shown before the last change (for an inspector's diff).
+        /// The value shown before the last change (for an inspector's diff): kept only while an
+        /// inspector follows the client, and let go with the value when the query is dropped.
         var previousValue: Value?
+        /// The read of the cached copy (``Query/cached``) while the query shows nothing: one per
+        /// waking, started when an observer comes or a load starts, awaited by the load.
+        var cacheRead: Task<Void, Never>?
+        /// Whether this waking's read of the cached copy is over (a drop starts a new waking).
+        var cacheReadDone = false
+        /// Counts the wakings, so a cache read of an earlier one is not taken for this one's.
+        var waking: UInt64 = 0
+        /// The refetch interval the `interval` task ticks at.
+        var intervalEvery: Duration?
         /// The error the next load fails with, if an inspector asked for one.
         var injectedFailure: InjectedFailure?
         /// A paged query's last save to its store, and how many were asked for: saves run one
         /// after another, and one superseded before it began is skipped.
         var saving: Task<Void, Never>?
         var saves: UInt64 = 0
+
+        /// Whether no load runs, no retry waits and no read of the cached copy is under way.
+        var isSettled: Bool { machine.isSettled && cacheRead == nil }
     }
 
     init(
         key: QueryKey, tags: Set<String>, chain: AnyLoader<Void, Value>, cached: AnyLoader<Void, Value>?,
         pendingWrites: PendingWrites<Value>? = nil, paging: QueryPaging<Value>? = nil, environment: LoadEnvironment,
-        configuration: QueryPolicy, online: Bool, enabled: Bool = true,
-        onDrop: @escaping @Sendable (Query) -> Void, onRevive: @escaping @Sendable (Query) -> Void,
-        onActivity: @escaping @Sendable (QueryActivity) -> Void = { _ in },
+        configuration: QueryPolicy, online: Bool, enabled: Bool = true, link: QueryClientLink = .detached,
         initialWrites: [OutboxEntry]? = nil
     ) {
         self.key = key
-        self.tags = tags
-        self.chain = chain
-        self.cached = cached
+        self.options = Locked(Options(tags: tags, chain: chain, cached: cached, paging: paging))
         self.pendingWrites = pendingWrites
-        self.paging = paging
         self.environment = environment
-        self.onDrop = onDrop
-        self.onRevive = onRevive
-        self.onActivity = onActivity
+        self.link = link
         let machine = QueryStateMachine<Value>(configuration: configuration, enabled: enabled, online: online)
         self.state = Locked(State(machine: machine, published: Published(version: 0, snapshot: machine.snapshot(now: environment.now()))))
         send(.created)
@@ -117,33 +133,35 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     ///
     /// The sequence buffers every change, so a test reads the exact sequence; an observer that
     /// wants only the latest state reads ``current`` or uses ``observed()``.
-    public func snapshots() -> AsyncStream<QuerySnapshot<Value>> {
-        let (stream, continuation) = AsyncStream.makeStream(of: QuerySnapshot<Value>.self)
-        observe(continuation) { $0.snapshot }
-        return stream
+    public func snapshots(bufferingNewest limit: Int = QuerySnapshots<Value>.defaultLimit) -> QuerySnapshots<Value> {
+        QuerySnapshots(query: self, limit: limit)
     }
 
-    /// An observer's stream of published snapshots with their numbers, the current one first.
+    /// An observer's stream of published snapshots with their numbers, the current one first (only
+    /// the latest is kept while the reader is behind: each is the whole state).
     func subscribe() -> AsyncStream<Published> {
-        let (stream, continuation) = AsyncStream.makeStream(of: Published.self)
-        observe(continuation) { $0 }
+        let (stream, continuation) = AsyncStream.makeStream(of: Published.self, bufferingPolicy: .bufferingNewest(1))
+        observe(.published(continuation))
         return stream
     }
 
-    /// Makes `continuation` an observer: it gets the current snapshot, then each published one,
-    /// until its stream ends.
-    private func observe<Element>(_ continuation: AsyncStream<Element>.Continuation, _ element: @escaping @Sendable (Published) -> Element) {
+    /// Makes `observer` an observer: it gets the current snapshot, then each published one, until
+    /// its stream ends.
+    func observe(_ observer: QueryObserver<Value>) {
         seedFromCache()
         var id: UInt64 = 0
         // The observer and the event that counts it in one critical section: a drop due in between
-        // would drop a query that has an observer.
-        send(.observerAdded) { state in
+        // would drop a query that has an observer. It is counted before the event runs (a woken
+        // query publishes empty first), and handed the snapshot after it: its first element is
+        // what the query shows once it has it, never the value a drop let go.
+        send(.observerAdded, prepare: { state in
             state.nextObserverID += 1
             id = state.nextObserverID
-            state.observers[id] = { continuation.yield(element($0)) }
-            continuation.yield(element(state.published))
-        }
-        continuation.onTermination = { [weak self, id] _ in self?.removeObserver(id) }
+        }, then: { state in
+            state.observers[id] = observer
+            observer.deliver(state.published)
+        })
+        observer.onTermination { [weak self, id] in self?.removeObserver(id) }
     }
 
     /// Runs the chain now, even if the value is fresh (one load: joins the one running).
@@ -169,7 +187,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     ///
     /// - Throws: `CancellationError` when the waiting task is cancelled.
     public func settled() async throws {
-        try await state.wait(in: \.settledWaiters, current: { $0.machine.isSettled }, until: { $0 })
+        try await state.wait(in: \.settledWaiters, current: { $0.isSettled }, until: { $0 })
     }
 
     /// Suspends until the query has `count` observers (a test waits for an observer's stream to end).
@@ -185,8 +203,20 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     func seedFromCache() {
         guard state.withLock({ $0.machine.shown == nil }) else { return }
         let context = LoadContext(environment: environment)
+        let (cached, chain) = options.withLock { ($0.cached, $0.chain) }
         guard let served = cached?.loadServedImmediately((), in: context) ?? chain.loadServedImmediately((), in: context) else { return }
         send(.seeded(served))
+    }
+
+    /// The newest `query(…)` call's parts: its chain, cached copy, tags and paging replace the
+    /// query's; its policy and `enabled` apply from now (a load running goes on; the next uses the
+    /// new chain). A dropped query takes them without waking.
+    func update(
+        tags: Set<String>, chain: AnyLoader<Void, Value>, cached: AnyLoader<Void, Value>?, paging: QueryPaging<Value>?,
+        policy: QueryPolicy, enabled: Bool
+    ) {
+        options.withLock { $0 = Options(tags: tags, chain: chain, cached: cached, paging: paging) }
+        send(.reconfigured(policy, enabled: enabled))
     }
 
     func removeObserver(_ id: UInt64) {
@@ -194,70 +224,132 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         if removed { send(.observerRemoved) }
     }
 
-    /// Applies `event` (after `prepare`, in the same critical section) and runs what the state
-    /// machine decides: under the lock, what publishes (yielding to streams, in order) and starts
-    /// tasks; after it, the cancellations (a task's cancellation handlers run in `cancel()`) and the
-    /// client's bookkeeping.
-    func send(_ event: QueryStateMachine<Value>.Event, prepare: ((inout State) -> Void)? = nil) {
-        var dropped = false
-        var revived = false
-        var cancelled: [Task<Void, Never>] = []
-        var activities: [QueryActivity] = []
-        state.withLock { state in
+    /// Applies `event` (after `prepare`, in the same critical section; `then` after it) and runs
+    /// what the state machine decides: under the lock, what publishes (yielding to streams, in
+    /// order), starts tasks, registers the query with its client (woken or dropped, so the client's
+    /// list follows the query's state in the query's own order) and tells an inspector; after it,
+    /// the cancellations (a task's cancellation handlers run in `cancel()`).
+    func send(
+        _ event: QueryStateMachine<Value>.Event, prepare: ((inout State) -> Void)? = nil, then: ((inout State) -> Void)? = nil
+    ) {
+        send { state in
             prepare?(&state)
-            let observersBefore = state.machine.observers
-            if case .retryDue(let flight) = event { state.timers[flight] = nil }
-            // Fired (perhaps early, by a wall clock slewed against the sleep's): scheduled anew below
-            // if the value is still fresh.
-            if case .staleDue = event { state.staleTimer = nil }
-            let actions = state.machine.handle(event, now: environment.now())
-            for action in actions {
-                switch action {
-                case .startLoad(let flight, let reason):
-                    let injected = state.injectedFailure
-                    state.injectedFailure = nil
-                    state.flightStartedAt = environment.now()
-                    state.loads[flight] = startLoad(
-                        flight: flight, reason: reason, staleAfter: state.machine.configuration.staleAfter, injected: injected)
-                    activities.append(.loadStarted(key: key, query: ObjectIdentifier(self), flight: flight, reason: reason, at: environment.now()))
-                case .cancelLoad(let flight):
-                    if let load = state.loads.removeValue(forKey: flight) { cancelled.append(load) }
-                    activities.append(.loadEnded(key: key, query: ObjectIdentifier(self), flight: flight, outcome: .cancelled, tier: nil, error: nil, at: environment.now()))
-                case .scheduleRetry(let flight, let delay):
-                    state.timers[flight] = after(delay) { $0.send(.retryDue(flight: flight)) }
-                case .scheduleDrop(let delay):
-                    if let drop = state.drop { cancelled.append(drop) }
-                    state.drop = after(delay) { $0.send(.dropDue) }
-                case .drop:
-                    dropped = true
-                    state.drop = nil
-                    if let interval = state.interval { cancelled.append(interval) }
-                    state.interval = nil
-                    cancelled += state.timers.values
-                    state.timers = [:]
-                case .revive:
-                    revived = true
-                case .publish:
-                    if publish(&state) { activities.append(.published(key: key)) }
-                }
+            return event
+        } then: { state in
+            then?(&state)
+        }
+    }
+
+    /// Sends what `makeEvent` returns (read under the lock; `nil`: no event, only the bookkeeping).
+    func send(_ makeEvent: (inout State) -> QueryStateMachine<Value>.Event?, then: ((inout State) -> Void)? = nil) {
+        var cancelled: [Task<Void, Never>] = []
+        state.withLock { state in
+            guard let event = makeEvent(&state) else {
+                then?(&state)
+                settle(&state)
+                return
             }
+            var events = [event]
+            // Woken: registered with the client before anything runs, and told what the client knows
+            // now (the network, the writes waiting in its scope), in the same critical section, so
+            // no later signal can arrive before this older news.
+            if state.machine.isDropped, QueryStateMachine<Value>.wakes(event), let view = link.register(self, true) {
+                events = [.connectivity(online: view.online)] + (view.pending.map { [.writesPending($0)] } ?? []) + [event]
+            }
+            let observersBefore = state.machine.observers
+            for event in events { handle(event, in: &state, cancelled: &cancelled) }
+            if state.machine.observers > 0 || state.machine.runningFlight != nil { readCachedCopy(&state) }
             updateInterval(&state, observersBefore: observersBefore)
             if let stale = updateStaleTimer(&state) { cancelled.append(stale) }
-            state.settledWaiters.resumeSatisfied(by: state.machine.isSettled)
-            state.observerWaiters.resumeSatisfied(by: state.machine.observers)
+            then?(&state)
+            settle(&state)
         }
         for task in cancelled { task.cancel() }
+    }
+
+    /// Applies one event and runs its actions, under the lock.
+    private func handle(_ event: QueryStateMachine<Value>.Event, in state: inout State, cancelled: inout [Task<Void, Never>]) {
+        if case .retryDue(let flight) = event { state.timers[flight] = nil }
+        // Fired (perhaps early, by a wall clock slewed against the sleep's): scheduled anew below
+        // if the value is still fresh.
+        if case .staleDue = event { state.staleTimer = nil }
+        let actions = state.machine.handle(event, now: environment.now())
+        for action in actions {
+            switch action {
+            case .startLoad(let flight, let reason):
+                let injected = state.injectedFailure
+                state.injectedFailure = nil
+                state.flightStartedAt = environment.now()
+                // Nothing shown yet: the cached copy first (a disk read), shown while the chain loads.
+                if state.machine.shown == nil { readCachedCopy(&state) }
+                state.loads[flight] = startLoad(
+                    flight: flight, reason: reason, staleAfter: state.machine.configuration.staleAfter, injected: injected,
+                    cacheRead: state.cacheRead)
+                link.record(.loadStarted(key: key, query: ObjectIdentifier(self), flight: flight, reason: reason, at: environment.now()))
+            case .cancelLoad(let flight):
+                if let load = state.loads.removeValue(forKey: flight) { cancelled.append(load) }
+                link.record(.loadEnded(key: key, query: ObjectIdentifier(self), flight: flight, outcome: .cancelled, tier: nil, error: nil, at: environment.now()))
+            case .scheduleRetry(let flight, let delay):
+                state.timers[flight] = after(delay) { $0.send(.retryDue(flight: flight)) }
+            case .cancelRetry(let flight):
+                if let timer = state.timers.removeValue(forKey: flight) { cancelled.append(timer) }
+                link.record(.loadEnded(key: key, query: ObjectIdentifier(self), flight: flight, outcome: .cancelled, tier: nil, error: nil, at: environment.now()))
+            case .scheduleDrop(let delay):
+                if let drop = state.drop { cancelled.append(drop) }
+                state.drop = after(delay) { $0.send(.dropDue) }
+            case .drop:
+                state.drop = nil
+                if let interval = state.interval { cancelled.append(interval) }
+                state.interval = nil
+                state.intervalEvery = nil
+                cancelled += state.timers.values
+                state.timers = [:]
+                if let read = state.cacheRead { cancelled.append(read) }
+                state.cacheRead = nil
+                state.cacheReadDone = false
+                state.waking += 1
+                state.previousValue = nil
+                state.flightStartedAt = nil
+                _ = link.register(self, false)
+            case .revive:
+                // Registered with the client before the event ran (`send`).
+                break
+            case .publish:
+                if publish(&state) { link.record(.published(key: key)) }
+            }
+        }
         switch event {
         case .loadSucceeded(let flight, let served):
-            activities.append(.loadEnded(key: key, query: ObjectIdentifier(self), flight: flight, outcome: .value, tier: served.provenance.tier, error: nil, at: environment.now()))
+            link.record(.loadEnded(key: key, query: ObjectIdentifier(self), flight: flight, outcome: .value, tier: served.provenance.tier, error: nil, at: environment.now()))
         case .loadFailed(let flight, let error):
-            activities.append(.loadEnded(key: key, query: ObjectIdentifier(self), flight: flight, outcome: .failed, tier: nil, error: error.description, at: environment.now()))
+            link.record(.loadEnded(key: key, query: ObjectIdentifier(self), flight: flight, outcome: .failed, tier: nil, error: error.description, at: environment.now()))
         default:
             break
         }
-        for activity in activities { onActivity(activity) }
-        if revived { onRevive(self) }
-        if dropped { onDrop(self) }
+    }
+
+    /// Resumes the waits the state now satisfies.
+    private func settle(_ state: inout State) {
+        state.settledWaiters.resumeSatisfied(by: state.isSettled)
+        state.observerWaiters.resumeSatisfied(by: state.machine.observers)
+    }
+
+    /// Starts this waking's read of the cached copy if the query shows nothing and has one: an
+    /// observer sees what is on disk whatever the network (a load paused offline, a disabled
+    /// query), and a load shows it while the chain runs.
+    private func readCachedCopy(_ state: inout State) {
+        guard state.machine.shown == nil, !state.cacheReadDone, state.cacheRead == nil, let cached = options.withLock({ $0.cached }) else { return }
+        let waking = state.waking
+        let context = LoadContext(environment: environment)
+        state.cacheRead = Task { [weak self] in
+            let served = try? await cached.loadServed((), in: context)
+            self?.send { state in
+                guard state.waking == waking else { return nil }
+                state.cacheRead = nil
+                state.cacheReadDone = true
+                return Task.isCancelled ? nil : served.map { .seeded($0) }
+            }
+        }
     }
 
     /// Publishes the machine's snapshot if it changed; returns whether it did.
@@ -274,9 +366,13 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
             }
         }
         guard snapshot != state.published.snapshot else { return false }
-        if snapshot.value != state.published.snapshot.value { state.previousValue = state.published.snapshot.value }
+        if link.isInspected(), snapshot.value != state.published.snapshot.value {
+            state.previousValue = state.published.snapshot.value
+        } else if state.previousValue != nil, !link.isInspected() {
+            state.previousValue = nil
+        }
         state.published = Published(version: state.published.version + 1, snapshot: snapshot)
-        for deliver in state.observers.values { deliver(state.published) }
+        for observer in state.observers.values { observer.deliver(state.published) }
         return true
     }
 
@@ -294,26 +390,27 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     /// An observed query with a refetch interval ticks on the environment's clock; the ticking stops
     /// with its last observer.
     private func updateInterval(_ state: inout State, observersBefore: Int) {
-        let observers = state.machine.observers
-        guard let interval = state.machine.configuration.refetchInterval, observers != observersBefore else { return }
-        if observers > 0, state.interval == nil {
-            let clock = environment.clock
-            state.interval = Task { [weak self] in
-                while !Task.isCancelled {
-                    do { try await clock.sleep(for: interval) } catch { return }
-                    guard let self else { return }
-                    self.send(.intervalElapsed)
-                }
+        let wanted = state.machine.observers > 0 ? state.machine.configuration.refetchInterval : nil
+        guard wanted != state.intervalEvery else { return }
+        // Cancelled here, under the lock: the task's only handler is the clock's sleep, which does
+        // not call back into this query.
+        state.interval?.cancel()
+        state.interval = nil
+        state.intervalEvery = wanted
+        guard let interval = wanted else { return }
+        let clock = environment.clock
+        state.interval = Task { [weak self] in
+            while !Task.isCancelled {
+                do { try await clock.sleep(for: interval) } catch { return }
+                guard let self else { return }
+                self.send(.intervalElapsed)
             }
-        } else if observers == 0 {
-            // Cancelled here, under the lock: the task's only handler is the clock's sleep, which
-            // does not call back into this query.
-            state.interval?.cancel()
-            state.interval = nil
         }
     }
 
-    private func startLoad(flight: Int, reason: FetchReason, staleAfter: Duration, injected: InjectedFailure?) -> Task<Void, Never> {
+    private func startLoad(
+        flight: Int, reason: FetchReason, staleAfter: Duration, injected: InjectedFailure?, cacheRead: Task<Void, Never>?
+    ) -> Task<Void, Never> {
         var context = LoadContext(environment: environment)
         // The chain's fresh tiers must not answer with the copy this load is to replace: after an
         // invalidation or an explicit refetch, nothing stored before now; otherwise nothing the
@@ -323,12 +420,10 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         case .invalidated, .refetch: now
         default: now.addingTimeInterval(-staleAfter.seconds)
         }
-        return Task { [chain, cached, paging] in
+        let (chain, paging) = options.withLock { ($0.chain, $0.paging) }
+        return Task {
             // Nothing shown yet: the cached copy first (a disk read), shown while the chain loads.
-            if let cached, state.withLock({ $0.machine.shown == nil }),
-               let served = try? await cached.loadServed((), in: context), !Task.isCancelled {
-                self.send(.seeded(served))
-            }
+            if let cacheRead { await waitUnlessCancelled(cacheRead) }
             let event: QueryStateMachine<Value>.Event
             do {
                 if let injected { throw injected }
@@ -357,6 +452,10 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
             served = appended
             // The value is as old as its oldest page: a page appended now does not make it fresh.
             served.provenance.storedAt = storedAt ?? served.provenance.storedAt
+        } else if let window = try await paging.reloadWindow(shown?.0.value, context) {
+            // A window that moved past the first page (`maxPages`) is refilled from its own first
+            // page: a deep scroll keeps its place.
+            served = window
         } else {
             served = try await chain.loadServed((), in: context)
             served.value = try await paging.refill(served.value, shown?.0.value, context)
@@ -388,14 +487,14 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
             current.saving = turn
             return turn
         }
-        await turn.value
+        // A cancelled load does not wait for it (the save goes on, or is skipped when superseded).
+        await waitUnlessCancelled(turn)
     }
 
     private func finishLoad(_ flight: Int, with event: QueryStateMachine<Value>.Event) {
-        send(event)
-        state.withLock { state in
+        send(event, then: { state in
             if state.machine.runningFlight != flight { state.loads.removeValue(forKey: flight) }
-        }
+        })
     }
 
     /// Runs `body` after `delay` on the environment's clock, unless cancelled first.
@@ -411,4 +510,101 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
 
 extension Query: CustomStringConvertible {
     public var description: String { "Query(\(key))" }
+}
+
+/// How a query reaches its client. Each closure runs under the query's lock and may take the
+/// client's: the client never takes a query's lock while it holds its own, so the two never wait
+/// on each other.
+struct QueryClientLink: Sendable {
+    /// Registers the query with the client, awake (`true`) or dropped; returns what the client knows
+    /// now that a woken query must learn (`nil` when the client is gone).
+    var register: @Sendable (_ query: any AnyQuery, _ awake: Bool) -> QueryClientView?
+    /// Whether the client believes the network reachable now (`nil` when it is gone).
+    var isOnline: @Sendable () -> Bool?
+    /// Tells an inspector what the query did, in the query's order.
+    var record: @Sendable (QueryActivity) -> Void
+    /// Whether an inspector follows the client (the previous value is kept for its diff only then).
+    var isInspected: @Sendable () -> Bool
+
+    /// No client: nothing registers, nothing is recorded.
+    static let detached = QueryClientLink(register: { _, _ in nil }, isOnline: { nil }, record: { _ in }, isInspected: { false })
+}
+
+/// What a woken query learns from its client.
+struct QueryClientView: Sendable {
+    var online: Bool
+    /// The writes waiting in its outbox scope, if it shows one the client follows.
+    var pending: [OutboxEntry]?
+}
+
+/// One observer of a query: the stream it yields to.
+enum QueryObserver<Value: Sendable & Equatable>: Sendable {
+    case snapshots(AsyncStream<QuerySnapshot<Value>>.Continuation)
+    case published(AsyncStream<Query<Value>.Published>.Continuation)
+
+    func deliver(_ published: Query<Value>.Published) {
+        switch self {
+        case .snapshots(let continuation): continuation.yield(published.snapshot)
+        case .published(let continuation): continuation.yield(published)
+        }
+    }
+
+    func onTermination(_ body: @escaping @Sendable () -> Void) {
+        switch self {
+        case .snapshots(let continuation): continuation.onTermination = { _ in body() }
+        case .published(let continuation): continuation.onTermination = { _ in body() }
+        }
+    }
+}
+
+/// Every snapshot of a query, the current one first, then each change (``Query/snapshots(bufferingNewest:)``).
+///
+/// Iterating it makes an observer: the query counts it from the first `next()`'s iterator on
+/// (`makeAsyncIterator()`), not from when the sequence was made, and forgets it when the iteration
+/// ends (the loop left, its task cancelled). A reader that falls behind gets the newest snapshots
+/// (at most `limit` waiting; each is the whole state, so the last one is always current).
+public struct QuerySnapshots<Value: Sendable & Equatable>: AsyncSequence, Sendable {
+    public typealias Element = QuerySnapshot<Value>
+    /// How many snapshots wait for a slow reader by default.
+    public static var defaultLimit: Int { 64 }
+
+    let query: Query<Value>
+    let limit: Int
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var base: AsyncStream<QuerySnapshot<Value>>.AsyncIterator
+
+        public mutating func next() async -> QuerySnapshot<Value>? { await next(isolation: nil) }
+
+        public mutating func next(isolation actor: isolated (any Actor)?) async -> QuerySnapshot<Value>? {
+            await base.next(isolation: actor)
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        let (stream, continuation) = AsyncStream.makeStream(of: QuerySnapshot<Value>.self, bufferingPolicy: .bufferingNewest(Swift.max(1, limit)))
+        query.observe(.snapshots(continuation))
+        return AsyncIterator(base: stream.makeAsyncIterator())
+    }
+}
+
+/// Waits until `task` ends or the calling task is cancelled, whichever comes first (`task` goes on).
+func waitUnlessCancelled(_ task: Task<Void, Never>) async {
+    let waiting = Locked<CheckedContinuation<Void, Never>?>(nil)
+    await withTaskCancellationHandler {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            waiting.withLock { $0 = continuation }
+            // Cancelled before the continuation was stored: the handler found nothing to resume.
+            if Task.isCancelled {
+                waiting.withLock { $0.take() }?.resume()
+                return
+            }
+            Task {
+                await task.value
+                waiting.withLock { $0.take() }?.resume()
+            }
+        }
+    } onCancel: {
+        waiting.withLock { $0.take() }?.resume()
+    }
 }

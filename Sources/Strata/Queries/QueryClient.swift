@@ -60,11 +60,14 @@ public final class QueryClient: Sendable {
 
     /// The query for `key`: the one there is, or a new one loading through `chain`.
     ///
-    /// The first call for a key decides its chain and policy; later calls for the same key return
-    /// that query (whatever they pass), so every screen showing a key shares one state and one load.
-    /// A key must keep one value type. A query nobody observes is dropped after its
-    /// ``QueryPolicy/dropAfter`` (its value released, its stores keep their copies); one the app
-    /// still holds comes back to life when used.
+    /// Every call for a key returns the same query, so every screen showing a key shares one state
+    /// and one load. **The newest call's options win**: its `chain`, `cached`, `tags`, `policy` and
+    /// `enabled` replace the query's from now on (a load already running finishes; the next one
+    /// runs the new chain), so a chain that captured the previous user's credentials is not kept.
+    /// `pendingWrites` is the first call's (the writes shown come from one outbox scope; a later
+    /// call naming another is logged). A key must keep one value type. A query nobody observes is
+    /// dropped after its ``QueryPolicy/dropAfter`` (its value released, its stores keep their
+    /// copies); one the app still holds comes back to life when used.
     ///
     /// - Parameters:
     ///   - key: the query's key (`["posts", 42]`); invalidating a prefix of it reaches it.
@@ -75,7 +78,8 @@ public final class QueryClient: Sendable {
     ///     memory store answers in the first frame; another store is read at the start of the load.
     ///     `nil`: the first frame holds the chain's immediate answer, if any.
     ///   - enabled: `false` for a dependent query whose key is not known yet: it is
-    ///     `paused(disabled)`, never fetching, until ``Query/setEnabled(_:)``.
+    ///     `paused(disabled)`, never fetching, until ``Query/setEnabled(_:)`` or a newer call
+    ///     passes `true`.
     ///   - pendingWrites: an outbox's writes to show in the value until the server has them
     ///     (``PendingWrites``); the client follows that outbox (``follow(_:)``).
     ///   - chain: what a load runs.
@@ -95,44 +99,60 @@ public final class QueryClient: Sendable {
         pendingWrites: PendingWrites<Value>?, paging: QueryPaging<Value>?, chain: some Loader<Void, Value>
     ) -> Query<Value> {
         if let pendingWrites { follow(pendingWrites.outbox) }
-        return state.withLock { state -> Query<Value> in
-            if let held = state.dropped[key]?.query {
-                state.dropped[key] = nil
-                state.queries[key] = held
-            }
-            if let existing = state.queries[key] {
+        let chain = AnyLoader(chain)
+        let (query, isNew) = state.withLock { state -> (Query<Value>, Bool) in
+            // A dropped query the app still holds is the key's (it stays asleep until used).
+            if let existing = state.queries[key] ?? state.dropped[key]?.query {
                 guard let query = existing as? Query<Value> else {
                     preconditionFailure("query \(key) holds \(existing.valueType), asked for \(Value.self)")
                 }
-                return query
+                return (query, false)
             }
             let query = Query(
-                key: key, tags: tags, chain: AnyLoader(chain), cached: cached,
+                key: key, tags: tags, chain: chain, cached: cached,
                 pendingWrites: pendingWrites, paging: paging, environment: environment,
-                configuration: policy, online: state.isOnline, enabled: enabled,
-                onDrop: { [weak self] query in self?.remove(query) },
-                onRevive: { [weak self] query in self?.revive(query) },
-                onActivity: { [weak self] activity in self?.record(activity) },
+                configuration: policy, online: state.isOnline, enabled: enabled, link: link,
                 // The outbox's writes as the client knows them now, applied before the query is
                 // reachable by the outbox's later reports.
                 initialWrites: pendingWrites.flatMap { state.pending(in: WriteScope(outbox: ObjectIdentifier($0.outbox), name: $0.scope)) })
             state.queries[key] = query
             state.countWaiters.resumeSatisfied(by: state.queries.count)
-            return query
+            return (query, true)
         }
+        guard !isNew else { return query }
+        // Outside the client's lock: a query's lock is never taken under it.
+        if let pendingWrites, query.writeScope.map({ $0.outbox != ObjectIdentifier(pendingWrites.outbox) || $0.name != pendingWrites.scope }) ?? true {
+            environment.logger.warning(
+                "a query keeps the outbox scope it was made with; this call's pendingWrites are not shown",
+                metadata: ["query": "\(key)", "outbox.scope": "\(pendingWrites.scope)"])
+        }
+        query.update(tags: tags, chain: chain, cached: cached, paging: paging, policy: policy, enabled: enabled)
+        return query
+    }
+
+    /// How this client's queries reach it (held weakly: a query outliving its client registers nowhere).
+    private var link: QueryClientLink {
+        QueryClientLink(
+            register: { [weak self] query, awake in self?.register(query, awake: awake) },
+            isOnline: { [weak self] in self?.isOnline },
+            record: { [weak self] activity in self?.record(activity) },
+            isInspected: { [weak self] in self?.inspection.withLock { $0.isOn } ?? false })
     }
 
     /// The keys of the queries in memory now.
     public var keys: [QueryKey] { state.withLock { Array($0.queries.keys) } }
 
     /// Tells every query the network is reachable or not. Coming back, a load paused offline
-    /// continues and a stale, observed query refetches (once).
+    /// continues, a retry's delay is cut short, and a stale, observed query refetches (once).
+    ///
+    /// Each query reads the client's state when it is told, so concurrent calls leave every query
+    /// in the state of the last one.
     public func setOnline(_ online: Bool) {
         let queries = state.withLock { state -> [any AnyQuery] in
             state.isOnline = online
             return Array(state.queries.values)
         }
-        for query in queries { query.connectivityChanged(online: online) }
+        for query in queries { query.connectivityChanged() }
     }
 
     /// Tells every query the app came to the foreground: a stale, observed query refetches, at most
@@ -161,32 +181,24 @@ public final class QueryClient: Sendable {
         state.withLock { Array($0.queries.values) }
     }
 
-    private func remove(_ query: any AnyQuery) {
+    /// Puts `query` in the list of awake queries or of dropped ones, as the query says, and returns
+    /// what a woken query must learn. Called by the query under its own lock, so the list follows
+    /// the query's drops and wakings in their order (see ``QueryClientLink``).
+    private func register(_ query: any AnyQuery, awake: Bool) -> QueryClientView {
         state.withLock { state in
-            if let held = state.queries[query.key], held === query {
-                state.queries[query.key] = nil
-                state.dropped[query.key] = WeakQuery(query: query)
+            let key = query.key
+            if awake {
+                if state.dropped[key]?.query === query { state.dropped[key] = nil }
+                // A key the inspector removed and made again belongs to the new query.
+                if state.queries[key] == nil { state.queries[key] = query }
+            } else if let held = state.queries[key], held === query {
+                state.queries[key] = nil
+                state.dropped[key] = WeakQuery(query: query)
             }
-            state.dropped = state.dropped.filter { $0.value.query != nil }
+            if !awake { state.dropped = state.dropped.filter { $0.value.query != nil } }
             state.countWaiters.resumeSatisfied(by: state.queries.count)
+            return QueryClientView(online: state.isOnline, pending: query.writeScope.flatMap { state.pending(in: $0) })
         }
-    }
-
-    /// A dropped query the app held is used again: it is live again, and learns the network's state
-    /// and the writes it shows.
-    private func revive(_ query: any AnyQuery) {
-        let online = state.withLock { state -> Bool in
-            if state.dropped[query.key]?.query === query { state.dropped[query.key] = nil }
-            if state.queries[query.key] == nil { state.queries[query.key] = query }
-            state.countWaiters.resumeSatisfied(by: state.queries.count)
-            // Under the client's lock, as the outbox's reports update the list it reads: no older
-            // list can arrive after a newer report. The query calls back into the client only
-            // through `record`, which takes a lock of its own (the query is awake: this event
-            // neither drops nor revives it).
-            if let pending = query.writeScope.flatMap({ state.pending(in: $0) }) { query.writesChanged(.loaded(pending)) }
-            return state.isOnline
-        }
-        query.connectivityChanged(online: online)
     }
 
     // MARK: Writes
@@ -349,8 +361,17 @@ struct InspectionFeed: Sendable {
                 ring[slot].endedAt = nil
                 ring[slot].error = nil
             } else {
-                running[query, default: [:]][flight] = append(
-                    QueryLoadRecord(key: key.description, reason: reason.description, startedAt: at, outcome: .running))
+                // One flight per query: a new one means the others were abandoned (a failed one
+                // waiting for a retry that never came). None of them stays running, and a query
+                // that keeps failing keeps one entry here, not one per flight.
+                for (_, number) in running[query] ?? [:] {
+                    if let slot = slot(of: number), ring[slot].outcome == .running {
+                        ring[slot].outcome = .cancelled
+                        ring[slot].endedAt = at
+                    }
+                }
+                running[query] = [flight: append(
+                    QueryLoadRecord(key: key.description, reason: reason.description, startedAt: at, outcome: .running))]
             }
         case .loadEnded(_, let query, let flight, let outcome, let tier, let error, let at):
             guard let number = running[query]?[flight], let slot = slot(of: number), ring[slot].outcome == .running else { return }
@@ -358,7 +379,8 @@ struct InspectionFeed: Sendable {
             ring[slot].outcome = outcome
             ring[slot].tier = tier.map { Redaction.redactingSecrets(in: $0) }
             ring[slot].error = error.map { Redaction.redactingSecrets(in: $0) }
-            // A failed load may be retried (the same flight): its record stays findable.
+            // A failed load may be retried (the same flight): its record stays findable until the
+            // query starts another flight.
             if outcome != .failed {
                 running[query]?[flight] = nil
                 if running[query]?.isEmpty == true { running[query] = nil }
@@ -400,8 +422,9 @@ extension QueryClient {
     /// The query in memory whose key reads `description` (`posts/42`), if any: how an inspector
     /// names a query in a URL.
     public func query(described description: String) -> (any InspectableQuery)? {
-        let found = state.withLock { state in state.queries.first { $0.key.description == description }?.value }
-        return found as? any InspectableQuery
+        // The description is injective (``QueryKey/description``): one key at most reads so.
+        guard let key = QueryKey(described: description) else { return nil }
+        return state.withLock { $0.queries[key] } as? any InspectableQuery
     }
 
     /// Forgets the query for `key` now (an inspector's "remove"): its observers keep the object
@@ -415,8 +438,8 @@ extension QueryClient {
     }
 
     fileprivate func record(_ activity: QueryActivity) {
-        // Its own lock, never the client's: a query reports from under the client's lock too
-        // (revived with the writes it shows).
+        // Its own lock, never the client's or a query's: a query reports from under its own lock
+        // (so its reports keep its order).
         let subscribers = inspection.withLock { feed -> [AsyncStream<Void>.Continuation] in
             guard feed.isOn else { return [] }
             feed.record(activity)
@@ -439,7 +462,8 @@ protocol AnyQuery: AnyObject, Sendable {
     func invalidate()
     /// The outbox scope whose writes it shows, if any.
     var writeScope: WriteScope? { get }
-    func connectivityChanged(online: Bool)
+    /// The client's network state changed: the query reads it (under its lock) and follows.
+    func connectivityChanged()
     func cameToForeground()
     /// Shows the outbox's change to the writes of its scope.
     func writesChanged(_ event: OutboxWriteEvent)
@@ -449,7 +473,9 @@ protocol AnyQuery: AnyObject, Sendable {
 
 extension Query: AnyQuery {
     var valueType: Any.Type { Value.self }
-    func connectivityChanged(online: Bool) { send(.connectivity(online: online)) }
+    func connectivityChanged() {
+        send { [link] _ in link.isOnline().map { .connectivity(online: $0) } }
+    }
     func cameToForeground() { send(.foreground) }
 
     var writeScope: WriteScope? {

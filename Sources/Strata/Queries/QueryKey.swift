@@ -40,6 +40,92 @@ public struct QueryKey: Hashable, Sendable, ExpressibleByArrayLiteral, CustomStr
     /// This key with `part` appended.
     public func appending(_ part: Part) -> QueryKey { QueryKey(parts + [part]) }
 
-    /// `["posts", 42]` reads `posts/42`.
-    public var description: String { parts.map(\.description).joined(separator: "/") }
+    /// The key as text, one part after another joined by `/`: `["posts", 42]` reads `posts/42`.
+    ///
+    /// Two keys read alike only when they are equal (it is what a paged query's store is keyed by,
+    /// and how the inspector names a query), so the text marks what would make two keys alike: a
+    /// name that reads as a number, is empty or starts with `"` is quoted (`["feed", "1"]` reads
+    /// `feed/"1"`, `["feed", 1]` reads `feed/1`); `%`, `/` and `"` in a name are percent-escaped
+    /// (`["feed/1"]` reads `feed%2F1`). An ordinary name (`posts`, `user-42`) reads as it is.
+    public var description: String { parts.map(\.encoded).joined(separator: "/") }
+
+    /// The key `description` reads as, if it is one a key describes (`QueryKey(described: key.description) == key`).
+    public init?(described text: String) {
+        guard !text.isEmpty else {
+            self.init([])
+            return
+        }
+        var parts: [Part] = []
+        for segment in text.split(separator: "/", omittingEmptySubsequences: false) {
+            guard let part = Part(encoded: segment) else { return nil }
+            parts.append(part)
+        }
+        self.init(parts)
+        // Only the one text a key reads as: `posts/042` or `a%2fb` name no key.
+        guard description == text else { return nil }
+    }
+}
+
+extension QueryKey.Part {
+    /// The part as ``QueryKey/description`` writes it.
+    var encoded: String {
+        switch self {
+        case .number(let number):
+            return String(number)
+        case .name(let name):
+            let escaped = Self.escaping(name)
+            return needsQuotes(name) ? "\"\(escaped)\"" : escaped
+        }
+    }
+
+    /// Whether a name would read as something else written bare: a number, nothing, or a quoted name.
+    private func needsQuotes(_ name: String) -> Bool {
+        name.isEmpty || Int(name) != nil || name.hasPrefix("\"")
+    }
+
+    /// `name` with `%`, `/` and `"` percent-escaped.
+    private static func escaping(_ name: String) -> String {
+        guard name.utf8.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "\"") }) else { return name }
+        var escaped = ""
+        for character in name.unicodeScalars {
+            switch character {
+            case "%": escaped += "%25"
+            case "/": escaped += "%2F"
+            case "\"": escaped += "%22"
+            default: escaped.unicodeScalars.append(character)
+            }
+        }
+        return escaped
+    }
+
+    /// The part a segment of ``QueryKey/description`` reads as.
+    init?(encoded segment: Substring) {
+        if segment.count >= 2, segment.hasPrefix("\""), segment.hasSuffix("\"") {
+            guard let name = Self.unescaping(segment.dropFirst().dropLast()) else { return nil }
+            self = .name(name)
+        } else if let number = Int(segment) {
+            self = .number(number)
+        } else {
+            guard let name = Self.unescaping(segment) else { return nil }
+            self = .name(name)
+        }
+    }
+
+    private static func unescaping(_ text: Substring) -> String? {
+        guard text.contains("%") else { return String(text) }
+        var result = ""
+        var rest = text[...]
+        while let percent = rest.firstIndex(of: "%") {
+            result += rest[..<percent]
+            let code = rest[percent...].prefix(3)
+            switch code.uppercased() {
+            case "%25": result += "%"
+            case "%2F": result += "/"
+            case "%22": result += "\""
+            default: return nil
+            }
+            rest = rest[percent...].dropFirst(3)
+        }
+        return result + rest
+    }
 }

@@ -11,9 +11,13 @@ import Foundation
 /// - `phase` is `fetching` exactly while a load runs, and never while the query is disabled;
 /// - an unobserved query with nothing running always has its drop scheduled;
 /// - a dropped query holds no value; any event but `dropDue` wakes it (``Action/revive`` first).
-/// - an invalidation holds until a load started after it answers;
+/// - an invalidation holds until a load started after it answers with a value stored after it
+///   (an answer rejected as older, or a stale tier's copy from before it, leaves it standing);
 /// - a write is shown from when it is queued until it is refused, or until a load started after
-///   its delivery answers (so the value never drops it before the server's copy has it).
+///   its delivery answers with a value stored after it (so the value never drops it before the
+///   server's copy has it: a refetch that falls back to a stale tier keeps showing it);
+/// - a dropped query is woken only by use: a late answer, retry or timer of a flight it abandoned
+///   is ignored.
 @_spi(StrataInternals)
 public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
     public typealias Configuration = QueryPolicy
@@ -51,6 +55,9 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
         case writeDelivered(UUID)
         /// The server refused the write for good: no longer shown.
         case writeRefused(UUID)
+        /// A newer caller's policy and `enabled` (``QueryClient/query(_:tags:policy:cached:enabled:pendingWrites:chain:)``
+        /// for a key that has a query): they apply from now. It does not wake a dropped query.
+        case reconfigured(QueryPolicy, enabled: Bool)
     }
 
     /// What the query must do.
@@ -61,9 +68,13 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
         case cancelLoad(flight: Int)
         /// Report `retryDue(flight)` after `after`.
         case scheduleRetry(flight: Int, after: Duration)
+        /// The retry of that flight is not wanted any more (a refetch or a reconnect cut its
+        /// delay short, or the flight was abandoned): cancel its timer.
+        case cancelRetry(flight: Int)
         /// Report `dropDue` after `after` (an earlier schedule is superseded).
         case scheduleDrop(after: Duration)
-        /// Forget the query: nobody observes it and nothing runs. Its value is released.
+        /// Forget the query: nobody observes it and nothing runs. Its value is released (the
+        /// `publish` before it says so).
         case drop
         /// A dropped query is used again: keep it with the live ones.
         case revive
@@ -75,8 +86,14 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
     struct ShownWrite: Sendable, Equatable {
         var entry: OutboxEntry
         /// Delivered: shown until a load whose attempt started after the delivery answers (its
-        /// start count above this one). `nil`: pending.
-        var delivered: Int?
+        /// start count above this one) with a value stored after the delivery. `nil`: pending.
+        var delivered: Delivery?
+    }
+
+    /// When a write was delivered: the attempts started by then, and the time.
+    struct Delivery: Sendable, Equatable {
+        var starts: Int
+        var at: Date
     }
 
     /// A load that runs or waits to.
@@ -92,7 +109,7 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
         var startedAt = 0
     }
 
-    public let configuration: Configuration
+    public private(set) var configuration: Configuration
     private(set) var shown: Served<Value>?
     /// When the shown value was stored by its tier (its provenance's `storedAt`, or when it was
     /// served minus its age).
@@ -101,17 +118,17 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
     private(set) var lastError: QueryError?
     private(set) var failureCount = 0
     private(set) var isInvalidated = false
+    /// When the standing invalidation came: only a value stored after it clears it.
+    private(set) var invalidatedAt: Date?
     private(set) var observers = 0
     private(set) var isEnabled: Bool
     private(set) var isOnline: Bool
     private(set) var flight: Flight?
     private(set) var lastFetchReason: FetchReason?
-    private(set) var isPlaceholder = false
     private(set) var isDropped = false
     private(set) var isDropScheduled = false
     /// The writes shown in the value, oldest first.
     private(set) var writes: [ShownWrite] = []
-    private var hasAttempted = false
     private var lastForegroundFetch: Date?
     private var nextFlightID = 1
     /// How many attempts were started (`startLoad` actions), ever: what a delivered write is
@@ -171,18 +188,36 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             value: shown?.value, provenance: shown?.provenance,
             status: shown != nil ? .value : (lastError != nil ? .failed : .empty),
             phase: phase, isStale: isStale(now: now), storedAt: storedAt, updatedAt: updatedAt,
-            lastError: lastError, failureCount: failureCount, isPlaceholder: isPlaceholder,
+            lastError: lastError, failureCount: failureCount, isPlaceholder: false,
             lastFetchReason: lastFetchReason)
+    }
+
+    /// Whether `event` wakes a dropped query: any use does; its own timers firing late, late answers
+    /// of flights it abandoned (a dropped query runs no flight, so any flight's event is late), the
+    /// network's state and a newer caller's options do not (it takes the last two for when it wakes).
+    public static func wakes(_ event: Event) -> Bool {
+        switch event {
+        case .dropDue, .staleDue, .loadSucceeded, .loadFailed, .retryDue, .reconfigured, .connectivity: false
+        default: true
+        }
     }
 
     /// Applies `event` at `now` and returns what to do, in order.
     public mutating func handle(_ event: Event, now: Date) -> [Action] {
         var actions: [Action] = []
         if isDropped {
-            // Its own timers firing late do not wake it: only use does.
-            switch event {
-            case .dropDue, .staleDue: return []
-            default: break
+            guard Self.wakes(event) else {
+                // Asleep, it takes a newer caller's options for when it wakes.
+                switch event {
+                case .reconfigured(let policy, let enabled):
+                    configuration = policy
+                    isEnabled = enabled
+                case .connectivity(let online):
+                    isOnline = online
+                default:
+                    break
+                }
+                return []
             }
             // Used again (an app kept the query and observes it anew): awake, without its value.
             isDropped = false
@@ -201,6 +236,10 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
         switch event {
         case .created:
             return []
+        case .reconfigured(let policy, let enabled):
+            configuration = policy
+            // Staleness may have moved with `staleAfter`: the snapshot says so.
+            return apply(.enabled(enabled), now: now) + [.publish]
         case .observerAdded:
             observers += 1
             isDropScheduled = false
@@ -214,20 +253,12 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             observers -= 1
             guard observers == 0 else { return [.publish] }
             // The last observer went: its load is not needed any more.
-            var actions: [Action] = []
-            if let flight {
-                if flight.state == .running { actions.append(.cancelLoad(flight: flight.id)) }
-                self.flight = nil
-            }
-            return actions + [.publish]
+            return abandonFlight() + [.publish]
         case .enabled(let enabled):
             guard enabled != isEnabled else { return [] }
             isEnabled = enabled
             if !enabled {
-                var actions: [Action] = []
-                if let flight, flight.state == .running { actions.append(.cancelLoad(flight: flight.id)) }
-                flight = nil
-                return actions + [.publish]
+                return abandonFlight() + [.publish]
             }
             guard observers > 0, isStale(now: now) else { return [.publish] }
             return [.publish] + requestLoad(.firstObserver, now: now)
@@ -240,13 +271,16 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
                 // A stale query refetches on reconnect; the paused next page gives way to it.
                 return requestLoad(.reconnect, now: now)
             }
-            if var flight, flight.state == .pausedOffline {
-                // The paused load continues: the same flight, the same reason.
+            if var flight, flight.state == .pausedOffline || flight.state == .backingOff {
+                // The paused load continues at once: the same flight, the same reason (a retry's
+                // delay is cut short: the network it waited for is back).
+                var actions: [Action] = []
+                if flight.state == .backingOff { actions.append(.cancelRetry(flight: flight.id)) }
                 flight.state = .running
                 starts += 1
                 flight.startedAt = starts
                 self.flight = flight
-                return [.startLoad(flight: flight.id, reason: flight.reason), .publish]
+                return actions + [.startLoad(flight: flight.id, reason: flight.reason), .publish]
             }
             guard configuration.refetchOnReconnect, observers > 0, isStale(now: now) else { return [] }
             return requestLoad(.reconnect, now: now)
@@ -262,6 +296,7 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             return requestLoad(.interval, now: now)
         case .invalidated:
             isInvalidated = true
+            invalidatedAt = now
             // An observed query refetches; a load that runs (an unobserved prefetch too) restarts,
             // so the answer that clears the invalidation was asked for after it.
             guard observers > 0 || runningFlight != nil else { return [.publish] }
@@ -279,17 +314,26 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
         case .loadSucceeded(let id, let served):
             guard let flight, flight.id == id, flight.state == .running else { return [] }
             self.flight = nil
-            // The server's copy was asked for after these were delivered: it has them. Not a next
-            // page's answer: it reloads none of the pages shown, where the writes are.
-            if flight.reason != .nextPage {
-                writes.removeAll { $0.delivered.map { $0 < flight.startedAt } ?? false }
-            }
-            accept(served, now: now)
+            let servedStoredAt = Self.storedAt(of: served, now: now)
+            let accepted = accept(served, now: now)
             updatedAt = now
             lastError = nil
             failureCount = 0
-            // A next page appended to the value does not make the pages before it current.
-            if flight.reason != .nextPage { isInvalidated = false }
+            // A next page's answer reloads none of the pages shown (where the writes are), and does
+            // not make the pages before it current. An answer rejected as older than the value
+            // shown, or stored before the write's delivery or the invalidation (a stale tier's copy
+            // a refetch fell back to), cannot hold what they wait for: they stand.
+            if flight.reason != .nextPage, accepted {
+                // The server's copy was asked for after these were delivered, and stored after: it has them.
+                writes.removeAll { write in
+                    guard let delivery = write.delivered else { return false }
+                    return delivery.starts < flight.startedAt && servedStoredAt >= delivery.at
+                }
+                if let invalidatedAt, servedStoredAt >= invalidatedAt {
+                    isInvalidated = false
+                    self.invalidatedAt = nil
+                }
+            }
             return [.publish]
         case .loadFailed(let id, let error):
             guard var flight, flight.id == id, flight.state == .running else { return [] }
@@ -332,12 +376,14 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             lastError = nil
             failureCount = 0
             isInvalidated = false
+            invalidatedAt = nil
             lastFetchReason = nil
-            isPlaceholder = false
             // The pending ones come back with the outbox's list when the query is used again; a
             // delivered one is kept, so a stale copy shown then still shows it.
             writes = writes.filter { $0.delivered != nil }
-            return [.drop]
+            // Published before it goes: the snapshot kept for observers holds no value either, and
+            // an observer that comes later starts from empty, never from the value let go.
+            return [.publish, .drop]
         case .writesPending(let entries):
             let delivered = writes.filter { $0.delivered != nil }
             let known = Set(delivered.map(\.entry.id))
@@ -350,7 +396,7 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
         case .writeDelivered(let id):
             guard let index = writes.firstIndex(where: { $0.entry.id == id && $0.delivered == nil }) else { return [] }
             // Any attempt started from now on starts after the delivery.
-            writes[index].delivered = starts
+            writes[index].delivered = Delivery(starts: starts, at: now)
             return []
         case .writeRefused(let id):
             return updateWrites(writes.filter { $0.entry.id != id })
@@ -374,17 +420,21 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             // every other trigger joins the flight there is.
             // A next page waiting (backing off, paused offline) gives way too: joined, the trigger
             // would be lost, as its answer reloads no page the trigger asked for.
+            // A retry's delay is cut short by an explicit refetch, a reconnect or an invalidation:
+            // whoever asked wants an answer now, not after the backoff.
             let givesWay = flight.reason == .nextPage && reason != .nextPage
-            let restarts = reason == .invalidated || givesWay
-            guard restarts, flight.state == .running || givesWay else { return actions }
-            if flight.state == .running { actions.append(.cancelLoad(flight: flight.id)) }
-            self.flight = nil
+            let cutsBackoff = flight.state == .backingOff && (reason == .refetch || reason == .reconnect || reason == .invalidated)
+            let restarts = reason == .invalidated || givesWay || cutsBackoff
+            guard restarts, flight.state == .running || givesWay || cutsBackoff else { return actions }
+            actions += abandonFlight()
         }
         let id = nextFlightID
         nextFlightID += 1
         lastFetchReason = reason
-        let pauses = !isOnline && (configuration.networkMode == .online || (configuration.networkMode == .offlineFirst && hasAttempted))
-        hasAttempted = true
+        // Offline, what needs the network waits; what may not does not: `offlineFirst` runs a load
+        // while nothing is shown (the chain's local tiers may answer it), and pauses a refetch of
+        // a value shown (only the network can make it newer).
+        let pauses = !isOnline && (configuration.networkMode == .online || (configuration.networkMode == .offlineFirst && shown != nil))
         if pauses {
             flight = Flight(id: id, reason: reason, state: .pausedOffline, attempts: 0)
             return actions + [.publish]
@@ -394,14 +444,31 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
         return actions + [.startLoad(flight: id, reason: reason), .publish]
     }
 
+    /// Ends the current flight, if any: cancels its load if it runs, its retry timer if it waits
+    /// for one.
+    private mutating func abandonFlight() -> [Action] {
+        guard let flight else { return [] }
+        self.flight = nil
+        switch flight.state {
+        case .running: return [.cancelLoad(flight: flight.id)]
+        case .backingOff: return [.cancelRetry(flight: flight.id)]
+        case .pausedOffline: return []
+        }
+    }
+
+    /// When `served` was stored by its tier: its provenance's `storedAt`, or `now` minus its age.
+    static func storedAt(of served: Served<Value>, now: Date) -> Date {
+        served.provenance.storedAt ?? now.addingTimeInterval(-(served.provenance.age ?? .zero).seconds)
+    }
+
     /// Shows `served` unless the value shown was stored later (an older answer never replaces a
-    /// newer one).
-    private mutating func accept(_ served: Served<Value>, now: Date) {
-        let servedStoredAt = served.provenance.storedAt
-            ?? now.addingTimeInterval(-(served.provenance.age ?? .zero).seconds)
-        if shown != nil, let storedAt, servedStoredAt < storedAt { return }
+    /// newer one); returns whether it did.
+    @discardableResult
+    private mutating func accept(_ served: Served<Value>, now: Date) -> Bool {
+        let servedStoredAt = Self.storedAt(of: served, now: now)
+        if shown != nil, let storedAt, servedStoredAt < storedAt { return false }
         shown = served
         storedAt = servedStoredAt
-        isPlaceholder = false
+        return true
     }
 }

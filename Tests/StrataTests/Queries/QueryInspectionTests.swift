@@ -26,6 +26,9 @@ struct QueryInspectionTests {
         let queries = QueryClient(environment: clock.environment())
         let query = queries.query(["account"], tags: ["me"], policy: QueryPolicy(staleAfter: .seconds(60)), chain: remote.originating(from: .remote).named("api"))
         #expect(queries.inspect().map(\.state) == [.inactive])
+        // The previous value is kept for an inspector's diff only while one follows.
+        let inspector = Task { for await _ in queries.changes() {} }
+        defer { inspector.cancel() }
 
         let observing = Task { for await _ in query.snapshots() {} }
         defer { observing.cancel() }

@@ -133,8 +133,8 @@ struct QueryPagesTests {
         #expect(feed.current.value?.nextCursor == 1)
     }
 
-    @Test("refetching all pages reloads as many as are shown, from the first, within maxPages",
-          arguments: [(shown: 3, maxPages: nil as Int?, reloaded: [0, 1, 2]), (shown: 4, maxPages: 2, reloaded: [0, 1])])
+    @Test("refetching all pages reloads as many as are shown, from the first held, within maxPages",
+          arguments: [(shown: 3, maxPages: nil as Int?, reloaded: [0, 1, 2]), (shown: 4, maxPages: 2, reloaded: [2, 3])])
     func refetchAllPages_reloadsAsManyAsShown(shown: Int, maxPages: Int?, reloaded: [Int]) async throws {
         let server = FeedServer(pageCount: 10)
         let (_, feed, observing) = try await observedFeed(server, paging: paging(maxPages: maxPages, refetch: .allPages))

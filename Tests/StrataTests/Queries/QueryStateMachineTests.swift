@@ -158,7 +158,8 @@ struct QueryStateMachineTests {
         #expect(sut.handle(.observerRemoved, now: now) == [.publish])
         #expect(sut.handle(.observerRemoved, now: now) == [.cancelLoad(flight: 1), .publish, .scheduleDrop(after: .seconds(300))])
         #expect(sut.phase == .idle)
-        #expect(sut.handle(.dropDue, now: now) == [.drop])
+        // Published as it goes: the snapshot kept holds no value either.
+        #expect(sut.handle(.dropDue, now: now) == [.publish, .drop])
         #expect(sut.isDropped)
     }
 
@@ -169,7 +170,7 @@ struct QueryStateMachineTests {
         // Due while the prefetch runs: not now, and again once it has answered.
         #expect(sut.handle(.dropDue, now: now).isEmpty)
         #expect(sut.handle(.loadSucceeded(flight: 1, Self.served(1, storedAt: now)), now: now) == [.publish, .scheduleDrop(after: .seconds(300))])
-        #expect(sut.handle(.dropDue, now: now) == [.drop])
+        #expect(sut.handle(.dropDue, now: now) == [.publish, .drop])
         #expect(sut.snapshot(now: now).value == nil)
     }
 
@@ -322,7 +323,14 @@ struct QueryWorld {
         var entry: OutboxEntry
         /// `starts` when it was delivered; `nil`: pending.
         var deliveredAfter: Int?
+        /// When it was delivered.
+        var deliveredAt: Date?
     }
+    /// When the invalidation standing came, if one stands: only an accepted answer stored after it
+    /// (not a next page's) clears it.
+    var invalidatedAt: Date?
+    /// When the value the last step's accepted answer carried was stored.
+    var acceptedStoredAt: Date?
 
     init(seed: UInt64, mode: NetworkMode) {
         self.seed = seed
@@ -403,7 +411,16 @@ struct QueryWorld {
         var cancelled: Set<Int> = []
         actionsStartedAfterInvalidation = actions.contains { if case .startLoad = $0 { true } else { false } }
         acceptedFlight = nil
-        if case .loadSucceeded(let flight, _) = event, wasRunning == flight { acceptedFlight = flight }
+        acceptedStoredAt = nil
+        if case .loadSucceeded(let flight, let served) = event, wasRunning == flight {
+            // Taken, unless older than the value shown (then it undoes nothing).
+            let storedAt = served.provenance.storedAt!
+            if shownStoredAt.map({ storedAt >= $0 }) ?? true {
+                acceptedFlight = flight
+                acceptedStoredAt = storedAt
+                if reasons[flight] != .nextPage, let invalidated = invalidatedAt, storedAt >= invalidated { invalidatedAt = nil }
+            }
+        }
         switch event {
         case .loadSucceeded(let flight, _), .loadFailed(let flight, _):
             running.remove(flight)
@@ -415,6 +432,9 @@ struct QueryWorld {
             writes[entry.id] = ModelWrite(entry: entry)
         case .writeDelivered(let id):
             writes[id]?.deliveredAfter = starts
+            writes[id]?.deliveredAt = now
+        case .invalidated:
+            invalidatedAt = now
         case .writeRefused(let id):
             writes[id] = nil
         default:
@@ -439,6 +459,8 @@ struct QueryWorld {
                 running.remove(flight)
             case .scheduleRetry(let flight, _):
                 retriesDue.insert(flight)
+            case .cancelRetry(let flight):
+                retriesDue.remove(flight)
             case .scheduleDrop:
                 dropScheduled = true
             case .drop:
@@ -446,6 +468,7 @@ struct QueryWorld {
                 // Its value is released: what it shows when woken starts afresh, and the client
                 // tells it the writes waiting then; delivered ones it keeps.
                 shownStoredAt = nil
+                invalidatedAt = nil
                 writes = writes.filter { $0.value.deliveredAfter != nil }
             case .publish, .revive:
                 break
@@ -476,6 +499,14 @@ struct QueryWorld {
             throw fail("an invalidated query kept a load that started before the invalidation")
         }
         if machine.observers < 0 { throw fail("negative observers") }
+        // An invalidation stands until an accepted answer stored after it: a stale answer (older
+        // than the value shown, or a stale tier's copy from before it) leaves it standing.
+        if machine.isInvalidated != (invalidatedAt != nil) {
+            throw fail(machine.isInvalidated ? "an invalidation stands that an answer should have cleared" : "a stale answer cleared an invalidation")
+        }
+        if machine.isDropped, !machine.shownWrites.allSatisfy({ writes[$0.id]?.deliveredAfter != nil }) {
+            throw fail("a dropped query holds a pending write")
+        }
         // A next page never absorbs another trigger, running or waiting.
         switch event {
         case .invalidated where machine.observers > 0, .refetchRequested:
@@ -498,17 +529,19 @@ struct QueryWorld {
         let known = writes
         for (id, write) in known where !shownIDs.contains(id) {
             guard let deliveredAfter = write.deliveredAfter else { throw fail("a pending write is not shown") }
-            // It may go only with the answer of a load started after its delivery, and not a next
-            // page's (it reloads none of the pages the write is shown on).
-            guard case .loadSucceeded(let flight, _) = event, let started = lastStart[flight], started > deliveredAfter else {
-                throw fail("a delivered write left before a load started after its delivery answered")
+            // It may go only with the accepted answer of a load started after its delivery, stored
+            // after it, and not a next page's (it reloads none of the pages the write is shown on).
+            guard case .loadSucceeded(let flight, _) = event, acceptedFlight == flight, let started = lastStart[flight], started > deliveredAfter,
+                  let storedAt = acceptedStoredAt, let deliveredAt = write.deliveredAt, storedAt >= deliveredAt else {
+                throw fail("a delivered write left before a load started after its delivery answered with a copy stored after it")
             }
             if reasons[flight] == .nextPage { throw fail("a next page's answer took a delivered write away") }
             writes[id] = nil
         }
         // And it does go then: an answer to an attempt started after the delivery takes it away.
-        if let flight = acceptedFlight, reasons[flight] != .nextPage, let started = lastStart[flight] {
-            for (id, write) in writes where (write.deliveredAfter.map { $0 < started } ?? false) && shownIDs.contains(id) {
+        if let flight = acceptedFlight, reasons[flight] != .nextPage, let started = lastStart[flight], let storedAt = acceptedStoredAt {
+            for (id, write) in writes where (write.deliveredAfter.map { $0 < started } ?? false) && (write.deliveredAt.map { storedAt >= $0 } ?? false)
+                && shownIDs.contains(id) {
                 throw fail("a delivered write outlived the answer of a load started after its delivery")
             }
         }
