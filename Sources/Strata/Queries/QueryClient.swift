@@ -136,7 +136,7 @@ public final class QueryClient: Sendable {
             register: { [weak self] query, awake in self?.register(query, awake: awake) },
             isOnline: { [weak self] in self?.isOnline },
             record: { [weak self] activity in self?.record(activity) },
-            isInspected: { [weak self] in self?.inspection.withLock { $0.isOn } ?? false })
+            isInspected: { [weak self] in self?.isInspected ?? false })
     }
 
     /// The keys of the queries in memory now.
@@ -326,6 +326,8 @@ struct InspectionFeed: Sendable {
     var subscribers: [UUID: AsyncStream<Void>.Continuation] = [:]
     /// Whether anything is recorded: while an inspector follows the client.
     var isOn: Bool { !subscribers.isEmpty }
+    /// How many flights are tracked as possibly running.
+    var runningCount: Int { running.values.reduce(0) { $0 + $1.count } }
 
     /// The loads kept, oldest first.
     var loads: [QueryLoadRecord] {
@@ -397,6 +399,12 @@ extension QueryClient {
         let queries = state.withLock { Array($0.queries.values) }
         return queries.map { $0.inspection() }.sorted { $0.key < $1.key }
     }
+
+    /// Whether an inspector follows the client (``changes()``).
+    var isInspected: Bool { inspection.withLock { $0.isOn } }
+
+    /// How many loads the timeline's bookkeeping holds as possibly running (a test's bound).
+    var runningRecordCount: Int { inspection.withLock { $0.runningCount } }
 
     /// The last loads of every query (at most 200), oldest first, with why each ran, how long it
     /// took and how it ended. Recorded only while an inspector follows ``changes()``.

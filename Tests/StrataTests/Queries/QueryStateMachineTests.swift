@@ -276,6 +276,75 @@ struct QueryStateMachineTests {
         #expect(sut.isStale(now: now), "the first page was never reloaded after the invalidation")
     }
 
+    @Test func aStaleAnswer_neverUndoesADeliveredWriteOrAnInvalidation() {
+        var sut = machine()
+        _ = sut.handle(.observerAdded, now: now)
+        _ = sut.handle(.loadSucceeded(flight: 1, Self.served(1, storedAt: now)), now: now)
+        let later = now.addingTimeInterval(5)
+        _ = sut.handle(.writeQueued(Self.write(1)), now: later)
+        _ = sut.handle(.writeDelivered(Self.write(1).id), now: later)
+        _ = sut.handle(.invalidated, now: later)
+        // The refetch falls back to the copy stored before the delivery: as old as the value shown.
+        _ = sut.handle(.loadSucceeded(flight: 2, Self.served(1, storedAt: now, tier: "stale local")), now: later)
+        #expect(sut.shownWrites.map(\.id) == [Self.write(1).id], "the delivered write stays shown")
+        #expect(sut.isStale(now: later), "the invalidation stands")
+        // An answer rejected as older than the value shown undoes nothing either.
+        _ = sut.handle(.refetchRequested, now: later)
+        _ = sut.handle(.loadSucceeded(flight: 3, Self.served(0, storedAt: now.addingTimeInterval(-60))), now: later)
+        #expect(sut.shownWrites.count == 1 && sut.isInvalidated)
+        // The server's copy, stored after both: they go.
+        _ = sut.handle(.refetchRequested, now: later)
+        _ = sut.handle(.loadSucceeded(flight: 4, Self.served(2, storedAt: later)), now: later)
+        #expect(sut.shownWrites.isEmpty && !sut.isInvalidated)
+    }
+
+    @Test func aLateAnswer_orRetry_neverWakesADroppedQuery() {
+        var sut = machine(QueryPolicy(dropAfter: .seconds(1)))
+        _ = sut.handle(.observerAdded, now: now)
+        _ = sut.handle(.observerRemoved, now: now)
+        _ = sut.handle(.dropDue, now: now)
+        #expect(sut.isDropped)
+        for event: Machine.Event in [
+            .loadSucceeded(flight: 1, Self.served(1, storedAt: now)), .loadFailed(flight: 1, QueryError(TestError())),
+            .retryDue(flight: 1), .connectivity(online: false), .reconfigured(QueryPolicy(), enabled: true),
+        ] {
+            #expect(sut.handle(event, now: now).isEmpty, "\(event)")
+            #expect(sut.isDropped && sut.snapshot(now: now).value == nil)
+        }
+        #expect(!sut.isOnline, "the network's state is kept for when it wakes")
+    }
+
+    @Test func aBackoff_isCutShortByRefetchReconnectAndInvalidation() {
+        let retry = RetryPolicy(maxAttempts: 5, initialDelay: .seconds(600), jitter: 0, shouldRetry: { _ in true })
+        var sut = machine(QueryPolicy(networkMode: .always, retry: retry))
+        _ = sut.handle(.observerAdded, now: now)
+        _ = sut.handle(.loadFailed(flight: 1, QueryError(TestError())), now: now)
+        #expect(sut.phase == .paused(.backingOff))
+        #expect(sut.handle(.refetchRequested, now: now) == [.cancelRetry(flight: 1), .startLoad(flight: 2, reason: .refetch), .publish])
+        _ = sut.handle(.loadFailed(flight: 2, QueryError(TestError())), now: now)
+        _ = sut.handle(.connectivity(online: false), now: now)
+        #expect(sut.handle(.connectivity(online: true), now: now) == [.cancelRetry(flight: 2), .startLoad(flight: 2, reason: .refetch), .publish])
+        _ = sut.handle(.loadFailed(flight: 2, QueryError(TestError())), now: now)
+        #expect(sut.handle(.invalidated, now: now) == [.cancelRetry(flight: 2), .startLoad(flight: 3, reason: .invalidated), .publish])
+        // Other triggers wait for the retry.
+        _ = sut.handle(.loadFailed(flight: 3, QueryError(TestError())), now: now)
+        #expect(sut.handle(.foreground, now: now).isEmpty)
+    }
+
+    @Test func offlineFirst_loadsWhileNothingIsShown_evenAfterAnAttempt() {
+        var sut = machine(QueryPolicy(networkMode: .offlineFirst), online: false)
+        _ = sut.handle(.observerAdded, now: now)
+        _ = sut.handle(.loadFailed(flight: 1, QueryError(TestError())), now: now)
+        #expect(sut.phase == .paused(.offline))
+        _ = sut.handle(.observerRemoved, now: now)
+        // Observed again with nothing shown: its local tiers may answer, so it runs.
+        #expect(sut.handle(.observerAdded, now: now).contains(.startLoad(flight: 2, reason: .firstObserver)))
+        _ = sut.handle(.loadSucceeded(flight: 2, Self.served(1, storedAt: now)), now: now)
+        // A refetch of the value shown needs the network: it waits.
+        _ = sut.handle(.refetchRequested, now: now)
+        #expect(sut.phase == .paused(.offline))
+    }
+
     // MARK: Random interleavings
 
     /// Seeds per run: 1,000 by default (CI); `STRATA_INTERLEAVING_SEEDS=20000` for a longer search.
@@ -341,10 +410,15 @@ struct QueryWorld {
             enabled: true, online: true)
     }
 
+    /// Whether the client lists the query, as `Query.send` keeps it: registered when an event
+    /// wakes it (before the event runs), unregistered by its `drop` action.
+    var registered = true
+
     mutating func run(steps: Int) throws {
         for step in 0..<steps {
             let event = nextEvent()
             let wasRunning = machine.runningFlight
+            if machine.isDropped, Machine.wakes(event) { registered = true }
             let actions = machine.handle(event, now: now)
             try apply(actions, event: event, wasRunning: wasRunning, step: step)
             try checkInvariants(step: step, event: event)
@@ -353,8 +427,15 @@ struct QueryWorld {
 
     mutating func nextEvent() -> Machine.Event {
         now = now.addingTimeInterval(Double(random.next() % 4))
-        let roll = random.next() % 22
+        let roll = random.next() % 23
         switch roll {
+        case 22:
+            // A newer caller's options.
+            let retry = RetryPolicy(maxAttempts: 3, initialDelay: .seconds(1), jitter: 0, shouldRetry: { _ in true })
+            let policy = QueryPolicy(
+                staleAfter: .seconds(Int64(random.next() % 20)), networkMode: machine.configuration.networkMode,
+                foregroundThrottle: .seconds(5), retry: retry)
+            return .reconfigured(policy, enabled: random.next() % 4 != 0)
         case 16:
             let entry = OutboxEntry(
                 id: UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, UInt8(nextWriteSequence % 256))),
@@ -465,6 +546,7 @@ struct QueryWorld {
                 dropScheduled = true
             case .drop:
                 dropScheduled = false
+                registered = false
                 // Its value is released: what it shows when woken starts afresh, and the client
                 // tells it the writes waiting then; delivered ones it keeps.
                 shownStoredAt = nil
@@ -495,6 +577,8 @@ struct QueryWorld {
             throw fail("an unobserved idle query without a drop scheduled")
         }
         if machine.isDropped, snapshot.value != nil { throw fail("a dropped query keeps its value") }
+        // The client invariant: every awake query is in its client's list, no dropped one is.
+        if registered == machine.isDropped { throw fail(registered ? "a dropped query is still registered" : "an awake query is not registered") }
         if case .invalidated = event, machine.runningFlight != nil, !actionsStartedAfterInvalidation {
             throw fail("an invalidated query kept a load that started before the invalidation")
         }

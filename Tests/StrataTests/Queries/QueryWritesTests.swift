@@ -124,6 +124,33 @@ struct QueryWritesTests {
         #expect(remote.loadCount == 2)
     }
 
+    @Test("a refetch that falls back to the copy stored before a delivery keeps the delivered write shown, and the query stale")
+    func aStaleFallback_keepsTheDeliveredWrite_andTheInvalidation() async throws {
+        let outbox = outbox()
+        let store = MemoryStore<String, [Item]>()
+        let remote = LoaderSpy<Void, [Item]>(.success([itemA]), .failure(TestError()))
+        // The server's copy, written through; any copy when the server cannot answer.
+        let chain = remote.originating(from: .remote).writingThrough(to: store, key: "feed").named("remote")
+            .fallingBack(to: store.loader(key: "feed").named("stale local"))
+        let query = client().query(["feed"], policy: QueryPolicy(staleAfter: .minutes(5)), pendingWrites: pendingPosts(outbox), chain: chain)
+        let observing = Task { for await _ in query.snapshots() {} }
+        defer { observing.cancel() }
+        try await query.waitForObservers(1)
+        try await query.settled()
+        #expect(query.current.value?.map(\.id) == [1])
+
+        clock.advance(by: .seconds(1))
+        try await outbox.enqueue(itemB, kind: "post", scope: "posts")
+        #expect(try await outbox.drain().delivered == 1)
+        try await remote.waitForLoads(count: 2)
+        try await query.settled()
+        // The refetch the delivery caused failed at the server and fell back to the copy stored
+        // before the delivery: that copy cannot hold the post.
+        #expect(query.current.provenance?.tier == "stale local")
+        #expect(query.current.value?.map(\.id) == [1, 2], "the delivered post stays shown")
+        #expect(query.current.isStale, "the invalidation stands until a copy stored after it answers")
+    }
+
     @Test("two writes that keep failing both stay shown; refused for good, only that one rolls back")
     func failingWritesKeepTheirOverlays_untilRefusedForGood() async throws {
         let outbox = outbox()

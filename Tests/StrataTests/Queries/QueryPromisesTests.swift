@@ -1,0 +1,436 @@
+import Foundation
+import Testing
+@testable @_spi(StrataInternals) import Strata
+import StrataTesting
+
+/// The promises of live queries that a hostile schedule, a dropped network or a second caller used
+/// to break: a query never detaches from its client, offline shows what is on disk, a drop lets its
+/// value go, the newest caller's options hold, keys are identities, a backoff gives way to whoever
+/// asks, a cancelled load waits for nothing. Real files where a store is on disk; time is a manual
+/// clock.
+@Suite("Live queries keep every promise", .timeLimit(.minutes(1)))
+struct QueryPromisesTests {
+    let clock = ManualClock()
+
+    func client(online: Bool = true) -> QueryClient {
+        QueryClient(environment: clock.environment(), online: online)
+    }
+
+    /// Observes `query` from a task until it is cancelled; returns once the query counts it.
+    func observe<Value>(_ query: Query<Value>, count: Int = 1) async throws -> Task<Void, Never> {
+        let task = Task { for await _ in query.snapshots() {} }
+        try await query.waitForObservers(count)
+        return task
+    }
+
+    /// Whether the client lists `query` under its key (the object itself).
+    func isRegistered<Value>(_ query: Query<Value>, in queries: QueryClient) -> Bool {
+        queries.query(described: query.key.description) === query
+    }
+
+    // MARK: The client invariant
+
+    @Test("a query dropped and used again is registered again, and hears the network coming back")
+    func aRevivedQuery_isRegistered_andHearsSignals() async throws {
+        let queries = client()
+        let remote = LoaderSpy<Void, Item>(.success(itemA), .success(itemB), .success(itemB))
+        let query = queries.query(["feed"], policy: QueryPolicy(networkMode: .online, dropAfter: .seconds(1)), chain: remote)
+        var observer = try await observe(query)
+        try await query.settled()
+        observer.cancel()
+        try await query.waitForObservers(0)
+        try await clock.waitForSleepers(count: 1)
+        clock.advance(by: .seconds(1))
+        try await queries.waitForQueries(0)
+        #expect(!isRegistered(query, in: queries))
+        #expect(query.latest.snapshot.value == nil, "a dropped query holds no value, published or not")
+
+        queries.setOnline(false)
+        observer = try await observe(query)
+        defer { observer.cancel() }
+        #expect(isRegistered(query, in: queries))
+        // Woken offline, it learned the network is away: the load waits instead of failing.
+        #expect(query.current.phase == .paused(.offline))
+        queries.setOnline(true)
+        try await query.settled()
+        #expect(query.current.value == itemB)
+        #expect(remote.loadCount == 2)
+    }
+
+    @Test("many tasks observing, leaving, dropping and waking queries under signals: every awake query stays registered, every dropped one holds nothing")
+    func stress_everyAwakeQueryIsRegistered() async throws {
+        let queries = client()
+        let keys: [QueryKey] = (0..<6).map { ["item", .number($0)] }
+        let held = keys.map { key in
+            queries.query(key, policy: QueryPolicy(networkMode: .online, dropAfter: .zero), chain: StubLoader<Void, Item>(.success(itemA)))
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    var random = SplitMix64(seed: UInt64(worker))
+                    for _ in 0..<150 {
+                        let query = held[Int(random.next() % UInt64(held.count))]
+                        switch random.next() % 6 {
+                        case 0, 1:
+                            // An observer that comes and goes at once.
+                            var iterator = query.snapshots().makeAsyncIterator()
+                            _ = await iterator.next()
+                        case 2: queries.setOnline(random.next() % 2 == 0)
+                        case 3: clock.advance(by: .zero)   // drops due now fire
+                        case 4: query.invalidate()
+                        default: queries.enteredForeground()
+                        }
+                        await Task.yield()
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        queries.setOnline(true)
+        for query in held {
+            try await query.settled()
+            let (isDropped, value) = query.state.withLock { ($0.machine.isDropped, $0.published.snapshot.value) }
+            if isDropped {
+                #expect(value == nil, "dropped \(query.key) still holds its value")
+            } else {
+                #expect(isRegistered(query, in: queries), "awake \(query.key) is not in its client's list")
+                #expect(query.state.withLock { $0.machine.isOnline }, "\(query.key) missed the network coming back")
+            }
+        }
+    }
+
+    @Test("concurrent setOnline calls leave every query in the client's final state")
+    func concurrentConnectivity_endsInTheClientsState() async throws {
+        let queries = client()
+        let held = (0..<20).map { queries.query(["q", .number($0)], chain: StubLoader<Void, Int>(.success($0))) }
+        for round in 0..<20 {
+            await withTaskGroup(of: Void.self) { group in
+                for worker in 0..<4 {
+                    group.addTask { queries.setOnline((worker + round) % 2 == 0) }
+                }
+            }
+            let online = queries.isOnline
+            for query in held {
+                #expect(query.state.withLock { $0.machine.isOnline } == online, "round \(round): \(query.key)")
+            }
+        }
+    }
+
+    // MARK: Offline
+
+    /// A store on disk (real files) holding `value`, stored an hour before the clock's now.
+    func disk(_ directory: TemporaryDirectory, holding value: Item) async throws -> FileStore<Item> {
+        let store = FileStore<Item>(directory: directory.url)
+        try await store.insert(value, for: "feed", storedAt: clock.date.addingTimeInterval(-3600))
+        return store
+    }
+
+    @Test("first observed offline, an online-mode query shows the copy on disk and waits for the network to refresh it")
+    func offline_firstObserved_showsTheDiskCopy() async throws {
+        let directory = try TemporaryDirectory(prefix: "strata-query-offline")
+        let store = try await disk(directory, holding: itemA)
+        let remote = LoaderSpy<Void, Item>(.success(itemB))
+        let queries = client(online: false)
+        let query = queries.query(
+            ["feed"], policy: QueryPolicy(staleAfter: .minutes(5), networkMode: .online), cached: store.loader(key: "feed"),
+            chain: remote.originating(from: .remote))
+        let observer = try await observe(query)
+        defer { observer.cancel() }
+        try await query.settled()
+        #expect(query.current.value == itemA)
+        #expect(query.current.phase == .paused(.offline))
+        #expect(remote.loadCount == 0)
+        queries.setOnline(true)
+        try await query.settled()
+        #expect(query.current.value == itemB)
+    }
+
+    @Test("observed again offline after a drop, an offline-first query shows the copy on disk again")
+    func offline_observedAgainAfterADrop_showsTheDiskCopy() async throws {
+        let directory = try TemporaryDirectory(prefix: "strata-query-offline")
+        let store = try await disk(directory, holding: itemA)
+        let storedAt = clock.date.addingTimeInterval(-3600)
+        let remote = LoaderSpy<Void, Item>(.success(itemB), .failure(TestError()))
+        let queries = client()
+        let query = queries.query(
+            ["feed"], policy: QueryPolicy(staleAfter: .minutes(5), dropAfter: .seconds(1)), cached: store.loader(key: "feed"),
+            chain: remote.originating(from: .remote))
+        var observer = try await observe(query)
+        try await query.settled()
+        #expect(query.current.value == itemB)
+        observer.cancel()
+        try await query.waitForObservers(0)
+        try await clock.waitForSleepers(count: 1)
+        clock.advance(by: .seconds(1))
+        try await queries.waitForQueries(0)
+
+        queries.setOnline(false)
+        observer = try await observe(query)
+        defer { observer.cancel() }
+        try await query.settled()
+        #expect(query.current.value == itemA, "the copy on disk, read when the query was observed again")
+        #expect(query.current.provenance?.storedAt == storedAt)
+    }
+
+    // MARK: Drops
+
+    @Test("a new observer of a dropped query never sees the value it let go")
+    func aNewObserver_neverSeesTheDroppedValue() async throws {
+        let queries = client()
+        let remote = LoaderSpy<Void, Item>(.success(itemA), .success(itemB), holdsLoads: true)
+        let query = queries.query(["feed"], policy: QueryPolicy(dropAfter: .seconds(1)), chain: remote)
+        let inspector = Task { for await _ in queries.changes() {} }
+        defer { inspector.cancel() }
+        var observer = try await observe(query)
+        try await remote.waitForLoads(count: 1)
+        remote.complete(0, with: .success(itemA))
+        try await query.settled()
+        observer.cancel()
+        try await query.waitForObservers(0)
+        try await clock.waitForSleepers(count: 1)
+        clock.advance(by: .seconds(1))
+        try await queries.waitForQueries(0)
+        #expect(query.state.withLock { $0.previousValue == nil && $0.published.snapshot.value == nil })
+
+        var iterator = query.snapshots().makeAsyncIterator()
+        let first = await iterator.next()
+        #expect(first?.value == nil)
+        #expect(first?.phase == .fetching(.firstObserver))
+        try await remote.waitForLoads(count: 2)
+        remote.complete(1, with: .success(itemB))
+        #expect(await iterator.next()?.value == itemB)
+        observer = Task {}
+        observer.cancel()
+    }
+
+    @Test("the previous value is kept only while an inspector follows")
+    func thePreviousValue_isKeptOnlyWhileInspected() async throws {
+        let queries = client()
+        let query = queries.query(["n"], chain: LoaderSpy<Void, Int>(.success(1), .success(2), .success(3)))
+        let observer = try await observe(query)
+        defer { observer.cancel() }
+        try await query.settled()
+        query.refetch()
+        try await query.settled()
+        #expect(query.state.withLock { $0.previousValue } == nil, "no inspector: nothing kept")
+        let inspector = Task { for await _ in queries.changes() {} }
+        defer { inspector.cancel() }
+        // The inspector's subscription is registered when `changes()` returns inside the task.
+        while !queries.isInspected { await Task.yield() }
+        query.refetch()
+        try await query.settled()
+        #expect(query.state.withLock { $0.previousValue } == 2)
+    }
+
+    // MARK: Options
+
+    @Test("the newest call's chain, policy and enabled win")
+    func theNewestCallsOptions_win() async throws {
+        let queries = client()
+        let alice = LoaderSpy<Void, Item>(.success(itemA), name: "alice")
+        let bob = LoaderSpy<Void, Item>(.success(itemB), name: "bob")
+        let first = queries.query(["me"], tags: ["alice"], chain: alice)
+        let observer = try await observe(first)
+        defer { observer.cancel() }
+        try await first.settled()
+        #expect(first.current.value == itemA)
+
+        // Signed in as another user: the chain carrying the first user's credentials is not kept.
+        let second = queries.query(["me"], tags: ["bob"], policy: QueryPolicy(staleAfter: .minutes(5)), chain: bob)
+        #expect(second === first)
+        #expect(second.tags == ["bob"])
+        #expect(second.policy.staleAfter == .minutes(5))
+        second.refetch()
+        try await second.settled()
+        #expect(second.current.value == itemB)
+        #expect(bob.loadCount == 1)
+        #expect(alice.loadCount == 1)
+
+        _ = queries.query(["me"], enabled: false, chain: bob)
+        #expect(second.current.phase == .paused(.disabled))
+        queries.invalidate(tag: "alice")
+        #expect(bob.loadCount == 1, "a tag the newest call dropped no longer reaches it")
+    }
+
+    // MARK: Keys
+
+    @Test("keys that differ read differently, and read back as themselves",
+          arguments: [
+            [["feed", 1], ["feed", "1"], ["feed/1"], ["feed", "", 1], ["feed", "\"1\""], ["feed%2F1"], []] as [QueryKey],
+          ])
+    func keyDescriptions_areInjective(keys: [QueryKey]) {
+        let descriptions = keys.map(\.description)
+        #expect(Set(descriptions).count == keys.count, "\(descriptions)")
+        for key in keys { #expect(QueryKey(described: key.description) == key, "\(key.description)") }
+        #expect(QueryKey(["posts", 42]).description == "posts/42", "an ordinary key reads as it did")
+        #expect(QueryKey(described: "posts/042") == nil, "only the text a key reads as names it")
+    }
+
+    @Test("random keys round-trip through their description, and two keys read alike only when equal")
+    func keyDescriptions_roundTrip_seeded() {
+        var random = SplitMix64(seed: 37)
+        let alphabet = Array("ab1/%\"- 0é")
+        var seen: [String: QueryKey] = [:]
+        for _ in 0..<5_000 {
+            let parts: [QueryKey.Part] = (0..<Int(random.next() % 4)).map { _ in
+                if random.next() % 3 == 0 { return .number(Int(random.next() % 21) - 10) }
+                return .name(String((0..<Int(random.next() % 4)).map { _ in alphabet[Int(random.next() % UInt64(alphabet.count))] }))
+            }
+            let key = QueryKey(parts)
+            #expect(QueryKey(described: key.description) == key, "\(parts) → \(key.description)")
+            if let other = seen[key.description] { #expect(other == key, "\(other.parts) and \(key.parts) both read \(key.description)") }
+            seen[key.description] = key
+        }
+    }
+
+    @Test("two paged queries whose keys once read alike keep their pages apart in one store, and the inspector finds each")
+    func pagedQueries_withLookalikeKeys_keepTheirPagesApart() async throws {
+        let queries = client()
+        let store = MemoryStore<String, Pages<[Int], Int>>()
+        let paging = Paging<[Int], Int>(firstCursor: 0) { _ in nil }
+        let number = queries.pagedQuery(["feed", 1], paging: paging, store: store, page: StubLoader<Int, [Int]>(.success([1])))
+        let name = queries.pagedQuery(["feed", "1"], paging: paging, store: store, page: StubLoader<Int, [Int]>(.success([2])))
+        let observers = [try await observe(number), try await observe(name)]
+        defer { for observer in observers { observer.cancel() } }
+        try await number.settled()
+        try await name.settled()
+        #expect(try await store.retrieve(number.key.description)?.value.items == [1])
+        #expect(try await store.retrieve(name.key.description)?.value.items == [2])
+        #expect(queries.query(described: "feed/1") === number)
+        #expect(queries.query(described: "feed/\"1\"") === name)
+    }
+
+    // MARK: Backoff, cancellation, the timeline
+
+    @Test("refetch() and the network coming back cut a retry's delay short")
+    func refetchAndReconnect_cutABackoffShort() async throws {
+        let queries = client()
+        let retry = RetryPolicy(maxAttempts: 5, initialDelay: .seconds(600), jitter: 0, shouldRetry: { _ in true })
+        let remote = LoaderSpy<Void, Item>(.failure(TestError()), .failure(TestError()), .failure(TestError()), .success(itemA))
+        let query = queries.query(["feed"], policy: QueryPolicy(networkMode: .always, retry: retry), chain: remote)
+        let observer = try await observe(query)
+        defer { observer.cancel() }
+        try await remote.waitForLoads(count: 1)
+        try await query.waitForPhase(.paused(.backingOff))
+        query.refetch()
+        try await remote.waitForLoads(count: 2)
+        try await query.waitForPhase(.paused(.backingOff))
+        queries.setOnline(false)
+        queries.setOnline(true)
+        try await remote.waitForLoads(count: 3)
+        try await query.waitForPhase(.paused(.backingOff))
+        #expect(clock.now.offset == .zero, "no retry's delay was waited for")
+    }
+
+    @Test("a cancelled load does not wait for its pages' store write")
+    func aCancelledLoad_doesNotWaitForItsStoreWrite() async throws {
+        let queries = client()
+        let store = HeldWrites<Pages<[Int], Int>>()
+        let paging = Paging<[Int], Int>(firstCursor: 0) { _ in nil }
+        let feed = queries.pagedQuery(["feed"], paging: paging, store: store, page: StubLoader<Int, [Int]>(.success([1])))
+        let observer = try await observe(feed)
+        try await store.waitForWrite()
+        let load = try #require(feed.state.withLock { $0.loads.values.first })
+        observer.cancel()
+        try await feed.waitForObservers(0)
+        // The load ends although its write is still held.
+        await load.value
+        #expect(store.isHolding)
+        store.release()
+    }
+
+    @Test("a query that keeps failing leaves one entry in the timeline's bookkeeping and no phantom running load")
+    func theTimeline_staysBoundedWhileAQueryKeepsFailing() async throws {
+        let queries = client()
+        let inspector = Task { for await _ in queries.changes() {} }
+        defer { inspector.cancel() }
+        while !queries.isInspected { await Task.yield() }
+        let retry = RetryPolicy(maxAttempts: 3, initialDelay: .seconds(600), jitter: 0, shouldRetry: { _ in true })
+        let query = queries.query(["feed"], policy: QueryPolicy(networkMode: .always, retry: retry), chain: StubLoader<Void, Int>(.failure(TestError())))
+        // Each round a screen comes, its load fails and waits for a retry, and the screen leaves
+        // (the flight abandoned while backing off); or it is invalidated while it waits.
+        for round in 0..<50 {
+            let observer = try await observe(query)
+            try await query.waitForPhase(.paused(.backingOff))
+            if round % 2 == 0 { query.invalidate() }
+            try await query.waitForPhase(.paused(.backingOff))
+            observer.cancel()
+            try await query.waitForObservers(0)
+        }
+        #expect(queries.runningRecordCount <= 1)
+        #expect(queries.recentLoads.filter { $0.outcome == .running }.isEmpty)
+    }
+
+    // MARK: snapshots()
+
+    @Test("snapshots() counts its observer when iteration starts, and keeps only the newest for a slow reader")
+    func snapshots_registerOnIteration_andAreBounded() async throws {
+        let queries = client()
+        let counter = Locked(0)
+        let query = queries.query(["n"], policy: QueryPolicy(staleAfter: .seconds(3600)), chain: ClosureLoader<Void, Int> {
+            counter.withLock { count in
+                count += 1
+                return count
+            }
+        })
+        let sequence = query.snapshots(bufferingNewest: 4)
+        #expect(query.observerCount == 0, "a sequence not iterated is no observer")
+        var iterator = sequence.makeAsyncIterator()
+        #expect(query.observerCount == 1)
+        for _ in 0..<20 {
+            query.refetch()
+            try await query.settled()
+        }
+        var read: [QuerySnapshot<Int>] = []
+        for _ in 0..<4 { if let snapshot = await iterator.next() { read.append(snapshot) } }
+        let newest = try #require(query.current.value)
+        #expect(read.last?.value == newest, "the newest is kept")
+        #expect(read.first.flatMap(\.value).map { $0 >= newest - 3 } == true, "older ones were let go: \(read.map(\.value))")
+    }
+}
+
+extension Query {
+    /// Suspends until the query's phase is `phase` (read on each change it publishes).
+    func waitForPhase(_ phase: QueryPhase) async throws {
+        for await snapshot in snapshots() where snapshot.phase == phase { return }
+        throw CancellationError()
+    }
+}
+
+/// A store whose writes suspend until the test releases them.
+final class HeldWrites<Value: Sendable>: Store, Sendable {
+    typealias Key = String
+    private let state = Locked<(entries: [String: Cached<Value>], waiting: [CheckedContinuation<Void, Never>], holding: Bool, writes: Int)>(([:], [], false, 0))
+    private let arrived = AsyncStream<Void>.makeStream()
+
+    var isHolding: Bool { state.withLock { $0.holding } }
+
+    func waitForWrite() async throws {
+        for await _ in arrived.stream { return }
+    }
+
+    func release() {
+        let waiting = state.withLock { state in
+            state.holding = false
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for continuation in waiting { continuation.resume() }
+    }
+
+    func retrieve(_ key: String) async throws -> Cached<Value>? { state.withLock { $0.entries[key] } }
+
+    func insert(_ entry: Cached<Value>, for key: String) async throws {
+        await withCheckedContinuation { continuation in
+            state.withLock { state in
+                state.holding = true
+                state.waiting.append(continuation)
+            }
+            arrived.continuation.yield()
+        }
+        state.withLock { $0.entries[key] = entry }
+    }
+
+    func delete(_ key: String) async throws { state.withLock { $0.entries[key] = nil } }
+    func removeAll() async throws { state.withLock { $0.entries = [:] } }
+}
