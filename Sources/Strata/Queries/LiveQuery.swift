@@ -17,29 +17,30 @@ import Observation
 /// // in the view: if let items = model.feed.value { List(items) … }; model.feed.phase …
 /// ```
 ///
+/// **A view re-renders only for what it reads.** Each of ``value``, ``status``, ``phase``,
+/// ``isStale``, ``lastError`` and ``provenance`` is observed on its own and changes only when it
+/// differs: a view that reads `value` is not re-rendered when a refresh starts or the value ages.
+/// Reading ``snapshot`` observes every change.
+///
 /// It is `Observable` by hand rather than with the `@Observable` macro: the macro names the observed
 /// property by a key path literal on every read, and for a generic class the runtime builds that key
 /// path anew each time (demangling its type: about 20,000 instructions per read, measured with
-/// callgrind). This class builds it once.
+/// callgrind). This class builds them once per value type.
 @available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
 @MainActor
 public final class LiveQuery<Value: Sendable & Equatable>: Observable {
-    /// The query's state, as last delivered to the main actor.
-    public private(set) var snapshot: QuerySnapshot<Value> {
-        get {
-            registrar.access(self, keyPath: snapshotKeyPath)
-            return storedSnapshot
-        }
-        set {
-            registrar.withMutation(of: self, keyPath: snapshotKeyPath) { storedSnapshot = newValue }
-        }
+    /// The query's state, as last delivered to the main actor. Reading it observes every change;
+    /// read the field a view needs (``value``, ``phase``…) to observe only that one.
+    public var snapshot: QuerySnapshot<Value> {
+        registrar.access(self, keyPath: paths.snapshot)
+        return storedSnapshot
     }
     /// The query observed (``switchTo(_:)`` changes it).
     public private(set) var query: Query<Value>
     private var storedSnapshot: QuerySnapshot<Value>
     private let registrar = ObservationRegistrar()
-    /// `\.snapshot`, built once (see above).
-    private let snapshotKeyPath: KeyPath<LiveQuery, QuerySnapshot<Value>> = \.snapshot
+    /// The key paths each field is observed by, built once per value type (see above).
+    private let paths: LiveQueryKeyPaths<Value>
     /// The value of the previous query, shown while the current one has none.
     private var placeholder: Value?
     private var version: UInt64
@@ -48,6 +49,7 @@ public final class LiveQuery<Value: Sendable & Equatable>: Observable {
     private var nextWaiter: UInt64 = 0
 
     init(query: Query<Value>) {
+        self.paths = LiveQueryKeyPaths<Value>.shared
         self.query = query
         let stream = query.subscribe()
         let latest = query.latest
@@ -82,8 +84,7 @@ public final class LiveQuery<Value: Sendable & Equatable>: Observable {
         let stream = newQuery.subscribe()
         let latest = newQuery.latest
         version = latest.version
-        let shown = present(latest.snapshot)
-        if shown != snapshot { snapshot = shown }
+        show(present(latest.snapshot))
         task = Self.follow(stream, of: newQuery, into: self)
         // Waits for the previous query's snapshots are over: it is not observed any more.
         for waiter in catchingUp { waiter.continuation.resume() }
@@ -111,9 +112,51 @@ public final class LiveQuery<Value: Sendable & Equatable>: Observable {
     private func apply(_ published: Query<Value>.Published) {
         guard published.version > version else { return }
         version = published.version
-        let shown = present(published.snapshot)
-        if shown != snapshot { snapshot = shown }
+        show(present(published.snapshot))
         resumeCaughtUp()
+    }
+
+    /// Shows `new`: each field that differs is changed under its own key path (the snapshot's too),
+    /// so an observer of one field hears only of its changes.
+    private func show(_ new: QuerySnapshot<Value>) {
+        let old = storedSnapshot
+        guard new != old else { return }
+        var changed: [PartialKeyPath<LiveQuery>] = [paths.snapshot]
+        if new.value != old.value { changed.append(paths.value) }
+        if new.provenance != old.provenance { changed.append(paths.provenance) }
+        if new.status != old.status { changed.append(paths.status) }
+        if new.phase != old.phase { changed.append(paths.phase) }
+        if new.isStale != old.isStale { changed.append(paths.isStale) }
+        if new.lastError != old.lastError { changed.append(paths.lastError) }
+        for path in changed { willSet(path) }
+        storedSnapshot = new
+        for path in changed { didSet(path) }
+    }
+
+    private func willSet(_ path: PartialKeyPath<LiveQuery>) {
+        switch path {
+        case let path as KeyPath<LiveQuery, QuerySnapshot<Value>>: registrar.willSet(self, keyPath: path)
+        case let path as KeyPath<LiveQuery, Value?>: registrar.willSet(self, keyPath: path)
+        case let path as KeyPath<LiveQuery, Provenance?>: registrar.willSet(self, keyPath: path)
+        case let path as KeyPath<LiveQuery, QuerySnapshot<Value>.Status>: registrar.willSet(self, keyPath: path)
+        case let path as KeyPath<LiveQuery, QueryPhase>: registrar.willSet(self, keyPath: path)
+        case let path as KeyPath<LiveQuery, Bool>: registrar.willSet(self, keyPath: path)
+        case let path as KeyPath<LiveQuery, QueryError?>: registrar.willSet(self, keyPath: path)
+        default: break
+        }
+    }
+
+    private func didSet(_ path: PartialKeyPath<LiveQuery>) {
+        switch path {
+        case let path as KeyPath<LiveQuery, QuerySnapshot<Value>>: registrar.didSet(self, keyPath: path)
+        case let path as KeyPath<LiveQuery, Value?>: registrar.didSet(self, keyPath: path)
+        case let path as KeyPath<LiveQuery, Provenance?>: registrar.didSet(self, keyPath: path)
+        case let path as KeyPath<LiveQuery, QuerySnapshot<Value>.Status>: registrar.didSet(self, keyPath: path)
+        case let path as KeyPath<LiveQuery, QueryPhase>: registrar.didSet(self, keyPath: path)
+        case let path as KeyPath<LiveQuery, Bool>: registrar.didSet(self, keyPath: path)
+        case let path as KeyPath<LiveQuery, QueryError?>: registrar.didSet(self, keyPath: path)
+        default: break
+        }
     }
 
     private func resumeCaughtUp() {
@@ -124,16 +167,36 @@ public final class LiveQuery<Value: Sendable & Equatable>: Observable {
         }
     }
 
-    /// The value shown, if any.
-    public var value: Value? { snapshot.value }
-    /// Where the value came from.
-    public var provenance: Provenance? { snapshot.provenance }
-    /// Whether there is a value, or an error instead.
-    public var status: QuerySnapshot<Value>.Status { snapshot.status }
-    /// Whether a load runs, waits, or nothing happens.
-    public var phase: QueryPhase { snapshot.phase }
-    /// Whether the value is stale.
-    public var isStale: Bool { snapshot.isStale }
+    /// The value shown, if any (observed on its own: it changes only when the value does).
+    public var value: Value? {
+        registrar.access(self, keyPath: paths.value)
+        return storedSnapshot.value
+    }
+    /// Where the value came from (observed on its own).
+    public var provenance: Provenance? {
+        registrar.access(self, keyPath: paths.provenance)
+        return storedSnapshot.provenance
+    }
+    /// Whether there is a value, or an error instead (observed on its own).
+    public var status: QuerySnapshot<Value>.Status {
+        registrar.access(self, keyPath: paths.status)
+        return storedSnapshot.status
+    }
+    /// Whether a load runs, waits, or nothing happens (observed on its own).
+    public var phase: QueryPhase {
+        registrar.access(self, keyPath: paths.phase)
+        return storedSnapshot.phase
+    }
+    /// Whether the value is stale (observed on its own).
+    public var isStale: Bool {
+        registrar.access(self, keyPath: paths.isStale)
+        return storedSnapshot.isStale
+    }
+    /// The error of the last load, until one succeeds (observed on its own).
+    public var lastError: QueryError? {
+        registrar.access(self, keyPath: paths.lastError)
+        return storedSnapshot.lastError
+    }
 
     /// Suspends until the query has settled (``Query/settled()``) and this object shows the
     /// snapshot it settled with.
@@ -141,6 +204,14 @@ public final class LiveQuery<Value: Sendable & Equatable>: Observable {
     /// - Throws: `CancellationError` when the waiting task is cancelled.
     public func settled() async throws {
         try await query.settled()
+        try await caughtUp()
+    }
+
+    /// Suspends until this object shows the snapshot the query has published last.
+    ///
+    /// - Throws: `CancellationError` when the waiting task is cancelled.
+    @_spi(StrataInternals)
+    public func caughtUp() async throws {
         let target = query.latest.version
         guard target > version else { return }
         nextWaiter += 1
@@ -172,3 +243,40 @@ extension Query {
         LiveQuery(query: self)
     }
 }
+
+/// The key paths a ``LiveQuery`` of one value type is observed by, built once per type: building a
+/// key path of a generic class demangles its type (see ``LiveQuery``), so each is made the first time
+/// a `LiveQuery<Value>` is, and shared by every later one.
+@available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
+@MainActor
+final class LiveQueryKeyPaths<Value: Sendable & Equatable> {
+    let snapshot: KeyPath<LiveQuery<Value>, QuerySnapshot<Value>>
+    let value: KeyPath<LiveQuery<Value>, Value?>
+    let provenance: KeyPath<LiveQuery<Value>, Provenance?>
+    let status: KeyPath<LiveQuery<Value>, QuerySnapshot<Value>.Status>
+    let phase: KeyPath<LiveQuery<Value>, QueryPhase>
+    let isStale: KeyPath<LiveQuery<Value>, Bool>
+    let lastError: KeyPath<LiveQuery<Value>, QueryError?>
+
+    private init() {
+        snapshot = \.snapshot
+        value = \.value
+        provenance = \.provenance
+        status = \.status
+        phase = \.phase
+        isStale = \.isStale
+        lastError = \.lastError
+    }
+
+    /// The key paths of `LiveQuery<Value>`: made the first time, then looked up by type.
+    static var shared: LiveQueryKeyPaths {
+        let type = ObjectIdentifier(Value.self)
+        if let made = liveQueryKeyPaths[type] as? LiveQueryKeyPaths { return made }
+        let made = LiveQueryKeyPaths()
+        liveQueryKeyPaths[type] = made
+        return made
+    }
+}
+
+/// Every value type's ``LiveQueryKeyPaths``, by the value type.
+@MainActor private var liveQueryKeyPaths: [ObjectIdentifier: AnyObject] = [:]

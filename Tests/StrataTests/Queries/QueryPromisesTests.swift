@@ -1,4 +1,5 @@
 import Foundation
+import Observation
 import Testing
 @testable @_spi(StrataInternals) import Strata
 import StrataTesting
@@ -361,6 +362,44 @@ struct QueryPromisesTests {
         #expect(queries.recentLoads.filter { $0.outcome == .running }.isEmpty)
     }
 
+    // MARK: LiveQuery
+
+    @Test("a view re-renders only for the fields it reads: observation callbacks counted per field")
+    @MainActor
+    func aLiveQuery_notifiesEachFieldOnlyWhenItChanges() async throws {
+        let queries = client()
+        let remote = LoaderSpy<Void, Item>(.success(itemA), .success(itemA), .success(itemB), holdsLoads: true)
+        let query = queries.query(["feed"], policy: QueryPolicy(staleAfter: .seconds(60)), chain: remote)
+        let live = query.observed()
+        let fields: [(String, @MainActor (LiveQuery<Item>) -> Void)] = [
+            ("value", { _ = $0.value }), ("status", { _ = $0.status }), ("phase", { _ = $0.phase }),
+            ("isStale", { _ = $0.isStale }), ("lastError", { _ = $0.lastError }), ("provenance", { _ = $0.provenance }),
+            ("snapshot", { _ = $0.snapshot }),
+        ]
+        let counts = fields.map { name, read in FieldObserver(name: name) { read(live) } }
+
+        try await remote.waitForLoads(count: 1)
+        remote.complete(0, with: .success(itemA))
+        try await live.settled()
+        var seen = Dictionary(uniqueKeysWithValues: counts.map { ($0.name, $0.count) })
+        // empty fetching → value a, idle, fresh
+        #expect(seen == ["value": 1, "status": 1, "phase": 1, "isStale": 1, "lastError": 0, "provenance": 1, "snapshot": 1])
+
+        // A refresh that brings the same value: only the phase moves (twice), and the age.
+        clock.advance(by: .seconds(61))
+        query.refetch()
+        try await remote.waitForLoads(count: 2)
+        try await live.caughtUp()
+        remote.complete(1, with: .success(itemA))
+        try await live.settled()
+        seen = Dictionary(uniqueKeysWithValues: counts.map { ($0.name, $0.count) })
+        #expect(seen["value"] == 1, "the same value again is no change to a view that reads it")
+        #expect(seen["status"] == 1)
+        #expect(seen["phase"] == 3, "fetching, then idle")
+        #expect(seen["snapshot"] == 3)
+        #expect(seen["lastError"] == 0)
+    }
+
     // MARK: snapshots()
 
     @Test("snapshots() counts its observer when iteration starts, and keeps only the newest for a slow reader")
@@ -433,4 +472,29 @@ final class HeldWrites<Value: Sendable>: Store, Sendable {
 
     func delete(_ key: String) async throws { state.withLock { $0.entries[key] = nil } }
     func removeAll() async throws { state.withLock { $0.entries = [:] } }
+}
+
+/// Counts the changes `read` observes, tracking it anew after each (as SwiftUI re-renders a view).
+@MainActor
+final class FieldObserver {
+    let name: String
+    private(set) var count = 0
+    private let read: @MainActor () -> Void
+
+    init(name: String, read: @escaping @MainActor () -> Void) {
+        self.name = name
+        self.read = read
+        track()
+    }
+
+    private func track() {
+        withObservationTracking { read() } onChange: { [weak self] in
+            // Called before the change is made, on the main actor (the live query mutates there).
+            MainActor.assumeIsolated {
+                guard let self else { return }
+                self.count += 1
+                self.track()
+            }
+        }
+    }
 }
