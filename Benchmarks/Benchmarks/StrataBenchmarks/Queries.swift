@@ -76,18 +76,24 @@ private func registerInspectionBenchmarks() {
 
 /// One change of a query's snapshot (its `enabled` flag toggled: a phase change, no load) delivered
 /// to `observers` streams, each iterated by a task of its own, against the same snapshots yielded to
-/// as many bare `AsyncStream` continuations with the same consumers. Measured until every consumer
-/// has received every change.
+/// as many bare `AsyncStream` continuations with the same buffering and the same consumers. Measured
+/// until every consumer has received every change.
+///
+/// The query shows a fresh value before the measurement: one that showed nothing (as this benchmark
+/// had it until issue 37) starts a load each time it is enabled again, so the rows measured a load,
+/// its task and its cancellation every other change, not a publish.
 private func registerPublishBenchmarks(observers: Int) {
     let publishes = 100
     let configuration = Benchmark.Configuration(maxDuration: .seconds(2), maxIterations: 200)
     Benchmark("QueryPublish\(observers).strata (\(publishes) ops)", configuration: configuration) { benchmark in
         let queries = QueryClient(environment: LoadEnvironment(logger: Scenarios.droppingInfoLogger(label: "app.queries")))
         let query = queries.query(["feed"], policy: QueryPolicy(staleAfter: .seconds(3600)), chain: ClosureLoader { 1 })
+        query.refetch()
         try await query.settled()
         let received = Locked(0)
         let consumers = (0..<observers).map { _ in
-            let stream = query.snapshots()
+            // Every change buffered, as the baseline's streams buffer them: the reader counts them all.
+            let stream = query.snapshots(bufferingNewest: publishes + 1)
             return Task { for await _ in stream { received.withLock { $0 += 1 } } }
         }
         try await query.waitForObservers(observers)
@@ -105,7 +111,7 @@ private func registerPublishBenchmarks(observers: Int) {
         let received = Locked(0)
         var continuations: [AsyncStream<QuerySnapshot<Int>>.Continuation] = []
         let consumers = (0..<observers).map { _ in
-            let (stream, continuation) = AsyncStream.makeStream(of: QuerySnapshot<Int>.self)
+            let (stream, continuation) = AsyncStream.makeStream(of: QuerySnapshot<Int>.self, bufferingPolicy: .bufferingNewest(publishes + 1))
             continuations.append(continuation)
             return Task { for await _ in stream { received.withLock { $0 += 1 } } }
         }

@@ -28,6 +28,8 @@ let scenarios = [
     "readme-chain", "main-readme-chain", "main-chain5", "main-chain5-baseline", "main-memory-hit", "main-mutex-hit",
     "outbox-enqueue-sqlite", "outbox-enqueue-sqlite-baseline", "chain5-uncoalesced", "main-chain5-uncoalesced",
     "main-query-read", "main-query-current", "query-refetch", "query-refetch-inspected",
+    "query-publish-1", "query-publish-10", "query-publish-1000",
+    "query-publish-1-baseline", "query-publish-10-baseline", "query-publish-1000-baseline",
 ] + Scenarios.PassThrough.allCases.map { "pass-\($0.rawValue)" }
 let arguments = CommandLine.arguments
 guard arguments.count == 3, scenarios.contains(arguments[1]), let iterations = Int(arguments[2]), iterations > 0 else {
@@ -139,6 +141,55 @@ func run() async throws {
         }
         observing.cancel()
         inspector?.cancel()
+    case "query-publish-1", "query-publish-10", "query-publish-1000",
+         "query-publish-1-baseline", "query-publish-10-baseline", "query-publish-1000-baseline":
+        // One change (the query's `enabled` toggled: a phase change, no load) delivered to 1, 10 or
+        // 1,000 observers, each a task iterating its stream, until every one has every change
+        // (`QueryPublish` in the benchmarks); the baseline yields the same snapshots to as many bare
+        // `AsyncStream`s with the same buffering and the same consumers.
+        let observers = Int(scenario.split(separator: "-")[2])!
+        let target = iterations * observers
+        let received = Locked(0)
+        let (done, finished) = AsyncStream.makeStream(of: Void.self)
+        let count: @Sendable () -> Void = {
+            if received.withLock({ count in
+                count += 1
+                return count
+            }) == target { finished.yield() }
+        }
+        if scenario.hasSuffix("-baseline") {
+            var snapshot = QueryClient().query(["feed"], chain: ClosureLoader { 1 }).current
+            var continuations: [AsyncStream<QuerySnapshot<Int>>.Continuation] = []
+            let consumers = (0..<observers).map { _ in
+                let (stream, continuation) = AsyncStream.makeStream(of: QuerySnapshot<Int>.self, bufferingPolicy: .bufferingNewest(iterations + 1))
+                continuations.append(continuation)
+                return Task { for await _ in stream { count() } }
+            }
+            let state = Locked(snapshot)
+            for index in 0..<iterations {
+                snapshot = state.withLock { state in
+                    state.phase = index % 2 == 1 ? .idle : .paused(.disabled)
+                    return state
+                }
+                for continuation in continuations { continuation.yield(snapshot) }
+            }
+            for await _ in done { break }
+            continuations.forEach { $0.finish() }
+            consumers.forEach { $0.cancel() }
+        } else {
+            let queries = QueryClient(environment: LoadEnvironment(logger: Scenarios.droppingInfoLogger(label: "app.queries")))
+            let query = queries.query(["feed"], policy: QueryPolicy(staleAfter: .seconds(3600)), chain: ClosureLoader { 1 })
+            // A value shown and fresh: toggling `enabled` publishes a phase change and loads nothing.
+            query.refetch()
+            try await query.settled()
+            let consumers = (0..<observers).map { _ in
+                Task { for await _ in query.snapshots(bufferingNewest: iterations + 1).dropFirst() { count() } }
+            }
+            try await query.waitForObservers(observers)
+            for index in 0..<iterations { query.setEnabled(index % 2 == 1) }
+            for await _ in done { break }
+            consumers.forEach { $0.cancel() }
+        }
     case "memory-hit", "mutex-hit", "main-memory-hit", "main-mutex-hit":
         guard #available(macOS 15, *) else { fatalError("Synchronization.Mutex needs macOS 15") }
         let keys = feed.map { "article-\($0.id)" }

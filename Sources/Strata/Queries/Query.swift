@@ -257,10 +257,12 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
                 events = [.connectivity(online: view.online)] + (view.pending.map { [.writesPending($0)] } ?? []) + [event]
             }
             let observersBefore = state.machine.observers
-            for event in events { handle(event, in: &state, cancelled: &cancelled) }
-            if state.machine.observers > 0 || state.machine.runningFlight != nil { readCachedCopy(&state) }
+            // One reading of the clock for the whole step: every decision sees the same moment.
+            let now = environment.now()
+            for event in events { handle(event, at: now, in: &state, cancelled: &cancelled) }
+            if state.machine.shown == nil, state.machine.observers > 0 || state.machine.runningFlight != nil { readCachedCopy(&state) }
             updateInterval(&state, observersBefore: observersBefore)
-            if let stale = updateStaleTimer(&state) { cancelled.append(stale) }
+            if let stale = updateStaleTimer(&state, now: now) { cancelled.append(stale) }
             then?(&state)
             settle(&state)
         }
@@ -268,32 +270,32 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     }
 
     /// Applies one event and runs its actions, under the lock.
-    private func handle(_ event: QueryStateMachine<Value>.Event, in state: inout State, cancelled: inout [Task<Void, Never>]) {
+    private func handle(_ event: QueryStateMachine<Value>.Event, at now: Date, in state: inout State, cancelled: inout [Task<Void, Never>]) {
         if case .retryDue(let flight) = event { state.timers[flight] = nil }
         // Fired (perhaps early, by a wall clock slewed against the sleep's): scheduled anew below
         // if the value is still fresh.
         if case .staleDue = event { state.staleTimer = nil }
-        let actions = state.machine.handle(event, now: environment.now())
+        let actions = state.machine.handle(event, now: now)
         for action in actions {
             switch action {
             case .startLoad(let flight, let reason):
                 let injected = state.injectedFailure
                 state.injectedFailure = nil
-                state.flightStartedAt = environment.now()
+                state.flightStartedAt = now
                 // Nothing shown yet: the cached copy first (a disk read), shown while the chain loads.
                 if state.machine.shown == nil { readCachedCopy(&state) }
                 state.loads[flight] = startLoad(
                     flight: flight, reason: reason, staleAfter: state.machine.configuration.staleAfter, injected: injected,
                     cacheRead: state.cacheRead)
-                link.record(.loadStarted(key: key, query: ObjectIdentifier(self), flight: flight, reason: reason, at: environment.now()))
+                link.record(.loadStarted(key: key, query: ObjectIdentifier(self), flight: flight, reason: reason, at: now))
             case .cancelLoad(let flight):
                 if let load = state.loads.removeValue(forKey: flight) { cancelled.append(load) }
-                link.record(.loadEnded(key: key, query: ObjectIdentifier(self), flight: flight, outcome: .cancelled, tier: nil, error: nil, at: environment.now()))
+                link.record(.loadEnded(key: key, query: ObjectIdentifier(self), flight: flight, outcome: .cancelled, tier: nil, error: nil, at: now))
             case .scheduleRetry(let flight, let delay):
                 state.timers[flight] = after(delay) { $0.send(.retryDue(flight: flight)) }
             case .cancelRetry(let flight):
                 if let timer = state.timers.removeValue(forKey: flight) { cancelled.append(timer) }
-                link.record(.loadEnded(key: key, query: ObjectIdentifier(self), flight: flight, outcome: .cancelled, tier: nil, error: nil, at: environment.now()))
+                link.record(.loadEnded(key: key, query: ObjectIdentifier(self), flight: flight, outcome: .cancelled, tier: nil, error: nil, at: now))
             case .scheduleDrop(let delay):
                 if let drop = state.drop { cancelled.append(drop) }
                 state.drop = after(delay) { $0.send(.dropDue) }
@@ -315,14 +317,14 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
                 // Registered with the client before the event ran (`send`).
                 break
             case .publish:
-                if publish(&state) { link.record(.published(key: key)) }
+                publish(&state, at: now)
             }
         }
         switch event {
         case .loadSucceeded(let flight, let served):
-            link.record(.loadEnded(key: key, query: ObjectIdentifier(self), flight: flight, outcome: .value, tier: served.provenance.tier, error: nil, at: environment.now()))
+            link.record(.loadEnded(key: key, query: ObjectIdentifier(self), flight: flight, outcome: .value, tier: served.provenance.tier, error: nil, at: now))
         case .loadFailed(let flight, let error):
-            link.record(.loadEnded(key: key, query: ObjectIdentifier(self), flight: flight, outcome: .failed, tier: nil, error: error.description, at: environment.now()))
+            link.record(.loadEnded(key: key, query: ObjectIdentifier(self), flight: flight, outcome: .failed, tier: nil, error: error.description, at: now))
         default:
             break
         }
@@ -352,10 +354,10 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         }
     }
 
-    /// Publishes the machine's snapshot if it changed; returns whether it did.
-    @discardableResult
-    private func publish(_ state: inout State) -> Bool {
-        var snapshot = state.machine.snapshot(now: environment.now())
+    /// Publishes the machine's snapshot if it changed: to every observer, and to an inspector if one
+    /// follows (which alone keeps the value shown before, for its diff).
+    private func publish(_ state: inout State, at now: Date) {
+        var snapshot = state.machine.snapshot(now: now)
         if let pendingWrites {
             do {
                 snapshot = try pendingWrites.applied(state.machine.shownWrites, to: snapshot)
@@ -365,21 +367,21 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
                     metadata: ["query": "\(key)", "outbox.scope": "\(pendingWrites.scope)", "error": "\(error)"])
             }
         }
-        guard snapshot != state.published.snapshot else { return false }
-        if link.isInspected(), snapshot.value != state.published.snapshot.value {
-            state.previousValue = state.published.snapshot.value
-        } else if state.previousValue != nil, !link.isInspected() {
+        guard snapshot != state.published.snapshot else { return }
+        let inspected = link.isInspected()
+        if inspected {
+            if snapshot.value != state.published.snapshot.value { state.previousValue = state.published.snapshot.value }
+        } else if state.previousValue != nil {
             state.previousValue = nil
         }
         state.published = Published(version: state.published.version + 1, snapshot: snapshot)
         for observer in state.observers.values { observer.deliver(state.published) }
-        return true
+        if inspected { link.record(.published(key: key)) }
     }
 
     /// Keeps one timer for the moment the shown value goes stale by age (observed queries only), so
     /// observers see `isStale` turn without an event; returns a timer to cancel.
-    private func updateStaleTimer(_ state: inout State) -> Task<Void, Never>? {
-        let now = environment.now()
+    private func updateStaleTimer(_ state: inout State, now: Date) -> Task<Void, Never>? {
         let due = state.machine.freshUntil(now: now)
         guard due != state.staleTimer?.due else { return nil }
         let old = state.staleTimer?.task
