@@ -57,6 +57,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
+        // Already in Hummingbird's graph: named so StrataInspector can read a request's peer address.
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.63.0"),
     ],
     targets: [
         .target(
@@ -106,6 +108,7 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Inspector"])),
                 // Already in Hummingbird's graph: its servers stop by graceful shutdown.
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["Inspector"])),
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Inspector"])),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -137,6 +140,7 @@ let package = Package(
             dependencies: [
                 "StrataInspector", "Strata", "StrataTesting",
                 .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Inspector"])),
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Inspector"])),
             ]
         ),
         // Run with `swift test --traits Postgres` and STRATA_POSTGRES_URL set; empty otherwise.

@@ -1,6 +1,11 @@
 #if Inspector
 /// The inspector's page: plain HTML, CSS and JavaScript, no build step. It reads `api/state`, and
-/// again on every `change` event of `api/events`; its actions `POST` with the session's token.
+/// again on every `change` event of `api/events`; its actions `POST`; every request carries the
+/// session's token (the events' in their URL: `EventSource` cannot set a header).
+///
+/// Served by ``StrataInspector/page(template:)``: the script and the style carry the response's
+/// nonce, the only ones its `Content-Security-Policy` runs, so the HTML has no `on…=` handler and
+/// no `style=` attribute, and the script sets styles through `element.style` only.
 enum InspectorPage {
     static let html = #"""
 <!doctype html>
@@ -10,7 +15,7 @@ enum InspectorPage {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="strata-token" content="{{TOKEN}}">
 <title>Strata inspector</title>
-<style>
+<style nonce="{{NONCE}}">
   :root { --fresh:#1b7f3b; --stale:#a15c00; --fetching:#0b5cad; --paused:#6b4fa3; --inactive:#6b6b6b; --failed:#b3261e;
           font-family: system-ui, -apple-system, "Segoe UI", sans-serif; color:#1d1d1f; background:#fafafa; }
   body { margin:0; }
@@ -41,6 +46,7 @@ enum InspectorPage {
   details > summary { cursor:pointer; }
   mark.served { background:#dff3e4; color:inherit; font-weight:700; }
   .flight { margin:.2rem 0; font-size:.88rem; }
+  .tree { padding-left:1rem; }
 </style>
 </head>
 <body>
@@ -71,9 +77,10 @@ enum InspectorPage {
     <div id="outboxes" class="muted"></div>
   </section>
 </main>
-<script>
+<script nonce="{{NONCE}}">
 "use strict";
 const token = document.querySelector('meta[name="strata-token"]').content;
+const authorized = { "X-Strata-Token": token };
 const base = location.pathname.replace(/\/$/, "");
 let state = null;
 let selected = null;
@@ -81,7 +88,9 @@ let selected = null;
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
   for (const [name, value] of Object.entries(attrs || {})) {
-    if (name === "class") node.className = value; else if (name.startsWith("on")) node.addEventListener(name.slice(2), value); else node.setAttribute(name, value);
+    // Styles through the CSSOM: a style attribute is inline style, which the page's policy refuses.
+    if (name === "class") node.className = value; else if (name === "style") Object.assign(node.style, value);
+    else if (name.startsWith("on")) node.addEventListener(name.slice(2), value); else node.setAttribute(name, value);
   }
   for (const child of children) if (child != null) node.append(child instanceof Node ? child : String(child));
   return node;
@@ -94,7 +103,7 @@ function age(seconds) {
   return Math.floor(seconds / 86400) + "d " + Math.floor(seconds % 86400 / 3600) + "h";
 }
 async function act(path) {
-  const response = await fetch(base + path, { method: "POST", headers: { "X-Strata-Token": token } });
+  const response = await fetch(base + path, { method: "POST", headers: authorized });
   if (!response.ok) alert("The inspector refused: " + response.status);
 }
 function jsonTree(text) {
@@ -105,7 +114,7 @@ function jsonTree(text) {
     if (value !== null && typeof value === "object") {
       const entries = Array.isArray(value) ? value.map((v, i) => [i, v]) : Object.entries(value);
       const details = el("details", { open: "" }, el("summary", {}, key + (Array.isArray(value) ? " [" + value.length + "]" : " {…}")));
-      const list = el("div", { style: "padding-left:1rem" });
+      const list = el("div", { class: "tree" });
       for (const [k, v] of entries) list.append(node(String(k), v));
       details.append(list);
       return details;
@@ -193,7 +202,7 @@ function render() {
       const from = Date.parse(load.startedAt), to = load.endedAt ? Date.parse(load.endedAt) : now;
       const colour = { running: "var(--fetching)", value: "var(--fresh)", failed: "var(--failed)", cancelled: "var(--inactive)" }[load.outcome];
       return el("div", { class: "bar", title: load.key + " — " + load.reason + " — " + load.outcome },
-        el("span", { class: "fill", style: "left:" + ((from - start) / span * 100) + "%;width:" + Math.max((to - from) / span * 100, 1) + "%;background:" + colour }),
+        el("span", { class: "fill", style: { left: ((from - start) / span * 100) + "%", width: Math.max((to - from) / span * 100, 1) + "%", background: colour } }),
         el("span", { class: "label" }, load.key + " · " + load.reason + " · " + load.outcome + (load.tier ? " · " + load.tier : "") + " · " + age((to - from) / 1000)));
     }));
   }
@@ -207,13 +216,22 @@ function render() {
   renderDetail();
 }
 async function refresh() {
-  const response = await fetch(base + "/api/state", { cache: "no-store" });
+  const response = await fetch(base + "/api/state", { cache: "no-store", headers: authorized });
+  if (!response.ok) { document.getElementById("network").textContent = "The inspector refused: " + response.status; return; }
   state = await response.json();
   render();
 }
+// The export needs the token too: fetched with it, then saved from memory.
+async function exportState() {
+  const response = await fetch(base + "/api/export", { cache: "no-store", headers: authorized });
+  if (!response.ok) { alert("The inspector refused: " + response.status); return; }
+  const link = el("a", { href: URL.createObjectURL(await response.blob()), download: "strata-inspector.json" });
+  link.click();
+  setTimeout(() => URL.revokeObjectURL(link.href), 60000);
+}
 document.getElementById("toggle-network").addEventListener("click", () => act("/api/network?online=" + String(!(state && state.online))));
-document.getElementById("export").addEventListener("click", () => { location.href = base + "/api/export"; });
-const events = new EventSource(base + "/api/events");
+document.getElementById("export").addEventListener("click", () => exportState());
+const events = new EventSource(base + "/api/events?token=" + encodeURIComponent(token));
 events.addEventListener("change", () => refresh());
 refresh();
 </script>

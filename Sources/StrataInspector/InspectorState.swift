@@ -66,8 +66,8 @@ extension InspectorState.OutboxView {
         do {
             view.entries = try await outbox.entries().map { entry in
                 Entry(
-                    id: entry.idempotencyKey, scope: entry.scope, kind: entry.kind,
-                    state: entry.deadLetter.map { "parked: \($0.reason)" } ?? "pending", attempts: entry.attempts,
+                    id: entry.idempotencyKey, scope: Redaction.redactingSecrets(inPath: entry.scope), kind: entry.kind,
+                    state: entry.deadLetter.map { "parked: \(Redaction.redactingSecrets(in: "\($0.reason)"))" } ?? "pending", attempts: entry.attempts,
                     queuedAt: entry.queuedAt, lastFailure: entry.lastFailure.map { Redaction.redactingSecrets(in: $0.description) },
                     request: entry.request.map { "\($0.method) \(Redaction.redactedString(for: $0.url))" },
                     invalidates: entry.invalidates)

@@ -2,6 +2,7 @@
 import Foundation
 import Hummingbird
 import Logging
+import NIOCore
 import ServiceLifecycle
 import Strata
 
@@ -12,17 +13,25 @@ import Strata
 ///
 /// ```swift
 /// let inspector = StrataInspector(queries: queries, outboxes: [outbox], circuits: [api])
+/// let router = Router(context: InspectorRequestContext.self)   // tells each request's peer
 /// inspector.addRoutes(to: router)          // GET /inspector, /inspector/api/…
 /// print("inspector token:", inspector.token)
 /// ```
 ///
-/// - Every request that changes state (refetch, invalidate, remove, force an error, offline) is a
-///   `POST` that must carry the session's ``token`` in the `X-Strata-Token` header: `403` without
-///   it. The page reads the token from itself; another site's page cannot read it, and a
+/// - Who can reach it: a request is answered only if it comes from an allowed peer (the address of
+///   the connection, which the client cannot forge: ``allowedPeers``, loopback by default) and is
+///   addressed to an allowed host name (``allowedHosts``, loopback names by default: DNS rebinding
+///   gets `403`). Mounted in a router whose context cannot tell the peer (not a
+///   `RemoteAddressRequestContext`, such as `BasicRequestContext`), every request is refused unless
+///   the app opts in with `allowedPeers: .any`: use ``InspectorRequestContext``.
+/// - Every data route (`api/state`, `api/export`, `api/events`) and every request that changes state
+///   (refetch, invalidate, remove, force an error, offline, each a `POST`) must carry the session's
+///   ``token`` in the `X-Strata-Token` header (the event stream may carry it as its `token` query
+///   parameter instead): `403` without it. The page (`GET <path>`) carries the token, and is
+///   answered to allowed peers and hosts only. Another site's page cannot read it, and a
 ///   cross-origin request cannot set the header without a preflight the inspector never grants.
-///   The token stops requests forged by other sites; it does not hide the page from whoever can
-///   reach the server. So it listens on loopback by default, and answers only requests addressed
-///   to ``allowedHosts`` (loopback names by default: DNS rebinding gets `403`).
+/// - The page is served with a `Content-Security-Policy` that runs only its own script and style
+///   (a new nonce per response) and lets no page frame it.
 /// - Secrets are redacted as in logs (``Redaction``) in the page, the events and the export: in
 ///   errors, chains, tiers, URLs, and in values the members named like secrets.
 /// - An app that never builds one pays nothing: the client records its load timeline only while
@@ -32,37 +41,49 @@ public struct StrataInspector: Sendable {
     public let queries: QueryClient
     public let outboxes: [Outbox]
     public let circuits: [any InspectedCircuit]
-    /// The session's token, sent by the page with every state-changing request.
+    /// The session's token, sent by the page with every request of the API.
     public let token: String
     /// The host names requests must be addressed to (their `Host`, without the port), or `nil` for
     /// any. By default the loopback names: a page of another site that points its own name at
     /// 127.0.0.1 (DNS rebinding) gets `403`, not the page and its token.
     public let allowedHosts: Set<String>?
+    /// The peers requests may come from: the address of the connection, not anything the request
+    /// says. Loopback by default.
+    public let allowedPeers: AllowedPeers
 
     /// The loopback names requests may address: `127.0.0.1`, `localhost`, `[::1]`.
     public static let loopbackHosts: Set<String> = ["127.0.0.1", "localhost", "[::1]"]
 
     /// An inspector of `queries` (and of `outboxes` and `circuits`), with a new random token unless
-    /// one is given, answering requests addressed to `allowedHosts` only (mounted in a server
-    /// reached by another name, list it; `nil` accepts any).
+    /// one is given, answering requests from `allowedPeers` (loopback by default) addressed to
+    /// `allowedHosts` only (mounted in a server reached by another name, list it; `nil` accepts any).
+    ///
+    /// A `token` of your own is escaped wherever the page shows it; an empty one matches no request.
     public init(
         queries: QueryClient, outboxes: [Outbox] = [], circuits: [any InspectedCircuit] = [], token: String? = nil,
-        allowedHosts: Set<String>? = StrataInspector.loopbackHosts
+        allowedHosts: Set<String>? = StrataInspector.loopbackHosts, allowedPeers: AllowedPeers = .loopback
     ) {
         self.queries = queries
         self.outboxes = outboxes
         self.circuits = circuits
         self.token = token ?? Self.makeToken()
         self.allowedHosts = allowedHosts
+        self.allowedPeers = allowedPeers
     }
 
-    /// The header a state-changing request carries the token in.
+    /// The header every request but the page's carries the token in.
     public static let tokenHeader = HTTPField.Name("X-Strata-Token")!
 
+    /// The query parameter an event stream's request may carry the token in instead of the header.
+    public static let tokenQueryParameter = "token"
+
     /// 32 random bytes, hex.
-    static func makeToken() -> String {
+    static func makeToken() -> String { randomHex(bytes: 32) }
+
+    /// `count` bytes from the system's secure generator, hex.
+    static func randomHex(bytes count: Int) -> String {
         var generator = SystemRandomNumberGenerator()
-        return (0..<32).map { _ in String(format: "%02x", UInt8.random(in: .min ... .max, using: &generator)) }.joined()
+        return (0..<count).map { _ in String(format: "%02x", UInt8.random(in: .min ... .max, using: &generator)) }.joined()
     }
 
     /// Everything shown now.
@@ -79,26 +100,26 @@ public struct StrataInspector: Sendable {
     /// `path/api`.
     public func addRoutes<Context: RequestContext>(to router: Router<Context>, at path: String = "inspector") {
         let group = router.group(RouterPath(path))
-        group.get { request, _ in
-            try self.checkHost(request)
-            return self.page()
+        group.get { request, context in
+            try self.checkAccess(request, context: context)
+            return self.page(template: InspectorPage.html)
         }
-        group.get("api/state") { request, _ in
-            try self.checkHost(request)
+        group.get("api/state") { request, context in
+            try self.authorize(request, context: context)
             return try await self.json(self.state())
         }
-        group.get("api/export") { request, _ in
-            try self.checkHost(request)
+        group.get("api/export") { request, context in
+            try self.authorize(request, context: context)
             var response = try await self.json(self.state())
             response.headers[.contentDisposition] = "attachment; filename=\"strata-inspector.json\""
             return response
         }
-        group.get("api/events") { request, _ in
-            try self.checkHost(request)
+        group.get("api/events") { request, context in
+            try self.authorizeEventStream(request, context: context)
             return self.events()
         }
         group.post("api/queries/:action") { request, context in
-            try self.authorize(request)
+            try self.authorize(request, context: context)
             guard let key = request.uri.queryParameters.get("key"), let query = self.queries.query(described: key) else {
                 throw HTTPError(.notFound, message: "no query with that key")
             }
@@ -117,8 +138,8 @@ public struct StrataInspector: Sendable {
             }
             return Response(status: .noContent)
         }
-        group.post("api/network") { request, _ in
-            try self.authorize(request)
+        group.post("api/network") { request, context in
+            try self.authorize(request, context: context)
             guard let online = request.uri.queryParameters.get("online").flatMap(Bool.init) else {
                 throw HTTPError(.badRequest, message: "online=true or online=false")
             }
@@ -133,7 +154,9 @@ public struct StrataInspector: Sendable {
     public func application(
         host: String = "127.0.0.1", port: Int = 0, onServerRunning: @escaping @Sendable (Int) -> Void = { _ in }
     ) -> some ApplicationProtocol {
-        Self.application(host: host, port: port, serverName: "strata-inspector", routes: { addRoutes(to: $0) }, onServerRunning: onServerRunning)
+        Self.application(
+            host: host, port: port, serverName: "strata-inspector",
+            routes: { (router: Router<InspectorRequestContext>) in addRoutes(to: router) }, onServerRunning: onServerRunning)
     }
 
     /// Serves the inspector on `host` (loopback by default) and `port` (0: any free port) while
@@ -146,11 +169,22 @@ public struct StrataInspector: Sendable {
 
     /// Serves the routes `routes` adds (an app's page with the inspector mounted beside it) on
     /// `host` (loopback by default) and `port` (0: any free port) while `body` runs, given the port
-    /// it listens on; stops when `body` returns or throws.
+    /// it listens on; stops when `body` returns or throws. Requests get an
+    /// ``InspectorRequestContext``: it tells the peer's address, which the inspector checks.
     public static func serving<Result: Sendable>(
         host: String = "127.0.0.1", port: Int = 0, serverName: String,
-        routes: @escaping (Router<BasicRequestContext>) -> Void, _ body: (Int) async throws -> Result
+        routes: @escaping (Router<InspectorRequestContext>) -> Void, _ body: (Int) async throws -> Result
     ) async throws -> Result {
+        try await serving(host: host, port: port, serverName: serverName, context: InspectorRequestContext.self, routes: routes, body)
+    }
+
+    /// ``serving(host:port:serverName:routes:_:)`` with requests of a `context` of the app's own.
+    /// One that cannot tell the peer's address (not a `RemoteAddressRequestContext`, such as
+    /// `BasicRequestContext`) makes the inspector refuse every request, unless `allowedPeers: .any`.
+    public static func serving<Context: RequestContext, Result: Sendable>(
+        host: String = "127.0.0.1", port: Int = 0, serverName: String, context: Context.Type,
+        routes: @escaping (Router<Context>) -> Void, _ body: (Int) async throws -> Result
+    ) async throws -> Result where Context: InitializableFromSource<ApplicationRequestContextSource> {
         let (ports, announce) = AsyncStream.makeStream(of: Int.self)
         let app = application(host: host, port: port, serverName: serverName, routes: routes) { port in
             announce.yield(port)
@@ -193,34 +227,75 @@ public struct StrataInspector: Sendable {
         return logger
     }
 
-    static func application(
-        host: String, port: Int, serverName: String, routes: (Router<BasicRequestContext>) -> Void,
+    static func application<Context: RequestContext>(
+        host: String, port: Int, serverName: String, routes: (Router<Context>) -> Void,
         onServerRunning: @escaping @Sendable (Int) -> Void
-    ) -> some ApplicationProtocol {
-        let router = Router()
+    ) -> some ApplicationProtocol where Context: InitializableFromSource<ApplicationRequestContextSource> {
+        let router = Router(context: Context.self)
         routes(router)
         return Application(
             router: router, configuration: .init(address: .hostname(host, port: port), serverName: serverName),
             onServerRunning: { channel in onServerRunning(channel.localAddress?.port ?? port) }, logger: quietLogger(serverName))
     }
 
-    /// Refuses (`403`) a request addressed to a host not in ``allowedHosts``, or that does not
-    /// carry the session's token in `X-Strata-Token`: what every state-changing route demands, the
-    /// inspector's and an app's own beside it.
-    public func authorize(_ request: Request) throws {
-        try checkHost(request)
-        guard request.headers[Self.tokenHeader] == token else {
-            throw HTTPError(.forbidden, message: "this action needs the inspector's token (header X-Strata-Token)")
+    /// Refuses (`403`) a request from a peer ``allowedPeers`` does not allow, or addressed to a host
+    /// not in ``allowedHosts``: what the page demands (it carries the token), and every other route.
+    ///
+    /// The peer is the address of the connection, read from `context` if it is a
+    /// `RemoteAddressRequestContext` (``InspectorRequestContext`` is); from a context that cannot
+    /// tell it, the request is refused unless ``allowedPeers`` is ``AllowedPeers/any``.
+    public func checkAccess(_ request: Request, context: some RequestContext) throws {
+        let peer = (context as? any RemoteAddressRequestContext)?.remoteAddress
+        guard allowedPeers.allows(peer) else {
+            throw HTTPError(
+                .forbidden,
+                message: peer == nil
+                    ? "the inspector cannot tell where this request comes from (its request context is not a RemoteAddressRequestContext), so it refuses it"
+                    : "the inspector does not answer requests from this address")
+        }
+        if let allowedHosts, !allowedHosts.contains(Self.hostName(of: request.head.authority ?? "")) {
+            throw HTTPError(.forbidden, message: "the inspector answers requests addressed to \(allowedHosts.sorted().joined(separator: ", ")) only")
         }
     }
 
-    /// Refuses (`403`) a request addressed to a host not in ``allowedHosts``.
-    public func checkHost(_ request: Request) throws {
-        guard let allowedHosts else { return }
-        let authority = request.head.authority ?? ""
-        guard allowedHosts.contains(Self.hostName(of: authority)) else {
-            throw HTTPError(.forbidden, message: "the inspector answers requests addressed to \(allowedHosts.sorted().joined(separator: ", ")) only")
+    /// Refuses (`403`) what ``checkAccess(_:context:)`` refuses, and a request that does not carry
+    /// the session's token in `X-Strata-Token`: what every data route and every state-changing
+    /// route demands, the inspector's and an app's own beside it.
+    public func authorize(_ request: Request, context: some RequestContext) throws {
+        try checkAccess(request, context: context)
+        guard Self.tokensMatch(request.headers[Self.tokenHeader], token) else {
+            throw HTTPError(.forbidden, message: "the inspector's token is needed (header X-Strata-Token)")
         }
+    }
+
+    /// ``authorize(_:context:)`` for an event stream's route, which also takes the token as the
+    /// `token` query parameter.
+    ///
+    /// A page follows events with `EventSource`, which cannot set a header, so the token goes in its
+    /// URL. Not in a cookie: a cookie is sent to every port of the host (another inspector, or any
+    /// other local app, would receive or overwrite it), and it would make every request from the
+    /// browser carry the token whether or not the page meant to. The URL is the page's own request:
+    /// it is not shown, is sent with `Referrer-Policy: no-referrer`, and the stream is `no-store`;
+    /// an app that logs full request URLs logs it, which is why the query is accepted here only.
+    public func authorizeEventStream(_ request: Request, context: some RequestContext) throws {
+        try checkAccess(request, context: context)
+        let given = request.headers[Self.tokenHeader] ?? request.uri.queryParameters.get(Self.tokenQueryParameter)
+        guard Self.tokensMatch(given, token) else {
+            throw HTTPError(.forbidden, message: "the inspector's token is needed (header X-Strata-Token, or the token query parameter)")
+        }
+    }
+
+    /// Whether `given` is `expected`, in a time that depends on their lengths only: every byte of
+    /// `expected` is compared whatever differs first, and a `given` of another length is compared
+    /// all the same (and fails). An empty `expected` matches nothing.
+    static func tokensMatch(_ given: String?, _ expected: String) -> Bool {
+        let given = Array((given ?? "").utf8)
+        let expected = Array(expected.utf8)
+        var difference = given.count == expected.count ? 0 : 1
+        for index in expected.indices {
+            difference |= Int(expected[index] ^ (index < given.count ? given[index] : ~expected[index]))
+        }
+        return difference == 0 && !expected.isEmpty
     }
 
     /// `host` of `host:port`, `[::1]` of `[::1]:port`, lowercased.
@@ -230,16 +305,17 @@ public struct StrataInspector: Sendable {
         return String(lowered.split(separator: ":", maxSplits: 1).first ?? "")
     }
 
+    /// The header fields of every answer of the API: not cached, not sniffed as another type.
+    static let apiHeaders: HTTPFields = [.cacheControl: "no-store", .xContentTypeOptions: "nosniff", SecurityField.referrerPolicy: "no-referrer"]
+
     private func json(_ value: some Encodable) throws -> Response {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         encoder.dateEncodingStrategy = .iso8601
-        let data = try encoder.encode(value)
-        return Response(
-            status: .ok, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
-            body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        var headers = Self.apiHeaders
+        headers[.contentType] = "application/json; charset=utf-8"
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: try encoder.encode(value))))
     }
-
     /// Server-sent events: `change` whenever a query publishes or a load starts or ends, or an
     /// outbox's status changes (merged when they come faster than the page reads). The stream ends
     /// when the server shuts down gracefully.
@@ -263,19 +339,62 @@ public struct StrataInspector: Sendable {
             }
             try await writer.finish(nil)
         }
-        return Response(
-            status: .ok, headers: [.contentType: "text/event-stream", .cacheControl: "no-store"], body: body)
+        var headers = Self.apiHeaders
+        headers[.contentType] = "text/event-stream"
+        return Response(status: .ok, headers: headers, body: body)
     }
 
-    private func page() -> Response {
-        let html = InspectorPage.html.replacingOccurrences(of: "{{TOKEN}}", with: token)
-        return Response(
-            status: .ok,
-            headers: [
-                .contentType: "text/html; charset=utf-8", .cacheControl: "no-store",
-                .contentSecurityPolicy: "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'",
-            ],
-            body: .init(byteBuffer: ByteBuffer(string: html)))
+    /// `template`, an HTML page, served as the inspector serves its own: `{{TOKEN}}` replaced by the
+    /// session's token, escaped for HTML (in an attribute or in text; read it from the DOM, never
+    /// write `{{TOKEN}}` into a script), `{{NONCE}}` by a new random nonce, the only one the
+    /// `Content-Security-Policy` lets run: give it to the page's `<script nonce="{{NONCE}}">` and
+    /// `<style nonce="{{NONCE}}">`. The policy allows no other script or style (no `on…=` handler
+    /// and no `style=` attribute in the HTML; a script sets styles through `element.style`),
+    /// connections to the page's own origin only, and no framing (`frame-ancestors 'none'`,
+    /// `X-Frame-Options: DENY`). Serve it after ``checkAccess(_:context:)``: it carries the token.
+    public func page(template: String) -> Response {
+        let nonce = Self.randomHex(bytes: 16)
+        let html = template.replacingOccurrences(of: "{{NONCE}}", with: nonce)
+            .replacingOccurrences(of: "{{TOKEN}}", with: Self.htmlEscaped(token))
+        var headers = Self.pageHeaders(nonce: nonce)
+        headers[.contentType] = "text/html; charset=utf-8"
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: html)))
+    }
+
+    /// The header fields of a page whose script and style carry `nonce`.
+    static func pageHeaders(nonce: String) -> HTTPFields {
+        var headers = apiHeaders
+        headers[.contentSecurityPolicy] = [
+            "default-src 'none'", "script-src 'nonce-\(nonce)'", "style-src 'nonce-\(nonce)'", "connect-src 'self'",
+            "img-src 'self'", "base-uri 'none'", "form-action 'self'", "frame-ancestors 'none'",
+        ].joined(separator: "; ")
+        headers[SecurityField.frameOptions] = "DENY"
+        return headers
+    }
+
+    /// `text` with the characters that end an HTML attribute, open a tag or start an entity
+    /// replaced by entities: safe in text and in a quoted attribute.
+    static func htmlEscaped(_ text: String) -> String {
+        var escaped = ""
+        escaped.reserveCapacity(text.utf8.count)
+        for character in text.unicodeScalars {
+            switch character {
+            case "&": escaped += "&amp;"
+            case "<": escaped += "&lt;"
+            case ">": escaped += "&gt;"
+            case "\"": escaped += "&quot;"
+            case "'": escaped += "&#39;"
+            default: escaped.unicodeScalars.append(character)
+            }
+        }
+        return escaped
     }
 }
+
+/// Header fields HTTPTypes does not name.
+enum SecurityField {
+    static let frameOptions = HTTPField.Name("X-Frame-Options")!
+    static let referrerPolicy = HTTPField.Name("Referrer-Policy")!
+}
+
 #endif

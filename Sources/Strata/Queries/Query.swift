@@ -128,11 +128,14 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     var latest: Published { state.withLock { $0.published } }
 
     /// Every snapshot of this query, the current one first, then each change (a snapshot equal to
-    /// the last one is not sent again). Iterating it makes an observer; ending the iteration (its
-    /// task cancelled, the loop left) removes it, and a load only that observer wanted is cancelled.
+    /// the last one is not sent again). Iterating it makes an observer, counted when the iteration
+    /// starts (`makeAsyncIterator()`, the first step of a `for await` loop); ending the iteration
+    /// (its task cancelled, the loop left) removes it, and a load only that observer wanted is
+    /// cancelled.
     ///
-    /// The sequence buffers every change, so a test reads the exact sequence; an observer that
-    /// wants only the latest state reads ``current`` or uses ``observed()``.
+    /// Up to `limit` changes wait for a reader that falls behind (a test that reads them in time
+    /// reads the exact sequence); past it the oldest go. Each is the whole state, so the newest is
+    /// always current.
     public func snapshots(bufferingNewest limit: Int = QuerySnapshots<Value>.defaultLimit) -> QuerySnapshots<Value> {
         QuerySnapshots(query: self, limit: limit)
     }
@@ -364,7 +367,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
             } catch {
                 environment.logger.warning(
                     "pending writes not shown: applying them failed",
-                    metadata: ["query": "\(key)", "outbox.scope": "\(pendingWrites.scope)", "error": "\(error)"])
+                    metadata: ["query": "\(key)", "outbox.scope": "\(Redaction.redactingSecrets(inPath: pendingWrites.scope))", "error": "\(Redaction.redactingSecrets(in: "\(error)"))"])
             }
         }
         guard snapshot != state.published.snapshot else { return }
@@ -573,16 +576,20 @@ public struct QuerySnapshots<Value: Sendable & Equatable>: AsyncSequence, Sendab
     let query: Query<Value>
     let limit: Int
 
+    /// One observer's iteration: made by `makeAsyncIterator()`, which counts the observer.
     public struct AsyncIterator: AsyncIteratorProtocol {
         var base: AsyncStream<QuerySnapshot<Value>>.AsyncIterator
 
+        /// The next snapshot, waiting for a change; `nil` when the iteration is over.
         public mutating func next() async -> QuerySnapshot<Value>? { await next(isolation: nil) }
 
+        /// The next snapshot, waiting on `actor`; `nil` when the iteration is over.
         public mutating func next(isolation actor: isolated (any Actor)?) async -> QuerySnapshot<Value>? {
             await base.next(isolation: actor)
         }
     }
 
+    /// Starts an iteration: the query counts a new observer and hands it the current snapshot.
     public func makeAsyncIterator() -> AsyncIterator {
         let (stream, continuation) = AsyncStream.makeStream(of: QuerySnapshot<Value>.self, bufferingPolicy: .bufferingNewest(Swift.max(1, limit)))
         query.observe(.snapshots(continuation))

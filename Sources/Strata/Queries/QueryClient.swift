@@ -124,7 +124,7 @@ public final class QueryClient: Sendable {
         if let pendingWrites, query.writeScope.map({ $0.outbox != ObjectIdentifier(pendingWrites.outbox) || $0.name != pendingWrites.scope }) ?? true {
             environment.logger.warning(
                 "a query keeps the outbox scope it was made with; this call's pendingWrites are not shown",
-                metadata: ["query": "\(key)", "outbox.scope": "\(pendingWrites.scope)"])
+                metadata: ["query": "\(key)", "outbox.scope": "\(Redaction.redactingSecrets(inPath: pendingWrites.scope))"])
         }
         query.update(tags: tags, chain: chain, cached: cached, paging: paging, policy: policy, enabled: enabled)
         return query

@@ -45,7 +45,6 @@ public struct QueryInspection: Sendable, Hashable, Codable {
     public var failureCount: Int
     public var lastError: String?
     public var pendingWrites: Int
-    public var isPlaceholder: Bool
     /// The chain a load runs, drawn as `print(chain)` draws it.
     public var chain: String
     /// The load running now, if any.
@@ -90,13 +89,6 @@ public struct InjectedFailure: Error, Sendable, CustomStringConvertible {
 }
 
 extension QueryInspection {
-    /// The names of JSON members whose string values are redacted (compared without case, `_`
-    /// and `-`).
-    static let secretMembers: Set<String> = [
-        "password", "passwd", "secret", "token", "accesstoken", "refreshtoken", "idtoken", "apikey",
-        "authorization", "cookie", "setcookie", "clientsecret", "privatekey", "sessionid",
-    ]
-
     /// `value` as pretty JSON with sorted keys and secrets redacted, or `nil` when it is not
     /// `Encodable` (or does not encode).
     static func json(of value: Any?) -> String? {
@@ -114,15 +106,17 @@ extension QueryInspection {
         return String(decoding: clean, as: UTF8.self)
     }
 
-    /// `object` with the strings of secret members replaced by `***`, and every other string passed
-    /// through ``Redaction/redactingSecrets(in:)``.
+    /// `object` with the values of members named like a secret (``Redaction/isSecretName(_:)``:
+    /// `password`, `auth_token`, `x-api-key`, `secretKey`, `credentials`…) replaced by `***` — strings,
+    /// arrays and objects; a number, a boolean or `null` is kept (`tokenCount: 5`) — and every other
+    /// string passed through ``Redaction/redactingSecrets(in:)``.
     static func redact(_ object: Any) -> Any {
         switch object {
         case let dictionary as [String: Any]:
             var result: [String: Any] = [:]
             for (name, member) in dictionary {
-                let folded = name.lowercased().filter { $0 != "_" && $0 != "-" }
-                result[name] = secretMembers.contains(folded) && !(member is NSNull) ? "***" : redact(member)
+                let isFlagOrCount = member is NSNull || member is NSNumber || member is Bool
+                result[name] = Redaction.isSecretName(name) && !isFlagOrCount ? "***" : redact(member)
             }
             return result
         case let array as [Any]:
@@ -173,7 +167,7 @@ extension Query {
             ageSeconds: snapshot.storedAt.map { now.timeIntervalSince($0) }, storedAt: snapshot.storedAt,
             updatedAt: snapshot.updatedAt, failureCount: snapshot.failureCount,
             lastError: snapshot.lastError.map { Redaction.redactingSecrets(in: $0.description) },
-            pendingWrites: snapshot.pendingWrites, isPlaceholder: snapshot.isPlaceholder,
+            pendingWrites: snapshot.pendingWrites,
             chain: Redaction.redactingSecrets(in: chain.chainNode.tree), inFlight: inFlight,
             valueJSON: QueryInspection.json(of: snapshot.value),
             previousValueJSON: QueryInspection.json(of: previous))

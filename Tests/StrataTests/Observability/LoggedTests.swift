@@ -173,7 +173,7 @@ struct RedactionTests {
         ("GET https://user:pass@host.example/a", "GET https://***@host.example/a"),
         ("https://host.example/a?token=abc&page=2", "https://host.example/a?token=***&page=***"),
         ("Authorization: Bearer abc.def", "Authorization: ***"),
-        ("headers [\"Cookie\": \"session=1\"]", "headers [\"Cookie\": ***"),
+        ("headers [\"Cookie\": \"session=1\"]", "headers [\"Cookie\": \"***\"]"),
         ("sent bearer xyz123 to host", "sent Bearer *** to host"),
         ("x-api-key=k123", "x-api-key=***"),
         ("nothing secret here", "nothing secret here"),

@@ -99,7 +99,7 @@ extension DemoCommand {
                 StandardOutput.writeLine("strata demo: the offline-first feed at \(base)/")
                 StandardOutput.writeLine("  inspector  \(base)/inspector")
                 StandardOutput.writeLine("  server     \(demo.server.baseURL.absoluteString)  (the demo server, in this process)")
-                StandardOutput.writeLine("  token      \(demo.inspector.token)  (the pages send it with every action)")
+                StandardOutput.writeLine("  token      \(demo.inspector.token)  (the pages send it with every request)")
                 StandardOutput.writeLine("Ctrl-C to stop.")
                 for await _ in stop { break }
             }

@@ -86,6 +86,7 @@ struct FeedPageBrowserTests {
             #expect(try await browser.text("#outbox") == "0 waiting")
             #expect(demo.server.posts.values.filter { $0.title == "Written offline" }.count == 1, "created once")
             try await browser.screenshot(to: shot("feed-4-delivered.png"))
+            #expect(try await browser.contentSecurityPolicyViolations() == [], "the page's policy refused nothing it needs")
         }
     }
 
@@ -110,6 +111,7 @@ struct FeedPageBrowserTests {
             #expect(demo.server.requestCount(path: "/posts/pages/1") == before + 1, "one refetch, counted by the server")
             #expect(demo.feed.current.lastFetchReason == .invalidated)
             try await browser.screenshot(to: shot("feed-5-inspector.png"))
+            #expect(try await browser.contentSecurityPolicyViolations() == [])
         }
     }
 
@@ -128,6 +130,7 @@ struct FeedPageBrowserTests {
                 """##) as? [String]
             #expect(unlabelled == [], "every control says what it does")
             try await browser.screenshot(to: shot("phone-\(path.isEmpty ? "feed" : path).png"))
+            #expect(try await browser.contentSecurityPolicyViolations() == [])
         }
     }
 }

@@ -92,7 +92,7 @@ struct FeedWebDemoTests {
     func theEventStream_followsTheScenario() async throws {
         try await Self.withWebDemo { demo, base in
             let port = try #require(base.port)
-            let events = try await TwoProcessTests.offPool { try EventStreamReader(port: port, path: "/api/events") }
+            let events = try await TwoProcessTests.offPool { try EventStreamReader(port: port, path: "/api/events?token=\(demo.inspector.token)") }
             #expect(events.head.first == "HTTP/1.1 200 OK")
             #expect(events.head.contains { $0.lowercased() == "content-type: text/event-stream" })
 
@@ -130,5 +130,89 @@ struct FeedWebDemoTests {
             #expect(delivered.outboxPending == 0)
             #expect(demo.server.posts.values.filter { $0.title == "Written offline" }.count == 1, "created once")
         }
+    }
+
+    /// `GET url` with `token` in `X-Strata-Token` and `host` as the `Host`, if given.
+    static func get(_ url: URL, token: String? = nil, host: String? = nil) async throws -> (response: HTTPURLResponse, body: String) {
+        var request = URLRequest(url: url)
+        if let token { request.setValue(token, forHTTPHeaderField: "X-Strata-Token") }
+        if let host { request.setValue(host, forHTTPHeaderField: "Host") }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        return (try #require(response as? HTTPURLResponse), String(decoding: data, as: UTF8.self))
+    }
+
+    @Test("the feed and its events need the token as the inspector's data do: 403 without it, 200 with it")
+    func theDataRoutes_needTheToken() async throws {
+        try await Self.withWebDemo { demo, base in
+            let feed = base.appendingPathComponent("api/feed")
+            #expect(try await Self.get(feed).response.statusCode == 403)
+            #expect(try await Self.get(feed, token: "not-the-token").response.statusCode == 403)
+            let (answer, body) = try await Self.get(feed, token: demo.inspector.token)
+            #expect(answer.statusCode == 200)
+            #expect(body.contains("\"items\""))
+            let port = try #require(base.port)
+            for path in ["/api/events", "/api/events?token=not-the-token", "/inspector/api/events"] {
+                let events = try await TwoProcessTests.offPool { try EventStreamReader(port: port, path: path) }
+                #expect(events.head.first == "HTTP/1.1 403 Forbidden", "\(path)")
+            }
+            #expect(try await Self.get(base.appendingPathComponent("inspector/api/state")).response.statusCode == 403)
+        }
+    }
+
+    @Test("the page runs only its own script and style (a nonce per response), cannot be framed, and carries the token for its own requests")
+    func thePage_hasAStrictContentSecurityPolicy() async throws {
+        try await Self.withWebDemo { demo, base in
+            var nonces: Set<String> = []
+            for _ in 0..<2 {
+                let (response, html) = try await Self.get(base)
+                #expect(response.statusCode == 200)
+                let csp = try #require(response.value(forHTTPHeaderField: "Content-Security-Policy"))
+                #expect(csp.contains("frame-ancestors 'none'"))
+                #expect(!csp.contains("unsafe-inline"))
+                #expect(response.value(forHTTPHeaderField: "X-Frame-Options") == "DENY")
+                #expect(response.value(forHTTPHeaderField: "X-Content-Type-Options") == "nosniff")
+                #expect(response.value(forHTTPHeaderField: "Referrer-Policy") == "no-referrer")
+                let nonce = String(try #require(csp.firstMatch(of: /script-src 'nonce-([^']+)'/)).output.1)
+                #expect(csp.contains("style-src 'nonce-\(nonce)'"))
+                #expect(html.contains("<script nonce=\"\(nonce)\">") && html.contains("<style nonce=\"\(nonce)\">"))
+                #expect(html.matches(of: /<script/).count == 1 && html.matches(of: /<style/).count == 1)
+                #expect(html.firstMatch(of: /<[^>]*\son[a-z]+\s*=/) == nil, "no inline event handler")
+                #expect(html.firstMatch(of: /<[^>]*\sstyle\s*=/) == nil, "no style attribute")
+                #expect(html.contains(#"<meta name="strata-token" content="\#(demo.inspector.token)">"#))
+                nonces.insert(nonce)
+            }
+            #expect(nonces.count == 2, "a new nonce for each response")
+        }
+    }
+
+    @Test(
+        "served on every interface, the demo refuses a peer that is not loopback, even with Host: localhost and the token",
+        .enabled(if: RawSocket.nonLoopbackAddress() != nil, "this machine has no IPv4 address besides loopback"))
+    func aPeerThatIsNotLoopback_isRefused() async throws {
+        let other = try #require(RawSocket.nonLoopbackAddress())
+        let demo = try await FeedWebDemo.start()
+        do {
+            try await demo.serving(host: "0.0.0.0") { port in
+                let remote = try #require(URL(string: "http://\(other):\(port)"))
+                for path in ["", "api/feed", "inspector", "inspector/api/state"] {
+                    let url = path.isEmpty ? remote : remote.appendingPathComponent(path)
+                    let (response, body) = try await Self.get(url, token: demo.inspector.token, host: "localhost:\(port)")
+                    #expect(response.statusCode == 403, "/\(path) from \(other)")
+                    #expect(!body.contains(demo.inspector.token))
+                }
+                let control = try #require(URL(string: "http://\(other):\(port)/api/network?online=false"))
+                var request = URLRequest(url: control)
+                request.httpMethod = "POST"
+                request.setValue(demo.inspector.token, forHTTPHeaderField: "X-Strata-Token")
+                request.setValue("localhost:\(port)", forHTTPHeaderField: "Host")
+                #expect((try await URLSession.shared.data(for: request).1 as? HTTPURLResponse)?.statusCode == 403)
+                #expect(demo.queries.isOnline)
+                #expect(try await Self.get(try #require(URL(string: "http://127.0.0.1:\(port)"))).response.statusCode == 200)
+            }
+        } catch {
+            await demo.stop()
+            throw error
+        }
+        await demo.stop()
     }
 }

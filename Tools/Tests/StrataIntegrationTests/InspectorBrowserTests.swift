@@ -56,6 +56,26 @@ struct InspectorBrowserTests {
                         "the refetch in the timeline")
                     #expect(server.requestCount() == 2, "one refetch, counted by the server")
                     try await browser.screenshot(to: Artifacts.screenshots.appendingPathComponent("inspector-3-invalidated.png"))
+
+                    // Export JSON: fetched with the token, handed to a download link. The link's click
+                    // is caught (a headless download has nowhere to go) and marks the page instead.
+                    _ = try await browser.evaluate(##"""
+                        HTMLAnchorElement.prototype.click = function () {
+                          document.body.dataset.exported = this.download + " " + this.href.startsWith("blob:");
+                        };
+                        window.alert = message => { document.body.dataset.alerted = message; };
+                        """##)
+                    try await browser.click("#export")
+                    try await browser.waitUntil(##"document.body.dataset.exported || document.body.dataset.alerted"##, "the export")
+                    #expect(try await browser.evaluate("return document.body.dataset.exported") as? String == "strata-inspector.json true")
+                    let withoutToken = try await browser.evaluate(##"""
+                        const done = arguments[arguments.length - 1];
+                        fetch(location.pathname + "/api/state").then(r => done(r.status));
+                        """##, async: true) as? Int
+                    #expect(withoutToken == 403, "the page's own origin gets nothing without the token either")
+
+                    // Under its policy (nonce'd script and style only), the page ran whole: not one refusal.
+                    #expect(try await browser.contentSecurityPolicyViolations() == [])
                 } catch {
                     await browser.quit()
                     throw error

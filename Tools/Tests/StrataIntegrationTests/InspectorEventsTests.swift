@@ -13,8 +13,10 @@ import Testing
 /// page over the demo server, an outbox in real files, a circuit breaker. Every wait is on an event.
 @Suite("The inspector's state and events, on the web demo", .timeLimit(.minutes(1)), .serialized)
 struct InspectorEventsTests {
-    static func state(_ base: URL) async throws -> InspectorState {
-        let (data, _) = try await URLSession.shared.data(from: base.appendingPathComponent("inspector/api/state"))
+    static func state(_ base: URL, token: String) async throws -> InspectorState {
+        var request = URLRequest(url: base.appendingPathComponent("inspector/api/state"))
+        request.setValue(token, forHTTPHeaderField: "X-Strata-Token")
+        let (data, _) = try await URLSession.shared.data(for: request)
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
         return try decoder.decode(InspectorState.self, from: data)
@@ -30,7 +32,7 @@ struct InspectorEventsTests {
         try await FeedWebDemoTests.withWebDemo { demo, base in
             try await demo.feed.settled()
             let port = try #require(base.port)
-            let events = try await TwoProcessTests.offPool { try EventStreamReader(port: port, path: "/inspector/api/events") }
+            let events = try await TwoProcessTests.offPool { try EventStreamReader(port: port, path: "/inspector/api/events?token=\(demo.inspector.token)") }
             #expect(events.head.first == "HTTP/1.1 200 OK")
             #expect(try await Self.next(events).name == "change", "one at once, so the page reads the state")
 
@@ -38,7 +40,7 @@ struct InspectorEventsTests {
             #expect(try await Self.next(events).name == "change")
             try await demo.feed.settled()
             // The change events went on until the load ended: the state says how it ended.
-            let state = try await Self.state(base)
+            let state = try await Self.state(base, token: demo.inspector.token)
             let load = try #require(state.loads.last)
             #expect(load.key == "feed" && load.reason == "refetch" && load.outcome == .value && load.tier == "remote",
                     "a refetch goes past S4's fresh local copy to the server")
@@ -55,12 +57,12 @@ struct InspectorEventsTests {
             try await demo.feed.settled()
             await demo.goOffline()
             let port = try #require(base.port)
-            let events = try await TwoProcessTests.offPool { try EventStreamReader(port: port, path: "/inspector/api/events") }
+            let events = try await TwoProcessTests.offPool { try EventStreamReader(port: port, path: "/inspector/api/events?token=\(demo.inspector.token)") }
             _ = try await Self.next(events)
             try await demo.post(title: "Queued while offline", body: "the draft's own words")
             #expect(try await Self.next(events).name == "change")
 
-            let state = try await Self.state(base)
+            let state = try await Self.state(base, token: demo.inspector.token)
             #expect(!state.online)
             let outbox = try #require(state.outboxes.first)
             #expect(outbox.name == "posts" && outbox.pending == 1 && outbox.parked == 0)

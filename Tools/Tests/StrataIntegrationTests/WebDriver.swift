@@ -40,6 +40,8 @@ final class WebDriver: Sendable {
             "capabilities": [
                 "alwaysMatch": [
                     "browserName": "chrome",
+                    // The page's console, for ``consoleMessages()``.
+                    "goog:loggingPrefs": ["browser": "ALL"],
                     "goog:chromeOptions": [
                         "binary": chromium.path,
                         "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=\(width),\(height)"],
@@ -150,9 +152,31 @@ final class WebDriver: Sendable {
         try await evaluate("return document.activeElement ? document.activeElement.id : ''") as? String ?? ""
     }
 
-    /// Runs `script` in the page and returns its value.
-    func evaluate(_ script: String) async throws -> Any? {
-        try await command("POST", "/execute/sync", ["script": script, "args": []])["value"]
+    /// Runs `script` in the page and returns its value; `async`: the value it passes to its last
+    /// argument, a callback (within the script timeout).
+    func evaluate(_ script: String, async: Bool = false) async throws -> Any? {
+        try await command("POST", async ? "/execute/async" : "/execute/sync", ["script": script, "args": []])["value"]
+    }
+
+    /// What the page wrote to its console since the last call (chromedriver's log of the browser,
+    /// which also has what Chromium reports there itself, such as a Content-Security-Policy
+    /// violation, from the source `security`): each message with its level (`SEVERE`, `WARNING`,
+    /// `INFO`) and source (`console-api`, `network`, `security`, …).
+    func consoleMessages() async throws -> [(level: String, source: String, message: String)] {
+        let answer = try await command("POST", "/se/log", ["type": "browser"])
+        let entries = answer["value"] as? [[String: Any]] ?? []
+        return entries.map {
+            (level: $0["level"] as? String ?? "", source: $0["source"] as? String ?? "", message: $0["message"] as? String ?? "")
+        }
+    }
+
+    /// The console's reports of content the page's Content-Security-Policy refused (an inline
+    /// handler, a style attribute, a script without the nonce, a connection elsewhere), since the
+    /// last read of the console.
+    func contentSecurityPolicyViolations() async throws -> [String] {
+        try await consoleMessages()
+            .filter { $0.source == "security" || $0.message.contains("Content Security Policy") || $0.message.contains("Refused to") }
+            .map(\.message)
     }
 
     /// A PNG of the viewport, written to `file`.

@@ -1,6 +1,9 @@
 /// The web demo's page: plain HTML, CSS and JavaScript served by the binary, no build step. It
 /// follows `api/events` (each event carries the whole ``FeedView``) and drives the scenario with
-/// `POST`s that carry the session's token.
+/// `POST`s; every request carries the session's token (the events' in their URL: `EventSource`
+/// cannot set a header). Served by `StrataInspector.page(template:)`: the script and the style
+/// carry the response's nonce, the only ones its `Content-Security-Policy` runs, so the HTML has no
+/// `on…=` handler and no `style=` attribute.
 enum FeedPage {
     static let html = #"""
 <!doctype html>
@@ -10,7 +13,7 @@ enum FeedPage {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="strata-token" content="{{TOKEN}}">
 <title>Strata demo: the offline-first feed</title>
-<style>
+<style nonce="{{NONCE}}">
   :root { --fresh:#1b7f3b; --stale:#a15c00; --loading:#0b5cad; --refreshing:#0b5cad; --paused:#6b4fa3; --failed:#b3261e;
           font-family: system-ui, -apple-system, "Segoe UI", sans-serif; color:#1d1d1f; background:#f5f5f7; }
   body { margin:0; }
@@ -47,6 +50,7 @@ enum FeedPage {
   .more { margin-top:.6rem; }
   .error { color:var(--failed); font-size:.88rem; }
   footer { text-align:center; font-size:.85rem; padding:0 1rem 1rem; }
+  .world-section { margin-top:1rem; }
 </style>
 </head>
 <body>
@@ -67,7 +71,7 @@ enum FeedPage {
         <button id="post" type="submit">Post</button>
       </form>
     </fieldset>
-    <section aria-labelledby="world-title" style="margin-top:1rem">
+    <section class="world-section" aria-labelledby="world-title">
       <h2 id="world-title">The world</h2>
       <div class="world">
         <span>Network: <strong id="network-state">…</strong></span>
@@ -90,7 +94,7 @@ enum FeedPage {
   </section>
 </div>
 <footer><a href="inspector">Open the inspector</a>: every query, its chain, loads and the outbox.</footer>
-<script>
+<script nonce="{{NONCE}}">
 "use strict";
 const token = document.querySelector('meta[name="strata-token"]').content;
 let view = null;
@@ -142,7 +146,7 @@ document.getElementById("post-form").addEventListener("submit", async event => {
   if (!title) { input.focus(); return; }
   if (await act("posts", { headers: { "Content-Type": "application/json" }, body: JSON.stringify({ title }) })) input.value = "";
 });
-const events = new EventSource("api/events");
+const events = new EventSource("api/events?token=" + encodeURIComponent(token));
 events.addEventListener("feed", event => { view = JSON.parse(event.data); render(); });
 </script>
 </body>

@@ -6,27 +6,31 @@ import StrataInspector
 extension FeedWebDemo {
     /// The page at `/`, its API under `/api` and the inspector at `/inspector`.
     ///
+    /// Every route answers only whom the inspector answers (its peers and host names: loopback by
+    /// default; `403` otherwise), and every route but the page needs the inspector's token:
+    ///
     /// - `GET /api/feed`: the ``FeedView`` now; `GET /api/events`: server-sent events, one `feed`
-    ///   event carrying the ``FeedView`` at once and after every change.
+    ///   event carrying the ``FeedView`` at once and after every change (the token in
+    ///   `X-Strata-Token`, or for the events in the `token` query parameter).
     /// - `POST /api/network?online=true|false`, `POST /api/clock?advance=SECONDS`,
     ///   `POST /api/posts` (`{"title": …}`), `POST /api/next-page`, `POST /api/refresh`: the
-    ///   controls, each with the inspector's token in `X-Strata-Token` (403 without it).
+    ///   controls, each with the token in `X-Strata-Token` (403 without it).
     public func addRoutes<Context: RequestContext>(to router: Router<Context>) {
-        router.get("/") { request, _ in
-            try self.inspector.checkHost(request)
-            return self.page()
+        router.get("/") { request, context in
+            try self.inspector.checkAccess(request, context: context)
+            return self.inspector.page(template: FeedPage.html)
         }
         let api = router.group("api")
-        api.get("feed") { request, _ in
-            try self.inspector.checkHost(request)
+        api.get("feed") { request, context in
+            try self.inspector.authorize(request, context: context)
             return try Self.json(self.view())
         }
-        api.get("events") { request, _ in
-            try self.inspector.checkHost(request)
+        api.get("events") { request, context in
+            try self.inspector.authorizeEventStream(request, context: context)
             return self.events()
         }
-        api.post("network") { request, _ in
-            try self.inspector.authorize(request)
+        api.post("network") { request, context in
+            try self.inspector.authorize(request, context: context)
             switch request.uri.queryParameters.get("online") {
             case "true": try await self.goOnline()
             case "false": await self.goOffline()
@@ -34,8 +38,8 @@ extension FeedWebDemo {
             }
             return Response(status: .noContent)
         }
-        api.post("clock") { request, _ in
-            try self.inspector.authorize(request)
+        api.post("clock") { request, context in
+            try self.inspector.authorize(request, context: context)
             guard let seconds = request.uri.queryParameters.get("advance", as: Int.self), (1...(366 * 86_400)).contains(seconds) else {
                 throw HTTPError(.badRequest, message: "advance=SECONDS, from 1 to a year")
             }
@@ -43,20 +47,20 @@ extension FeedWebDemo {
             return Response(status: .noContent)
         }
         api.post("posts") { request, context in
-            try self.inspector.authorize(request)
+            try self.inspector.authorize(request, context: context)
             let draft = try await request.decode(as: PostForm.self, context: context)
             let title = draft.title.trimmingCharacters(in: .whitespacesAndNewlines)
             guard (1...200).contains(title.count) else { throw HTTPError(.badRequest, message: "a title of 1 to 200 characters") }
             try await self.post(title: title)
             return Response(status: .accepted)
         }
-        api.post("next-page") { request, _ in
-            try self.inspector.authorize(request)
+        api.post("next-page") { request, context in
+            try self.inspector.authorize(request, context: context)
             self.feed.fetchNextPage()
             return Response(status: .noContent)
         }
-        api.post("refresh") { request, _ in
-            try self.inspector.authorize(request)
+        api.post("refresh") { request, context in
+            try self.inspector.authorize(request, context: context)
             self.feed.refetch()
             return Response(status: .noContent)
         }
@@ -77,7 +81,7 @@ extension FeedWebDemo {
 
     private static func json(_ value: some Encodable) throws -> Response {
         Response(
-            status: .ok, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
+            status: .ok, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store", .xContentTypeOptions: "nosniff"],
             body: .init(byteBuffer: ByteBuffer(bytes: try encode(value))))
     }
 
@@ -104,21 +108,12 @@ extension FeedWebDemo {
             }
             try await writer.finish(nil)
         }
-        return Response(status: .ok, headers: [.contentType: "text/event-stream", .cacheControl: "no-store"], body: body)
+        return Response(
+            status: .ok, headers: [.contentType: "text/event-stream", .cacheControl: "no-store", .xContentTypeOptions: "nosniff"], body: body)
     }
 
     private func event(_ view: FeedView, last: inout FeedView?) throws -> String {
         last = view
         return "event: feed\ndata: \(String(decoding: try Self.encode(view), as: UTF8.self))\n\n"
-    }
-
-    private func page() -> Response {
-        Response(
-            status: .ok,
-            headers: [
-                .contentType: "text/html; charset=utf-8", .cacheControl: "no-store",
-                .contentSecurityPolicy: "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'",
-            ],
-            body: .init(byteBuffer: ByteBuffer(string: FeedPage.html.replacingOccurrences(of: "{{TOKEN}}", with: inspector.token))))
     }
 }
