@@ -42,15 +42,18 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     }
 
     /// One published snapshot, numbered so an observer can tell it has caught up.
+    @usableFromInline
     struct Published: Sendable {
-        var version: UInt64
-        var snapshot: QuerySnapshot<Value>
+        @usableFromInline var version: UInt64
+        @usableFromInline var snapshot: QuerySnapshot<Value>
     }
 
     struct State: Sendable {
         var machine: QueryStateMachine<Value>
         /// Each observer's way to receive a published snapshot (it yields to its stream).
-        var observers: [UInt64: QueryObserver<Value>] = [:]
+        /// Each observer's delivery, made where its stream's element type is known (for a
+        /// ``QuerySnapshots`` iteration, in the caller's module: its yield is specialised there).
+        var observers: [UInt64: @Sendable (Published) -> Void] = [:]
         var nextObserverID: UInt64 = 0
         var published: Published
         var loads: [Int: Task<Void, Never>] = [:]
@@ -66,6 +69,9 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         /// The value shown before the last change (for an inspector's diff): kept only while an
         /// inspector follows the client, and let go with the value when the query is dropped.
         var previousValue: Value?
+        /// Whether `previousValue` holds one (a `Bool`: asking the generic optional costs a type
+        /// metadata lookup on every publish).
+        var hasPreviousValue = false
         /// The read of the cached copy (``Query/cached``) while the query shows nothing: one per
         /// waking, started when an observer comes or a load starts, awaited by the load.
         var cacheRead: Task<Void, Never>?
@@ -144,13 +150,15 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     /// the latest is kept while the reader is behind: each is the whole state).
     func subscribe() -> AsyncStream<Published> {
         let (stream, continuation) = AsyncStream.makeStream(of: Published.self, bufferingPolicy: .bufferingNewest(1))
-        observe(.published(continuation))
+        let id = observe { continuation.yield($0) }
+        continuation.onTermination = { [weak self] _ in self?.removeObserver(id) }
         return stream
     }
 
-    /// Makes `observer` an observer: it gets the current snapshot, then each published one, until
-    /// its stream ends.
-    func observe(_ observer: QueryObserver<Value>) {
+    /// Makes `deliver` an observer: it gets the current snapshot, then each published one, until
+    /// ``removeObserver(_:)`` with the number returned.
+    @usableFromInline
+    func observe(_ deliver: @escaping @Sendable (Published) -> Void) -> UInt64 {
         seedFromCache()
         var id: UInt64 = 0
         // The observer and the event that counts it in one critical section: a drop due in between
@@ -161,10 +169,10 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
             state.nextObserverID += 1
             id = state.nextObserverID
         }, then: { state in
-            state.observers[id] = observer
-            observer.deliver(state.published)
+            state.observers[id] = deliver
+            deliver(state.published)
         })
-        observer.onTermination { [weak self, id] in self?.removeObserver(id) }
+        return id
     }
 
     /// Runs the chain now, even if the value is fresh (one load: joins the one running).
@@ -222,6 +230,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         send(.reconfigured(policy, enabled: enabled))
     }
 
+    @usableFromInline
     func removeObserver(_ id: UInt64) {
         let removed = state.withLock { $0.observers.removeValue(forKey: id) != nil }
         if removed { send(.observerRemoved) }
@@ -235,41 +244,54 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     func send(
         _ event: QueryStateMachine<Value>.Event, prepare: ((inout State) -> Void)? = nil, then: ((inout State) -> Void)? = nil
     ) {
-        send { state in
-            prepare?(&state)
-            return event
-        } then: { state in
-            then?(&state)
-        }
-    }
-
-    /// Sends what `makeEvent` returns (read under the lock; `nil`: no event, only the bookkeeping).
-    func send(_ makeEvent: (inout State) -> QueryStateMachine<Value>.Event?, then: ((inout State) -> Void)? = nil) {
         var cancelled: [Task<Void, Never>] = []
         state.withLock { state in
-            guard let event = makeEvent(&state) else {
-                then?(&state)
-                settle(&state)
-                return
-            }
-            var events = [event]
-            // Woken: registered with the client before anything runs, and told what the client knows
-            // now (the network, the writes waiting in its scope), in the same critical section, so
-            // no later signal can arrive before this older news.
-            if state.machine.isDropped, QueryStateMachine<Value>.wakes(event), let view = link.register(self, true) {
-                events = [.connectivity(online: view.online)] + (view.pending.map { [.writesPending($0)] } ?? []) + [event]
-            }
-            let observersBefore = state.machine.observers
-            // One reading of the clock for the whole step: every decision sees the same moment.
-            let now = environment.now()
-            for event in events { handle(event, at: now, in: &state, cancelled: &cancelled) }
-            if state.machine.shown == nil, state.machine.observers > 0 || state.machine.runningFlight != nil { readCachedCopy(&state) }
-            updateInterval(&state, observersBefore: observersBefore)
-            if let stale = updateStaleTimer(&state, now: now) { cancelled.append(stale) }
+            prepare?(&state)
+            step(event, in: &state, cancelled: &cancelled)
             then?(&state)
             settle(&state)
         }
         for task in cancelled { task.cancel() }
+    }
+
+    /// Sends what `makeEvent` returns (read under the lock; `nil`: no event, only the bookkeeping).
+    func send(_ makeEvent: (inout State) -> QueryStateMachine<Value>.Event?) {
+        var cancelled: [Task<Void, Never>] = []
+        state.withLock { state in
+            if let event = makeEvent(&state) { step(event, in: &state, cancelled: &cancelled) }
+            settle(&state)
+        }
+        for task in cancelled { task.cancel() }
+    }
+
+    /// One step, under the lock: `event` and what follows from it.
+    private func step(_ event: QueryStateMachine<Value>.Event, in state: inout State, cancelled: inout [Task<Void, Never>]) {
+        // One reading of the clock for the whole step: every decision sees the same moment.
+        let now = environment.now()
+        let observersBefore = state.machine.observers
+        // What the moment the value goes stale depends on: its timer is looked at again only when
+        // one of these changes (or the timer fired, or the policy changed).
+        let freshnessBefore = (observersBefore > 0, state.machine.storedAt, state.machine.isInvalidated)
+        // Woken: registered with the client before anything runs, and told what the client knows
+        // now (the network, the writes waiting in its scope), in the same critical section, so no
+        // later signal can arrive before this older news.
+        if state.machine.isDropped, QueryStateMachine<Value>.wakes(event), let view = link.register(self, true) {
+            handle(.connectivity(online: view.online), at: now, in: &state, cancelled: &cancelled)
+            if let pending = view.pending { handle(.writesPending(pending), at: now, in: &state, cancelled: &cancelled) }
+        }
+        handle(event, at: now, in: &state, cancelled: &cancelled)
+        // (`storedAt` is set exactly when a value is shown: a `Date?`, not the generic `shown`.)
+        if state.machine.storedAt == nil, state.machine.observers > 0 || state.machine.runningFlight != nil { readCachedCopy(&state) }
+        // The ticking changes only with the observers or the policy.
+        if state.machine.observers != observersBefore || { if case .reconfigured = event { true } else { false } }() {
+            updateInterval(&state)
+        }
+        let freshnessAfter = (state.machine.observers > 0, state.machine.storedAt, state.machine.isInvalidated)
+        let timerDue: Bool = switch event {
+        case .staleDue, .reconfigured: true
+        default: freshnessAfter != freshnessBefore
+        }
+        if timerDue, let stale = updateStaleTimer(&state, now: now) { cancelled.append(stale) }
     }
 
     /// Applies one event and runs its actions, under the lock.
@@ -314,6 +336,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
                 state.cacheReadDone = false
                 state.waking += 1
                 state.previousValue = nil
+                state.hasPreviousValue = false
                 state.flightStartedAt = nil
                 _ = link.register(self, false)
             case .revive:
@@ -335,8 +358,9 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
 
     /// Resumes the waits the state now satisfies.
     private func settle(_ state: inout State) {
-        state.settledWaiters.resumeSatisfied(by: state.isSettled)
-        state.observerWaiters.resumeSatisfied(by: state.machine.observers)
+        // Read only when someone waits: most steps have nobody waiting.
+        if !state.settledWaiters.isEmpty { state.settledWaiters.resumeSatisfied(by: state.isSettled) }
+        if !state.observerWaiters.isEmpty { state.observerWaiters.resumeSatisfied(by: state.machine.observers) }
     }
 
     /// Starts this waking's read of the cached copy if the query shows nothing and has one: an
@@ -373,12 +397,16 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         guard snapshot != state.published.snapshot else { return }
         let inspected = link.isInspected()
         if inspected {
-            if snapshot.value != state.published.snapshot.value { state.previousValue = state.published.snapshot.value }
-        } else if state.previousValue != nil {
+            if snapshot.value != state.published.snapshot.value {
+                state.previousValue = state.published.snapshot.value
+                state.hasPreviousValue = true
+            }
+        } else if state.hasPreviousValue {
             state.previousValue = nil
+            state.hasPreviousValue = false
         }
         state.published = Published(version: state.published.version + 1, snapshot: snapshot)
-        for observer in state.observers.values { observer.deliver(state.published) }
+        for deliver in state.observers.values { deliver(state.published) }
         if inspected { link.record(.published(key: key)) }
     }
 
@@ -394,7 +422,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
 
     /// An observed query with a refetch interval ticks on the environment's clock; the ticking stops
     /// with its last observer.
-    private func updateInterval(_ state: inout State, observersBefore: Int) {
+    private func updateInterval(_ state: inout State) {
         let wanted = state.machine.observers > 0 ? state.machine.configuration.refetchInterval : nil
         guard wanted != state.intervalEvery else { return }
         // Cancelled here, under the lock: the task's only handler is the clock's sleep, which does
@@ -542,26 +570,6 @@ struct QueryClientView: Sendable {
     var pending: [OutboxEntry]?
 }
 
-/// One observer of a query: the stream it yields to.
-enum QueryObserver<Value: Sendable & Equatable>: Sendable {
-    case snapshots(AsyncStream<QuerySnapshot<Value>>.Continuation)
-    case published(AsyncStream<Query<Value>.Published>.Continuation)
-
-    func deliver(_ published: Query<Value>.Published) {
-        switch self {
-        case .snapshots(let continuation): continuation.yield(published.snapshot)
-        case .published(let continuation): continuation.yield(published)
-        }
-    }
-
-    func onTermination(_ body: @escaping @Sendable () -> Void) {
-        switch self {
-        case .snapshots(let continuation): continuation.onTermination = { _ in body() }
-        case .published(let continuation): continuation.onTermination = { _ in body() }
-        }
-    }
-}
-
 /// Every snapshot of a query, the current one first, then each change (``Query/snapshots(bufferingNewest:)``).
 ///
 /// Iterating it makes an observer: the query counts it from the first `next()`'s iterator on
@@ -573,26 +581,44 @@ public struct QuerySnapshots<Value: Sendable & Equatable>: AsyncSequence, Sendab
     /// How many snapshots wait for a slow reader by default.
     public static var defaultLimit: Int { 64 }
 
-    let query: Query<Value>
-    let limit: Int
+    @usableFromInline let query: Query<Value>
+    @usableFromInline let limit: Int
+
+    init(query: Query<Value>, limit: Int) {
+        self.query = query
+        self.limit = limit
+    }
 
     /// One observer's iteration: made by `makeAsyncIterator()`, which counts the observer.
+    ///
+    /// Inlinable, as ``QuerySnapshots/makeAsyncIterator()`` is: the stream a publish yields to and
+    /// the iteration are specialised for the caller's value type (a publish to many observers
+    /// costs what a bare `AsyncStream` fan-out does per observer).
     public struct AsyncIterator: AsyncIteratorProtocol {
-        var base: AsyncStream<QuerySnapshot<Value>>.AsyncIterator
+        @usableFromInline var base: AsyncStream<QuerySnapshot<Value>>.AsyncIterator
+
+        @inlinable
+        init(base: AsyncStream<QuerySnapshot<Value>>.AsyncIterator) { self.base = base }
 
         /// The next snapshot, waiting for a change; `nil` when the iteration is over.
+        @inlinable
         public mutating func next() async -> QuerySnapshot<Value>? { await next(isolation: nil) }
 
         /// The next snapshot, waiting on `actor`; `nil` when the iteration is over.
+        @inlinable
         public mutating func next(isolation actor: isolated (any Actor)?) async -> QuerySnapshot<Value>? {
             await base.next(isolation: actor)
         }
     }
 
     /// Starts an iteration: the query counts a new observer and hands it the current snapshot.
+    @inlinable
     public func makeAsyncIterator() -> AsyncIterator {
-        let (stream, continuation) = AsyncStream.makeStream(of: QuerySnapshot<Value>.self, bufferingPolicy: .bufferingNewest(Swift.max(1, limit)))
-        query.observe(.snapshots(continuation))
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: QuerySnapshot<Value>.self, bufferingPolicy: .bufferingNewest(Swift.max(1, limit)))
+        let query = self.query
+        let id = query.observe { continuation.yield($0.snapshot) }
+        continuation.onTermination = { [weak query] _ in query?.removeObserver(id) }
         return AsyncIterator(base: stream.makeAsyncIterator())
     }
 }

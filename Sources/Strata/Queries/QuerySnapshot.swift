@@ -51,7 +51,17 @@ public struct QuerySnapshot<Value: Sendable>: Sendable {
     }
 }
 
-extension QuerySnapshot: Equatable where Value: Equatable {}
+extension QuerySnapshot: Equatable where Value: Equatable {
+    /// Whether every field is equal. The value is compared last: a query's code runs unspecialised
+    /// (the value's type is the app's), where the value's `==` is a witness call behind metadata
+    /// lookups, and most changes (a phase, staleness, an error) differ before it.
+    public static func == (lhs: QuerySnapshot, rhs: QuerySnapshot) -> Bool {
+        lhs.phase == rhs.phase && lhs.isStale == rhs.isStale && lhs.status == rhs.status
+            && lhs.failureCount == rhs.failureCount && lhs.storedAt == rhs.storedAt && lhs.updatedAt == rhs.updatedAt
+            && lhs.isPlaceholder == rhs.isPlaceholder && lhs.lastFetchReason == rhs.lastFetchReason
+            && lhs.provenance == rhs.provenance && lhs.lastError == rhs.lastError && lhs.value == rhs.value
+    }
+}
 
 /// Whether work goes on for a query, independent of whether it has a value.
 public enum QueryPhase: Sendable, Hashable, CustomStringConvertible {

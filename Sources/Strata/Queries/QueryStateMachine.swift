@@ -60,54 +60,13 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
         case reconfigured(QueryPolicy, enabled: Bool)
     }
 
-    /// What the query must do.
-    public enum Action: Sendable, Equatable {
-        /// Run the chain; report its answer as `loadSucceeded`/`loadFailed` with this flight.
-        case startLoad(flight: Int, reason: FetchReason)
-        /// Cancel that flight's task (its answer, if it comes, is ignored).
-        case cancelLoad(flight: Int)
-        /// Report `retryDue(flight)` after `after`.
-        case scheduleRetry(flight: Int, after: Duration)
-        /// The retry of that flight is not wanted any more (a refetch or a reconnect cut its
-        /// delay short, or the flight was abandoned): cancel its timer.
-        case cancelRetry(flight: Int)
-        /// Report `dropDue` after `after` (an earlier schedule is superseded).
-        case scheduleDrop(after: Duration)
-        /// Forget the query: nobody observes it and nothing runs. Its value is released (the
-        /// `publish` before it says so).
-        case drop
-        /// A dropped query is used again: keep it with the live ones.
-        case revive
-        /// The snapshot changed: send it to the observers.
-        case publish
-    }
-
-    /// A write shown in the value.
-    struct ShownWrite: Sendable, Equatable {
-        var entry: OutboxEntry
-        /// Delivered: shown until a load whose attempt started after the delivery answers (its
-        /// start count above this one) with a value stored after the delivery. `nil`: pending.
-        var delivered: Delivery?
-    }
-
-    /// When a write was delivered: the attempts started by then, and the time.
-    struct Delivery: Sendable, Equatable {
-        var starts: Int
-        var at: Date
-    }
-
-    /// A load that runs or waits to.
-    struct Flight: Sendable, Equatable {
-        enum State: Sendable, Equatable { case running, pausedOffline, backingOff }
-        var id: Int
-        var reason: FetchReason
-        var state: State
-        /// Failed attempts of this flight so far.
-        var attempts: Int
-        /// ``QueryStateMachine/starts`` when its latest attempt started (a flight that continues
-        /// after a pause or a retry's delay starts again).
-        var startedAt = 0
-    }
+    /// What the query must do (not generic: the decisions about flights and timers do not depend on
+    /// the value's type, and a type nested in this generic one would cost a metadata lookup at every
+    /// use from the unspecialised code that runs it).
+    public typealias Action = QueryAction
+    typealias ShownWrite = QueryShownWrite
+    typealias Delivery = QueryWriteDelivery
+    typealias Flight = QueryFlight
 
     public private(set) var configuration: Configuration
     private(set) var shown: Served<Value>?
@@ -156,7 +115,9 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
 
     /// Whether the shown value should be refetched by the next trigger.
     public func isStale(now: Date) -> Bool {
-        guard shown != nil, let storedAt else { return true }
+        // `storedAt` is set exactly when a value is shown (and, unlike `shown`, is not generic: no
+        // metadata lookup in the unspecialised code that asks this on every step).
+        guard let storedAt else { return true }
         return isInvalidated || now.timeIntervalSince(storedAt) >= configuration.staleAfter.seconds
     }
 
@@ -177,16 +138,23 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
     /// When the shown value goes stale by age, if it is fresh now and observed (an observer is told
     /// when it goes stale: ``Event/staleDue``); `nil` otherwise.
     public func freshUntil(now: Date) -> Date? {
-        guard observers > 0, shown != nil, !isInvalidated, let storedAt, configuration.staleAfter > .zero else { return nil }
+        guard observers > 0, !isInvalidated, let storedAt, configuration.staleAfter > .zero else { return nil }
         let due = storedAt.addingTimeInterval(configuration.staleAfter.seconds)
         return due > now ? due : nil
     }
 
     /// The query as its observers see it at `now`.
     public func snapshot(now: Date) -> QuerySnapshot<Value> {
-        QuerySnapshot(
-            value: shown?.value, provenance: shown?.provenance,
-            status: shown != nil ? .value : (lastError != nil ? .failed : .empty),
+        // One look at the generic optional, not two.
+        var value: Value?
+        var provenance: Provenance?
+        if let shown {
+            value = shown.value
+            provenance = shown.provenance
+        }
+        return QuerySnapshot(
+            value: value, provenance: provenance,
+            status: storedAt != nil ? .value : (lastError != nil ? .failed : .empty),
             phase: phase, isStale: isStale(now: now), storedAt: storedAt, updatedAt: updatedAt,
             lastError: lastError, failureCount: failureCount, isPlaceholder: false,
             lastFetchReason: lastFetchReason)
@@ -471,4 +439,54 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
         storedAt = servedStoredAt
         return true
     }
+}
+
+/// What the query must do.
+@_spi(StrataInternals)
+public enum QueryAction: Sendable, Equatable {
+    /// Run the chain; report its answer as `loadSucceeded`/`loadFailed` with this flight.
+    case startLoad(flight: Int, reason: FetchReason)
+    /// Cancel that flight's task (its answer, if it comes, is ignored).
+    case cancelLoad(flight: Int)
+    /// Report `retryDue(flight)` after `after`.
+    case scheduleRetry(flight: Int, after: Duration)
+    /// The retry of that flight is not wanted any more (a refetch or a reconnect cut its
+    /// delay short, or the flight was abandoned): cancel its timer.
+    case cancelRetry(flight: Int)
+    /// Report `dropDue` after `after` (an earlier schedule is superseded).
+    case scheduleDrop(after: Duration)
+    /// Forget the query: nobody observes it and nothing runs. Its value is released (the
+    /// `publish` before it says so).
+    case drop
+    /// A dropped query is used again: keep it with the live ones.
+    case revive
+    /// The snapshot changed: send it to the observers.
+    case publish
+}
+
+/// A write shown in the value.
+struct QueryShownWrite: Sendable, Equatable {
+    var entry: OutboxEntry
+    /// Delivered: shown until a load whose attempt started after the delivery answers (its
+    /// start count above this one) with a value stored after the delivery. `nil`: pending.
+    var delivered: QueryWriteDelivery?
+}
+
+/// When a write was delivered: the attempts started by then, and the time.
+struct QueryWriteDelivery: Sendable, Equatable {
+    var starts: Int
+    var at: Date
+}
+
+/// A load that runs or waits to.
+struct QueryFlight: Sendable, Equatable {
+    enum State: Sendable, Equatable { case running, pausedOffline, backingOff }
+    var id: Int
+    var reason: FetchReason
+    var state: State
+    /// Failed attempts of this flight so far.
+    var attempts: Int
+    /// ``QueryStateMachine/starts`` when its latest attempt started (a flight that continues
+    /// after a pause or a retry's delay starts again).
+    var startedAt = 0
 }

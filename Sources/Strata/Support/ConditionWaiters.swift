@@ -82,6 +82,8 @@ public struct ConditionWaiters<Snapshot>: Sendable {
 
     /// Resumes every waiter whose condition holds for `current`.
     public mutating func resumeSatisfied(by current: Snapshot) {
+        // Most changes have nobody waiting: no pass over an empty array (its generic `removeAll`).
+        guard !waiting.isEmpty else { return }
         waiting.removeAll { waiter in
             guard waiter.condition(current) else { return false }
             waiter.continuation.resume()
