@@ -32,6 +32,12 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     /// the tags under its own.
     let options: Locked<Options>
     let state: Locked<State>
+    /// This query's number in the process, never reused (an inspector's timeline tells queries
+    /// apart by it: an object's address is reused once it is freed).
+    let serial = nextQuerySerial.withLock { serial in
+        serial += 1
+        return serial
+    }
 
     /// What the newest `query(…)` call for the key passed, besides its policy and `enabled`.
     struct Options: Sendable {
@@ -81,6 +87,11 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         var waking: UInt64 = 0
         /// The refetch interval the `interval` task ticks at.
         var intervalEvery: Duration?
+        /// Counts the drop timers: one that fired after a later one replaced it is not the drop due.
+        var dropTimers: UInt64 = 0
+        /// The newest `query(…)` call's number whose options the query took: an older call's,
+        /// arriving late, does not undo a newer one's.
+        var optionsStamp: UInt64 = 0
         /// The error the next load fails with, if an inspector asked for one.
         var injectedFailure: InjectedFailure?
         /// A paged query's last save to its store, and how many were asked for: saves run one
@@ -222,12 +233,20 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     /// The newest `query(…)` call's parts: its chain, cached copy, tags and paging replace the
     /// query's; its policy and `enabled` apply from now (a load running goes on; the next uses the
     /// new chain). A dropped query takes them without waking.
+    ///
+    /// `stamp` orders the calls (taken under the client's lock): two calls racing for one key end
+    /// with every option of the later one, never a mix, whichever reaches the query first.
     func update(
         tags: Set<String>, chain: AnyLoader<Void, Value>, cached: AnyLoader<Void, Value>?, paging: QueryPaging<Value>?,
-        policy: QueryPolicy, enabled: Bool
+        policy: QueryPolicy, enabled: Bool, stamp: UInt64
     ) {
-        options.withLock { $0 = Options(tags: tags, chain: chain, cached: cached, paging: paging) }
-        send(.reconfigured(policy, enabled: enabled))
+        send { [options] state in
+            guard stamp > state.optionsStamp else { return nil }
+            state.optionsStamp = stamp
+            // The options lock is a leaf: taken under the query's, it never waits on another.
+            options.withLock { $0 = Options(tags: tags, chain: chain, cached: cached, paging: paging) }
+            return .reconfigured(policy, enabled: enabled)
+        }
     }
 
     @usableFromInline
@@ -284,7 +303,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         if state.machine.storedAt == nil, state.machine.observers > 0 || state.machine.runningFlight != nil { readCachedCopy(&state) }
         // The ticking changes only with the observers or the policy.
         if state.machine.observers != observersBefore || { if case .reconfigured = event { true } else { false } }() {
-            updateInterval(&state)
+            updateInterval(&state, cancelled: &cancelled)
         }
         let freshnessAfter = (state.machine.observers > 0, state.machine.storedAt, state.machine.isInvalidated)
         let timerDue: Bool = switch event {
@@ -310,20 +329,24 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
                 // Nothing shown yet: the cached copy first (a disk read), shown while the chain loads.
                 if state.machine.shown == nil { readCachedCopy(&state) }
                 state.loads[flight] = startLoad(
-                    flight: flight, reason: reason, staleAfter: state.machine.configuration.staleAfter, injected: injected,
-                    cacheRead: state.cacheRead)
-                link.record(.loadStarted(key: key, query: ObjectIdentifier(self), flight: flight, reason: reason, at: now))
+                    flight: flight, reason: reason, staleAfter: state.machine.configuration.staleAfter,
+                    invalidatedAt: state.machine.invalidatedAt, injected: injected, cacheRead: state.cacheRead)
+                link.record(.loadStarted(key: key, query: serial, flight: flight, reason: reason, at: now))
             case .cancelLoad(let flight):
                 if let load = state.loads.removeValue(forKey: flight) { cancelled.append(load) }
-                link.record(.loadEnded(key: key, query: ObjectIdentifier(self), flight: flight, outcome: .cancelled, tier: nil, error: nil, at: now))
+                link.record(.loadEnded(key: key, query: serial, flight: flight, outcome: .cancelled, tier: nil, error: nil, at: now))
             case .scheduleRetry(let flight, let delay):
                 state.timers[flight] = after(delay) { $0.send(.retryDue(flight: flight)) }
             case .cancelRetry(let flight):
                 if let timer = state.timers.removeValue(forKey: flight) { cancelled.append(timer) }
-                link.record(.loadEnded(key: key, query: ObjectIdentifier(self), flight: flight, outcome: .cancelled, tier: nil, error: nil, at: now))
+                link.record(.loadEnded(key: key, query: serial, flight: flight, outcome: .cancelled, tier: nil, error: nil, at: now))
             case .scheduleDrop(let delay):
                 if let drop = state.drop { cancelled.append(drop) }
-                state.drop = after(delay) { $0.send(.dropDue) }
+                state.dropTimers += 1
+                let timer = state.dropTimers
+                // Checked under the lock: a timer that fired just as a later one replaced it (its
+                // cancellation not seen yet) is not the drop due.
+                state.drop = after(delay) { query in query.send { $0.dropTimers == timer ? .dropDue : nil } }
             case .drop:
                 state.drop = nil
                 if let interval = state.interval { cancelled.append(interval) }
@@ -348,9 +371,9 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         }
         switch event {
         case .loadSucceeded(let flight, let served):
-            link.record(.loadEnded(key: key, query: ObjectIdentifier(self), flight: flight, outcome: .value, tier: served.provenance.tier, error: nil, at: now))
+            link.record(.loadEnded(key: key, query: serial, flight: flight, outcome: .value, tier: served.provenance.tier, error: nil, at: now))
         case .loadFailed(let flight, let error):
-            link.record(.loadEnded(key: key, query: ObjectIdentifier(self), flight: flight, outcome: .failed, tier: nil, error: error.description, at: now))
+            link.record(.loadEnded(key: key, query: serial, flight: flight, outcome: .failed, tier: nil, error: error.description, at: now))
         default:
             break
         }
@@ -422,12 +445,12 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
 
     /// An observed query with a refetch interval ticks on the environment's clock; the ticking stops
     /// with its last observer.
-    private func updateInterval(_ state: inout State) {
+    private func updateInterval(_ state: inout State, cancelled: inout [Task<Void, Never>]) {
         let wanted = state.machine.observers > 0 ? state.machine.configuration.refetchInterval : nil
         guard wanted != state.intervalEvery else { return }
-        // Cancelled here, under the lock: the task's only handler is the clock's sleep, which does
-        // not call back into this query.
-        state.interval?.cancel()
+        // Cancelled after the lock is released, as every task is: its handler is the clock's sleep,
+        // which may be an app's own clock.
+        if let interval = state.interval { cancelled.append(interval) }
         state.interval = nil
         state.intervalEvery = wanted
         guard let interval = wanted else { return }
@@ -442,17 +465,21 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     }
 
     private func startLoad(
-        flight: Int, reason: FetchReason, staleAfter: Duration, injected: InjectedFailure?, cacheRead: Task<Void, Never>?
+        flight: Int, reason: FetchReason, staleAfter: Duration, invalidatedAt: Date?, injected: InjectedFailure?,
+        cacheRead: Task<Void, Never>?
     ) -> Task<Void, Never> {
         var context = LoadContext(environment: environment)
         // The chain's fresh tiers must not answer with the copy this load is to replace: after an
         // invalidation or an explicit refetch, nothing stored before now; otherwise nothing the
-        // query would call stale.
+        // query would call stale, nor anything from before an invalidation that still stands (one
+        // that came while the query was dropped, or that a stale fallback did not clear).
         let now = environment.now()
-        context.revalidatingSince = switch reason {
+        var since = switch reason {
         case .invalidated, .refetch: now
         default: now.addingTimeInterval(-staleAfter.seconds)
         }
+        if let invalidatedAt, invalidatedAt > since { since = invalidatedAt }
+        context.revalidatingSince = since
         let (chain, paging) = options.withLock { ($0.chain, $0.paging) }
         return Task {
             // Nothing shown yet: the cached copy first (a disk read), shown while the chain loads.
@@ -643,3 +670,6 @@ func waitUnlessCancelled(_ task: Task<Void, Never>) async {
         waiting.withLock { $0.take() }?.resume()
     }
 }
+
+/// The serial number of the last query made in this process.
+private let nextQuerySerial = Locked<UInt64>(0)

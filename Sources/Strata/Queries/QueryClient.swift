@@ -30,6 +30,8 @@ public final class QueryClient: Sendable {
         /// never has two.
         var dropped: [QueryKey: WeakQuery] = [:]
         var isOnline: Bool
+        /// Numbers each `query(…)` call, so a query takes the newest call's options (``Query/update``).
+        var calls: UInt64 = 0
         var countWaiters = ConditionWaiters<Int>()
         /// The outboxes whose writes the queries follow, with the writes each has waiting, by scope.
         var outboxes: [ObjectIdentifier: FollowedOutbox] = [:]
@@ -100,13 +102,14 @@ public final class QueryClient: Sendable {
     ) -> Query<Value> {
         if let pendingWrites { follow(pendingWrites.outbox) }
         let chain = AnyLoader(chain)
-        let (query, isNew) = state.withLock { state -> (Query<Value>, Bool) in
+        let (query, isNew, stamp) = state.withLock { state -> (Query<Value>, Bool, UInt64) in
+            state.calls += 1
             // A dropped query the app still holds is the key's (it stays asleep until used).
             if let existing = state.queries[key] ?? state.dropped[key]?.query {
                 guard let query = existing as? Query<Value> else {
                     preconditionFailure("query \(key) holds \(existing.valueType), asked for \(Value.self)")
                 }
-                return (query, false)
+                return (query, false, state.calls)
             }
             let query = Query(
                 key: key, tags: tags, chain: chain, cached: cached,
@@ -117,7 +120,7 @@ public final class QueryClient: Sendable {
                 initialWrites: pendingWrites.flatMap { state.pending(in: WriteScope(outbox: ObjectIdentifier($0.outbox), name: $0.scope)) })
             state.queries[key] = query
             state.countWaiters.resumeSatisfied(by: state.queries.count)
-            return (query, true)
+            return (query, true, state.calls)
         }
         guard !isNew else { return query }
         // Outside the client's lock: a query's lock is never taken under it.
@@ -126,7 +129,7 @@ public final class QueryClient: Sendable {
                 "a query keeps the outbox scope it was made with; this call's pendingWrites are not shown",
                 metadata: ["query": "\(key)", "outbox.scope": "\(Redaction.redactingSecrets(inPath: pendingWrites.scope))"])
         }
-        query.update(tags: tags, chain: chain, cached: cached, paging: paging, policy: policy, enabled: enabled)
+        query.update(tags: tags, chain: chain, cached: cached, paging: paging, policy: policy, enabled: enabled, stamp: stamp)
         return query
     }
 
@@ -174,7 +177,10 @@ public final class QueryClient: Sendable {
 
     /// Invalidates every query for whose key and tags `predicate` holds.
     public func invalidate(where predicate: (QueryKey, Set<String>) -> Bool) {
-        for query in all() where predicate(query.key, query.tags) { query.invalidate() }
+        // Dropped queries the app still holds too: they do not wake, and what they show when they
+        // do (a memory tier's copy from before now) is stale.
+        let held = state.withLock { state in Array(state.queries.values) + state.dropped.values.compactMap(\.query) }
+        for query in held where predicate(query.key, query.tags) { query.invalidate() }
     }
 
     private func all() -> [any AnyQuery] {
@@ -322,7 +328,7 @@ struct InspectionFeed: Sendable {
     /// The number the next record gets (records are numbered from 0, oldest first).
     private var nextNumber = 0
     /// The number of each running record, by query and flight.
-    private var running: [ObjectIdentifier: [Int: Int]] = [:]
+    private var running: [UInt64: [Int: Int]] = [:]
     var subscribers: [UUID: AsyncStream<Void>.Continuation] = [:]
     /// Whether anything is recorded: while an inspector follows the client.
     var isOn: Bool { !subscribers.isEmpty }
@@ -435,13 +441,21 @@ extension QueryClient {
         return state.withLock { $0.queries[key] } as? any InspectableQuery
     }
 
-    /// Forgets the query for `key` now (an inspector's "remove"): its observers keep the object
-    /// they hold, and the next `query(...)` for the key makes a new one. Its stores keep their copies.
-    public func remove(_ key: QueryKey) {
-        state.withLock { state in
+    /// Forgets the query for `key` now (an inspector's "remove"), unless a screen observes it:
+    /// the next `query(...)` for the key makes a new one. Its stores keep their copies. Returns
+    /// whether it was forgotten (`false`: there was none, or it is observed — a query removed while
+    /// observed would no longer hear the network, invalidations or the outbox).
+    @discardableResult
+    public func remove(_ key: QueryKey) -> Bool {
+        let held = state.withLock { state in state.queries[key] ?? state.dropped[key]?.query }
+        // Its observer count read outside the client's lock (a query's lock is never taken under it).
+        guard let held, held.observerCount == 0 else { return false }
+        return state.withLock { state in
+            guard (state.queries[key] ?? state.dropped[key]?.query) === held else { return false }
             state.queries[key] = nil
             state.dropped[key] = nil
             state.countWaiters.resumeSatisfied(by: state.queries.count)
+            return true
         }
     }
 
@@ -467,6 +481,7 @@ protocol AnyQuery: AnyObject, Sendable {
     var key: QueryKey { get }
     var tags: Set<String> { get }
     var valueType: Any.Type { get }
+    var observerCount: Int { get }
     func invalidate()
     /// The outbox scope whose writes it shows, if any.
     var writeScope: WriteScope? { get }

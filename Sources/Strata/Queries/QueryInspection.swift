@@ -131,10 +131,10 @@ extension QueryInspection {
 
 /// What a query tells its client, for an inspector.
 enum QueryActivity: Sendable {
-    /// `query` names the query object: a key made again after a drop or a removal is a new query,
-    /// whose flights count from 1 again.
-    case loadStarted(key: QueryKey, query: ObjectIdentifier, flight: Int, reason: FetchReason, at: Date)
-    case loadEnded(key: QueryKey, query: ObjectIdentifier, flight: Int, outcome: QueryLoadRecord.Outcome, tier: String?, error: String?, at: Date)
+    /// `query` is the query's serial number (``Query/serial``): a key made again after a drop or a
+    /// removal is a new query, whose flights count from 1 again, even at a freed query's address.
+    case loadStarted(key: QueryKey, query: UInt64, flight: Int, reason: FetchReason, at: Date)
+    case loadEnded(key: QueryKey, query: UInt64, flight: Int, outcome: QueryLoadRecord.Outcome, tier: String?, error: String?, at: Date)
     case published(key: QueryKey)
 }
 

@@ -56,13 +56,14 @@ public struct QueryKey: Hashable, Sendable, ExpressibleByArrayLiteral, CustomStr
             return
         }
         var parts: [Part] = []
-        for segment in text.split(separator: "/", omittingEmptySubsequences: false) {
-            guard let part = Part(encoded: segment) else { return nil }
+        // By Unicode scalars, not characters: a `/` followed by a combining mark is one character.
+        for segment in text.unicodeScalars.split(separator: "/", omittingEmptySubsequences: false) {
+            guard let part = Part(encoded: String(String.UnicodeScalarView(segment))) else { return nil }
             parts.append(part)
         }
         self.init(parts)
         // Only the one text a key reads as: `posts/042` or `a%2fb` name no key.
-        guard description == text else { return nil }
+        guard description.unicodeScalars.elementsEqual(text.unicodeScalars) else { return nil }
     }
 }
 
@@ -80,7 +81,7 @@ extension QueryKey.Part {
 
     /// Whether a name would read as something else written bare: a number, nothing, or a quoted name.
     private func needsQuotes(_ name: String) -> Bool {
-        name.isEmpty || Int(name) != nil || name.hasPrefix("\"")
+        name.isEmpty || Int(name) != nil || name.unicodeScalars.first == "\""
     }
 
     /// `name` with `%`, `/` and `"` percent-escaped.
@@ -99,33 +100,39 @@ extension QueryKey.Part {
     }
 
     /// The part a segment of ``QueryKey/description`` reads as.
-    init?(encoded segment: Substring) {
-        if segment.count >= 2, segment.hasPrefix("\""), segment.hasSuffix("\"") {
-            guard let name = Self.unescaping(segment.dropFirst().dropLast()) else { return nil }
+    init?(encoded segment: String) {
+        let scalars = Array(segment.unicodeScalars)
+        if scalars.count >= 2, scalars.first == "\"", scalars.last == "\"" {
+            guard let name = Self.unescaping(scalars.dropFirst().dropLast()) else { return nil }
             self = .name(name)
         } else if let number = Int(segment) {
             self = .number(number)
         } else {
-            guard let name = Self.unescaping(segment) else { return nil }
+            guard let name = Self.unescaping(scalars[...]) else { return nil }
             self = .name(name)
         }
     }
 
-    private static func unescaping(_ text: Substring) -> String? {
-        guard text.contains("%") else { return String(text) }
-        var result = ""
-        var rest = text[...]
-        while let percent = rest.firstIndex(of: "%") {
-            result += rest[..<percent]
-            let code = rest[percent...].prefix(3)
-            switch code.uppercased() {
-            case "%25": result += "%"
-            case "%2F": result += "/"
-            case "%22": result += "\""
+    /// The name `scalars` spell with their `%25`, `%2F` and `%22` read back; `nil` for another `%`.
+    private static func unescaping(_ scalars: ArraySlice<Unicode.Scalar>) -> String? {
+        var result = String.UnicodeScalarView()
+        var index = scalars.startIndex
+        while index < scalars.endIndex {
+            let scalar = scalars[index]
+            guard scalar == "%" else {
+                result.append(scalar)
+                index += 1
+                continue
+            }
+            guard index + 2 < scalars.endIndex else { return nil }
+            switch (scalars[index + 1], scalars[index + 2]) {
+            case ("2", "5"): result.append("%")
+            case ("2", "F"), ("2", "f"): result.append("/")
+            case ("2", "2"): result.append("\"")
             default: return nil
             }
-            rest = rest[percent...].dropFirst(3)
+            index += 3
         }
-        return result + rest
+        return String(result)
     }
 }

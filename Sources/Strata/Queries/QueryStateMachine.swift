@@ -162,10 +162,14 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
 
     /// Whether `event` wakes a dropped query: any use does; its own timers firing late, late answers
     /// of flights it abandoned (a dropped query runs no flight, so any flight's event is late), the
-    /// network's state and a newer caller's options do not (it takes the last two for when it wakes).
+    /// client-wide signals (the network, the foreground, an interval tick), an invalidation and a
+    /// newer caller's options do not: it keeps the network's state, the invalidation and the options
+    /// for when it wakes.
     public static func wakes(_ event: Event) -> Bool {
         switch event {
-        case .dropDue, .staleDue, .loadSucceeded, .loadFailed, .retryDue, .reconfigured, .connectivity: false
+        case .dropDue, .staleDue, .loadSucceeded, .loadFailed, .retryDue, .reconfigured, .connectivity, .foreground,
+             .intervalElapsed, .invalidated:
+            false
         default: true
         }
     }
@@ -182,6 +186,11 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
                     isEnabled = enabled
                 case .connectivity(let online):
                     isOnline = online
+                case .invalidated:
+                    // Whatever it shows when it wakes (a memory tier's copy from before now) is
+                    // stale: the invalidation stands until a copy stored after it answers.
+                    isInvalidated = true
+                    invalidatedAt = now
                 default:
                     break
                 }
@@ -343,10 +352,9 @@ public struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             updatedAt = nil
             lastError = nil
             failureCount = 0
-            isInvalidated = false
-            invalidatedAt = nil
             lastFetchReason = nil
-            // The pending ones come back with the outbox's list when the query is used again; a
+            // An invalidation stands (a copy read when it wakes may be from before it), as a
+            // delivered write does. The pending ones come back with the outbox's list when the query is used again; a
             // delivered one is kept, so a stale copy shown then still shows it.
             writes = writes.filter { $0.delivered != nil }
             // Published before it goes: the snapshot kept for observers holds no value either, and

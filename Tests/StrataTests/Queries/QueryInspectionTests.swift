@@ -27,7 +27,9 @@ struct QueryInspectionTests {
         let query = queries.query(["account"], tags: ["me"], policy: QueryPolicy(staleAfter: .seconds(60)), chain: remote.originating(from: .remote).named("api"))
         #expect(queries.inspect().map(\.state) == [.inactive])
         // The previous value is kept for an inspector's diff only while one follows.
-        let inspector = Task { for await _ in queries.changes() {} }
+        // Subscribed here, before the task starts: the client records from this line on.
+        let changes = queries.changes()
+        let inspector = Task { for await _ in changes {} }
         defer { inspector.cancel() }
 
         let observing = Task { for await _ in query.snapshots() {} }
@@ -97,8 +99,7 @@ struct QueryInspectionTests {
 
     @Test func theTimeline_keepsTheLast200Loads_oldestFirst_andARetryIsTheSameRecord() {
         var feed = InspectionFeed()
-        let queries = (NSObject(), NSObject())   // alive for the test: their identities differ
-        let query = ObjectIdentifier(queries.0)
+        let query: UInt64 = 1   // a query's serial number
         let at = Date(timeIntervalSince1970: 0)
         for flight in 1...250 {
             feed.record(.loadStarted(key: ["k"], query: query, flight: flight, reason: .refetch, at: at.addingTimeInterval(Double(flight))))
@@ -115,8 +116,8 @@ struct QueryInspectionTests {
         feed.record(.loadStarted(key: ["k"], query: query, flight: 251, reason: .refetch, at: at))
         #expect(feed.loads.last?.outcome == .running)
         #expect(feed.loads.last?.error == nil && feed.loads.last?.endedAt == nil)
-        // The same flight number of another query object (a key made again) is a new record.
-        let other = ObjectIdentifier(queries.1)
+        // The same flight number of another query (a key made again) is a new record.
+        let other: UInt64 = 2
         feed.record(.loadStarted(key: ["k"], query: other, flight: 251, reason: .firstObserver, at: at))
         #expect(feed.loads.suffix(2).map(\.reason) == ["refetch", "first observer"])
     }

@@ -550,7 +550,6 @@ struct QueryWorld {
                 // Its value is released: what it shows when woken starts afresh, and the client
                 // tells it the writes waiting then; delivered ones it keeps.
                 shownStoredAt = nil
-                invalidatedAt = nil
                 writes = writes.filter { $0.value.deliveredAfter != nil }
             case .publish, .revive:
                 break
