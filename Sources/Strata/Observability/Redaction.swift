@@ -394,7 +394,7 @@ private struct RedactionScanner {
     /// Where a URL (or a query value, with `pairs`) that starts at `start` ends in running text.
     func urlEnd(from start: Int, pairs: Bool) -> Int {
         var end = start
-        var parentheses = 0, brackets = 0, braces = 0
+        var nesting = BracketNesting()
         scan: while end < count {
             switch bytes[end] {
             case 0...0x20, 0x7F...0xFF, UInt8(ascii: "\""), UInt8(ascii: "'"), UInt8(ascii: "<"), UInt8(ascii: ">"), UInt8(ascii: "`"):
@@ -403,18 +403,8 @@ private struct RedactionScanner {
                 // `\/` is a JSON string's `/`; any other escape ends the URL (`\"`, `\n`).
                 guard byte(end + 1) == UInt8(ascii: "/") else { break scan }
                 end += 1
-            case UInt8(ascii: "("): parentheses += 1
-            case UInt8(ascii: "["): brackets += 1
-            case UInt8(ascii: "{"): braces += 1
-            case UInt8(ascii: ")"):
-                guard parentheses > 0 else { break scan }
-                parentheses -= 1
-            case UInt8(ascii: "]"):
-                guard brackets > 0 else { break scan }
-                brackets -= 1
-            case UInt8(ascii: "}"):
-                guard braces > 0 else { break scan }
-                braces -= 1
+            case UInt8(ascii: "("), UInt8(ascii: "["), UInt8(ascii: "{"), UInt8(ascii: ")"), UInt8(ascii: "]"), UInt8(ascii: "}"):
+                guard nesting.admits(bytes[end]) else { break scan }
             case UInt8(ascii: "&"), UInt8(ascii: "#"):
                 if pairs { break scan }
             default:
@@ -610,13 +600,13 @@ private struct RedactionScanner {
         if first == UInt8(ascii: "{") || first == UInt8(ascii: "[") { return containerValue(at: start) }
         if let end = literalEnd(at: start) { return end }
         var end = start
-        var parentheses = 0, brackets = 0, braces = 0
+        var nesting = BracketNesting()
         scan: while end < count {
             switch bytes[end] {
             case UInt8(ascii: "\""), UInt8(ascii: "'"):
                 // A string in the value's brackets is part of it (`Optional("abc")`); any other quote
                 // ends it.
-                guard parentheses + brackets + braces > 0 else { break scan }
+                guard nesting.isOpen else { break scan }
                 let quote = bytes[end]
                 var closing = end + 1
                 while closing < count, bytes[closing] != quote, !Self.isLineBreak(bytes[closing]) {
@@ -630,18 +620,8 @@ private struct RedactionScanner {
             case UInt8(ascii: "\\"):
                 guard byte(end + 1) == UInt8(ascii: "/") else { break scan }
                 end += 1
-            case UInt8(ascii: "("): parentheses += 1
-            case UInt8(ascii: "["): brackets += 1
-            case UInt8(ascii: "{"): braces += 1
-            case UInt8(ascii: ")"):
-                guard parentheses > 0 else { break scan }
-                parentheses -= 1
-            case UInt8(ascii: "]"):
-                guard brackets > 0 else { break scan }
-                brackets -= 1
-            case UInt8(ascii: "}"):
-                guard braces > 0 else { break scan }
-                braces -= 1
+            case UInt8(ascii: "("), UInt8(ascii: "["), UInt8(ascii: "{"), UInt8(ascii: ")"), UInt8(ascii: "]"), UInt8(ascii: "}"):
+                guard nesting.admits(bytes[end]) else { break scan }
             default:
                 break
             }
@@ -796,5 +776,34 @@ private struct RedactionScanner {
         }
         replace(start..<index)
         return index
+    }
+}
+
+/// The brackets opened inside a URL or a value as it is scanned: a closer it did not open ends it
+/// (`(see https://host/a?k=v)` keeps the `)`).
+struct BracketNesting {
+    private var parentheses = 0, brackets = 0, braces = 0
+
+    /// Whether a bracket is open.
+    var isOpen: Bool { parentheses + brackets + braces > 0 }
+
+    /// Takes `byte` (a bracket) into account; `false` for a closer with no opener, which ends the run.
+    mutating func admits(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "("): parentheses += 1
+        case UInt8(ascii: "["): brackets += 1
+        case UInt8(ascii: "{"): braces += 1
+        case UInt8(ascii: ")"):
+            guard parentheses > 0 else { return false }
+            parentheses -= 1
+        case UInt8(ascii: "]"):
+            guard brackets > 0 else { return false }
+            brackets -= 1
+        case UInt8(ascii: "}"):
+            guard braces > 0 else { return false }
+            braces -= 1
+        default: break
+        }
+        return true
     }
 }

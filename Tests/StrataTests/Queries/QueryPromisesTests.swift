@@ -24,6 +24,17 @@ struct QueryPromisesTests {
         return task
     }
 
+    /// Its last observer leaves `query`, and its drop (due `dropAfter` later) happens: the client
+    /// holds no query after.
+    func leaveAndDrop<Value>(_ query: Query<Value>, observer: Task<Void, Never>, in queries: QueryClient, dropAfter: Duration = .seconds(1)) async throws {
+        observer.cancel()
+        try await query.waitForObservers(0)
+        // The drop's timer (a fresh value's stale timer may be another sleeper).
+        try await clock.waitForSleepers(matching: { $0.since.duration(to: $0.deadline) == dropAfter })
+        clock.advance(by: dropAfter)
+        try await queries.waitForQueries(0)
+    }
+
     /// Whether the client lists `query` under its key (the object itself).
     func isRegistered<Value>(_ query: Query<Value>, in queries: QueryClient) -> Bool {
         queries.query(described: query.key.description) === query
@@ -38,11 +49,7 @@ struct QueryPromisesTests {
         let query = queries.query(["feed"], policy: QueryPolicy(networkMode: .online, dropAfter: .seconds(1)), chain: remote)
         var observer = try await observe(query)
         try await query.settled()
-        observer.cancel()
-        try await query.waitForObservers(0)
-        try await clock.waitForSleepers(count: 1)
-        clock.advance(by: .seconds(1))
-        try await queries.waitForQueries(0)
+        try await leaveAndDrop(query, observer: observer, in: queries)
         #expect(!isRegistered(query, in: queries))
         #expect(query.latest.snapshot.value == nil, "a dropped query holds no value, published or not")
 
@@ -165,12 +172,7 @@ struct QueryPromisesTests {
         var observer = try await observe(query)
         try await query.settled()
         #expect(query.current.value == itemB)
-        observer.cancel()
-        try await query.waitForObservers(0)
-        // The drop's timer (the value's stale timer, five minutes, is another sleeper).
-        try await clock.waitForSleepers(matching: { $0.since.duration(to: $0.deadline) == .seconds(1) })
-        clock.advance(by: .seconds(1))
-        try await queries.waitForQueries(0)
+        try await leaveAndDrop(query, observer: observer, in: queries)
 
         queries.setOnline(false)
         observer = try await observe(query)
@@ -195,11 +197,7 @@ struct QueryPromisesTests {
         try await remote.waitForLoads(count: 1)
         remote.complete(0, with: .success(itemA))
         try await query.settled()
-        observer.cancel()
-        try await query.waitForObservers(0)
-        try await clock.waitForSleepers(count: 1)
-        clock.advance(by: .seconds(1))
-        try await queries.waitForQueries(0)
+        try await leaveAndDrop(query, observer: observer, in: queries)
         #expect(query.state.withLock { $0.previousValue == nil && $0.published.snapshot.value == nil })
 
         var iterator = query.snapshots().makeAsyncIterator()
@@ -296,11 +294,7 @@ struct QueryPromisesTests {
         var observer = try await observe(query)
         try await query.settled()
         #expect(query.current.value == itemA && remote.loadCount == 0)
-        observer.cancel()
-        try await query.waitForObservers(0)
-        try await clock.waitForSleepers(matching: { $0.since.duration(to: $0.deadline) == .seconds(1) })
-        clock.advance(by: .seconds(1))
-        try await queries.waitForQueries(0)
+        try await leaveAndDrop(query, observer: observer, in: queries)
 
         queries.invalidate(prefix: ["me"])
         #expect(queries.keys.isEmpty, "it did not wake")
