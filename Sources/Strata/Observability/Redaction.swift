@@ -31,7 +31,7 @@ import Foundation
 /// - **Bearer tokens** (`Bearer ***`) and **JSON Web Tokens** anywhere in the text.
 ///
 /// Where a URL ends, in running text: at a space, a control character, a non-ASCII character, `"`,
-/// `'`, `<`, `>`, `` ` ``, a `\` not escaping a `/`, or a `)`, `]` or `}` it did not open; a trailing
+/// `'`, `<`, `>`, a backtick, a `\` not escaping a `/`, or a `)`, `]` or `}` it did not open; a trailing
 /// `.`, `,`, `;`, `:`, `!` or `?` is the sentence's, not the URL's. A query value ends there too, and
 /// at `&` or `#`.
 ///

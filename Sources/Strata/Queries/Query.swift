@@ -6,7 +6,7 @@ import Foundation
 /// A query runs its chain when an observer comes to a stale value, when the network returns, when
 /// the app comes to the foreground, on an interval, when its key is invalidated, or when asked
 /// (``refetch()``): one load at a time however many triggers fire together. Its state is one
-/// ``QuerySnapshot``, observed as an `AsyncSequence` (``snapshots()``) or, on the main actor, as an
+/// ``QuerySnapshot``, observed as an `AsyncSequence` (``snapshots(bufferingNewest:)``) or, on the main actor, as an
 /// `@Observable` ``LiveQuery`` (``observed()``). The decisions are `QueryStateMachine`'s; this
 /// class runs them: it starts and cancels the loads, sleeps on the environment's clock, and
 /// publishes each new snapshot to the observers, in order.
