@@ -47,6 +47,18 @@ final class RecordingOutboxStorage: OutboxStorage {
 struct OutboxEdgeCaseTests {
     static let clockStart = Date(timeIntervalSince1970: 1_767_225_600)
 
+    @Test("the outbox's log lines show a scope and an error with their secrets redacted")
+    func logMetadata_redactsTheScopeAndTheError() async throws {
+        let outbox = Outbox(storage: MemoryOutboxStorage(), environment: ManualClock().environment())
+        outbox.connectivityChanged(isOnline: false)
+        let scope = "/v1/reset/sk_live_4eC39HqLyjWDarjtT1zdp7dc"
+        let entry = try await outbox.enqueue(kind: "note", scope: scope, payload: Data("n".utf8))
+        let error = HTTPError.transport(url: URL(string: "https://api.example.com/a?token=abc123")!, reason: "refused", underlying: nil)
+        let metadata = outbox.metadata(for: entry, error: error)
+        #expect(metadata["outbox.scope"] == "/v1/reset/***")
+        #expect(!"\(metadata)".contains("sk_live_4eC39") && !"\(metadata)".contains("abc123"))
+    }
+
     @Test("a handler that throws CancellationError by itself backs off: one attempt per drain, not a tight loop")
     func aHandlersOwnCancellationIsAFailureThatBacksOff() async throws {
         let clock = ManualClock()

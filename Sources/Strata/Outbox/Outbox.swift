@@ -588,9 +588,10 @@ public final class Outbox: Sendable, CustomStringConvertible {
     func metadata(for entry: OutboxEntry, error: (any Error)? = nil) -> Logger.Metadata {
         var metadata: Logger.Metadata = [
             "outbox": "\(name)", "outbox.id": "\(entry.idempotencyKey)", "outbox.kind": "\(entry.kind)",
-            "outbox.scope": "\(entry.scope)", "outbox.attempts": "\(entry.attempts)",
+            // A scope is often a URL's path, or a user's token in one: redacted as a path is.
+            "outbox.scope": "\(Redaction.redactingSecrets(inPath: entry.scope))", "outbox.attempts": "\(entry.attempts)",
         ]
-        if let error { metadata["error"] = "\(error)" }
+        if let error { metadata["error"] = "\(Redaction.redactingSecrets(in: "\(error)"))" }
         return metadata
     }
 }

@@ -46,7 +46,10 @@ public struct OverlayingPendingLoader<Base: Loader>: Loader {
         } catch {
             outbox.logger.warning(
                 "pending writes not shown: the outbox could not be read",
-                metadata: ["outbox": "\(outbox.name)", "outbox.scope": "\(scope)", "error": "\(error)"])
+                metadata: [
+                    "outbox": "\(outbox.name)", "outbox.scope": "\(Redaction.redactingSecrets(inPath: scope))",
+                    "error": "\(Redaction.redactingSecrets(in: "\(error)"))",
+                ])
             return nil
         }
     }
