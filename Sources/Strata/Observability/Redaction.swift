@@ -264,6 +264,10 @@ private struct RedactionScanner {
     /// The bytes before this index are in `output`, or were replaced.
     var copied = 0
     var changed = false
+    /// No JSON Web Token starts before this index: a scan that failed ran to the end of its first
+    /// part's run, and every later start inside that run would fail the same way (without this, a
+    /// long run of `eyJ-eyJ-…` costs a scan to its end at each `e`: quadratic).
+    var noTokenBefore = 0
 
     init(_ bytes: UnsafeBufferPointer<UInt8>) {
         self.bytes = bytes
@@ -420,7 +424,9 @@ private struct RedactionScanner {
     /// fragment values, its path segments' parameters and the segments shaped like a secret.
     mutating func url(at start: Int) -> Int? {
         var index = start
-        while index < count, Self.isSchemeByte(bytes[index]) { index += 1 }
+        // A scheme is short: the scan stops after 32 bytes, so a long run of scheme bytes (`b+b+…`,
+        // where a name starts after each `+`) is not scanned to its end at every start (quadratic).
+        while index < count, index - start < 32, Self.isSchemeByte(bytes[index]) { index += 1 }
         guard byte(index) == UInt8(ascii: ":") else { return nil }
         let authority: Int
         if matches(index, "://") {
@@ -764,14 +770,19 @@ private struct RedactionScanner {
 
     /// A JSON Web Token (`eyJ…` `.` `…` `.` `…`, the last part possibly empty) anywhere: `***`.
     mutating func jsonWebToken(at start: Int) -> Int? {
-        guard matches(start, "eyJ") else { return nil }
+        guard start >= noTokenBefore, matches(start, "eyJ") else { return nil }
         func isBase64URL(_ byte: UInt8) -> Bool { Redaction.isWordByte(byte) || byte == UInt8(ascii: "-") }
         var index = start + 3
+        var firstRunEnd = index
         for part in 0..<3 {
             let partStart = index
             while index < count, isBase64URL(bytes[index]) { index += 1 }
+            if part == 0 { firstRunEnd = index }
             if part == 2 { break }
-            guard index > partStart, byte(index) == UInt8(ascii: ".") else { return nil }
+            guard index > partStart, byte(index) == UInt8(ascii: ".") else {
+                noTokenBefore = firstRunEnd
+                return nil
+            }
             index += 1
         }
         replace(start..<index)

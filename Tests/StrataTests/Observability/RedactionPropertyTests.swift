@@ -5,7 +5,7 @@ import StrataTesting
 
 /// `Redaction.redactingSecrets(in:)` ends a URL, a query value and a named value where they end in
 /// running text: each secret below is removed, and every byte around it kept.
-@Suite("Redaction: secrets removed, the text around them kept")
+@Suite("Redaction: secrets removed, the text around them kept", .timeLimit(.minutes(1)))
 struct RedactionPropertyTests {
     // MARK: Secrets
 
@@ -312,5 +312,14 @@ struct RedactionPropertyTests {
     @Test func urlPaths_redactSegmentParameters() {
         #expect(Redaction.redactedString(for: URL(string: "https://h.example/app;jsessionid=ABC123/x?k=v")!)
             == "https://h.example/app;jsessionid=***/x?k=***")
+    }
+
+    @Test("long runs that once made the scanner quadratic stay linear and keep their text", arguments: [
+        String(repeating: "b+", count: 200_000) + ":", String(repeating: "eyJ-", count: 100_000),
+    ])
+    func longRuns_areScannedOnce(text: String) {
+        // Quadratic, each of these took minutes; linear, well under a second (the suite's time
+        // limit fails a regression).
+        #expect(Redaction.redactingSecrets(in: text) == text)
     }
 }
