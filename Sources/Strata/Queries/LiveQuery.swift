@@ -121,42 +121,21 @@ public final class LiveQuery<Value: Sendable & Equatable>: Observable {
     private func show(_ new: QuerySnapshot<Value>) {
         let old = storedSnapshot
         guard new != old else { return }
-        var changed: [PartialKeyPath<LiveQuery>] = [paths.snapshot]
-        if new.value != old.value { changed.append(paths.value) }
-        if new.provenance != old.provenance { changed.append(paths.provenance) }
-        if new.status != old.status { changed.append(paths.status) }
-        if new.phase != old.phase { changed.append(paths.phase) }
-        if new.isStale != old.isStale { changed.append(paths.isStale) }
-        if new.lastError != old.lastError { changed.append(paths.lastError) }
-        for path in changed { willSet(path) }
+        var changed = [mutation(paths.snapshot)]
+        if new.value != old.value { changed.append(mutation(paths.value)) }
+        if new.provenance != old.provenance { changed.append(mutation(paths.provenance)) }
+        if new.status != old.status { changed.append(mutation(paths.status)) }
+        if new.phase != old.phase { changed.append(mutation(paths.phase)) }
+        if new.isStale != old.isStale { changed.append(mutation(paths.isStale)) }
+        if new.lastError != old.lastError { changed.append(mutation(paths.lastError)) }
+        for field in changed { field.willSet() }
         storedSnapshot = new
-        for path in changed { didSet(path) }
+        for field in changed { field.didSet() }
     }
 
-    private func willSet(_ path: PartialKeyPath<LiveQuery>) {
-        switch path {
-        case let path as KeyPath<LiveQuery, QuerySnapshot<Value>>: registrar.willSet(self, keyPath: path)
-        case let path as KeyPath<LiveQuery, Value?>: registrar.willSet(self, keyPath: path)
-        case let path as KeyPath<LiveQuery, Provenance?>: registrar.willSet(self, keyPath: path)
-        case let path as KeyPath<LiveQuery, QuerySnapshot<Value>.Status>: registrar.willSet(self, keyPath: path)
-        case let path as KeyPath<LiveQuery, QueryPhase>: registrar.willSet(self, keyPath: path)
-        case let path as KeyPath<LiveQuery, Bool>: registrar.willSet(self, keyPath: path)
-        case let path as KeyPath<LiveQuery, QueryError?>: registrar.willSet(self, keyPath: path)
-        default: break
-        }
-    }
-
-    private func didSet(_ path: PartialKeyPath<LiveQuery>) {
-        switch path {
-        case let path as KeyPath<LiveQuery, QuerySnapshot<Value>>: registrar.didSet(self, keyPath: path)
-        case let path as KeyPath<LiveQuery, Value?>: registrar.didSet(self, keyPath: path)
-        case let path as KeyPath<LiveQuery, Provenance?>: registrar.didSet(self, keyPath: path)
-        case let path as KeyPath<LiveQuery, QuerySnapshot<Value>.Status>: registrar.didSet(self, keyPath: path)
-        case let path as KeyPath<LiveQuery, QueryPhase>: registrar.didSet(self, keyPath: path)
-        case let path as KeyPath<LiveQuery, Bool>: registrar.didSet(self, keyPath: path)
-        case let path as KeyPath<LiveQuery, QueryError?>: registrar.didSet(self, keyPath: path)
-        default: break
-        }
+    /// The registrar's two calls around a change of the field at `path`.
+    private func mutation<Member>(_ path: KeyPath<LiveQuery, Member>) -> (willSet: () -> Void, didSet: () -> Void) {
+        ({ self.registrar.willSet(self, keyPath: path) }, { self.registrar.didSet(self, keyPath: path) })
     }
 
     private func resumeCaughtUp() {
