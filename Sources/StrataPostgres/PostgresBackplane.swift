@@ -29,8 +29,12 @@ import PostgresNIO
 /// - Notifications that are not a Strata change (another program on the channel) are logged and
 ///   ignored.
 public final class PostgresBackplane: Backplane, Sendable, CustomStringConvertible {
-    /// This node's name in the changes it announces: random unless given.
+    /// This node's name in the changes it announces: random unless given. For logs and people:
+    /// nodes may share one (in containers, a name made from the process id often is).
     public let node: String
+    /// This backplane's random identity, carried by every change it announces: the node
+    /// recognises its own changes by it, never by ``node``.
+    public let instance: String
     /// The channel it listens on (the store's ``PostgresStore/changeChannel``).
     public let channel: String
     /// How often the listening connection is checked with a query.
@@ -52,7 +56,9 @@ public final class PostgresBackplane: Backplane, Sendable, CustomStringConvertib
     /// - Parameters:
     ///   - store: the shared store; its connection settings and channel are used, and its writes
     ///     announce themselves as `node` from now on.
-    ///   - node: this node's name (a random one by default); two nodes must not share one.
+    ///   - node: this node's name (a random one by default). Two nodes may share one: each
+    ///     backplane has its own random ``instance``; a node warns when another live listener
+    ///     uses its name, since its logs and `pg_stat_activity` would then mix them up.
     ///   - heartbeatInterval, heartbeatTimeout: how often the listening connection is checked, and
     ///     how long the check may take (10 s and 5 s by default).
     ///   - firstReconnectDelay, maxReconnectDelay: the delays between attempts to connect again
@@ -80,6 +86,8 @@ public final class PostgresBackplane: Backplane, Sendable, CustomStringConvertib
                 reason: "the backplane cannot open a connection of its own: \(error)", underlying: error)
         }
         self.node = node
+        let instance = UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
+        self.instance = String(instance)
         self.channel = store.changeChannel
         self.heartbeatInterval = heartbeatInterval
         self.heartbeatTimeout = heartbeatTimeout
@@ -88,8 +96,9 @@ public final class PostgresBackplane: Backplane, Sendable, CustomStringConvertib
         self.core = PostgresBackplaneCore(
             configuration: configuration, channel: store.changeChannel, heartbeatInterval: heartbeatInterval,
             heartbeatTimeout: heartbeatTimeout, firstReconnectDelay: firstReconnectDelay, maxReconnectDelay: maxReconnectDelay,
-            logger: logger, description: "PostgresBackplane(\(store.endpoint), channel \(store.changeChannel), node \(node))")
-        store.announceChanges(as: node)
+            logger: logger, description: "PostgresBackplane(\(store.endpoint), channel \(store.changeChannel), node \(node))",
+            applicationName: "strata backplane \(node)")
+        store.announceChanges(as: node, instance: self.instance)
         core.start()
     }
 
@@ -102,6 +111,11 @@ public final class PostgresBackplane: Backplane, Sendable, CustomStringConvertib
 
     /// How many times the backplane started listening (1 after the first connection).
     public var listeningStarts: Int { core.state.withLock { $0.listeningStarts } }
+
+    /// How many other live connections used this node's name (their `application_name`) when the
+    /// backplane last started listening; more than zero is logged as a warning. `nil` before it
+    /// listened, or when the check failed.
+    public var otherListenersNamedAlike: Int? { core.state.withLock { $0.otherListenersNamedAlike } }
 
     /// Returns once the backplane has started listening at least `count` times: a test's (or a
     /// start-up's) wait for the first connection, or for a reconnection.
@@ -137,6 +151,9 @@ final class PostgresBackplaneCore: Sendable {
     let logger: Logger
     let state = Locked(State())
     let description: String
+    /// The listening connection's `application_name`: other connections with it are nodes that
+    /// share this one's name.
+    let applicationName: String
     /// Runs in each heartbeat check just before its query: tests close the connection there, or
     /// stand for a query PostgresNIO never answers.
     let beforeHeartbeatQuery = Locked<(@Sendable (PostgresConnection) async -> Void)?>(nil)
@@ -151,13 +168,15 @@ final class PostgresBackplaneCore: Sendable {
         var runner: Task<Void, Never>?
         var connection: PostgresConnection?
         var isShutDown = false
+        var otherListenersNamedAlike: Int?
     }
 
     init(
         configuration: PostgresConnection.Configuration, channel: String, heartbeatInterval: Duration,
         heartbeatTimeout: Duration, firstReconnectDelay: Duration, maxReconnectDelay: Duration, logger: Logger,
-        description: String
+        description: String, applicationName: String
     ) {
+        self.applicationName = applicationName
         self.configuration = configuration
         self.channel = channel
         self.heartbeatInterval = heartbeatInterval
@@ -287,6 +306,7 @@ final class PostgresBackplaneCore: Sendable {
                 return Array(state.subscribers.values)
             }
             for subscriber in subscribers { subscriber.yield(.listening) }
+            await checkForNamesakes(on: connection)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { [self] in try await heartbeat(on: connection) }
                 group.addTask { [self] in
@@ -305,6 +325,31 @@ final class PostgresBackplaneCore: Sendable {
                 defer { group.cancelAll() }
                 try await group.next()
             }
+        }
+    }
+
+    /// Counts the other live connections that carry this node's `application_name` (PostgreSQL
+    /// keeps 63 bytes of it), and warns when there are any: two nodes with one name still hear
+    /// each other (each has its own instance), but their logs, `X-Strata-Node` and
+    /// `pg_stat_activity` mix them up. A check that fails, or takes longer than the heartbeat's
+    /// timeout, is skipped.
+    private func checkForNamesakes(on connection: PostgresConnection) async {
+        var name = applicationName
+        while name.utf8.count > 63 { name.removeLast() }
+        let check = await raceAgainstDeadline(clock: ContinuousClock(), duration: heartbeatTimeout) { [logger, name] () async throws -> Int in
+            var count = 0
+            let rows = try await connection.queryUnlessClosed(
+                "SELECT count(*)::int8 FROM pg_stat_activity WHERE application_name = \(name) AND pid <> pg_backend_pid()",
+                logger: logger)
+            for try await other in rows.decode(Int64.self) { count = Int(other) }
+            return count
+        }
+        guard case .value(.success(let others)) = check else { return }
+        state.withLock { $0.otherListenersNamedAlike = others }
+        if others > 0 {
+            logger.warning(
+                "another live node listens under this node's name: give each node its own name (--node) so logs and pg_stat_activity tell them apart",
+                metadata: ["backplane": "\(description)", "others": "\(others)"])
         }
     }
 

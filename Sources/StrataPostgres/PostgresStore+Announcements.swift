@@ -19,27 +19,39 @@ extension PostgresStore {
     /// ``removeEntries(lastAccessedBefore:)``) are not announced: a node's memory copy of a swept row
     /// is as old as the row was, and its freshness is judged by that same store time.
     ///
-    /// - Parameter node: the sender the notifications carry (``CacheChange/sender``); the node that
-    ///   listens as `node` ignores them.
-    public func announceChanges(as node: String) {
-        state.withLock { $0.announcingNode = node }
+    /// - Parameters:
+    ///   - node: the name the notifications carry (``CacheChange/sender``), for logs.
+    ///   - instance: the identity they carry (``CacheChange/instance``); the backplane instance
+    ///     that listens as `instance` ignores them. By default, `node`: give a random one when
+    ///     nodes may share a name (a `PostgresBackplane` does).
+    public func announceChanges(as node: String, instance: String? = nil) {
+        state.withLock {
+            $0.announcingNode = node
+            $0.announcingInstance = instance
+        }
     }
 
     /// The sender this store's writes announce themselves as, or `nil` when they are not announced.
     public var announcingNode: String? { state.withLock { $0.announcingNode } }
 
+    /// The identity this store's writes announce themselves with (``announceChanges(as:instance:)``).
+    public var announcingInstance: String? { state.withLock { $0.announcingInstance } }
+
     /// The channel and payload of the notification announcing `action` on `key` at `at`, or
     /// `(nil, nil)` when the store does not announce (the statement's `WHERE` then skips `pg_notify`).
     func announcement(_ action: PostgresChangeNotice.Action, key: String?, at: Date) -> (channel: String?, payload: String?) {
-        guard let node = announcingNode else { return (nil, nil) }
-        let notice = PostgresChangeNotice(key: key, action: action, at: at, sender: node)
+        let (node, instance) = state.withLock { ($0.announcingNode, $0.announcingInstance) }
+        guard let node else { return (nil, nil) }
+        var notice = PostgresChangeNotice(key: key, action: action, at: at, sender: node)
+        notice.instance = instance
         return (changeChannel, notice.payload(logger: logger))
     }
 }
 
 /// A notification as it travels on the channel: compact JSON, never the value.
 ///
-/// `{"k":"feed","a":"set","t":786000000.5,"s":"node-1"}`. `t` is the exact `Date` (seconds since
+/// `{"i":"3f2a…","k":"feed","a":"set","t":786000000.5,"s":"node-1"}`. `i` is the sender's random
+/// instance (absent from older senders), `t` the exact `Date` (seconds since
 /// 2001, as `stored_at_seconds`). An invalidation of many entries carries no key: a tag (`g`), a key
 /// prefix (`p`), or neither for every entry, with `a` `expire` or `remove`. A key, tag or prefix too
 /// long for PostgreSQL's 8,000-byte payload limit is left out and the action becomes `all`: every
@@ -55,13 +67,15 @@ struct PostgresChangeNotice: Codable, Sendable, Hashable {
     var action: Action
     var at: Date
     var sender: String
+    /// The sender's instance (``CacheChange/instance``).
+    var instance: String?
     /// The tag of an invalidation by tag.
     var tag: String?
     /// The key prefix of an invalidation by prefix.
     var prefix: String?
 
     enum CodingKeys: String, CodingKey {
-        case key = "k", action = "a", at = "t", sender = "s", tag = "g", prefix = "p"
+        case key = "k", action = "a", at = "t", sender = "s", tag = "g", prefix = "p", instance = "i"
     }
 
     init(key: String?, action: Action, at: Date, sender: String) {
@@ -77,6 +91,7 @@ struct PostgresChangeNotice: Codable, Sendable, Hashable {
         action = try container.decode(Action.self, forKey: .action)
         at = Date(timeIntervalSinceReferenceDate: try container.decode(Double.self, forKey: .at))
         sender = try container.decode(String.self, forKey: .sender)
+        instance = try container.decodeIfPresent(String.self, forKey: .instance)
         tag = try container.decodeIfPresent(String.self, forKey: .tag)
         prefix = try container.decodeIfPresent(String.self, forKey: .prefix)
     }
@@ -87,6 +102,7 @@ struct PostgresChangeNotice: Codable, Sendable, Hashable {
         try container.encode(action, forKey: .action)
         try container.encode(at.timeIntervalSinceReferenceDate, forKey: .at)
         try container.encode(sender, forKey: .sender)
+        try container.encodeIfPresent(instance, forKey: .instance)
         try container.encodeIfPresent(tag, forKey: .tag)
         try container.encodeIfPresent(prefix, forKey: .prefix)
     }
@@ -104,7 +120,8 @@ struct PostgresChangeNotice: Codable, Sendable, Hashable {
         logger.warning(
             "a key too long for a notification: the change is announced as a change of every entry",
             metadata: ["key": "\((key ?? tag ?? prefix).map { String($0.prefix(80)) } ?? "")…", "sender": "\(sender)"])
-        let all = PostgresChangeNotice(key: nil, action: .all, at: at, sender: String(sender.prefix(200)))
+        var all = PostgresChangeNotice(key: nil, action: .all, at: at, sender: String(sender.prefix(200)))
+        all.instance = instance.map { String($0.prefix(200)) }
         return String(decoding: (try? encoder.encode(all)) ?? Data(), as: UTF8.self)
     }
 
@@ -116,14 +133,14 @@ struct PostgresChangeNotice: Codable, Sendable, Hashable {
     /// The event a listener delivers for this notice.
     var event: BackplaneEvent {
         switch (action, key) {
-        case (.set, let key?): .changed(CacheChange(key: key, action: .set, at: at, sender: sender))
-        case (.remove, let key?): .changed(CacheChange(key: key, action: .remove, at: at, sender: sender))
-        case (.expire, let key?): .changed(CacheChange(key: key, action: .expire, at: at, sender: sender))
+        case (.set, let key?): .changed(CacheChange(key: key, action: .set, at: at, sender: sender, instance: instance))
+        case (.remove, let key?): .changed(CacheChange(key: key, action: .remove, at: at, sender: sender, instance: instance))
+        case (.expire, let key?): .changed(CacheChange(key: key, action: .expire, at: at, sender: sender, instance: instance))
         case (.expire, nil), (.remove, nil):
             .invalidated(CacheInvalidation(
                 selection: tag.map(CacheSelection.tag) ?? prefix.map(CacheSelection.keyPrefix) ?? .all,
-                mode: action == .expire ? .expire : .remove, at: at, sender: sender))
-        default: .changedAll(at: at, sender: sender)
+                mode: action == .expire ? .expire : .remove, at: at, sender: sender, instance: instance))
+        default: .changedAll(at: at, sender: sender, instance: instance)
         }
     }
 }

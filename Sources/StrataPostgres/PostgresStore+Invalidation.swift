@@ -72,8 +72,10 @@ extension PostgresStore: InvalidatingStore {
     /// announce.
     func announcement(invalidating selection: CacheSelection, mode: InvalidationMode, at: Date)
         -> (channel: String?, payload: String?) {
-        guard let node = announcingNode else { return (nil, nil) }
+        let (node, instance) = state.withLock { ($0.announcingNode, $0.announcingInstance) }
+        guard let node else { return (nil, nil) }
         var notice = PostgresChangeNotice(key: nil, action: mode == .expire ? .expire : .remove, at: at, sender: node)
+        notice.instance = instance
         switch selection {
         case .all: break
         case .tag(let tag): notice.tag = tag

@@ -136,6 +136,8 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         var lastProgress: ContinuousClock.Instant?
         /// The sender this store's writes announce themselves as (``announceChanges(as:)``).
         var announcingNode: String?
+        /// The identity they announce themselves with (``announceChanges(as:instance:)``).
+        var announcingInstance: String?
         var formatVersion: Int32 = 0
         var maxValueBytes = PostgresStore.defaultMaxValueBytes
         /// The tags each written entry carries (``tagEntries(with:)``).
@@ -596,7 +598,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
             logger.warning(
                 "a value larger than the store's limit is not stored: the key's row is removed",
                 metadata: ["store": "\(description)", "key": "\(key)", "bytes": "\(bytes.count)", "limit": "\(maxValueBytes)"])
-            try await delete(key)
+            try await delete(key, storedAtOrBefore: entry.storedAt)
             return
         }
         let now = now()
@@ -623,15 +625,19 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
                     size = EXCLUDED.size, expires_at = EXCLUDED.expires_at,
                     max_age_seconds = EXCLUDED.max_age_seconds, max_age_attoseconds = EXCLUDED.max_age_attoseconds,
                     format_version = EXCLUDED.format_version, tags = EXCLUDED.tags
+                -- The latest store time wins, whatever order the writes commit in.
+                WHERE "\(unescaped: table)".stored_at_seconds <= EXCLUDED.stored_at_seconds
+                RETURNING 1
                 )
-                SELECT pg_notify(\(channel), \(notice)) WHERE \(channel)::text IS NOT NULL
+                SELECT pg_notify(\(channel), \(notice)) FROM written WHERE \(channel)::text IS NOT NULL
                 """, logger: logger))
         }
         if sweepIsDue(now: now) { await sweepExpiredRows() }
     }
 
     /// Re-stamps the row for `key` with one `UPDATE` of its time and validator columns: the value is
-    /// neither read nor rewritten. `false` when there is no row.
+    /// neither read nor rewritten. `false` when there is no row stored at or before `storedAt` (a
+    /// row stored later stays as it is).
     /// - Throws: `StoreError` (operation `refresh`) when the database is unreachable or the statement fails.
     @concurrent
     public func refresh(_ key: String, storedAt: Date, validators: CacheValidators) async throws -> Bool {
@@ -649,7 +655,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
                     UPDATE "\(unescaped: table)" SET stored_at = \(storedAt), stored_at_seconds = \(seconds),
                         etag = \(validators.etag), last_modified = \(validators.lastModified), last_access = \(now),
                         expires_at = \(expiresAt), max_age_seconds = \(maxAgeSeconds), max_age_attoseconds = \(maxAgeAttoseconds)
-                    WHERE key = \(key) AND format_version = \(version) RETURNING 1
+                    WHERE key = \(key) AND format_version = \(version) AND stored_at_seconds <= \(seconds) RETURNING 1
                 ), announced AS (
                     SELECT pg_notify(\(channel), \(notice)) FROM refreshed WHERE \(channel)::text IS NOT NULL
                 )
@@ -661,15 +667,33 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         }
     }
 
-    /// Removes the row for `key`; succeeds when there is none.
+    /// Removes the row for `key`; succeeds when there is none. Announced only when a row was
+    /// removed.
     /// - Throws: `StoreError` when the database is unreachable or the statement fails.
     @concurrent
     public func delete(_ key: String) async throws {
-        let (channel, notice) = announcement(.remove, key: key, at: now())
+        try await delete(key, storedAtOrBefore: nil)
+    }
+
+    /// Removes the row for `key` if it was stored at or before `time`, in one statement: a row
+    /// another node stored later stays (``NewestStoreTimeWins``). Announced only when a row was
+    /// removed, in the same statement.
+    /// - Throws: `StoreError` when the database is unreachable or the statement fails.
+    @concurrent
+    public func delete(_ key: String, storedAtOrBefore time: Date) async throws {
+        try await delete(key, storedAtOrBefore: Optional(time))
+    }
+
+    private func delete(_ key: String, storedAtOrBefore time: Date?) async throws {
+        let at = time ?? now()
+        let limit = time?.timeIntervalSinceReferenceDate ?? Double.infinity
+        let (channel, notice) = announcement(.remove, key: key, at: at)
         try await perform(.delete, key: key) { [table] connection, logger in
             try await Self.drain(connection.queryUnlessClosed("""
-                WITH removed AS (DELETE FROM "\(unescaped: table)" WHERE key = \(key))
-                SELECT pg_notify(\(channel), \(notice)) WHERE \(channel)::text IS NOT NULL
+                WITH removed AS (
+                    DELETE FROM "\(unescaped: table)" WHERE key = \(key) AND stored_at_seconds <= \(limit) RETURNING 1
+                )
+                SELECT pg_notify(\(channel), \(notice)) FROM removed WHERE \(channel)::text IS NOT NULL
                 """, logger: logger))
         }
     }
@@ -844,6 +868,8 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         return (address, "\(address)/\(database)")
     }
 }
+
+extension PostgresStore: NewestStoreTimeWins {}
 
 extension PostgresStore: CustomStringConvertible {
     /// `PostgresStore(host:port/database/table)`, never with credentials.

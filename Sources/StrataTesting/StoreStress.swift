@@ -123,6 +123,9 @@ public struct StoreStress: Sendable {
         Date(timeIntervalSinceReferenceDate: 800_000_000 + Double(writer * 100_000 + step))
     }
 
+    /// The `storedAt` of the final writes after the run: later than every insert and refresh.
+    static let finalDate = Date(timeIntervalSinceReferenceDate: 990_000_000)
+
     /// The `storedAt` of a refresh by `writer` at `step`.
     static func refreshDate(writer: Int, step: Int) -> Date {
         Date(timeIntervalSinceReferenceDate: 900_000_000 + Double(writer * 100_000 + step))
@@ -210,7 +213,9 @@ public struct StoreStress: Sendable {
         do {
             for key in keys {
                 let final = Value(key: key, writer: -1, step: 0, size: 16)
-                try await stores[0].insert(wrap(final), for: storeKey(key), storedAt: Self.insertDate(writer: 0, step: 0))
+                // Stored after every write of the run: a store that keeps the latest store time
+                // (`NewestStoreTimeWins`) takes it too.
+                try await stores[0].insert(wrap(final), for: storeKey(key), storedAt: Self.finalDate)
                 for (index, store) in stores.enumerated() {
                     let read = try await store.retrieve(storeKey(key)).flatMap { unwrap($0.value) }
                     if read != final {

@@ -134,7 +134,7 @@ struct InvalidationPostgresTests {
         // A tag too long to travel becomes "every entry changed".
         var huge = notice
         huge.tag = String(repeating: "t", count: 9_000)
-        #expect(PostgresChangeNotice.parse(huge.payload(logger: quietLogger))?.event == .changedAll(at: Self.storedAt, sender: "n1"))
+        #expect(PostgresChangeNotice.parse(huge.payload(logger: quietLogger))?.event == .changedAll(at: Self.storedAt, sender: "n1", instance: nil))
     }
 
     @Test("two caches in one database are namespaces: clearing one neither touches nor tells the other")

@@ -98,8 +98,8 @@ struct TieredStoreBackplaneTests {
         try await b.waitForBackplaneEvents(atLeast: 1)
         #expect(b.memory.immediateEntry(for: "a") == nil)
         try await b.insert("v", for: "a", storedAt: clock.date)
-        backplane.send(.changedAll(at: clock.date, sender: "b"))  // its own clear: already done
-        backplane.send(.changedAll(at: clock.date, sender: "a"))
+        backplane.send(.changedAll(at: clock.date, sender: "b", instance: nil))  // its own clear: already done
+        backplane.send(.changedAll(at: clock.date, sender: "a", instance: nil))
         try await b.waitForBackplaneEvents(atLeast: 3)
         #expect(b.memory.immediateEntry(for: "a") == nil)
         #expect(b.backplaneStatistics.listeningStarts == 1)

@@ -40,14 +40,18 @@ public struct CacheInvalidation: Sendable, Hashable {
     public var mode: InvalidationMode
     /// When it happened.
     public var at: Date
-    /// The node that made it (``Backplane/node``): a node ignores its own.
+    /// The name of the node that made it (``Backplane/node``), for logs.
     public var sender: String
+    /// The instance that made it (``Backplane/instance``): a node ignores its own instance's.
+    /// `nil` from a sender that does not set one; the name is then compared instead.
+    public var instance: String?
 
-    public init(selection: CacheSelection, mode: InvalidationMode, at: Date, sender: String) {
+    public init(selection: CacheSelection, mode: InvalidationMode, at: Date, sender: String, instance: String? = nil) {
         self.selection = selection
         self.mode = mode
         self.at = at
         self.sender = sender
+        self.instance = instance
     }
 }
 

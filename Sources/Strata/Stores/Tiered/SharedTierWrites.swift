@@ -52,6 +52,23 @@ struct SharedTierWrites<Key: Hashable & Sendable, Write: Sendable>: Sendable {
     /// The writes that have not reached the shared tier yet (sending or waiting), by key.
     var unsent: Int { Set(sending.keys).union(waiting.keys).count }
 
+    /// The last write of `key` that has not reached the shared tier yet: what a read of the key
+    /// answers, since the shared tier holds an older version until it arrives.
+    func unsentWrite(of key: Key) -> Write? { (waiting[key] ?? sending[key])?.write }
+
+    /// When a read last tried the shared tier while it was down.
+    private(set) var lastProbe: Date?
+
+    /// Whether a read tries the shared tier at `now`: always while it is up; while it is down,
+    /// one read per `probeInterval` (its answer brings the tier up again), and the others are
+    /// misses at once instead of each paying the tier's connect timeout.
+    mutating func readMayTry(now: Date, probeInterval: Duration) -> Bool {
+        guard isDown else { return true }
+        if let lastProbe, now >= lastProbe, now < lastProbe.addingTimeInterval(probeInterval / .seconds(1)) { return false }
+        lastProbe = now
+        return true
+    }
+
     mutating func handle(_ event: Event) -> [Action] {
         switch event {
         case .written(let key, let write):

@@ -16,10 +16,22 @@ import Logging
 /// - **Writes** (insert, delete, refresh) go to L1, then to L2, one write per key at a time, in
 ///   the order they were made. While L2 fails, the last write of each key waits (last write wins)
 ///   and the store tries again with a backoff, and at once when L2 answers a read. A write sent
-///   again never replaces a row another process stored later (by store time, read before the write).
+///   again never replaces a row another process stored later (by store time: in the statement,
+///   for a shared tier that is a ``NewestStoreTimeWins`` store; read before the write otherwise).
 ///   A failed L2 write never fails the call: L1 has the value, and L2 gets it when it returns.
+///   With ``SharedTierWriting/inBackground``, the call returns once L1 has it.
+/// - **One ordering rule**: the entry with the latest store time wins, in both tiers. A write
+///   older than what L1 holds for its key changes nothing; a delete at a time removes an entry
+///   stored at or before it; an entry read from L2 never replaces a newer one in L1.
+/// - **Read your writes**: a write registers with the same coherence rules as another node's
+///   change, so a read of L2 that started before it never puts the older row back in L1; while
+///   the write has not reached L2, a read of its key answers with it (L1 may have let it go) and
+///   nothing read from L2 is kept for the key. Changes of one key's L1 entry (local writes, fills,
+///   other nodes' changes) take turns (`KeyTurns`), so each decides and acts in one step.
+/// - **L2 down**: while L2 is known to be down, one read per `downProbeInterval` tries it (a
+///   probe); the others are misses at once instead of each paying its connect timeout.
 /// - ``removeAll()`` clears both and forgets waiting writes; it throws if L2 cannot be cleared.
-/// - **Other nodes' writes**: given a ``Backplane`` (``init(memory:shared:backplane:environment:firstRetryDelay:maxRetryDelay:metrics:metricsName:)``),
+/// - **Other nodes' writes**: given a ``Backplane`` (``init(memory:shared:backplane:environment:firstRetryDelay:maxRetryDelay:sharedTierWriting:downProbeInterval:metrics:metricsName:)``),
 ///   the store drops a memory copy older than a change another node announces for its key, never
 ///   keeps in memory an entry whose read started before such a change arrived, and empties the
 ///   memory tier each time the backplane (re)starts listening, since changes may have been missed.
@@ -31,6 +43,17 @@ public final class TieredStore<Memory: Store, Shared: Store>: Store, Sendable
 where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     public typealias Key = Memory.Key
     public typealias Value = Memory.Value
+
+    /// When a write reaches the shared tier, relative to the call that made it.
+    public enum SharedTierWriting: Sendable, Hashable {
+        /// The call returns once the shared tier has the write, or refused it (the write then
+        /// waits for a retry).
+        case awaited
+        /// The call returns once the memory tier has the write; the shared tier gets it in the
+        /// background, in order, one write per key at a time. A server's answer never waits for
+        /// the shared tier; ``waitForUnsentWrites(atMost:)`` waits for it.
+        case inBackground
+    }
 
     /// What a write does to the shared tier.
     enum Write: Sendable {
@@ -49,6 +72,12 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     let environment: LoadEnvironment
     let firstRetryDelay: Duration
     let maxRetryDelay: Duration
+    /// When a write reaches the shared tier, relative to its call.
+    public let sharedTierWriting: SharedTierWriting
+    /// While the shared tier is down, how often a read tries it.
+    public let downProbeInterval: Duration
+    /// Whether the shared tier orders writes by store time itself (``NewestStoreTimeWins``).
+    let sharedKeepsNewest: Bool
     private let state = Locked(State())
 
     struct State: Sendable {
@@ -56,6 +85,8 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
         var retry: Task<Void, Never>?
         var unsentWaiters = ConditionWaiters<Int>()
         var coherence = TierCoherence<Key>()
+        var turns = KeyTurns<Key>()
+        var turnWaiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
         var backplane = BackplaneStatistics()
         var backplaneWaiters = ConditionWaiters<Int>()
         var following: Task<Void, Never>?
@@ -74,7 +105,8 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
         /// Times the backplane (re)started listening, each emptying the memory tier.
         public var listeningStarts = 0
         /// Reads of the shared tier whose entry was not kept in memory: a change of their key
-        /// arrived while they ran.
+        /// (another node's, or this node's own write) arrived while they ran, a write of the key
+        /// had not reached the shared tier yet, or the memory tier held a newer entry.
         public var fillsSkipped = 0
         /// Invalidations by another node (by tag, key prefix or all), each emptying the memory tier.
         public var invalidations = 0
@@ -87,16 +119,25 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     /// With `metrics`, the store reports its hits per tier, misses, the shared tier's failures, the
     /// writes waiting for it and its backplane's events to swift-metrics, each with the dimension
     /// `store: metricsName` (see `TieredStoreMetrics` in the source for the names).
+    ///
+    /// `sharedTierWriting` says whether a write's call waits for the shared tier (``SharedTierWriting/awaited``,
+    /// the default) or only for the memory tier; `downProbeInterval` how often a read tries a
+    /// shared tier known to be down (1 s).
     public init(
         memory: Memory, shared: Shared, environment: LoadEnvironment = .live,
         firstRetryDelay: Duration = .seconds(1), maxRetryDelay: Duration = .seconds(60),
+        sharedTierWriting: SharedTierWriting = .awaited, downProbeInterval: Duration = .seconds(1),
         metrics: (any MetricsFactory)? = nil, metricsName: String = "tiered"
     ) {
+        precondition(downProbeInterval >= .zero, "TieredStore: downProbeInterval must not be negative")
         self.memory = memory
         self.shared = shared
         self.environment = environment
         self.firstRetryDelay = firstRetryDelay
         self.maxRetryDelay = maxRetryDelay
+        self.sharedTierWriting = sharedTierWriting
+        self.downProbeInterval = downProbeInterval
+        self.sharedKeepsNewest = shared is any NewestStoreTimeWins
         self.metrics = metrics.map { TieredStoreMetrics(name: metricsName, factory: $0) }
     }
 
@@ -137,6 +178,17 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
             metrics?.memoryHits.increment()
             return hit
         }
+        // This node's own write on its way: the shared tier holds an older version until it lands.
+        switch state.withLock({ $0.writes.unsentWrite(of: key) }) {
+        case .insert(let entry)?:
+            metrics?.memoryHits.increment()
+            return entry
+        case .delete?:
+            metrics?.misses.increment()
+            return nil
+        case .refresh?, nil:
+            break
+        }
         guard let (entry, started) = await readShared(["key": "\(key)"], { try await shared.retrieve(key) }) else {
             metrics?.misses.increment()
             return nil
@@ -155,7 +207,14 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     private func readShared<T: Sendable>(
         _ metadata: Logger.Metadata, _ read: () async throws -> T
     ) async -> (T, started: UInt64)? {
-        let started = state.withLock { $0.coherence.readStarted }
+        let now = environment.now()
+        let (started, mayTry) = state.withLock { state in
+            (state.coherence.readStarted, state.writes.readMayTry(now: now, probeInterval: downProbeInterval))
+        }
+        guard mayTry else {
+            metrics?.sharedReadsSkipped.increment()
+            return nil
+        }
         do {
             let result = try await read()
             await perform(handle(.answered))
@@ -199,22 +258,116 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
         return entries
     }
 
+    /// Keeps `entry` in the memory tier and sends it to the shared tier, unless the memory tier
+    /// holds an entry of `key` stored later (then nothing changes: the latest store time wins).
     public func insert(_ entry: Cached<Value>, for key: Key) async throws {
-        try await memory.insert(entry, for: key)
-        await perform(handle(.written(key, .insert(entry))))
+        let actions = try await withTurn(key) { () async throws -> [SharedTierWrites<Key, Write>.Action] in
+            if let held = try await memoryEntry(key), held.storedAt > entry.storedAt { return [] }
+            try await memory.insert(entry, for: key)
+            return registerLocalWrite(key, .insert(entry))
+        }
+        await send(actions)
     }
 
+    /// Removes `key`'s entry from both tiers. The removal is timed at now (the store's clock), or
+    /// at the store time of the entry the memory tier holds when that is later: the shared tier
+    /// removes a row stored at or before that time, and keeps one another node stored later (the
+    /// latest store time wins).
     public func delete(_ key: Key) async throws {
-        try await memory.delete(key)
-        await perform(handle(.written(key, .delete(at: environment.now()))))
+        let actions = try await withTurn(key) { () async throws -> [SharedTierWrites<Key, Write>.Action] in
+            var at = environment.now()
+            if let held = try await memoryEntry(key) { at = max(at, held.storedAt) }
+            try await memory.delete(key)
+            return registerLocalWrite(key, .delete(at: at))
+        }
+        await send(actions)
     }
 
+    /// Re-stamps `key`'s entry in both tiers, unless the memory tier holds one stored later.
     public func refresh(_ key: Key, storedAt: Date, validators: CacheValidators) async throws -> Bool {
-        let inMemory = try await memory.refresh(key, storedAt: storedAt, validators: validators)
-        await perform(handle(.written(key, .refresh(storedAt: storedAt, validators: validators))))
+        let (inMemory, actions) = try await withTurn(key) { () async throws -> (Bool, [SharedTierWrites<Key, Write>.Action]) in
+            if let held = try await memoryEntry(key), held.storedAt > storedAt { return (true, []) }
+            let inMemory = try await memory.refresh(key, storedAt: storedAt, validators: validators)
+            return (inMemory, registerLocalWrite(key, .refresh(storedAt: storedAt, validators: validators)))
+        }
+        await send(actions)
         // Whether either tier has the entry: L2 may hold one L1 let go.
         if inMemory { return true }
         return (try? await shared.retrieve(key)) != nil
+    }
+
+    /// The memory tier's entry for `key`, without suspending when the tier can answer so.
+    private func memoryEntry(_ key: Key) async throws -> Cached<Value>? {
+        if let held = memory.immediateEntry(for: key) { return held }
+        return try await memory.retrieve(key)
+    }
+
+    /// Registers this node's write of `key` (in its turn, after the memory tier has it): reads of
+    /// the shared tier that started before it never fill the memory tier, and the write is on
+    /// its way to the shared tier. The actions carry it there.
+    private func registerLocalWrite(_ key: Key, _ write: Write) -> [SharedTierWrites<Key, Write>.Action] {
+        let (actions, unsent) = state.withLock { state in
+            state.coherence.changeReceived(key)
+            let actions = state.writes.handle(.written(key, write))
+            state.unsentWaiters.resumeSatisfied(by: state.writes.unsent)
+            return (actions, state.writes.unsent)
+        }
+        metrics?.unsentWrites.record(unsent)
+        return actions
+    }
+
+    /// Carries out the actions of a write: before returning, or in the background
+    /// (``SharedTierWriting``).
+    private func send(_ actions: [SharedTierWrites<Key, Write>.Action]) async {
+        guard !actions.isEmpty else { return }
+        switch sharedTierWriting {
+        case .awaited: await perform(actions)
+        case .inBackground: Task { await self.perform(actions) }
+        }
+    }
+
+    // MARK: Turns
+
+    /// Runs `body` in `key`'s turn: no other change of `key`'s memory entry runs meanwhile.
+    /// - Throws: `CancellationError` when the task is cancelled while it waits for the turn
+    ///   (nothing was done), or what `body` throws.
+    private func withTurn<T>(_ key: Key, _ body: () async throws -> T) async throws -> T {
+        let ticket = try await takeTurn(key)
+        defer { passTurn(key, ticket) }
+        return try await body()
+    }
+
+    private func takeTurn(_ key: Key) async throws -> UInt64 {
+        let (ticket, holds) = state.withLock { $0.turns.request(key) }
+        if holds { return ticket }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let resume = state.withLock { state -> Result<Void, any Error>? in
+                    if state.turns.holds(key, ticket) { return .success(()) }
+                    // Withdrawn by the cancellation handler before it got here.
+                    guard state.turns.isQueued(key, ticket) else { return .failure(CancellationError()) }
+                    state.turnWaiters[ticket] = continuation
+                    return nil
+                }
+                if let resume { continuation.resume(with: resume) }
+            }
+        } onCancel: {
+            let continuation = state.withLock { state -> CheckedContinuation<Void, any Error>? in
+                guard state.turns.withdraw(key, ticket) else { return nil }
+                return state.turnWaiters.removeValue(forKey: ticket)
+            }
+            continuation?.resume(throwing: CancellationError())
+        }
+        return ticket
+    }
+
+    private func passTurn(_ key: Key, _ ticket: UInt64) {
+        let next = state.withLock { state -> CheckedContinuation<Void, any Error>? in
+            guard let next = state.turns.finish(key, ticket) else { return nil }
+            // Not registered yet: it finds that it holds the turn when it registers.
+            return state.turnWaiters.removeValue(forKey: next)
+        }
+        next?.resume()
     }
 
     public func removeAll() async throws {
@@ -237,25 +390,35 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     }
 
     /// Keeps an entry read from the shared tier in memory, as stored (L1 serves it no longer than
-    /// L2 would), unless another node changed its key while the read ran.
+    /// L2 would), unless a change of its key (another node's, or this node's own write) arrived
+    /// while the read ran, a write of the key has not reached the shared tier yet, or the memory
+    /// tier holds an entry stored later.
     private func fill(_ entry: Cached<Value>, for key: Key, readStartedAt started: UInt64) async {
         func mayFill() -> Bool {
             state.withLock { state in
-                let may = state.coherence.mayFill(key, readStartedAt: started)
+                let may = state.coherence.mayFill(key, readStartedAt: started) && state.writes.unsentWrite(of: key) == nil
                 if !may { state.backplane.fillsSkipped += 1 }
                 return may
             }
         }
-        guard mayFill() else { return }
         do {
-            try await memory.insert(entry, for: key)
+            try await withTurn(key) {
+                guard mayFill() else { return }
+                if let held = try? await memoryEntry(key), held.storedAt >= entry.storedAt {
+                    state.withLock { $0.backplane.fillsSkipped += 1 }
+                    return
+                }
+                try await memory.insert(entry, for: key)
+                // Every change of this key takes its turn: only a restart of listening (or the
+                // coherence's memory filling up) can have come between the check and the insert.
+                if !mayFill() { try? await memory.delete(key) }
+            }
+        } catch is CancellationError {
+            return
         } catch {
             environment.logger.warning(
                 "the memory tier could not keep a shared entry", metadata: ["key": "\(key)", "error": "\(error)"])
-            return
         }
-        // A change that arrived between the check and the insert found nothing to drop.
-        if !mayFill() { try? await memory.delete(key) }
     }
 
     // MARK: Carrying out the decisions
@@ -289,15 +452,20 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     private func send(_ send: SharedTierWrites<Key, Write>.Send) async -> Bool {
         do {
             // A repair first reads the row: another process may have stored a later one meanwhile.
+            // A shared tier that keeps the newest itself decides in its own statement.
             var current: Cached<Value>?
-            if send.isRepair { current = try await shared.retrieve(send.key) }
+            if send.isRepair, !sharedKeepsNewest { current = try await shared.retrieve(send.key) }
             switch send.write {
             case .insert(let entry):
                 if let current, current.storedAt > entry.storedAt { return true }
                 try await shared.insert(entry, for: send.key)
             case .delete(let at):
                 if let current, current.storedAt > at { return true }
-                try await shared.delete(send.key)
+                if let newest = shared as? any NewestStoreTimeWins<Key, Value> {
+                    try await newest.delete(send.key, storedAtOrBefore: at)
+                } else {
+                    try await shared.delete(send.key)
+                }
             case .refresh(let storedAt, let validators):
                 if let current, current.storedAt > storedAt { return true }
                 _ = try await shared.refresh(send.key, storedAt: storedAt, validators: validators)
@@ -360,21 +528,23 @@ extension TieredStore where Key == String {
     ///
     /// The store follows the backplane from here on, in a task of its own that ends when the store
     /// is released; it keeps the backplane for as long as it lives. The other parameters are as in
-    /// ``init(memory:shared:environment:firstRetryDelay:maxRetryDelay:metrics:metricsName:)``.
+    /// ``init(memory:shared:environment:firstRetryDelay:maxRetryDelay:sharedTierWriting:downProbeInterval:metrics:metricsName:)``.
     public convenience init(
         memory: Memory, shared: Shared, backplane: some Backplane, environment: LoadEnvironment = .live,
         firstRetryDelay: Duration = .seconds(1), maxRetryDelay: Duration = .seconds(60),
+        sharedTierWriting: SharedTierWriting = .awaited, downProbeInterval: Duration = .seconds(1),
         metrics: (any MetricsFactory)? = nil, metricsName: String = "tiered"
     ) {
         self.init(
             memory: memory, shared: shared, environment: environment, firstRetryDelay: firstRetryDelay,
-            maxRetryDelay: maxRetryDelay, metrics: metrics, metricsName: metricsName)
-        let node = backplane.node
+            maxRetryDelay: maxRetryDelay, sharedTierWriting: sharedTierWriting, downProbeInterval: downProbeInterval,
+            metrics: metrics, metricsName: metricsName)
+        let identity = BackplaneIdentity(node: backplane.node, instance: backplane.instance)
         let events = backplane.events()
         let task = Task { [weak self] in
             for await event in events {
                 guard let self else { return }
-                await self.receive(event, node: node)
+                await self.receive(event, as: identity)
             }
         }
         state.withLock { state in
@@ -393,14 +563,20 @@ extension TieredStore where Key == String {
         try await state.wait(in: \.backplaneWaiters, current: { $0.backplane.events }, until: { $0 >= count })
     }
 
-    /// Handles one backplane event as this store's node `node`.
-    func receive(_ event: BackplaneEvent, node: String) async {
+    /// Handles one backplane event as the backplane `identity`.
+    func receive(_ event: BackplaneEvent, as identity: BackplaneIdentity) async {
+        let own = switch event {
+        case .listening: false
+        case .changed(let change): change.isOwn(instance: identity.instance, node: identity.node)
+        case .changedAll(_, let sender, let instance): instance.map { $0 == identity.instance } ?? (sender == identity.node)
+        case .invalidated(let invalidation): invalidation.isOwn(instance: identity.instance, node: identity.node)
+        }
         if let metrics {
             let kind = switch event {
             case .listening: "listening"
-            case .changed(let change): change.sender == node ? "own" : "change"
-            case .changedAll(_, let sender): sender == node ? "own" : "all"
-            case .invalidated(let invalidation): invalidation.sender == node ? "own" : "invalidation"
+            case .changed: own ? "own" : "change"
+            case .changedAll: own ? "own" : "all"
+            case .invalidated: own ? "own" : "invalidation"
             }
             metrics.backplaneEvents[kind]?.increment()
         }
@@ -408,32 +584,31 @@ extension TieredStore where Key == String {
         case .listening:
             await forgetMemory(because: "the backplane (re)started listening")
             counted { $0.listeningStarts += 1 }
-        case .changed(let change) where change.sender == node:
-            counted { $0.ownChangesIgnored += 1 }
-        case .changedAll(_, let sender) where sender == node:
+        case .changed where own, .changedAll where own, .invalidated where own:
             counted { $0.ownChangesIgnored += 1 }
         case .changedAll:
             await forgetMemory(because: "another node changed every entry")
             counted { $0.copiesDropped += 1 }
-        case .invalidated(let invalidation) where invalidation.sender == node:
-            counted { $0.ownChangesIgnored += 1 }
         case .invalidated(let invalidation):
             // The memory tier does not know its copies' tags: it forgets them all and reads the
             // shared tier, which the invalidation already changed, again.
             await forgetMemory(because: "another node invalidated \(invalidation.selection)")
             counted { $0.invalidations += 1 }
         case .changed(let change):
-            state.withLock { $0.coherence.changeReceived(change.key) }
-            var held = memory.immediateEntry(for: change.key)
-            if held == nil { held = try? await memory.retrieve(change.key) }
-            // Only a copy older than the change: a later one (this node's own write, or a read that
-            // saw an even newer row) stays.
-            if let held, held.storedAt < change.at || (change.action != .set && held.storedAt == change.at) {
+            // In the key's turn: a local write or a fill of the key never interleaves with it. A
+            // cancelled turn (the store is going away) still counts the change as received.
+            let dropped = (try? await withTurn(change.key) { () async -> Bool in
+                state.withLock { $0.coherence.changeReceived(change.key) }
+                let held = try? await memoryEntry(change.key)
+                // Only a copy older than the change: a later one (this node's own write, or a read
+                // that saw an even newer row) stays.
+                guard let held, held.storedAt < change.at || (change.action != .set && held.storedAt == change.at) else {
+                    return false
+                }
                 try? await memory.delete(change.key)
-                counted { $0.copiesDropped += 1 }
-            } else {
-                counted { _ in }
-            }
+                return true
+            }) ?? false
+            if dropped { counted { $0.copiesDropped += 1 } } else { counted { _ in } }
         }
     }
 
@@ -456,4 +631,24 @@ extension TieredStore where Key == String {
             state.backplaneWaiters.resumeSatisfied(by: state.backplane.events)
         }
     }
+}
+
+/// Who a backplane is: its node's name (for logs) and its instance (to recognise its own changes).
+struct BackplaneIdentity: Sendable, Hashable {
+    var node: String
+    var instance: String
+}
+
+/// A store whose writes never replace an entry of a key stored later, decided in one step on the
+/// store's side: an insert or refresh writes only over an entry whose store time is not later
+/// than its own, and ``delete(_:storedAtOrBefore:)`` removes only an entry stored at or before
+/// its time. Every node of a fleet then converges on the entry with the latest store time, as
+/// each ``TieredStore``'s memory tier does, whatever order the writes commit in.
+///
+/// A ``TieredStore`` in front of such a store sends its repairs as they are, without reading the
+/// row first. `PostgresStore` is one.
+public protocol NewestStoreTimeWins<Key, Value>: Store {
+    /// Removes `key`'s entry if it was stored at or before `time`; an entry stored later stays.
+    /// Succeeds when there is none.
+    func delete(_ key: Key, storedAtOrBefore time: Date) async throws
 }
