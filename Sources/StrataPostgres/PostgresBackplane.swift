@@ -298,6 +298,8 @@ final class PostgresBackplaneCore: Sendable {
     /// Listens on `connection` until it is lost (throws) or the task is cancelled.
     private func listen(on connection: PostgresConnection) async throws {
         try await connection.listen(on: channel) { notifications in
+            // Before it counts as listening: a node that waited for it has the answer.
+            await checkForNamesakes(on: connection)
             // The subscribers of this moment hear it from here; a later one, from `events()`.
             let subscribers = state.withLock { state in
                 state.isListening = true
@@ -306,7 +308,6 @@ final class PostgresBackplaneCore: Sendable {
                 return Array(state.subscribers.values)
             }
             for subscriber in subscribers { subscriber.yield(.listening) }
-            await checkForNamesakes(on: connection)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { [self] in try await heartbeat(on: connection) }
                 group.addTask { [self] in

@@ -586,6 +586,13 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     ///   statement fails; the previous row is then untouched.
     @concurrent
     public func insert(_ entry: Cached<Value>, for key: String) async throws {
+        _ = try await insertUnlessNewer(entry, for: key)
+    }
+
+    /// ``insert(_:for:)``, saying whether it wrote: `false` when the table holds a row of `key`
+    /// stored later (it stays, and nothing is announced), or the value was over the limit.
+    @concurrent
+    public func insertUnlessNewer(_ entry: Cached<Value>, for key: String) async throws -> Bool {
         let bytes: Data
         do {
             bytes = try codec.encode(entry.value)
@@ -599,7 +606,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
                 "a value larger than the store's limit is not stored: the key's row is removed",
                 metadata: ["store": "\(description)", "key": "\(key)", "bytes": "\(bytes.count)", "limit": "\(maxValueBytes)"])
             try await delete(key, storedAtOrBefore: entry.storedAt)
-            return
+            return false
         }
         let now = now()
         let seconds = entry.storedAt.timeIntervalSinceReferenceDate
@@ -608,9 +615,9 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         let maxAgeAttoseconds = entry.validators.maxAge?.components.attoseconds
         let tags = state.withLock { $0.tagger }?(key, entry.value) ?? []
         let (channel, notice) = announcement(.set, key: key, at: entry.storedAt)
-        try await perform(.insert, key: key) { [table] connection, logger in
+        let written = try await perform(.insert, key: key) { [table] connection, logger -> Bool in
             // The write and its announcement are one statement: both commit, or neither.
-            try await Self.drain(connection.queryUnlessClosed("""
+            let rows = try await connection.queryUnlessClosed("""
                 WITH written AS (
                 INSERT INTO "\(unescaped: table)"
                     (key, value, stored_at, stored_at_seconds, etag, last_modified, last_access, size, expires_at,
@@ -629,10 +636,17 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
                 WHERE "\(unescaped: table)".stored_at_seconds <= EXCLUDED.stored_at_seconds
                 RETURNING 1
                 )
-                SELECT pg_notify(\(channel), \(notice)) FROM written WHERE \(channel)::text IS NOT NULL
-                """, logger: logger))
+                , announced AS (
+                    SELECT pg_notify(\(channel), \(notice)) FROM written WHERE \(channel)::text IS NOT NULL
+                )
+                SELECT (SELECT count(*) FROM written), (SELECT count(*) FROM announced)
+                """, logger: logger)
+            var count: Int64 = 0
+            for try await (written, _) in rows.decode((Int64, Int64).self) { count = written }
+            return count > 0
         }
         if sweepIsDue(now: now) { await sweepExpiredRows() }
+        return written
     }
 
     /// Re-stamps the row for `key` with one `UPDATE` of its time and validator columns: the value is

@@ -54,6 +54,49 @@ struct FleetPostgresTests {
         }
     }
 
+    @Test("three nodes that share one name (every container's process is PID 1) stay coherent, and each warns of the others")
+    func nodesSharingOneName_stayCoherent() async throws {
+        try await TestScope.run {
+            let table = TestScope.table()
+            var nodes: [(tiered: Node, backplane: PostgresBackplane)] = []
+            for _ in 0..<3 { nodes.append(try await node("proxy-1", table: table)) }
+            #expect(Set(nodes.map(\.backplane.instance)).count == 3)
+            #expect(nodes[2].backplane.otherListenersNamedAlike == 2)
+            let t0 = Date().addingTimeInterval(-60)
+            for (index, node) in nodes.enumerated() {
+                try await node.tiered.insert(itemA, for: "feed", storedAt: t0.addingTimeInterval(Double(index)))
+            }
+            try await nodes[1].tiered.insert(itemB, for: "feed", storedAt: t0.addingTimeInterval(10))
+            for node in nodes { try await node.tiered.waitForBackplaneEvents(atLeast: 5) }  // listening + 4 writes
+            for node in nodes { #expect(try await node.tiered.retrieve("feed")?.value == itemB) }
+            #expect(nodes.map { $0.tiered.backplaneStatistics.ownChangesIgnored } == [1, 2, 1])
+        }
+    }
+
+    @Test("the latest store time wins in the table: an older write, refresh or removal changes nothing and announces nothing")
+    func anOlderWrite_neverReplacesALaterRow_andAnnouncesNothing() async throws {
+        try await TestScope.run {
+            let table = TestScope.table()
+            let (a, _) = try await node("a", table: table)
+            let (b, _) = try await node("b", table: table)
+            let t0 = Date().addingTimeInterval(-60)
+            try await a.insert(itemB, for: "feed", storedAt: t0.addingTimeInterval(5))
+            try await b.waitForBackplaneEvents(atLeast: 2)
+            // Straight to the table, as another node whose write committed last would.
+            #expect(try await !a.shared.insertUnlessNewer(Cached(value: itemA, storedAt: t0), for: "feed"))
+            try await a.shared.insert(itemA, for: "feed", storedAt: t0)
+            #expect(try await !a.shared.refresh("feed", storedAt: t0, validators: CacheValidators()))
+            try await a.shared.delete("feed", storedAtOrBefore: t0)
+            try await a.shared.delete("never written")
+            #expect(try await a.shared.retrieve("feed")?.value == itemB)
+            #expect(try await a.shared.retrieve("feed")?.storedAt == t0.addingTimeInterval(5))
+            // A marker: notices arrive in commit order, so any of the above would come before it.
+            try await a.insert(itemA, for: "marker", storedAt: t0)
+            try await b.waitForBackplaneEvents(atLeast: 3)
+            #expect(b.backplaneStatistics.events == 3, "listening, the first write, the marker: nothing else was announced")
+        }
+    }
+
     @Test("a notification is slim: key, action, time and sender, never the value; a store that does not announce sends none")
     func theNotification_isSlim() async throws {
         try await TestScope.run {

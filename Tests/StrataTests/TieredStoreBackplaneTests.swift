@@ -6,6 +6,7 @@ import StrataTesting
 /// A backplane a test drives: it delivers what the test sends.
 final class ScriptedBackplane: Backplane {
     let node: String
+    let instance: String
     private struct State {
         var subscribers: [AsyncStream<BackplaneEvent>.Continuation] = []
         var ended = 0
@@ -13,7 +14,10 @@ final class ScriptedBackplane: Backplane {
     }
     private let state = Locked(State())
 
-    init(node: String) { self.node = node }
+    init(node: String, instance: String? = nil) {
+        self.node = node
+        self.instance = instance ?? node
+    }
 
     func events() -> AsyncStream<BackplaneEvent> {
         let (stream, continuation) = AsyncStream.makeStream(of: BackplaneEvent.self)
@@ -150,6 +154,9 @@ final class GatedStore<Base: Store>: Store where Base.Key: Sendable {
         var hold = false
         var held: [CheckedContinuation<Cached<Value>?, Never>] = []
         var waiters = ConditionWaiters<Int>()
+        var holdInserts = false
+        var heldInserts: [CheckedContinuation<Void, Never>] = []
+        var insertWaiters = ConditionWaiters<Int>()
     }
     private let state = Locked(State())
 
@@ -182,7 +189,35 @@ final class GatedStore<Base: Store>: Store where Base.Key: Sendable {
         }
     }
 
-    func insert(_ entry: Cached<Value>, for key: Key) async throws { try await base.insert(entry, for: key) }
+    /// While on, inserts wait for ``releaseInserts()`` before they reach the base store.
+    var holdInserts: Bool {
+        get { state.withLock { $0.holdInserts } }
+        set { state.withLock { $0.holdInserts = newValue } }
+    }
+
+    func waitForHeldInserts(_ count: Int) async throws {
+        try await state.wait(in: \.insertWaiters, current: { $0.heldInserts.count }, until: { $0 >= count })
+    }
+
+    func releaseInserts() {
+        let held = state.withLock { state in
+            defer { state.heldInserts = []; state.holdInserts = false }
+            return state.heldInserts
+        }
+        for continuation in held { continuation.resume() }
+    }
+
+    func insert(_ entry: Cached<Value>, for key: Key) async throws {
+        if holdInserts {
+            await withCheckedContinuation { continuation in
+                state.withLock { state in
+                    state.heldInserts.append(continuation)
+                    state.insertWaiters.resumeSatisfied(by: state.heldInserts.count)
+                }
+            }
+        }
+        try await base.insert(entry, for: key)
+    }
     func delete(_ key: Key) async throws { try await base.delete(key) }
     func removeAll() async throws { try await base.removeAll() }
 }
@@ -230,7 +265,9 @@ struct TierCoherenceTests {
     }
 }
 
-/// Node B's memory tier and node A's writes, by version number (a later write has a larger one).
+/// Node B's memory tier, node A's writes and B's own, by version number (a version is a store
+/// time: a later write usually has a larger one, but B's writes may come late, with an older one).
+/// Every step is one of `TieredStore`'s turns: a decision and its act on one key.
 struct CoherenceWorld {
     struct Violation: Error, CustomStringConvertible {
         var seed: UInt64
@@ -242,6 +279,8 @@ struct CoherenceWorld {
     struct Read {
         var key: String
         var started: UInt64
+        /// B's own latest write of the key when the read started: the least it may answer.
+        var ownAtStart: Int
         /// The version it read from the shared tier, once it did (0: no row).
         var version: Int?
     }
@@ -249,12 +288,16 @@ struct CoherenceWorld {
     let seed: UInt64
     var random: SplitMix64
     var coherence = TierCoherence<String>(limit: 2)
-    /// The shared tier's versions, and B's memory tier's.
+    /// The shared tier's versions (newest wins), and B's memory tier's.
     var shared: [String: Int] = [:]
     var memory: [String: Int] = [:]
-    /// Notifications committed and not delivered yet, in commit order.
+    /// Notifications of A's writes committed and not delivered yet, in commit order.
     var notifications: [(key: String, version: Int)] = []
     var reads: [Read] = []
+    /// B's writes that have not reached the shared tier (last write of a key wins).
+    var unsent: [String: Int] = [:]
+    /// The latest version B wrote itself and kept, per key.
+    var own: [String: Int] = [:]
     /// The version B must not be older than, per key: told by a notification, or committed before
     /// B (re)started listening.
     var known: [String: Int] = [:]
@@ -266,44 +309,98 @@ struct CoherenceWorld {
         random = SplitMix64(seed: seed)
     }
 
+    static func time(_ version: Int) -> Date { Date(timeIntervalSinceReferenceDate: Double(version)) }
+
     mutating func run(steps: Int) throws {
         for step in 0..<steps {
-            advance(random.next() % 7)
-            for (key, version) in memory where version < known[key] ?? 0 {
-                throw Violation(seed: seed, step: step, what: "B's memory holds \(key) v\(version), told of v\(known[key]!)")
+            let floor = coherence.floor
+            if let problem = advance(random.next() % 10) {
+                throw Violation(seed: seed, step: step, what: problem)
+            }
+            // Past its limit the coherence forgets every key (so does a restart of listening): a
+            // write of B's that comes late, older than one B made before, and finds nothing newer
+            // in memory is then kept until the key changes again. What B wrote is judged from
+            // there on.
+            if coherence.floor != floor { own = [:] }
+            for (key, version) in memory {
+                // B's own write that came late is kept until the shared tier refuses it.
+                if version < known[key] ?? 0, unsent[key] != version {
+                    throw Violation(seed: seed, step: step, what: "B's memory holds \(key) v\(version), told of v\(known[key]!)")
+                }
+                if version < own[key] ?? 0 {
+                    throw Violation(seed: seed, step: step, what: "B's memory holds \(key) v\(version), B wrote v\(own[key]!)")
+                }
             }
         }
     }
 
-    mutating func advance(_ choice: UInt64) {
+    /// One step; a problem found in what it answered, if any.
+    mutating func advance(_ choice: UInt64) -> String? {
         let key = keys[Int(random.next() % UInt64(keys.count))]
         switch choice {
-        case 0:  // A writes and commits; its notification is on its way
+        case 0:  // A writes and commits (newest wins); its notification is on its way
             lastVersion += 1
-            shared[key] = lastVersion
+            shared[key] = max(shared[key] ?? 0, lastVersion)
             notifications.append((key, lastVersion))
         case 1 where !notifications.isEmpty:  // the oldest notification arrives
             let (key, version) = notifications.removeFirst()
-            coherence.changeReceived(key)
+            coherence.changeReceived(key, at: Self.time(version))
             known[key] = max(known[key] ?? 0, version)
             if let held = memory[key], held < version { memory[key] = nil }
-        case 2:  // B's memory misses: a read of the shared tier starts
-            if memory[key] == nil { reads.append(Read(key: key, started: coherence.readStarted)) }
+        case 2:  // B's memory misses: a read starts, answered by B's write on its way if any
+            guard memory[key] == nil else { break }
+            if let pending = unsent[key] {
+                if pending < own[key] ?? 0 { return "a read of \(key) answered v\(pending), B wrote v\(own[key]!)" }
+            } else {
+                reads.append(Read(key: key, started: coherence.readStarted, ownAtStart: own[key] ?? 0))
+            }
         case 3 where !reads.isEmpty:  // a read reads the shared tier
             let index = Int(random.next() % UInt64(reads.count))
             if reads[index].version == nil { reads[index].version = shared[reads[index].key] ?? 0 }
         case 4 where !reads.isEmpty:  // a read that has read ends, and keeps its entry if it may
             let index = Int(random.next() % UInt64(reads.count))
-            guard let version = reads[index].version else { return }
+            guard let version = reads[index].version else { break }
             let read = reads.remove(at: index)
-            if version > 0, coherence.mayFill(read.key, readStartedAt: read.started) { memory[read.key] = version }
+            if version < read.ownAtStart { return "a read of \(read.key) answered v\(version), B had written v\(read.ownAtStart)" }
+            if version > 0, coherence.mayFill(read.key, readStartedAt: read.started), unsent[read.key] == nil,
+               (memory[read.key] ?? 0) < version {
+                memory[read.key] = version
+            }
         case 5 where random.next() % 8 == 0:  // the listening connection drops and comes back
             notifications = []  // sent while B was not listening: never delivered
             coherence.listeningStarted()
             memory = [:]
             for (key, version) in shared { known[key] = max(known[key] ?? 0, version) }
+        case 6:  // B writes: usually the latest time, sometimes a write that comes late
+            let version: Int
+            if random.next() % 3 == 0, lastVersion > 1 {
+                version = lastVersion - Int(random.next() % 3)
+            } else {
+                lastVersion += 1
+                version = lastVersion
+            }
+            if let held = memory[key], held > version { break }
+            if coherence.isOutdated(key, storedAt: Self.time(version)) { break }
+            memory[key] = version
+            coherence.changeReceived(key, at: Self.time(version))
+            unsent[key] = version
+            own[key] = max(own[key] ?? 0, version)
+        case 7:  // B's write of the key reaches the shared tier (newest wins there)
+            guard let version = unsent.removeValue(forKey: key) else { break }
+            if version < shared[key] ?? 0 {
+                // Refused: a copy B kept of it goes, and reads that ran meanwhile keep nothing.
+                if memory[key] == version {
+                    memory[key] = nil
+                    coherence.changeReceived(key)
+                }
+            } else {
+                shared[key] = version
+            }
+        case 8:  // the memory tier lets the key go (its count limit)
+            memory[key] = nil
         default:
             break
         }
+        return nil
     }
 }

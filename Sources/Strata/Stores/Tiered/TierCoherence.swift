@@ -19,6 +19,9 @@ struct TierCoherence<Key: Hashable & Sendable>: Sendable {
     private(set) var generation: UInt64 = 0
     /// The number of the last change received for each recently changed key.
     private(set) var changed: [Key: UInt64] = [:]
+    /// The latest store time each recently changed key was told of (a change's time, or this
+    /// node's own write's): a local write older than it changes nothing.
+    private(set) var newest: [Key: Date] = [:]
     /// Reads that started before this number never fill the memory tier.
     private(set) var floor: UInt64 = 0
 
@@ -35,14 +38,22 @@ struct TierCoherence<Key: Hashable & Sendable>: Sendable {
         started >= floor && (changed[key] ?? 0) <= started
     }
 
-    /// Another node changed `key`.
-    mutating func changeReceived(_ key: Key) {
+    /// Whether a write of `key` stored at `storedAt` is older than a change this node was told of
+    /// (or made): it must change nothing, or this node would keep an older version than the fleet.
+    func isOutdated(_ key: Key, storedAt: Date) -> Bool {
+        newest[key].map { storedAt < $0 } ?? false
+    }
+
+    /// Another node changed `key` (or this node wrote it), at `at` when the change says.
+    mutating func changeReceived(_ key: Key, at: Date? = nil) {
         generation += 1
         if changed.count >= limit, changed[key] == nil {
             changed = [:]
+            newest = [:]
             floor = generation
         }
         changed[key] = generation
+        if let at, newest[key].map({ $0 < at }) ?? true { newest[key] = at }
     }
 
     /// The backplane (re)started listening: changes may have been missed, so no read that started
@@ -50,6 +61,7 @@ struct TierCoherence<Key: Hashable & Sendable>: Sendable {
     mutating func listeningStarted() {
         generation += 1
         changed = [:]
+        newest = [:]
         floor = generation
     }
 }

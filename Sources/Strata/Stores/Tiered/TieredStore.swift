@@ -263,8 +263,9 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     public func insert(_ entry: Cached<Value>, for key: Key) async throws {
         let actions = try await withTurn(key) { () async throws -> [SharedTierWrites<Key, Write>.Action] in
             if let held = try await memoryEntry(key), held.storedAt > entry.storedAt { return [] }
+            if state.withLock({ $0.coherence.isOutdated(key, storedAt: entry.storedAt) }) { return [] }
             try await memory.insert(entry, for: key)
-            return registerLocalWrite(key, .insert(entry))
+            return registerLocalWrite(key, .insert(entry), at: entry.storedAt)
         }
         await send(actions)
     }
@@ -278,7 +279,9 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
             var at = environment.now()
             if let held = try await memoryEntry(key) { at = max(at, held.storedAt) }
             try await memory.delete(key)
-            return registerLocalWrite(key, .delete(at: at))
+            // Not remembered as the key's newest time: a later insert is the app's later intent,
+            // whatever its store time.
+            return registerLocalWrite(key, .delete(at: at), at: nil)
         }
         await send(actions)
     }
@@ -287,8 +290,9 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     public func refresh(_ key: Key, storedAt: Date, validators: CacheValidators) async throws -> Bool {
         let (inMemory, actions) = try await withTurn(key) { () async throws -> (Bool, [SharedTierWrites<Key, Write>.Action]) in
             if let held = try await memoryEntry(key), held.storedAt > storedAt { return (true, []) }
+            if state.withLock({ $0.coherence.isOutdated(key, storedAt: storedAt) }) { return (false, []) }
             let inMemory = try await memory.refresh(key, storedAt: storedAt, validators: validators)
-            return (inMemory, registerLocalWrite(key, .refresh(storedAt: storedAt, validators: validators)))
+            return (inMemory, registerLocalWrite(key, .refresh(storedAt: storedAt, validators: validators), at: storedAt))
         }
         await send(actions)
         // Whether either tier has the entry: L2 may hold one L1 let go.
@@ -305,9 +309,9 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     /// Registers this node's write of `key` (in its turn, after the memory tier has it): reads of
     /// the shared tier that started before it never fill the memory tier, and the write is on
     /// its way to the shared tier. The actions carry it there.
-    private func registerLocalWrite(_ key: Key, _ write: Write) -> [SharedTierWrites<Key, Write>.Action] {
+    private func registerLocalWrite(_ key: Key, _ write: Write, at: Date?) -> [SharedTierWrites<Key, Write>.Action] {
         let (actions, unsent) = state.withLock { state in
-            state.coherence.changeReceived(key)
+            state.coherence.changeReceived(key, at: at)
             let actions = state.writes.handle(.written(key, write))
             state.unsentWaiters.resumeSatisfied(by: state.writes.unsent)
             return (actions, state.writes.unsent)
@@ -458,7 +462,15 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
             switch send.write {
             case .insert(let entry):
                 if let current, current.storedAt > entry.storedAt { return true }
-                try await shared.insert(entry, for: send.key)
+                if let newest = shared as? any NewestStoreTimeWins<Key, Value> {
+                    // Refused: another node stored a later entry. A copy this node kept of its own
+                    // older write (one that came late, after the node forgot the later change) goes.
+                    if try await !newest.insertUnlessNewer(entry, for: send.key) {
+                        await dropRefused(send.key, storedAt: entry.storedAt)
+                    }
+                } else {
+                    try await shared.insert(entry, for: send.key)
+                }
             case .delete(let at):
                 if let current, current.storedAt > at { return true }
                 if let newest = shared as? any NewestStoreTimeWins<Key, Value> {
@@ -477,6 +489,16 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
                 "the shared tier refused a write: it waits, and is sent again when the tier answers",
                 metadata: ["store": "\(shared)", "key": "\(send.key)", "error": "\(error)"])
             return false
+        }
+    }
+
+    /// Drops the memory tier's copy of `key` if it is still the write stored at `storedAt` that
+    /// the shared tier refused: the next read takes the shared tier's later entry.
+    private func dropRefused(_ key: Key, storedAt: Date) async {
+        try? await withTurn(key) {
+            guard let held = try? await memoryEntry(key), held.storedAt == storedAt else { return }
+            state.withLock { $0.coherence.changeReceived(key) }
+            try? await memory.delete(key)
         }
     }
 
@@ -598,7 +620,7 @@ extension TieredStore where Key == String {
             // In the key's turn: a local write or a fill of the key never interleaves with it. A
             // cancelled turn (the store is going away) still counts the change as received.
             let dropped = (try? await withTurn(change.key) { () async -> Bool in
-                state.withLock { $0.coherence.changeReceived(change.key) }
+                state.withLock { $0.coherence.changeReceived(change.key, at: change.at) }
                 let held = try? await memoryEntry(change.key)
                 // Only a copy older than the change: a later one (this node's own write, or a read
                 // that saw an even newer row) stays.
@@ -651,4 +673,8 @@ public protocol NewestStoreTimeWins<Key, Value>: Store {
     /// Removes `key`'s entry if it was stored at or before `time`; an entry stored later stays.
     /// Succeeds when there is none.
     func delete(_ key: Key, storedAtOrBefore time: Date) async throws
+
+    /// Stores `entry` under `key` unless the store holds an entry of `key` stored later, as
+    /// ``Store/insert(_:for:)`` does: `false` when it did not write (a later entry is there).
+    func insertUnlessNewer(_ entry: Cached<Value>, for key: Key) async throws -> Bool
 }
