@@ -61,6 +61,37 @@ extension PostgresStore {
         }
     }
 
+    /// Removes the rows read or written least recently until the values of the rest take at most
+    /// `bytes` (their `size` column), and returns how many it removed: a byte budget for the
+    /// table, kept by a sweep. Not announced, as the other sweeps are not. PostgreSQL reuses the
+    /// space of removed rows for later ones (autovacuum), so the table's files stop growing at
+    /// about the budget.
+    /// - Throws: `StoreError` (operation `delete`) when the database is unreachable.
+    @discardableResult
+    public func removeEntries(toFitBytes bytes: Int) async throws -> Int {
+        precondition(bytes >= 0, "removeEntries(toFitBytes:): the budget must not be negative")
+        let budget = Int64(bytes)
+        return try await perform(.delete, key: nil) { [table] connection, logger in
+            try await Self.singleInteger(connection.queryUnlessClosed(#"""
+                WITH ranked AS (
+                    SELECT key, sum(size::int8) OVER (ORDER BY last_access DESC, key) AS kept FROM "\#(unescaped: table)"
+                ), removed AS (
+                    DELETE FROM "\#(unescaped: table)" WHERE key IN (SELECT key FROM ranked WHERE kept > \#(budget)) RETURNING 1
+                )
+                SELECT count(*) FROM removed
+                """#, logger: logger))
+        }
+    }
+
+    /// The total size of the values in the table, in bytes (the `size` column).
+    /// - Throws: `StoreError` (operation `retrieve`) when the database is unreachable.
+    public func storedBytes() async throws -> Int {
+        try await perform(.retrieve, key: nil) { [table] connection, logger in
+            try await Self.singleInteger(connection.queryUnlessClosed(
+                #"SELECT coalesce(sum(size::int8), 0) FROM "\#(unescaped: table)""#, logger: logger))
+        }
+    }
+
     /// Removes the rows whose `expires_at` has passed (rows written by a store with a ``maxAge``)
     /// and returns how many there were. A store with a `maxAge` also does this by itself after
     /// inserts, at most once a minute.

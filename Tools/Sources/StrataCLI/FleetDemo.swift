@@ -110,7 +110,7 @@ struct FleetDemo {
         write("   node-2 listens again; its memory tier was emptied, since it may have missed notifications.")
         let back = try await nodes[0].get("/posts/3")
         write("   node-2, /posts/3: \(back.status.code) from \(back.headerFields[.xCacheTierName] ?? "?") (node-3's repaired row)")
-        write("\nUpstream requests in all: \(server.requests.count). Metrics of each node: GET /_strata/metrics.")
+        write("\nUpstream requests in all: \(server.requests.count). Metrics of each node: GET /_strata/metrics on its control port.")
         for node in nodes { node.terminate() }
         nodes.removeAll()
         await relay.stop()
@@ -143,6 +143,8 @@ struct FleetDemoNode: Sendable {
     let name: String
     let pid: pid_t
     let port: Int
+    /// The port of its controls (`/_strata/metrics`).
+    let adminPort: Int
     static let transport = AsyncHTTPTransport()
 
     static func start(name: String, upstream: String, postgresURL: String, table: String) async throws -> FleetDemoNode {
@@ -180,18 +182,20 @@ struct FleetDemoNode: Sendable {
                 continuation.resume(returning: String(decoding: bytes, as: UTF8.self))
             }
         }
-        guard let range = line.range(of: "http://127.0.0.1:"), let port = Int(line[range.upperBound...].prefix(while: { $0.isNumber })) else {
+        guard let range = line.range(of: "listening on http://127.0.0.1:"), let port = Int(line[range.upperBound...].prefix(while: { $0.isNumber })),
+              let adminRange = line.range(of: "controls on http://127.0.0.1:"),
+              let adminPort = Int(line[adminRange.upperBound...].prefix(while: { $0.isNumber })) else {
             Foundation.kill(pid, SIGKILL)
             var status: Int32 = 0
             waitpid(pid, &status, 0)
             throw FleetDemoError("\(name) did not start (is PostgreSQL reachable?)")
         }
-        return FleetDemoNode(name: name, pid: pid, port: port)
+        return FleetDemoNode(name: name, pid: pid, port: port, adminPort: adminPort)
     }
 
-    func send(_ method: HTTPRequest.Method, _ path: String, body: String? = nil) async throws -> HTTPReply {
+    func send(_ method: HTTPRequest.Method, _ path: String, body: String? = nil, port: Int? = nil) async throws -> HTTPReply {
         let request = HTTPRequest(
-            method: method, scheme: "http", authority: "127.0.0.1:\(port)", path: path,
+            method: method, scheme: "http", authority: "127.0.0.1:\(port ?? self.port)", path: path,
             headerFields: body == nil ? [:] : [.contentType: "application/json"])
         return try await Self.transport.send(request, body: body.map { Data($0.utf8) }, options: HTTPRequestOptions(timeout: .seconds(30)))
     }
@@ -199,7 +203,7 @@ struct FleetDemoNode: Sendable {
     func get(_ path: String) async throws -> HTTPReply { try await send(.get, path) }
 
     func metric(_ name: String) async throws -> Int {
-        let text = String(decoding: try await get("/_strata/metrics").body, as: UTF8.self)
+        let text = String(decoding: try await send(.get, "/_strata/metrics", port: adminPort).body, as: UTF8.self)
         let prefix = "\(name){node=\"\(self.name)\"} "
         guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }),
               let value = Int(line.dropFirst(prefix.count)) else { throw FleetDemoError("\(self.name) has no \(name)") }

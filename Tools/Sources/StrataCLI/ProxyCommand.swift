@@ -7,9 +7,11 @@ import StrataProxy
 public struct ProxyCommand: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "proxy",
-        abstract: "Run one node of a caching HTTP proxy whose nodes share one PostgreSQL (a fleet).",
+        abstract: "Run a caching HTTP proxy: one node on memory, or a node of a fleet that shares one PostgreSQL.",
         discussion: """
-            A GET (or HEAD) goes memory → PostgreSQL → upstream. The proxy is a shared cache in RFC
+            Without --postgres-url the node runs alone, on memory (with --cache-dir, also on files
+            that survive a restart). With --postgres-url it is a node of a fleet: a GET (or HEAD)
+            goes memory → PostgreSQL → upstream. The proxy is a shared cache in RFC
             9111's sense: it never stores a response marked private or no-store, nor one to a request
             with Authorization unless the response allows it (public, s-maxage, must-revalidate);
             it honours s-maxage, max-age, Expires, Vary, Age and its clients' conditional requests.
@@ -22,8 +24,11 @@ public struct ProxyCommand: AsyncParsableCommand {
             touched, on every node. Responses carry X-Cache (HIT, MISS, REVALIDATED, EXPIRED, STALE,
             PASS, BYPASS), X-Cache-Tier (memory, shared, upstream) and X-Strata-Node.
 
-            Controls (with --admin-token, send Authorization: Bearer TOKEN; a --host other than
-            loopback needs the token):
+            Controls listen on their own port (--admin-port, default --port + 1; --admin-host,
+            default loopback), never on the public one, whose /_strata/ paths reach the upstream.
+            Every control that changes something needs --admin-token (send Authorization: Bearer
+            TOKEN); reads need it too on an --admin-host other than loopback. Requests a browser
+            sends for another site are refused.
               POST /_strata/invalidate?tag=T&mode=expire|remove     responses tagged T (Cache-Tag,
                                                                      Surrogate-Key), on every node
               POST /_strata/invalidate?prefix=/path&mode=...        paths starting with /path
@@ -45,11 +50,35 @@ public struct ProxyCommand: AsyncParsableCommand {
     @Option(help: "The address to listen on.")
     var host = "127.0.0.1"
 
-    @Option(help: "The shared tier: postgres.")
-    var store = "postgres"
+    @Option(help: "The port of the controls (/_strata/…); default --port + 1, a free one when --port is 0.")
+    var adminPort: Int?
 
-    @Option(help: "The PostgreSQL URL (default: $STRATA_POSTGRES_URL).")
+    @Option(help: "The address the controls listen on.")
+    var adminHost = "127.0.0.1"
+
+    @Option(help: "The fleet's PostgreSQL URL (default: $STRATA_POSTGRES_URL). Without one, the node runs alone, on memory.")
     var postgresURL: String?
+
+    @Option(help: "Without PostgreSQL: a directory that keeps the cache across restarts.")
+    var cacheDir: String?
+
+    @Option(help: "The memory tier's budget in bytes (bodies and header fields; 256MiB).", transform: ByteCountArgument.init(parsing:))
+    var memoryBytes = ByteCountArgument(bytes: 256 * 1024 * 1024, description: "256MiB")
+
+    @Option(help: "The largest response body that is cached (16MiB); larger ones pass through.", transform: ByteCountArgument.init(parsing:))
+    var maxBodyBytes = ByteCountArgument(bytes: 16 * 1024 * 1024, description: "16MiB")
+
+    @Option(help: "The shared table's (or cache directory's) budget in bytes, kept by a sweep (1GiB).", transform: ByteCountArgument.init(parsing:))
+    var tableBytes = ByteCountArgument(bytes: 1024 * 1024 * 1024, description: "1GiB")
+
+    @Option(help: "Rows stored longer ago than this are swept from the shared table.", transform: DurationArgument.init(parsing:))
+    var tableMaxAge = DurationArgument(.seconds(7 * 24 * 3600), description: "7d")
+
+    @Option(help: "A client connection idle this long is closed.", transform: DurationArgument.init(parsing:))
+    var idleTimeout = DurationArgument(.seconds(60), description: "60s")
+
+    @Option(help: "The most client connections open at once.")
+    var maxConnections = 4096
 
     @Option(help: "The cache's table: nodes with the same table form one fleet; other tables are other caches.")
     var table = "strata_proxy"
@@ -80,22 +109,30 @@ public struct ProxyCommand: AsyncParsableCommand {
 
     public func run() async throws {
         let loopback: Set<String> = ["127.0.0.1", "::1", "localhost"]
-        guard loopback.contains(host) || adminToken != nil else {
-            throw ValidationError("--host \(host) is reachable from other machines: give --admin-token, so that only holders of the token can invalidate or clear the fleet's cache")
+        guard loopback.contains(adminHost) || adminToken != nil else {
+            throw ValidationError("--admin-host \(adminHost) is reachable from other machines: give --admin-token, so that only holders of the token can read the figures or change the cache")
         }
-        guard store == "postgres" else {
-            throw ValidationError("--store: only postgres is supported (a fleet shares one PostgreSQL)")
-        }
+        guard maxConnections > 0 else { throw ValidationError("--max-connections: at least 1") }
         guard let url = URL(string: upstream), let scheme = url.scheme, ["http", "https"].contains(scheme), url.host != nil else {
             throw ValidationError("--upstream: an http:// or https:// URL, for example http://127.0.0.1:9000")
         }
-        guard let postgres = postgresURL ?? ProcessInfo.processInfo.environment["STRATA_POSTGRES_URL"] else {
-            throw ValidationError("--postgres-url (or STRATA_POSTGRES_URL): where the fleet's PostgreSQL is")
+        let postgres = postgresURL ?? ProcessInfo.processInfo.environment["STRATA_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
+        if postgres != nil, cacheDir != nil {
+            throw ValidationError("--cache-dir is for a node alone: with --postgres-url, PostgreSQL is the shared tier")
         }
         let name = node ?? "proxy-\(ProcessInfo.processInfo.processIdentifier)"
         var options = ProxyNode.Options(upstream: url, node: name, postgresURL: postgres)
         options.host = host
         options.port = port
+        options.adminHost = adminHost
+        options.adminPort = adminPort
+        options.cacheDirectory = cacheDir.map { URL(fileURLWithPath: $0, isDirectory: true) }
+        options.memoryByteLimit = memoryBytes.bytes ?? Int.max
+        options.maxBodyBytes = maxBodyBytes.bytes ?? Int.max
+        options.tableByteLimit = tableBytes.bytes ?? Int.max
+        options.tableMaxAge = tableMaxAge.duration
+        options.idleTimeout = idleTimeout.duration
+        options.maxConnections = maxConnections
         options.table = table
         options.lockTimeout = lockTimeout.duration
         options.softTimeout = softTimeout.duration > .zero ? softTimeout.duration : nil
@@ -105,7 +142,8 @@ public struct ProxyCommand: AsyncParsableCommand {
         var logger = Logger(label: "strata.proxy")
         logger.logLevel = verbose ? .debug : .warning
         let proxy = try await ProxyNode.start(options: options, logger: logger)
-        StandardOutput.writeLine("strata proxy \(name): listening on http://\(host):\(proxy.port) → \(upstream) (table \(table))")
+        StandardOutput.writeLine(
+            "strata proxy \(name): listening on http://\(host):\(proxy.port) → \(upstream); controls on http://\(adminHost):\(proxy.adminPort)/_strata/; \(proxy.summary)")
         try await proxy.run()
     }
 }

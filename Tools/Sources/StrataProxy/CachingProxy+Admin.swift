@@ -1,7 +1,8 @@
 import Foundation
 import Strata
 
-/// `/_strata/`: the fleet's controls and figures.
+/// `/_strata/`: the fleet's controls and figures, on the node's control listener (never the
+/// public one, whose `/_strata/…` paths go to the upstream like any other).
 ///
 /// - `POST /_strata/invalidate?tag=T` or `?prefix=/path` (`&mode=expire|remove`, default
 ///   `expire`): acts on every node (the shared tier changes on the server, and every node's
@@ -9,17 +10,33 @@ import Strata
 /// - `POST /_strata/clear?mode=expire|remove`: every stored response of this cache (its table).
 /// - `GET /_strata/metrics`: the counters, in Prometheus' text format.
 /// - `GET /_strata/health`: `200` with the node's name.
+///
+/// Who may: every action that changes something needs `Authorization: Bearer <admin token>`
+/// (compared in constant time), and is refused when the node has no token; reads need it too when
+/// the control listener is not on loopback (health excepted). A request a browser sends for
+/// another site (`Sec-Fetch-Site: cross-site` or `same-site`, or an `Origin` other than the
+/// listener's own) is refused before anything else: a web page cannot clear the fleet.
 extension CachingProxy {
     func admin(_ request: Request, path: String) async -> Answer {
+        metrics.count { $0.requests["admin", default: 0] += 1 }
         let components = URLComponents(string: path)
         let route = components?.path ?? path
         let query = Dictionary(
             (components?.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { first, _ in first })
+        if let refusal = Self.crossSiteRefusal(request.head) {
+            return text(.forbidden, "strata proxy: \(refusal)\n")
+        }
         if route == "/_strata/health", request.head.method == .get {
             return text(.ok, "ok \(settings.node)\n")
         }
-        if let token = settings.adminToken, request.head.headerFields[.authorization] != "Bearer \(token)" {
-            return text(.unauthorized, "strata proxy: /_strata/ needs Authorization: Bearer <the admin token>\n")
+        let mutating = request.head.method != .get && request.head.method != .head
+        if mutating || !settings.adminIsLoopback {
+            guard let token = settings.adminToken else {
+                return text(.forbidden, "strata proxy: this node has no --admin-token, so its controls change nothing\n")
+            }
+            guard Self.bearer(request.head.headerFields[.authorization], matches: token) else {
+                return text(.unauthorized, "strata proxy: /_strata/ needs Authorization: Bearer <the admin token>\n")
+            }
         }
         switch (request.head.method, route) {
         case (.get, "/_strata/metrics"):
@@ -49,6 +66,36 @@ extension CachingProxy {
         default:
             return text(.notFound, "strata proxy: unknown control \(request.head.method) \(route)\n")
         }
+    }
+
+    /// Why a request a browser sent for another site is refused, or `nil`: `Sec-Fetch-Site`
+    /// other than `same-origin` or `none`, or an `Origin` whose host is not the one the request
+    /// was sent to.
+    static func crossSiteRefusal(_ head: HTTPRequest) -> String? {
+        if let site = head.headerFields[HTTPField.Name("Sec-Fetch-Site")!]?.lowercased(), site != "same-origin", site != "none" {
+            return "cross-site requests to the controls are refused (Sec-Fetch-Site: \(site))"
+        }
+        if let origin = head.headerFields[HTTPField.Name("Origin")!] {
+            let originHost = URLComponents(string: origin).flatMap { components in
+                components.host.map { host in components.port.map { "\(host):\($0)" } ?? host }
+            }
+            guard let originHost, let authority = head.authority, originHost == authority else {
+                return "cross-origin requests to the controls are refused (Origin: \(origin))"
+            }
+        }
+        return nil
+    }
+
+    /// Whether `authorization` is `Bearer <token>`, compared in constant time (for a given length
+    /// of the token).
+    static func bearer(_ authorization: String?, matches token: String) -> Bool {
+        let given = Array((authorization ?? "").utf8)
+        let expected = Array("Bearer \(token)".utf8)
+        var difference = given.count ^ expected.count
+        for index in expected.indices {
+            difference |= Int(expected[index] ^ (index < given.count ? given[index] : ~expected[index]))
+        }
+        return difference == 0
     }
 
     private func invalidate(_ selection: CacheSelection, mode: String?, cause: String) async -> Answer {

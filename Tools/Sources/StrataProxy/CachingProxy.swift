@@ -17,7 +17,7 @@ import StrataPostgres
 /// the other nodes' misses wait for the stored response (up to the lock timeout, then fetch anyway).
 /// Other methods pass through and invalidate what they touch (RFC 9111 §4.4).
 final class CachingProxy: Sendable {
-    typealias Cache = TieredStore<MemoryStore<String, StoredResponse>, PostgresStore<StoredResponse>>
+    typealias Cache = TieredStore<MemoryStore<String, StoredResponse>, ProxySharedTier>
 
     /// How the proxy behaves; the command's options.
     struct Settings: Sendable {
@@ -40,7 +40,10 @@ final class CachingProxy: Sendable {
         var refreshAheadFraction: Double? = 0.8
         /// The largest body fetched from the upstream.
         var maxBodyBytes = 16 * 1024 * 1024
-        /// When set, `/_strata/` actions other than `health` need `Authorization: Bearer <token>`.
+        /// Whether the control listener is on loopback (reads then need no token).
+        var adminIsLoopback = true
+        /// The control listener's token: `Authorization: Bearer <token>`. Every action that
+        /// changes something needs it; without one configured, none is allowed.
         var adminToken: String?
     }
 
@@ -59,20 +62,37 @@ final class CachingProxy: Sendable {
 
     let settings: Settings
     let cache: Cache
-    let lock: PostgresFleetLock
+    /// The fleet lock; `nil` for a node alone (no PostgreSQL).
+    let lock: PostgresFleetLock?
     let transport: AsyncHTTPTransport
     let metrics = ProxyMetrics()
     let logger: Logger
     private let flights = Locked(Flights())
 
+    /// The flights of this node: one upstream request per key at a time (a miss, a revalidation
+    /// or a refresh ahead), decided by the library's `SoftTimeoutFlights`, as
+    /// `servingStaleAfter` decides its loads.
     private struct Flights: Sendable {
-        var machine = MissFlights()
-        var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
-        /// Keys with a background revalidation running (refresh ahead, or past a soft timeout).
-        var background: Set<String> = []
+        var machine = SoftTimeoutFlights<String>()
+        var waiters: [UInt64: CheckedContinuation<FlightOutcome, Never>] = [:]
+        /// The waiter that started each flight (a refresh ahead has none).
+        var leaders: [UInt64: UInt64] = [:]
     }
 
-    init(settings: Settings, cache: Cache, lock: PostgresFleetLock, transport: AsyncHTTPTransport, logger: Logger) {
+    /// What a request waiting for a flight is answered with.
+    private enum FlightOutcome: Sendable {
+        /// This request started the flight: the upstream's answer to it.
+        case answer(Answer)
+        /// The soft timeout passed and this request has a usable stale copy: it is served.
+        case copy
+        /// The flight ended: the cache is read again. The answer was the leader's; only the
+        /// cache's rules (privacy, `Vary`) say whether another request may have it.
+        case readAgain
+        /// The request was cancelled (its client left).
+        case cancelled
+    }
+
+    init(settings: Settings, cache: Cache, lock: PostgresFleetLock?, transport: AsyncHTTPTransport, logger: Logger) {
         self.settings = settings
         self.cache = cache
         self.lock = lock
@@ -82,11 +102,6 @@ final class CachingProxy: Sendable {
 
     /// Answers one request.
     func handle(_ request: Request) async -> Answer {
-        let path = request.head.path ?? "/"
-        if path == "/_strata" || path.hasPrefix("/_strata/") {
-            metrics.count { $0.requests["admin", default: 0] += 1 }
-            return await admin(request, path: path)
-        }
         switch request.head.method {
         case .get, .head:
             metrics.count { $0.requests["read", default: 0] += 1 }
@@ -133,11 +148,11 @@ final class CachingProxy: Sendable {
                 return answer(entry, age: age, cache: "STALE", tier: inMemory ? "memory" : "shared", to: head)
             }
             if directives.onlyIfCached { return gatewayTimeout("only-if-cached, and the stored response is stale") }
-            return await revalidate(key, entry: entry, tier: inMemory ? "memory" : "shared", head: head)
+            return await fly(key, head: head, stale: entry, tier: inMemory ? "memory" : "shared")
         }
         if directives.onlyIfCached { return gatewayTimeout("only-if-cached, and nothing is stored") }
         metrics.count { $0.misses += 1 }
-        return await fill(key, head: head)
+        return await fly(key, head: head, stale: nil, tier: "upstream")
     }
 
     /// The stored response for `key` that may answer `head` (its `Vary` fields match), or `nil`.
@@ -150,95 +165,128 @@ final class CachingProxy: Sendable {
         return entry
     }
 
-    /// A miss: one request of this node fetches; within the fleet, the node that holds the key's
-    /// lock fetches and the others wait for what it stores.
-    private func fill(_ key: String, head: HTTPRequest) async -> Answer {
-        switch await joinFlight(key) {
-        case .followed:
-            metrics.count { $0.coalesced += 1 }
-            if let entry = await lookup(key, for: head), let answer = freshAnswer(entry, to: head, cache: "HIT") { return answer }
-            return await fetch(head, key: key, stale: nil, store: true)
-        case .leading:
-            defer { leaveFlight(key) }
-            var hold: PostgresFleetLock.Hold?
-            do {
-                hold = try await lock.tryLock(key)
-            } catch {
-                metrics.count { $0.lockUnavailable += 1 }
-                return await fetch(head, key: key, stale: nil, store: true)
-            }
-            if hold == nil {
-                metrics.count { $0.lockWaits += 1 }
-                let deadline = ContinuousClock.now.advanced(by: settings.lockTimeout)
-                while hold == nil {
-                    if ContinuousClock.now >= deadline {
-                        metrics.count { $0.lockWaitTimeouts += 1 }
-                        break
-                    }
-                    do {
-                        try await Task.sleep(for: settings.pollInterval)
-                    } catch {
-                        return Answer(status: .serviceUnavailable, fields: [:], body: Data("cancelled\n".utf8))
-                    }
-                    if let answer = await sharedFreshAnswer(key, to: head) {
-                        metrics.count { $0.hits["shared", default: 0] += 1 }
-                        return answer
-                    }
-                    hold = try? await lock.tryLock(key)
-                }
-            }
-            if let hold {
-                metrics.count { $0.lockAcquired += 1 }
-                // Another node may have stored it while this one asked.
-                let answer: Answer
-                if let stored = await sharedFreshAnswer(key, to: head) {
-                    answer = stored
-                } else {
-                    answer = await fetch(head, key: key, stale: nil, store: true)
-                }
-                await lock.unlock(hold)
-                return answer
-            }
-            return await fetch(head, key: key, stale: nil, store: true)
-        }
-    }
-
-    /// A stale stored response: a conditional request to the upstream, answered stale when the
-    /// upstream fails or takes longer than the soft timeout.
-    private func revalidate(_ key: String, entry: Cached<StoredResponse>, tier: String, head: HTTPRequest) async -> Answer {
-        switch await joinFlight(key) {
-        case .followed:
-            metrics.count { $0.coalesced += 1 }
-            if let fresh = await lookup(key, for: head), let answer = freshAnswer(fresh, to: head, cache: "HIT") { return answer }
-            return await fetch(head, key: key, stale: entry, staleTier: tier, store: true)
-        case .leading:
-            defer { leaveFlight(key) }
-            guard let softTimeout = settings.softTimeout, mayServeStale(entry) else {
-                return await fetch(head, key: key, stale: entry, staleTier: tier, store: true)
-            }
-            // The fetch runs in a task of its own: past the soft timeout it goes on and stores.
-            let work = Task { await self.fetch(head, key: key, stale: entry, staleTier: tier, store: true) }
-            // The first of the fetch and the soft timeout answers; the fetch is not cancelled by
-            // losing (racing its task's value leaves the task running).
-            if case .value(.success(let answer)) = await raceAgainstDeadline(
-                clock: ContinuousClock(), duration: softTimeout, { await work.value }) {
-                return answer
-            }
+    /// A miss (`stale` is `nil`) or a stale stored response: one upstream request per key at a
+    /// time on this node, and for a miss one per fleet while the holder of the key's lock lives.
+    ///
+    /// - The first request starts a flight: the upstream request runs in a task of its own, so it
+    ///   goes on when its client leaves or the soft timeout passes, until the upstream answers (or
+    ///   the hard timeout).
+    /// - Every request for the key that comes while it runs joins it. At the soft timeout, the
+    ///   requests holding a usable stale copy are answered with it, all at the same moment; one
+    ///   that comes after that moment, with a copy, is answered at once. No request sends another
+    ///   upstream request while the flight runs.
+    /// - When it ends, the request that started it gets the upstream's answer; the others read the
+    ///   cache again: a response stored since they came answers them (it was validated after
+    ///   their request, which satisfies `no-cache` and `max-age=0`); an unchanged stale copy
+    ///   answers those that may have it (the upstream failed); the rest fetch for themselves (the
+    ///   answer was not shareable: private, or varying on fields they send otherwise).
+    private func fly(_ key: String, head: HTTPRequest, stale: Cached<StoredResponse>?, tier: String) async -> Answer {
+        let arrived = Date()
+        let usable = stale.map { mayServeStale($0) && Self.requestAllowsStale(head) } ?? false
+        switch await joinFlight(key, hasCopy: usable, start: { id, leader in
+            self.startFlight(id, key: key, head: head, stale: stale, tier: tier, leader: leader)
+        }) {
+        case .answer(let answer):
+            return answer
+        case .copy:
+            guard let stale else { return gatewayTimeout("no stale copy") }
             metrics.count { $0.staleServed[.softTimeout, default: 0] += 1 }
-            let age = SharedCachePolicy.currentAge(initialAge: entry.value.initialAge, responseTime: entry.storedAt, now: Date())
-            return answer(entry, age: age, cache: "STALE", tier: tier, to: head)
+            let age = SharedCachePolicy.currentAge(initialAge: stale.value.initialAge, responseTime: stale.storedAt, now: Date())
+            return answer(stale, age: age, cache: "STALE", tier: tier, to: head)
+        case .readAgain:
+            metrics.count { $0.coalesced += 1 }
+            let entry = await lookup(key, for: head)
+            if let entry, let answer = freshAnswer(entry, to: head, cache: "HIT", orStoredSince: arrived) { return answer }
+            if let entry, let stale, usable, entry.storedAt == stale.storedAt {
+                // The flight did not replace it: the upstream failed.
+                return serveStale(stale, tier: tier, to: head)
+            }
+            return await fetch(head, key: key, stale: stale, staleTier: tier, store: true)
+        case .cancelled:
+            return Answer(status: .serviceUnavailable, fields: [:], body: Data("cancelled\n".utf8))
         }
     }
 
-    /// One background revalidation per key, started by a hit near the end of its lifetime.
-    private func refreshAhead(_ key: String, entry: Cached<StoredResponse>, head: HTTPRequest) {
-        let starts = flights.withLock { $0.background.insert(key).inserted }
-        guard starts else { return }
-        metrics.count { $0.refreshAhead += 1 }
-        Task {
-            _ = await self.fetch(head, key: key, stale: entry, store: true)
-            self.flights.withLock { _ = $0.background.remove(key) }
+    /// Whether the request lets a stale response answer it when the upstream is slow or failing:
+    /// not with `no-cache`, `max-age` or `min-fresh` (the client asked for a fresh one).
+    static func requestAllowsStale(_ head: HTTPRequest) -> Bool {
+        let directives = SharedCacheDirectives(head.headerFields)
+        return !directives.noCache && directives.maxAge == nil && directives.minFresh == nil
+    }
+
+    /// Runs flight `id` of `key`: the upstream request (for a miss, in the key's fleet-lock turn),
+    /// and the soft timeout; then answers its waiters.
+    private func startFlight(
+        _ id: UInt64, key: String, head: HTTPRequest, stale: Cached<StoredResponse>?, tier: String, leader: UInt64?
+    ) {
+        let timer: Task<Void, Never>? = settings.softTimeout.map { softTimeout in
+            Task {
+                do { try await Task.sleep(for: softTimeout) } catch { return }
+                let early = self.flights.withLock { $0.machine.softTimeoutPassed(key, flight: id) }
+                self.answer(early, with: { _ in .copy })
+            }
         }
+        Task {
+            let answer: Answer
+            if stale != nil {
+                answer = await self.fetch(head, key: key, stale: stale, staleTier: tier, store: true)
+            } else {
+                answer = await self.fetchInLockTurn(key, head: head)
+            }
+            timer?.cancel()
+            let waiters = self.flights.withLock { state in
+                state.leaders[id] = nil
+                return state.machine.ended(key, flight: id)
+            }
+            self.answer(waiters, with: { $0 == leader ? .answer(answer) : .readAgain })
+        }
+    }
+
+    /// A miss's upstream request, in the key's turn of the fleet lock (the library's
+    /// `FleetLockTurn`, as `coalescedAcrossProcesses` takes it): the node that holds the lock
+    /// fetches; the others read the shared tier for what it stores, up to the lock timeout. A node
+    /// alone, or one whose shared tier is down, fetches at once.
+    private func fetchInLockTurn(_ key: String, head: HTTPRequest) async -> Answer {
+        guard let lock, !cache.sharedTierIsDown else { return await fetch(head, key: key, stale: nil, store: true) }
+        let turn = FleetLockTurn(lock: lock, clock: ContinuousClock(), timeout: settings.lockTimeout, pollInterval: settings.pollInterval)
+        do {
+            return try await turn.run(
+                key, readBack: { await self.sharedFreshAnswer(key, to: head) },
+                work: { await self.fetch(head, key: key, stale: nil, store: true) },
+                event: { event in
+                    switch event {
+                    case .lockUnavailable: self.metrics.count { $0.lockUnavailable += 1 }
+                    case .waiting: self.metrics.count { $0.lockWaits += 1 }
+                    case .acquiredAtOnce, .waited(_, .acquired): self.metrics.count { $0.lockAcquired += 1 }
+                    case .waited(_, .timedOut): self.metrics.count { $0.lockWaitTimeouts += 1 }
+                    case .waited(_, .filledByHolder): self.metrics.count { $0.hits["shared", default: 0] += 1 }
+                    }
+                })
+        } catch {
+            // Only cancellation: the flight's task is never cancelled, so this is a shutdown.
+            return Answer(status: .serviceUnavailable, fields: [:], body: Data("cancelled\n".utf8))
+        }
+    }
+
+    /// One background revalidation per key, started by a hit near the end of its lifetime: a
+    /// flight no request waits for. A stale request for the key that comes while it runs joins it.
+    private func refreshAhead(_ key: String, entry: Cached<StoredResponse>, head: HTTPRequest) {
+        let started = flights.withLock { state -> UInt64? in
+            let waiter = state.machine.nextWaiter()
+            switch state.machine.arrived(key, waiter: waiter, hasCopy: true) {
+            case .start(let id):
+                _ = state.machine.withdrawn(key, flight: id, waiter: waiter)
+                return id
+            case .join(let id):
+                _ = state.machine.withdrawn(key, flight: id, waiter: waiter)
+                return nil
+            case .answerCopy:
+                return nil
+            }
+        }
+        guard let started else { return }
+        metrics.count { $0.refreshAhead += 1 }
+        startFlight(started, key: key, head: head, stale: entry, tier: "memory", leader: nil)
     }
 
     /// Whether `entry` may be served stale now: it allows it, and it is within ``Settings/maxStale``
@@ -258,11 +306,16 @@ final class CachingProxy: Sendable {
         return freshAnswer(entry, to: head, cache: "HIT")
     }
 
-    /// The answer from `entry` when it is fresh for `head`, else `nil`.
-    private func freshAnswer(_ entry: Cached<StoredResponse>, to head: HTTPRequest, cache status: String) -> Answer? {
+    /// The answer from `entry` when it is fresh for `head` (or, given `since`, was stored or
+    /// validated at or after it: after the request came, which is what `no-cache` and `max-age=0`
+    /// ask for), else `nil`.
+    private func freshAnswer(
+        _ entry: Cached<StoredResponse>, to head: HTTPRequest, cache status: String, orStoredSince since: Date? = nil
+    ) -> Answer? {
         let age = SharedCachePolicy.currentAge(initialAge: entry.value.initialAge, responseTime: entry.storedAt, now: Date())
         let lifetime = entry.validators.maxAge ?? .zero
-        guard SharedCachePolicy.isFresh(lifetime: lifetime, age: age, request: SharedCacheDirectives(head.headerFields)) else {
+        let validatedSince = since.map { entry.storedAt >= $0 && lifetime > .zero } ?? false
+        guard validatedSince || SharedCachePolicy.isFresh(lifetime: lifetime, age: age, request: SharedCacheDirectives(head.headerFields)) else {
             return nil
         }
         return answer(entry, age: age, cache: status, tier: "shared", to: head)
@@ -458,60 +511,71 @@ final class CachingProxy: Sendable {
 
     // MARK: Flights
 
-    private enum FlightRole { case leading, followed }
-
-    /// Leads the fetch of `key`, or waits until its leader finished (or this request is cancelled).
-    /// Joining and registering the wait are one step under the lock, so no wake-up is lost.
-    private func joinFlight(_ key: String) async -> FlightRole {
-        struct Ticket: Sendable {
-            var id: Int?
+    /// Joins `key`'s flight, or starts one with `start` (given the flight and this request's
+    /// waiter), and waits for its outcome for this request; a cancelled request stops waiting at
+    /// once, never the flight. Joining and registering the wait are one step under the lock, so
+    /// no answer is lost.
+    private func joinFlight(
+        _ key: String, hasCopy: Bool, start: @escaping @Sendable (_ flight: UInt64, _ leader: UInt64) -> Void
+    ) async -> FlightOutcome {
+        let waiter = flights.withLock { $0.machine.nextWaiter() }
+        struct Registration: Sendable {
+            var flight: UInt64?
             var cancelled = false
-            var leads = false
         }
-        let ticket = Locked(Ticket())
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let resumeNow = flights.withLock { state -> Bool in
-                    switch state.machine.begin(key) {
-                    case .lead:
-                        ticket.withLock { $0.leads = true }
-                        return true
-                    case .follow(let id):
-                        let cancelled = ticket.withLock { ticket -> Bool in
-                            ticket.id = id
-                            return ticket.cancelled
-                        }
-                        if cancelled {
-                            _ = state.machine.abandon(id, key: key)
-                            return true
-                        }
-                        state.waiters[id] = continuation
-                        return false
-                    }
+        let registration = Locked(Registration())
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<FlightOutcome, Never>) in
+                let arrival = flights.withLock { state -> SoftTimeoutFlights<String>.Arrival in
+                    let arrival = state.machine.arrived(key, waiter: waiter, hasCopy: hasCopy)
+                    if arrival != .answerCopy { state.waiters[waiter] = continuation }
+                    if case .start(let id) = arrival { state.leaders[id] = waiter }
+                    return arrival
                 }
-                if resumeNow { continuation.resume() }
+                let flight: UInt64
+                switch arrival {
+                case .answerCopy:
+                    continuation.resume(returning: .copy)
+                    return
+                case .join(let id):
+                    flight = id
+                case .start(let id):
+                    flight = id
+                    start(id, waiter)
+                }
+                let cancelled = registration.withLock { registration in
+                    registration.flight = flight
+                    return registration.cancelled
+                }
+                if cancelled { withdraw(key, flight: flight, waiter: waiter) }
             }
         } onCancel: {
-            let continuation = flights.withLock { state -> CheckedContinuation<Void, Never>? in
-                let id = ticket.withLock { ticket -> Int? in
-                    ticket.cancelled = true
-                    return ticket.id
-                }
-                guard let id else { return nil }
-                _ = state.machine.abandon(id, key: key)
-                return state.waiters.removeValue(forKey: id)
+            let flight = registration.withLock { registration in
+                registration.cancelled = true
+                return registration.flight
             }
-            continuation?.resume()
+            if let flight { withdraw(key, flight: flight, waiter: waiter) }
         }
-        return ticket.withLock { $0.leads } ? .leading : .followed
     }
 
-    private func leaveFlight(_ key: String) {
-        let continuations = flights.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.machine.finish(key).compactMap { state.waiters.removeValue(forKey: $0) }
+    private func withdraw(_ key: String, flight: UInt64, waiter: UInt64) {
+        let continuation = flights.withLock { state -> CheckedContinuation<FlightOutcome, Never>? in
+            guard state.machine.withdrawn(key, flight: flight, waiter: waiter) else { return nil }
+            return state.waiters.removeValue(forKey: waiter)
         }
-        for continuation in continuations { continuation.resume() }
+        continuation?.resume(returning: .cancelled)
     }
+
+    /// Answers `waiters` (whose continuations are still registered) with what `outcome` gives each.
+    private func answer(_ waiters: [UInt64], with outcome: (UInt64) -> FlightOutcome) {
+        let continuations = flights.withLock { state in
+            waiters.compactMap { waiter in state.waiters.removeValue(forKey: waiter).map { (waiter, $0) } }
+        }
+        for (waiter, continuation) in continuations { continuation.resume(returning: outcome(waiter)) }
+    }
+
+    /// Keys with a flight on this node now (for tests and figures).
+    var keysInFlight: Int { flights.withLock { $0.machine.flights.count } }
 }
 
 extension HTTPField.Name {

@@ -1,14 +1,16 @@
 import AsyncHTTPClient
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import Logging
 import NIOCore
 @_spi(StrataInternals) import Strata
 import StrataAsyncHTTPClient
 import StrataPostgres
 
-/// One running node of the caching proxy: its PostgreSQL store, backplane and fleet lock, its
-/// upstream client, and its HTTP server on loopback.
+/// One running node of the caching proxy: its shared tier (PostgreSQL with its backplane and
+/// fleet lock, a directory of files, or none), its upstream client, its HTTP server and its
+/// control listener.
 ///
 /// ```swift
 /// var options = ProxyNode.Options(upstream: upstream, node: "node-1", postgresURL: url)
@@ -18,73 +20,185 @@ import StrataPostgres
 /// ```
 public final class ProxyNode: Sendable {
     let proxy: CachingProxy
-    let backplane: PostgresBackplane
+    let backplane: PostgresBackplane?
     let client: HTTPClient
     let running: Task<Void, any Error>
+    let admin: Task<Void, any Error>
+    let sweeper: Task<Void, Never>?
     /// The port it listens on.
     public let port: Int
+    /// The port its controls (`/_strata/…`) listen on.
+    public let adminPort: Int
+    /// What the node stands on, in one line: a fleet member, or a node alone.
+    public let summary: String
 
-    private init(proxy: CachingProxy, backplane: PostgresBackplane, client: HTTPClient, running: Task<Void, any Error>, port: Int) {
+    private init(
+        proxy: CachingProxy, backplane: PostgresBackplane?, client: HTTPClient, running: Task<Void, any Error>,
+        admin: Task<Void, any Error>, sweeper: Task<Void, Never>?, port: Int, adminPort: Int, summary: String
+    ) {
         self.proxy = proxy
         self.backplane = backplane
         self.client = client
         self.running = running
+        self.admin = admin
+        self.sweeper = sweeper
         self.port = port
+        self.adminPort = adminPort
+        self.summary = summary
     }
 
-    /// The options of a node (``start(options:)``).
+    /// The options of a node (``start(options:logger:)``).
     public struct Options: Sendable {
         public var upstream: URL
         public var node: String
-        public var postgresURL: String
+        /// The fleet's PostgreSQL; `nil` runs one node alone, on memory (and ``cacheDirectory``).
+        public var postgresURL: String?
+        /// Without PostgreSQL, a directory that keeps the cache across restarts.
+        public var cacheDirectory: URL?
         public var table = "strata_proxy"
         public var host = "127.0.0.1"
         public var port = 8080
+        /// Where the controls listen: loopback by default.
+        public var adminHost = "127.0.0.1"
+        /// The controls' port: `nil` is ``port`` + 1 (a free one when ``port`` is 0).
+        public var adminPort: Int?
         public var lockTimeout: Duration = .seconds(5)
         public var softTimeout: Duration? = .seconds(1)
         public var hardTimeout: Duration = .seconds(30)
         public var maxStale: Duration = .seconds(24 * 3600)
         public var refreshAheadFraction: Double? = 0.8
         public var memoryCountLimit = 10_000
+        /// The memory tier's budget: the bytes of the bodies and header fields it keeps.
+        public var memoryByteLimit = 256 * 1024 * 1024
+        /// The largest response body the proxy caches.
+        public var maxBodyBytes = 16 * 1024 * 1024
+        /// The shared table's budget: the bytes of its values, kept by a sweep.
+        public var tableByteLimit = 1024 * 1024 * 1024
+        /// Rows stored longer ago than this are swept from the shared table.
+        public var tableMaxAge: Duration = .seconds(7 * 24 * 3600)
+        /// How often the table's budget is swept.
+        public var sweepInterval: Duration = .seconds(60)
+        /// A client connection that sends nothing for this long is closed.
+        public var idleTimeout: Duration = .seconds(60)
+        /// The most client connections open at once; more wait to be accepted.
+        public var maxConnections = 4096
+        /// How long the start waits for PostgreSQL before serving without it (it keeps trying).
+        public var postgresStartTimeout: Duration = .seconds(3)
         public var adminToken: String?
 
-        public init(upstream: URL, node: String, postgresURL: String) {
+        public init(upstream: URL, node: String, postgresURL: String?) {
             self.upstream = upstream
             self.node = node
             self.postgresURL = postgresURL
         }
     }
 
-    /// Connects to PostgreSQL, starts listening to the fleet, and serves on `options.host:port`
-    /// (port 0 picks a free one: see ``port``).
+    /// Connects to PostgreSQL when given (a database that does not answer within
+    /// ``Options/postgresStartTimeout`` is not waited for: the node serves from memory and the
+    /// upstream, and its backplane keeps connecting), and serves on `options.host:port` and its
+    /// controls on `options.adminHost:adminPort` (port 0 picks a free one: see ``port``).
     public static func start(options: Options, logger: Logger) async throws -> ProxyNode {
-        let shared = try PostgresStore<StoredResponse>(url: options.postgresURL, table: options.table, logger: logger)
-        shared.tagEntries { _, response in response.tags }
-        let backplane = try PostgresBackplane(announcingFor: shared, node: options.node, logger: logger)
-        let lock = try PostgresFleetLock(for: shared, node: options.node, logger: logger)
-        let cache = TieredStore(
-            memory: MemoryStore<String, StoredResponse>(countLimit: options.memoryCountLimit), shared: shared, backplane: backplane,
-            environment: LoadEnvironment(logger: logger))
+        let sharedTier: ProxySharedTier
+        var backplane: PostgresBackplane?
+        var lock: PostgresFleetLock?
+        let summary: String
+        if let url = options.postgresURL {
+            let store = try PostgresStore<StoredResponse>(url: url, table: options.table, logger: logger)
+            store.tagEntries { _, response in response.tags }
+            backplane = try PostgresBackplane(announcingFor: store, node: options.node, logger: logger)
+            lock = try PostgresFleetLock(for: store, node: options.node, logger: logger)
+            sharedTier = ProxySharedTier(backing: .postgres(store))
+            summary = "a fleet node on PostgreSQL (table \(options.table))"
+        } else if let directory = options.cacheDirectory {
+            sharedTier = ProxySharedTier(backing: .files(FileStore<StoredResponse>(
+                directory: directory, byteLimit: options.tableByteLimit, synchronizesWrites: false, logger: logger)))
+            summary = "one node on memory and files in \(directory.path) (no --postgres-url: nothing is shared with other nodes)"
+        } else {
+            sharedTier = ProxySharedTier(backing: .none)
+            summary = "one node on memory (no --postgres-url: nothing is shared, nothing survives a restart)"
+        }
+        let memory = MemoryStore<String, StoredResponse>(
+            countLimit: options.memoryCountLimit, costLimit: options.memoryByteLimit, cost: { $0.byteCount })
+        let environment = LoadEnvironment(logger: logger)
+        let cache: CachingProxy.Cache = if let backplane {
+            TieredStore(memory: memory, shared: sharedTier, backplane: backplane, environment: environment, sharedTierWriting: .inBackground)
+        } else {
+            TieredStore(memory: memory, shared: sharedTier, environment: environment, sharedTierWriting: .inBackground)
+        }
         var configuration = HTTPClient.Configuration()
         configuration.redirectConfiguration = .disallow
         configuration.decompression = .disabled
         let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
-        let settings = CachingProxy.Settings(
+        var settings = CachingProxy.Settings(
             upstream: options.upstream, node: options.node, lockTimeout: options.lockTimeout, softTimeout: options.softTimeout,
             hardTimeout: options.hardTimeout, maxStale: options.maxStale, refreshAheadFraction: options.refreshAheadFraction,
             adminToken: options.adminToken)
+        settings.maxBodyBytes = options.maxBodyBytes
+        settings.adminIsLoopback = ["127.0.0.1", "::1", "localhost"].contains(options.adminHost)
         let proxy = CachingProxy(
             settings: settings, cache: cache, lock: lock, transport: AsyncHTTPTransport(client: client), logger: logger)
-        try await backplane.waitUntilListening()
+        if let backplane {
+            let listening = await raceAgainstDeadline(clock: ContinuousClock(), duration: options.postgresStartTimeout) {
+                try await backplane.waitUntilListening()
+            }
+            if case .deadline = listening {
+                logger.warning(
+                    "PostgreSQL does not answer: serving from memory and the upstream; the node keeps connecting, and empties its memory tier when it does",
+                    metadata: ["node": "\(options.node)"])
+            }
+        }
 
         let router = Router()
         router.add(middleware: ProxyResponder(proxy: proxy))
+        let (port, running) = try await serve(
+            router, host: options.host, port: options.port, name: "strata-proxy", options: options, logger: logger)
+        let adminRouter = Router()
+        adminRouter.add(middleware: AdminResponder(proxy: proxy))
+        let adminPort: Int
+        let admin: Task<Void, any Error>
+        do {
+            (adminPort, admin) = try await serve(
+                adminRouter, host: options.adminHost, port: options.adminPort ?? (options.port == 0 ? 0 : options.port + 1),
+                name: "strata-proxy-admin", options: options, logger: logger)
+        } catch {
+            running.cancel()
+            throw error
+        }
+        let sweeper: Task<Void, Never>? = sharedTier.postgres.map { store in
+            Task {
+                while !Task.isCancelled {
+                    do { try await Task.sleep(for: options.sweepInterval) } catch { return }
+                    do {
+                        let old = try await store.removeEntries(storedBefore: Date().addingTimeInterval(-(options.tableMaxAge / .seconds(1))))
+                        let over = try await store.removeEntries(toFitBytes: options.tableByteLimit)
+                        if old + over > 0 {
+                            logger.info("swept the shared table", metadata: ["past_max_age": "\(old)", "over_budget": "\(over)"])
+                        }
+                    } catch {
+                        logger.warning("the shared table could not be swept", metadata: ["error": "\(error)"])
+                    }
+                }
+            }
+        }
+        return ProxyNode(
+            proxy: proxy, backplane: backplane, client: client, running: running, admin: admin, sweeper: sweeper, port: port,
+            adminPort: adminPort, summary: summary)
+    }
+
+    /// Starts a server for `router` on `host:port`; its bound port and its task.
+    private static func serve(
+        _ router: Router<BasicRequestContext>, host: String, port: Int, name: String, options: Options, logger: Logger
+    ) async throws -> (Int, Task<Void, any Error>) {
         let (announced, portContinuation) = AsyncStream<Int>.makeStream()
         let app = Application(
             router: router,
-            configuration: .init(address: .hostname(options.host, port: options.port), serverName: "strata-proxy"),
+            server: .http1(configuration: .init(idleTimeout: .nanoseconds(options.idleTimeout.components.seconds * 1_000_000_000
+                + options.idleTimeout.components.attoseconds / 1_000_000_000))),
+            configuration: .init(
+                address: .hostname(host, port: port), serverName: name,
+                availableConnectionsDelegate: MaximumAvailableConnections(options.maxConnections)),
             onServerRunning: { channel in
-                portContinuation.yield(channel.localAddress?.port ?? options.port)
+                portContinuation.yield(channel.localAddress?.port ?? port)
                 portContinuation.finish()
             },
             logger: logger)
@@ -96,18 +210,29 @@ public final class ProxyNode: Sendable {
         for await port in announced { bound = port }
         guard let bound else {
             try await running.value
-            throw ProxyNodeError.didNotStart(host: options.host, port: options.port)
+            throw ProxyNodeError.didNotStart(host: host, port: port)
         }
-        return ProxyNode(proxy: proxy, backplane: backplane, client: client, running: running, port: bound)
+        return (bound, running)
     }
 
     /// Runs until the server stops (SIGTERM or SIGINT), then lets go of its connections.
     public func run() async throws {
         defer { Task { [client] in try? await client.shutdown() } }
+        defer { sweeper?.cancel() }
         try await running.value
-        await backplane.shutdown()
-        await proxy.lock.shutdown()
-        await proxy.cache.shared.shutdown()
+        admin.cancel()
+        _ = try? await admin.value
+        await proxy.cache.waitForUnsentWritesBriefly()
+        await backplane?.shutdown()
+        await proxy.lock?.shutdown()
+        await proxy.cache.shared.postgres?.shutdown()
+    }
+}
+
+extension TieredStore {
+    /// Waits up to 2 s for the writes on their way to the shared tier (a shutdown's).
+    func waitForUnsentWritesBriefly() async {
+        _ = await raceAgainstDeadline(clock: ContinuousClock(), duration: .seconds(2)) { try await self.waitForUnsentWrites() }
     }
 }
 
@@ -122,7 +247,8 @@ public enum ProxyNodeError: Error, CustomStringConvertible {
     }
 }
 
-/// Every request, whatever its path and method, goes to the proxy.
+/// Every request of the public listener, whatever its path and method, goes to the proxy: the
+/// upstream's own `/_strata/…` paths included (the controls have their own listener).
 struct ProxyResponder<Context: RequestContext>: RouterMiddleware {
     let proxy: CachingProxy
 
@@ -133,6 +259,16 @@ struct ProxyResponder<Context: RequestContext>: RouterMiddleware {
             body = Data(buffer.readableBytesView)
         }
         let answer = await proxy.handle(CachingProxy.Request(head: request.head, body: body))
+        return Response(status: answer.status, headers: answer.fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: answer.body)))
+    }
+}
+
+/// The control listener: `/_strata/…` only.
+struct AdminResponder<Context: RequestContext>: RouterMiddleware {
+    let proxy: CachingProxy
+
+    func handle(_ request: Hummingbird.Request, context: Context, next: (Hummingbird.Request, Context) async throws -> Response) async throws -> Response {
+        let answer = await proxy.admin(CachingProxy.Request(head: request.head, body: nil), path: request.head.path ?? "/")
         return Response(status: answer.status, headers: answer.fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: answer.body)))
     }
 }

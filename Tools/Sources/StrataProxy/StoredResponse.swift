@@ -73,6 +73,11 @@ struct StoredResponse: Codable, Sendable, Hashable {
         HTTPResponse(status: HTTPResponse.Status(code: status), headerFields: headerFields)
     }
 
+    /// What it costs the memory tier's byte budget: its body and header fields.
+    var byteCount: Int {
+        body.count + headerFields.reduce(0) { $0 + $1.name.rawName.utf8.count + $1.value.utf8.count + 4 } + 64
+    }
+
     /// The age it was received with, as a duration.
     var initialAge: Duration { .milliseconds(Int64((initialAgeSeconds * 1000).rounded())) }
 }

@@ -63,7 +63,12 @@ struct ProxyFleetTests {
         let name: String
         let child: Child
         let port: Int
+        /// The port of its controls (`/_strata/…`), on their own listener.
+        let adminPort: Int
         let log: URL
+
+        /// The controls' token every test node is started with.
+        static let adminToken = "test-admin-token"
 
         static func start(
             _ name: String, origin: Origin, table: String, in directory: TemporaryDirectory, extra: [String] = []
@@ -72,20 +77,34 @@ struct ProxyFleetTests {
             let log = directory.appending("\(name)-stderr.log")
             let child = try Child.spawn(
                 try TwoProcessTests.executable(),
-                ["proxy", "--upstream", origin.url, "--port", "0", "--postgres-url", postgres, "--table", table, "--node", name]
-                    + extra,
+                ["proxy", "--upstream", origin.url, "--port", "0", "--postgres-url", postgres, "--table", table, "--node", name,
+                 "--admin-token", adminToken] + extra,
                 pipeStdin: false, pipeStdout: true, stdoutFile: nil, stderrFile: log)
             let line = try await TwoProcessTests.offPool { child.readLine() }
-            guard let range = line.range(of: "http://127.0.0.1:"),
-                  let port = Int(line[range.upperBound...].prefix(while: { $0.isNumber })) else {
+            guard let (port, adminPort) = ports(in: line) else {
                 child.signal(SIGKILL)
                 _ = try await TwoProcessTests.offPool { child.wait() }
                 throw TestError("strata proxy \(name) did not start: '\(line)' \((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
             }
-            return Node(name: name, child: child, port: port, log: log)
+            return Node(name: name, child: child, port: port, adminPort: adminPort, log: log)
+        }
+
+        /// The public and control ports in the line `strata proxy` prints at start.
+        static func ports(in line: String) -> (Int, Int)? {
+            guard let range = line.range(of: "listening on http://127.0.0.1:"),
+                  let port = Int(line[range.upperBound...].prefix(while: { $0.isNumber })),
+                  let adminRange = line.range(of: "controls on http://127.0.0.1:"),
+                  let adminPort = Int(line[adminRange.upperBound...].prefix(while: { $0.isNumber })) else { return nil }
+            return (port, adminPort)
         }
 
         var url: String { "http://127.0.0.1:\(port)" }
+        var adminURL: String { "http://127.0.0.1:\(adminPort)" }
+
+        /// A control request, with the token.
+        func control(_ method: HTTPRequest.Method, _ path: String) async throws -> HTTPReply {
+            try await ProxyFleetTests.send(method, adminURL + path, [.authorization: "Bearer \(Self.adminToken)"], via: ProxyFleetTests.control)
+        }
 
         func get(_ path: String, _ fields: HTTPFields = [:]) async throws -> HTTPReply {
             try await ProxyFleetTests.send(.get, url + path, fields)
@@ -93,7 +112,7 @@ struct ProxyFleetTests {
 
         /// The value of one sample of `/_strata/metrics`.
         func metric(_ name: String, _ labels: String = "") async throws -> Int {
-            let reply = try await ProxyFleetTests.send(.get, url + "/_strata/metrics", via: ProxyFleetTests.control)
+            let reply = try await ProxyFleetTests.send(.get, adminURL + "/_strata/metrics", via: ProxyFleetTests.control)
             let text = String(decoding: reply.body, as: UTF8.self)
             let selector = labels.isEmpty ? "\(name){node=\"\(self.name)\"}" : "\(name){node=\"\(self.name)\",\(labels)}"
             for line in text.split(separator: "\n") where line.hasPrefix(selector + " ") {
@@ -283,7 +302,7 @@ struct ProxyFleetTests {
             }
             #expect(try await origin.count("GET /items/t1") == 1)
 
-            let expire = try await Self.send(.post, nodes[0].url + "/_strata/invalidate?tag=team-a&mode=expire")
+            let expire = try await nodes[0].control(.post, "/_strata/invalidate?tag=team-a&mode=expire")
             #expect(expire.status == .ok)
             #expect(String(decoding: expire.body, as: UTF8.self).contains(#""invalidated":1"#))
             try await Self.eventually("n2 hears it") { try await nodes[1].metric("strata_backplane_invalidations_received_total") == 1 }
@@ -292,12 +311,12 @@ struct ProxyFleetTests {
             #expect(try await origin.count("GET /items/t1") == 2)
             #expect(try await nodes[1].get(other).headerFields[HTTPField.Name("X-Cache")!] == "HIT", "another tag is untouched")
 
-            let remove = try await Self.send(.post, nodes[1].url + "/_strata/invalidate?prefix=/items/t2&mode=remove")
+            let remove = try await nodes[1].control(.post, "/_strata/invalidate?prefix=/items/t2&mode=remove")
             #expect(remove.status == .ok)
             try await Self.eventually("n1 hears it") { try await nodes[0].metric("strata_backplane_invalidations_received_total") == 1 }
             #expect(try await nodes[0].get(other).headerFields[HTTPField.Name("X-Cache")!] == "MISS")
 
-            let clear = try await Self.send(.post, nodes[0].url + "/_strata/clear?mode=remove")
+            let clear = try await nodes[0].control(.post, "/_strata/clear?mode=remove")
             #expect(String(decoding: clear.body, as: UTF8.self).contains(#""invalidated":2"#))
             try await Self.eventually("n2 hears the clear") { try await nodes[1].metric("strata_backplane_invalidations_received_total") == 2 }
             #expect(try await nodes[1].get(tagged).headerFields[HTTPField.Name("X-Cache")!] == "MISS")
@@ -449,10 +468,10 @@ struct ProxyFleetTests {
 /// What `strata proxy` refuses before it starts.
 @Suite("strata proxy: arguments", .timeLimit(.minutes(1)))
 struct ProxyArgumentTests {
-    @Test("a --host other than loopback needs --admin-token: the controls would otherwise answer anyone who reaches the port")
-    func aReachableHost_needsAnAdminToken() async throws {
+    @Test("an --admin-host other than loopback needs --admin-token: the controls would otherwise answer anyone who reaches the port")
+    func aReachableAdminHost_needsAnAdminToken() async throws {
         let (status, _, stderr) = try await TwoProcessTests.run(
-            ["proxy", "--upstream", "http://127.0.0.1:9", "--host", "0.0.0.0", "--postgres-url", "postgres://u@127.0.0.1:1/db"])
+            ["proxy", "--upstream", "http://127.0.0.1:9", "--admin-host", "0.0.0.0", "--postgres-url", "postgres://u@127.0.0.1:1/db"])
         #expect(status != 0)
         #expect(stderr.contains("--admin-token"), "\(stderr)")
     }

@@ -57,72 +57,67 @@ public struct CoalescedAcrossProcessesLoader<Base: Loader, S: Store, Lock: Fleet
     }
 
     /// The load, on the environment's clock opened to its concrete type, so the wait runs to a
-    /// deadline on it (the time spent asking the lock and reading the store counts too).
+    /// deadline on it (the time spent asking the lock and reading the store counts too): one
+    /// ``FleetLockTurn``.
     private func load<C: Clock>(_ input: Input, in context: LoadContext, clock: C) async throws -> Output where C.Duration == Duration {
         let key = key(input)
         let lockName = "\(key)"
         let environment = context.environment
-        let deadline = clock.now.advanced(by: timeout)
-        // When this load started waiting for another process's hold, for the wait's event.
-        var waitingSince: C.Instant?
-        func recordWait(_ outcome: FleetLockWait) {
-            guard let waitingSince else { return }
-            context.record(.waitedForFleetLock(key: lockName, waited: waitingSince.duration(to: clock.now), outcome: outcome))
+        let turn = FleetLockTurn(lock: lock, clock: clock, timeout: timeout, pollInterval: pollInterval)
+        /// The wait's event, recorded before what follows it (the value read back, or the load).
+        let pendingWait = Locked<(Duration, FleetLockWait)?>(nil)
+        func recordPendingWait() {
+            if let (waited, outcome) = pendingWait.withLock({ $0.take() }) {
+                context.record(.waitedForFleetLock(key: lockName, waited: waited, outcome: outcome))
+            }
         }
-        while true {
-            let hold: Lock.Hold?
-            do {
-                hold = try await lock.tryLock(lockName)
-            } catch {
-                try rethrowIfCancelled(error)
-                environment.logger.warning(
-                    "the fleet lock could not be asked: loading without it",
-                    metadata: ["key": "\(key)", "error": "\(error)"])
-                return try await loadAndStore(input, key: key, in: context)
-            }
-            if let hold {
-                do {
-                    let value: Output
-                    if let fresh = await freshEntry(key, in: context, before: { recordWait(.filledByHolder) }) {
-                        value = fresh
-                    } else {
-                        recordWait(.acquired)
-                        value = try await loadAndStore(input, key: key, in: context)
+        let result = try await turn.run(
+            lockName,
+            readBack: { await freshEntry(key, in: context).map(TurnResult.stored) },
+            work: {
+                recordPendingWait()
+                return .loaded(try await loadAndStore(input, key: key, in: context))
+            },
+            event: { event in
+                switch event {
+                case .lockUnavailable(let error):
+                    environment.logger.warning(
+                        "the fleet lock could not be asked: loading without it",
+                        metadata: ["key": "\(key)", "error": "\(error)"])
+                case .waited(let waited, let outcome):
+                    if outcome == .timedOut {
+                        environment.logger.info(
+                            "waited for another process's load past the fleet lock's timeout: loading anyway",
+                            metadata: ["key": "\(key)", "timeout": "\(timeout.formattedAge)"])
                     }
-                    await lock.unlock(hold)
-                    return value
-                } catch {
-                    await lock.unlock(hold)
-                    throw error
+                    pendingWait.withLock { $0 = (waited, outcome) }
+                case .waiting, .acquiredAtOnce:
+                    break
                 }
-            }
-            // Another process loads the key: its answer lands in the store. (The chain read the
-            // store just before coming here, so the first read waits one interval.)
-            if waitingSince == nil { waitingSince = clock.now }
-            let left = clock.now.duration(to: deadline)
-            guard left > .zero else {
-                recordWait(.timedOut)
-                environment.logger.info(
-                    "waited for another process's load past the fleet lock's timeout: loading anyway",
-                    metadata: ["key": "\(key)", "timeout": "\(timeout.formattedAge)"])
-                return try await loadAndStore(input, key: key, in: context)
-            }
-            try await clock.sleep(until: clock.now.advanced(by: min(pollInterval, left)), tolerance: nil)
-            if let fresh = await freshEntry(key, in: context, before: { recordWait(.filledByHolder) }) { return fresh }
+            })
+        switch result {
+        case .loaded(let value):
+            return value
+        case .stored(let cached):
+            recordPendingWait()
+            let now = environment.now()
+            context.record(.served(Provenance(
+                origin: store.origin, tier: context.tierName(default: "\(store.storeDescription) [coalesced across processes]"),
+                storedAt: cached.storedAt, age: max(.zero, .between(cached.storedAt, now)))))
+            return cached.value
         }
     }
 
-    /// The store's entry for `key` when the freshness accepts it (recorded as served, after what
-    /// `before` records), else `nil`.
-    private func freshEntry(_ key: S.Key, in context: LoadContext, before: () -> Void = {}) async -> Output? {
+    private enum TurnResult: Sendable {
+        case stored(Cached<Output>)
+        case loaded(Output)
+    }
+
+    /// The store's entry for `key` when the freshness accepts it, else `nil`.
+    private func freshEntry(_ key: S.Key, in context: LoadContext) async -> Cached<Output>? {
         guard let cached = try? await store.retrieve(key) else { return nil }
-        let now = context.environment.now()
-        guard freshness.accepts(cached, now: now) else { return nil }
-        before()
-        context.record(.served(Provenance(
-            origin: store.origin, tier: context.tierName(default: "\(store.storeDescription) [coalesced across processes]"),
-            storedAt: cached.storedAt, age: max(.zero, .between(cached.storedAt, now)))))
-        return cached.value
+        guard freshness.accepts(cached, now: context.environment.now()) else { return nil }
+        return cached
     }
 
     private func loadAndStore(_ input: Input, key: S.Key, in context: LoadContext) async throws -> Output {
