@@ -56,7 +56,7 @@ public struct ProxyCommand: AsyncParsableCommand {
     @Option(help: "The address the controls listen on.")
     var adminHost = "127.0.0.1"
 
-    @Option(help: "The fleet's PostgreSQL URL (default: $STRATA_POSTGRES_URL). Without one, the node runs alone, on memory.")
+    @Option(help: "The fleet's PostgreSQL URL (default: $STRATA_POSTGRES_URL). Without one (or with \"\"), the node runs alone, on memory.")
     var postgresURL: String?
 
     @Option(help: "Without PostgreSQL: a directory that keeps the cache across restarts.")
@@ -116,7 +116,8 @@ public struct ProxyCommand: AsyncParsableCommand {
         guard let url = URL(string: upstream), let scheme = url.scheme, ["http", "https"].contains(scheme), url.host != nil else {
             throw ValidationError("--upstream: an http:// or https:// URL, for example http://127.0.0.1:9000")
         }
-        let postgres = postgresURL ?? ProcessInfo.processInfo.environment["STRATA_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
+        // An empty --postgres-url runs the node alone even when STRATA_POSTGRES_URL is set.
+        let postgres = (postgresURL ?? ProcessInfo.processInfo.environment["STRATA_POSTGRES_URL"]).flatMap { $0.isEmpty ? nil : $0 }
         if postgres != nil, cacheDir != nil {
             throw ValidationError("--cache-dir is for a node alone: with --postgres-url, PostgreSQL is the shared tier")
         }

@@ -27,6 +27,7 @@ Resources
     status=CODE     answer CODE (no conditional handling; no body for 1xx, 204, 304)
     expires=S       Expires: now + S seconds (S may be 0 or negative)
     age=N           Age: N
+    pad=N           the body gains "pad": N bytes of "x" (at most 64 MiB): a large answer
   Every answer has Date.
 - `POST|PUT|PATCH|DELETE /items/NAME`: bumps NAME's version and answers 200 with the new JSON (POST
   also `Location: /items/NAME`). The request body is read and ignored. `delay_ms`, `status` and
@@ -221,6 +222,9 @@ class Handler(BaseHTTPRequestHandler):
                 payload["varied"] = self.headers.get(names[0])
             else:
                 payload["varied"] = {n: self.headers.get(n) for n in names}
+        pad = query.get("pad")
+        if pad and pad.isdigit():
+            payload["pad"] = "x" * min(int(pad), 64 * 1024 * 1024)
         return payload
 
     def item_headers(self, version, query):

@@ -66,6 +66,8 @@ struct ProxyFleetTests {
         /// The port of its controls (`/_strata/…`), on their own listener.
         let adminPort: Int
         let log: URL
+        /// The line it printed at start.
+        var firstLine = ""
 
         /// The controls' token every test node is started with.
         static let adminToken = "test-admin-token"

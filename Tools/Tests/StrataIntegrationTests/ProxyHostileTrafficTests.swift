@@ -1,0 +1,225 @@
+import AsyncHTTPClient
+import Foundation
+@_spi(StrataInternals) import Strata
+import StrataAsyncHTTPClient
+import StrataTesting
+import Testing
+
+/// `strata proxy` as an operator and an attacker try it: a stampede behind a soft timeout, nodes
+/// that share a name (every container's process is PID 1), controls a web page or a client of the
+/// public port would reach, a node with no PostgreSQL or a PostgreSQL that does not answer, and a
+/// flood of distinct large responses.
+@Suite(
+    "strata proxy under hostile traffic", .serialized, .timeLimit(.minutes(3)),
+    .enabled(if: SharedCacheTests.postgresURL != nil || ProcessInfo.processInfo.environment["CI"] == "true",
+             SharedCacheTests.postgresSkipReason))
+struct ProxyHostileTrafficTests {
+    typealias Node = ProxyFleetTests.Node
+
+    /// Starts `strata proxy` with `arguments` (after `--upstream URL --port 0`); no PostgreSQL unless
+    /// the arguments name one (an empty `--postgres-url` overrides the environment's).
+    static func spawn(
+        _ name: String, origin: ProxyFleetTests.Origin, in directory: TemporaryDirectory, _ arguments: [String]
+    ) async throws -> Node {
+        let log = directory.appending("\(name)-stderr.log")
+        let child = try Child.spawn(
+            try TwoProcessTests.executable(),
+            ["proxy", "--upstream", origin.url, "--port", "0", "--node", name, "--admin-token", Node.adminToken] + arguments,
+            pipeStdin: false, pipeStdout: true, stdoutFile: nil, stderrFile: log)
+        let line = try await TwoProcessTests.offPool { child.readLine() }
+        guard let (port, adminPort) = Node.ports(in: line) else {
+            child.signal(SIGKILL)
+            _ = try await TwoProcessTests.offPool { child.wait() }
+            throw TestError("strata proxy \(name) did not start: '\(line)' \((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
+        }
+        var node = Node(name: name, child: child, port: port, adminPort: adminPort, log: log)
+        node.firstLine = line
+        return node
+    }
+
+    static func withOrigin(_ body: (ProxyFleetTests.Origin, TemporaryDirectory) async throws -> Void) async throws {
+        let directory = try TemporaryDirectory(prefix: "strata-proxy-hostile")
+        defer { directory.remove() }
+        let origin = try await ProxyFleetTests.Origin.start(in: directory)
+        do {
+            try await body(origin, directory)
+        } catch {
+            await origin.stop()
+            throw error
+        }
+        await origin.stop()
+    }
+
+    static func cache(_ reply: HTTPReply) -> String? { reply.headerFields[HTTPField.Name("X-Cache")!] }
+
+    // MARK: 4. A soft timeout never multiplies upstream calls
+
+    @Test("200 concurrent requests for a stale key whose upstream is slow: one upstream request, every client answered stale before it answers")
+    func aStampedeBehindASoftTimeout_sendsOneUpstreamRequest() async throws {
+        try await ProxyFleetTests.withFleet(1, extra: ["--soft-timeout", "300ms"]) { origin, nodes in
+            let node = nodes[0]
+            let path = "/items/slow?cc=max-age%3D5&age=10"   // stale as soon as it is stored
+            _ = try await node.get(path)
+            // The upstream answers only when the test says so: every answer below comes before.
+            try await origin.control("/_origin/hold?on=1")
+            let replies = try await withThrowingTaskGroup(of: HTTPReply.self) { group in
+                for _ in 0..<200 { group.addTask { try await node.get(path) } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(replies.count == 200)
+            #expect(replies.allSatisfy { $0.status == .ok && Self.cache($0) == "STALE" })
+            #expect(try await origin.count("GET /items/slow") == 2, "the first fill and one revalidation")
+            // Later requests, while the upstream still holds its answer: served stale at once.
+            #expect(Self.cache(try await node.get(path)) == "STALE")
+            #expect(try await origin.count("GET /items/slow") == 2)
+            try await origin.control("/_origin/hold?on=0")
+            try await ProxyFleetTests.eventually("the revalidation stores its answer") {
+                try await node.metric("strata_proxy_stored_total") == 2
+            }
+            #expect(try await origin.count("GET /items/slow") == 2)
+        }
+    }
+
+    // MARK: 1. Nodes never mistake each other for themselves
+
+    @Test("three nodes started with the same --node stay coherent, and each warns that the name is taken")
+    func threeNodesWithOneName_stayCoherent() async throws {
+        let postgres = try #require(SharedCacheTests.postgresURL, "CI=true but STRATA_POSTGRES_URL is not set")
+        try await Self.withOrigin { origin, directory in
+            let table = "proxy_\(UUID().uuidString.prefix(8).lowercased())"
+            var nodes: [Node] = []
+            defer { for node in nodes { node.child.signal(SIGKILL) } }
+            for _ in 0..<3 {
+                nodes.append(try await Self.spawn("proxy-1", origin: origin, in: directory, ["--postgres-url", postgres, "--table", table]))
+            }
+            for node in nodes {
+                try await ProxyFleetTests.eventually("the backplane listens") {
+                    try await node.metric("strata_backplane_listening_starts_total") >= 1
+                }
+            }
+            let path = "/items/shared?cc=max-age%3D600"
+            for node in nodes { #expect(try ProxyFleetTests.item(try await node.get(path)).version == 1) }
+            #expect(Self.cache(try await nodes[2].get(path)) == "HIT")
+            // The same target URI: a PUT invalidates what is stored for it (RFC 9111 §4.4).
+            let put = try await ProxyFleetTests.send(.put, nodes[0].url + path, body: Data("{}".utf8))
+            #expect(put.status == .ok)
+            for node in nodes.dropFirst() {
+                try await ProxyFleetTests.eventually("\(node.port) drops its copy") {
+                    try ProxyFleetTests.item(try await node.get(path)).version == 2
+                }
+            }
+            let warned = (try? String(contentsOf: nodes[2].log, encoding: .utf8)) ?? ""
+            #expect(warned.contains("another live node listens under this node's name"), "\(warned)")
+        }
+    }
+
+    // MARK: 8. Admin is not the public port
+
+    @Test("the public port passes /_strata/ to the upstream; the controls refuse a missing or wrong token, cross-site requests, and change nothing without a token")
+    func theControls_areNotThePublicPort() async throws {
+        try await ProxyFleetTests.withFleet(1) { origin, nodes in
+            let node = nodes[0]
+            let publicReply = try await ProxyFleetTests.send(.post, node.url + "/_strata/clear?mode=remove")
+            #expect(publicReply.status == .notFound, "the upstream's answer")
+            #expect(try await origin.count("POST /_strata/clear") == 1)
+            let clear = node.adminURL + "/_strata/clear?mode=remove"
+            #expect(try await ProxyFleetTests.send(.post, clear, via: ProxyFleetTests.control).status == .unauthorized)
+            #expect(try await ProxyFleetTests.send(.post, clear, [.authorization: "Bearer nope"], via: ProxyFleetTests.control).status == .unauthorized)
+            let token: HTTPFields = [.authorization: "Bearer \(Node.adminToken)"]
+            var crossSite = token
+            crossSite[HTTPField.Name("Sec-Fetch-Site")!] = "cross-site"
+            #expect(try await ProxyFleetTests.send(.post, clear, crossSite, via: ProxyFleetTests.control).status == .forbidden)
+            var otherOrigin = token
+            otherOrigin[HTTPField.Name("Origin")!] = "http://evil.example"
+            #expect(try await ProxyFleetTests.send(.post, clear, otherOrigin, via: ProxyFleetTests.control).status == .forbidden)
+            #expect(try await ProxyFleetTests.send(.post, clear, token, via: ProxyFleetTests.control).status == .ok)
+            #expect(try await ProxyFleetTests.send(.get, node.adminURL + "/_strata/metrics", via: ProxyFleetTests.control).status == .ok,
+                    "reads on a loopback control port need no token")
+        }
+    }
+
+    @Test("without --admin-token, no control changes anything")
+    func withoutAToken_theControlsChangeNothing() async throws {
+        try await Self.withOrigin { origin, directory in
+            let log = directory.appending("bare-stderr.log")
+            let child = try Child.spawn(
+                try TwoProcessTests.executable(), ["proxy", "--upstream", origin.url, "--port", "0", "--postgres-url", ""],
+                pipeStdin: false, pipeStdout: true, stdoutFile: nil, stderrFile: log)
+            defer { child.signal(SIGKILL) }
+            let line = try await TwoProcessTests.offPool { child.readLine() }
+            let (_, adminPort) = try #require(Node.ports(in: line), "\(line)")
+            let reply = try await ProxyFleetTests.send(
+                .post, "http://127.0.0.1:\(adminPort)/_strata/clear", [.authorization: "Bearer "], via: ProxyFleetTests.control)
+            #expect(reply.status == .forbidden)
+        }
+    }
+
+    // MARK: 10, 11. No PostgreSQL, or one that does not answer
+
+    @Test("with no PostgreSQL configured, one node runs on memory and says so; with --cache-dir its cache survives a restart")
+    func aNodeAlone_runsOnMemory_orFiles() async throws {
+        try await Self.withOrigin { origin, directory in
+            let alone = try await Self.spawn("alone", origin: origin, in: directory, ["--postgres-url", ""])
+            #expect(alone.firstLine.contains("one node on memory"), "\(alone.firstLine)")
+            let path = "/items/alone?cc=max-age%3D600"
+            #expect(Self.cache(try await alone.get(path)) == "MISS")
+            #expect(Self.cache(try await alone.get(path)) == "HIT")
+            await alone.stop()
+
+            let files = directory.appending("cache").path
+            let first = try await Self.spawn("files", origin: origin, in: directory, ["--postgres-url", "", "--cache-dir", files])
+            #expect(first.firstLine.contains("files in"), "\(first.firstLine)")
+            _ = try await first.get("/items/kept?cc=max-age%3D600")
+            await first.stop()
+            let second = try await Self.spawn("files", origin: origin, in: directory, ["--postgres-url", "", "--cache-dir", files])
+            let kept = try await second.get("/items/kept?cc=max-age%3D600")
+            #expect(Self.cache(kept) == "HIT")
+            #expect(kept.headerFields[HTTPField.Name("X-Cache-Tier")!] == "shared", "read from the files")
+            #expect(try await origin.count("GET /items/kept") == 1)
+            await second.stop()
+        }
+    }
+
+    @Test("a node whose PostgreSQL does not answer starts anyway and serves from the upstream and memory")
+    func aNodeWhosePostgresIsDown_serves() async throws {
+        try await Self.withOrigin { origin, directory in
+            // Nothing listens on port 1: every connection is refused.
+            let node = try await Self.spawn(
+                "orphan", origin: origin, in: directory, ["--postgres-url", "postgres://strata:strata@127.0.0.1:1/strata"])
+            defer { node.child.signal(SIGKILL) }
+            let path = "/items/orphan?cc=max-age%3D600"
+            #expect(Self.cache(try await node.get(path)) == "MISS")
+            #expect(Self.cache(try await node.get(path)) == "HIT")
+            #expect(try await origin.count("GET /items/orphan") == 1)
+        }
+    }
+
+    // MARK: 6. Bounded memory
+
+    @Test("150 distinct query strings of a 1 MB response: the node's memory stays within its budget")
+    func distinctLargeResponses_keepMemoryWithinItsBudget() async throws {
+        try await Self.withOrigin { origin, directory in
+            let node = try await Self.spawn("bounded", origin: origin, in: directory, ["--postgres-url", "", "--memory-bytes", "8MiB"])
+            defer { node.child.signal(SIGKILL) }
+            _ = try await node.get("/items/warm?cc=max-age%3D600&pad=1000")
+            let before = try Self.residentBytes(of: node.child.pid)
+            for index in 0..<150 {
+                let reply = try await node.get("/items/big?cc=max-age%3D600&pad=1000000&n=\(index)")
+                #expect(reply.status == .ok && reply.body.count > 1_000_000)
+            }
+            let growth = try Self.residentBytes(of: node.child.pid) - before
+            // 150 MB went through; the memory tier keeps 8 MiB. The rest is the allocator's slack.
+            #expect(growth < 64 * 1024 * 1024, "grew by \(growth / 1024 / 1024) MiB")
+        }
+    }
+
+    /// The resident set of process `pid` (`VmRSS` in `/proc/PID/status`), in bytes.
+    static func residentBytes(of pid: pid_t) throws -> Int {
+        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+              let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else {
+            throw TestError("no VmRSS for \(pid)")
+        }
+        return kilobytes * 1024
+    }
+}
