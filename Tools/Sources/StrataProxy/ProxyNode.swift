@@ -120,10 +120,16 @@ public final class ProxyNode: Sendable {
         let memory = MemoryStore<String, StoredResponse>(
             countLimit: options.memoryCountLimit, costLimit: options.memoryByteLimit, cost: { $0.byteCount })
         let environment = LoadEnvironment(logger: logger)
+        // Writes that wait for PostgreSQL are tried again at most 2 s apart: a write made while it
+        // was away reaches the table, and the other nodes, within 2 s of its return.
         let cache: CachingProxy.Cache = if let backplane {
-            TieredStore(memory: memory, shared: sharedTier, backplane: backplane, environment: environment, sharedTierWriting: .inBackground)
+            TieredStore(
+                memory: memory, shared: sharedTier, backplane: backplane, environment: environment,
+                firstRetryDelay: .milliseconds(250), maxRetryDelay: .seconds(2), sharedTierWriting: .inBackground)
         } else {
-            TieredStore(memory: memory, shared: sharedTier, environment: environment, sharedTierWriting: .inBackground)
+            TieredStore(
+                memory: memory, shared: sharedTier, environment: environment,
+                firstRetryDelay: .milliseconds(250), maxRetryDelay: .seconds(2), sharedTierWriting: .inBackground)
         }
         var configuration = HTTPClient.Configuration()
         configuration.redirectConfiguration = .disallow

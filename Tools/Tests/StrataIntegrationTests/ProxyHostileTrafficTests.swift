@@ -4,6 +4,7 @@ import Foundation
 import StrataAsyncHTTPClient
 import StrataTesting
 import Testing
+@testable import StrataCLI
 
 /// `strata proxy` as an operator and an attacker try it: a stampede behind a soft timeout, nodes
 /// that share a name (every container's process is PID 1), controls a web page or a client of the
@@ -221,5 +222,100 @@ struct ProxyHostileTrafficTests {
             throw TestError("no VmRSS for \(pid)")
         }
         return kilobytes * 1024
+    }
+}
+
+/// Three nodes under load while PostgreSQL goes away and comes back (a TCP relay between the nodes
+/// and the database closes every connection and refuses new ones) and the upstream slows.
+@Suite(
+    "strata proxy: the fleet while PostgreSQL goes away", .serialized, .timeLimit(.minutes(3)),
+    .enabled(if: SharedCacheTests.postgresURL != nil || ProcessInfo.processInfo.environment["CI"] == "true",
+             SharedCacheTests.postgresSkipReason))
+struct ProxyDatabaseFaultTests {
+    typealias Node = ProxyFleetTests.Node
+
+    @Test("no client gets an error the upstream did not cause, and once the database is back every node serves the latest value within the window")
+    func threeNodesUnderLoad_whilePostgresGoesAwayAndTheUpstreamSlows() async throws {
+        let postgres = try #require(SharedCacheTests.postgresURL, "CI=true but STRATA_POSTGRES_URL is not set")
+        var components = try #require(URLComponents(string: postgres))
+        let relay = TCPRelay(targetHost: components.host ?? "127.0.0.1", targetPort: components.port ?? 5432)
+        try await relay.start()
+        components.port = relay.port
+        let relayed = try #require(components.string)
+        try await ProxyHostileTrafficTests.withOrigin { origin, directory in
+            let table = "proxy_\(UUID().uuidString.prefix(8).lowercased())"
+            var nodes: [Node] = []
+            defer { for node in nodes { node.child.signal(SIGKILL) } }
+            for index in 1...3 {
+                nodes.append(try await ProxyHostileTrafficTests.spawn(
+                    "f\(index)", origin: origin, in: directory,
+                    ["--postgres-url", relayed, "--table", table, "--soft-timeout", "200ms", "--lock-timeout", "1s"]))
+            }
+            for node in nodes {
+                try await ProxyFleetTests.eventually("\(node.name) listens") {
+                    try await node.metric("strata_backplane_listening_starts_total") >= 1
+                }
+            }
+            // Load: every node reads five keys that go stale each second, until told to stop.
+            let paths = (1...5).map { "/items/load\($0)?cc=max-age%3D1&etag=1" }
+            let failures = Locked<[String]>([])
+            let stop = Locked(false)
+            let fleet = nodes
+            let load = Task {
+                var requests = 0
+                while !stop.withLock({ $0 }) {
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        for node in fleet {
+                            for path in paths {
+                                group.addTask {
+                                    let reply = try await node.get(path)
+                                    if reply.status != .ok {
+                                        failures.withLock { $0.append("\(node.name) \(path): \(reply.status)") }
+                                    }
+                                }
+                            }
+                        }
+                        try await group.waitForAll()
+                    }
+                    requests += fleet.count * paths.count
+                }
+                return requests
+            }
+            try await ProxyFleetTests.eventually("warm") { try await origin.count("GET /items/load5") >= 1 }
+            // A key every node keeps in memory for ten minutes: only the fleet's coherence can
+            // bring them a newer version.
+            let latest = "/items/latest?cc=max-age%3D600"
+            for node in nodes { #expect(try ProxyFleetTests.item(try await node.get(latest)).version == 1) }
+
+            // The database goes away under load, and the upstream slows for a while.
+            await relay.stop()
+            try await ProxyFleetTests.eventually("every node knows the shared tier is down", seconds: 20) {
+                for node in nodes where try await node.metric("strata_shared_tier_down") != 1 { return false }
+                return true
+            }
+            try await origin.control("/_origin/hold?on=1")
+            let heldSince = ContinuousClock.now
+            try await ProxyFleetTests.eventually("the load runs into the held upstream") {
+                ContinuousClock.now - heldSince > .seconds(1)
+            }
+            try await origin.control("/_origin/hold?on=0")
+            // A write while the database is away: node 1 answers it, and repairs the table later.
+            let put = try await ProxyFleetTests.send(.put, nodes[0].url + latest, body: Data("{}".utf8))
+            #expect(put.status == .ok)
+
+            try await relay.start()
+            // The documented window: the backplane reconnects within its longest delay (5 s) and
+            // empties the memory tier; a write queued meanwhile reaches the table on the next probe.
+            for node in nodes {
+                try await ProxyFleetTests.eventually("\(node.name) serves the latest version", seconds: 15) {
+                    try ProxyFleetTests.item(try await node.get(latest)).version == 2
+                }
+            }
+            stop.withLock { $0 = true }
+            let requests = try await load.value
+            #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 }.prefix(10))")
+            #expect(requests >= 30, "the load ran throughout")
+        }
+        await relay.stop()
     }
 }
