@@ -88,7 +88,7 @@ extension PostgresStore {
     public func storedBytes() async throws -> Int {
         try await perform(.retrieve, key: nil) { [table] connection, logger in
             try await Self.singleInteger(connection.queryUnlessClosed(
-                #"SELECT coalesce(sum(size::int8), 0) FROM "\#(unescaped: table)""#, logger: logger))
+                #"SELECT coalesce(sum(size::int8), 0)::int8 FROM "\#(unescaped: table)""#, logger: logger))
         }
     }
 

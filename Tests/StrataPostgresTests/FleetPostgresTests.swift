@@ -359,6 +359,29 @@ struct PostgresStoreLimitsTests {
         }
     }
 
+    @Test("a byte budget for the table: the rows read or written least recently go until the rest fit")
+    func aByteBudget_removesTheLeastRecentlyUsedRows() async throws {
+        try await TestScope.run {
+            let table = TestScope.table()
+            let store = try TestScope.store(Item.self, table: table)
+            let t0 = Date().addingTimeInterval(-600)
+            for index in 0..<20 {
+                try await store.insert(Item(id: 100 + index, name: String(repeating: "x", count: 1_000)), for: "k\(index)", storedAt: t0)
+            }
+            let total = try await store.storedBytes()
+            let each = total / 20
+            #expect(each > 1_000)
+            // Newest last_access first: k19 … k0 were written in that order.
+            let removed = try await store.removeEntries(toFitBytes: each * 5)
+            #expect(removed == 15)
+            #expect(try await store.storedBytes() <= each * 5)
+            for index in 15..<20 { #expect(try await store.retrieve("k\(index)") != nil, "k\(index) is kept") }
+            #expect(try await store.retrieve("k0") == nil)
+            #expect(try await store.removeEntries(toFitBytes: 0) == 5)
+            #expect(try await store.storedBytes() == 0)
+        }
+    }
+
     @Test("a table made before the format version (and the server's max-age) gains the columns in place; its rows are version 0")
     func anOlderTable_gainsTheColumnsInPlace() async throws {
         try await TestScope.run {
