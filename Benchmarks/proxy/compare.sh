@@ -24,7 +24,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 
 # The `strata proxy` command line. {upstream}, {port} and {postgres} are filled in at start.
-STRATA_PROXY_ARGS=(proxy --upstream "{upstream}" --port "{port}" --store postgres --postgres-url "{postgres}" --node bench-1)
+STRATA_PROXY_ARGS=(proxy --upstream "{upstream}" --port "{port}" --postgres-url "{postgres}" --node bench-1)
 
 strata="${1:-$root/Tools/.build/release/strata}"
 postgres_url="${STRATA_POSTGRES_URL:-}"
