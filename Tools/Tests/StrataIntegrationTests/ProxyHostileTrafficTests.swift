@@ -195,7 +195,21 @@ struct ProxyHostileTrafficTests {
         }
     }
 
-    // MARK: 6. Bounded memory
+    // MARK: 6. Bounded memory, disk and connections
+
+    @Test("a client connection that sends nothing is closed after --idle-timeout")
+    func anIdleConnection_isClosed() async throws {
+        try await Self.withOrigin { origin, directory in
+            let node = try await Self.spawn("idle", origin: origin, in: directory, ["--postgres-url", "", "--idle-timeout", "300ms"])
+            defer { node.child.signal(SIGKILL) }
+            let socket = try RawSocket(host: "127.0.0.1", port: node.port, timeout: .seconds(20))
+            let outcome = try await TwoProcessTests.offPool { () -> String in
+                do { return "a line: \(try socket.readLine())" } catch { return "\(error)" }
+            }
+            #expect(outcome.contains("the server closed the connection"), "\(outcome)")
+        }
+    }
+
 
     @Test("150 distinct query strings of a 1 MB response: the node's memory stays within its budget")
     func distinctLargeResponses_keepMemoryWithinItsBudget() async throws {
