@@ -121,6 +121,34 @@ final class CachingProxy: Sendable {
     /// The cache key of a read: the method a stored response answers and the path with its query.
     static func key(path: String) -> String { "GET " + path }
 
+    /// The answer to a plain GET that a fresh entry of the memory tier gives without suspending,
+    /// or `nil`: what `ProxyFastPath` answers on the connection's event loop. Plain: no request
+    /// directive (`Cache-Control`, `Pragma`), no conditional or range field, no `Connection` field,
+    /// and not near the end of its lifetime (a refresh ahead starts on the full path). Anything
+    /// else, and every decision but this one, is the full path's (``handle(_:)``).
+    func immediateHit(_ head: HTTPRequest) -> Answer? {
+        guard head.method == .get, let path = head.path else { return nil }
+        let fields = head.headerFields
+        for name in Self.fieldsThatNeedTheFullPath where fields[name] != nil { return nil }
+        let key = Self.key(path: path)
+        guard let entry = cache.memory.immediateEntry(for: key),
+              SharedCachePolicy.matchesVary(storedRequestValues: entry.value.varyValues, request: head) else { return nil }
+        let age = SharedCachePolicy.currentAge(initialAge: entry.value.initialAge, responseTime: entry.storedAt, now: Date())
+        let lifetime = entry.validators.maxAge ?? .zero
+        guard lifetime > age else { return nil }
+        if let fraction = settings.refreshAheadFraction, age >= lifetime * fraction { return nil }
+        metrics.count {
+            $0.requests["read", default: 0] += 1
+            $0.hits["memory", default: 0] += 1
+        }
+        return answer(entry, age: age, cache: "HIT", tier: "memory", to: head)
+    }
+
+    static let fieldsThatNeedTheFullPath: [HTTPField.Name] = [
+        .cacheControl, HTTPField.Name("Pragma")!, .ifNoneMatch, .ifModifiedSince, .ifMatch, .ifUnmodifiedSince, .ifRange, .range,
+        .connection, HTTPField.Name("CDN-Cache-Control")!,
+    ]
+
     private func read(_ head: HTTPRequest) async -> Answer {
         let path = head.path ?? "/"
         let key = Self.key(path: path)

@@ -156,8 +156,14 @@ public final class ProxyNode: Sendable {
 
         let router = Router()
         router.add(middleware: ProxyResponder(proxy: proxy))
+        // The public listener: fresh memory hits are answered on the event loop (ProxyFastPath),
+        // which also closes idle connections (its IdleStateHandler sees every read and write).
+        let idle = TimeAmount.nanoseconds(
+            options.idleTimeout.components.seconds * 1_000_000_000 + options.idleTimeout.components.attoseconds / 1_000_000_000)
         let (port, running) = try await serve(
-            router, host: options.host, port: options.port, name: "strata-proxy", options: options, logger: logger)
+            router, host: options.host, port: options.port, name: "strata-proxy", options: options, logger: logger,
+            server: .http1(configuration: .init(
+                additionalChannelHandlers: [IdleStateHandler(allTimeout: idle), ProxyFastPath(proxy: proxy)], idleTimeout: nil)))
         let adminRouter = Router()
         adminRouter.add(middleware: AdminResponder(proxy: proxy))
         let adminPort: Int
@@ -165,7 +171,7 @@ public final class ProxyNode: Sendable {
         do {
             (adminPort, admin) = try await serve(
                 adminRouter, host: options.adminHost, port: options.adminPort ?? (options.port == 0 ? 0 : options.port + 1),
-                name: "strata-proxy-admin", options: options, logger: logger)
+                name: "strata-proxy-admin", options: options, logger: logger, server: nil)
         } catch {
             running.cancel()
             throw error
@@ -193,12 +199,13 @@ public final class ProxyNode: Sendable {
 
     /// Starts a server for `router` on `host:port`; its bound port and its task.
     private static func serve(
-        _ router: Router<BasicRequestContext>, host: String, port: Int, name: String, options: Options, logger: Logger
+        _ router: Router<BasicRequestContext>, host: String, port: Int, name: String, options: Options, logger: Logger,
+        server: HTTPServerBuilder?
     ) async throws -> (Int, Task<Void, any Error>) {
         let (announced, portContinuation) = AsyncStream<Int>.makeStream()
         let app = Application(
             router: router,
-            server: .http1(configuration: .init(idleTimeout: .nanoseconds(options.idleTimeout.components.seconds * 1_000_000_000
+            server: server ?? .http1(configuration: .init(idleTimeout: .nanoseconds(options.idleTimeout.components.seconds * 1_000_000_000
                 + options.idleTimeout.components.attoseconds / 1_000_000_000))),
             configuration: .init(
                 address: .hostname(host, port: port), serverName: name,

@@ -195,6 +195,27 @@ struct ProxyHostileTrafficTests {
         }
     }
 
+    // MARK: 12. Hits on the event loop
+
+    @Test("a hit answered on the event loop never overtakes an earlier answer on its connection: pipelined requests are answered in order")
+    func pipelinedRequests_areAnsweredInOrder() async throws {
+        try await Self.withOrigin { origin, directory in
+            let node = try await Self.spawn("pipelined", origin: origin, in: directory, ["--postgres-url", ""])
+            defer { node.child.signal(SIGKILL) }
+            let hit = "/items/fast?cc=max-age%3D600"
+            _ = try await node.get(hit)
+            #expect(Self.cache(try await node.get(hit)) == "HIT")
+            let socket = try RawSocket(host: "127.0.0.1", port: node.port)
+            let request = { (path: String) in "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" }
+            // A slow miss, then the hit, then the miss again, in one write.
+            try socket.send(request("/items/slowmiss?delay_ms=300") + request(hit) + request("/items/slowmiss?delay_ms=300"))
+            let answers = try await TwoProcessTests.offPool { try (0..<3).map { _ in try socket.readResponse() } }
+            #expect(answers.map { $0.fields["x-cache"] } == ["MISS", "HIT", "MISS"])
+            #expect(answers[0].body.contains(#""name": "slowmiss""#) || answers[0].body.contains(#""name":"slowmiss""#), "\(answers[0].body)")
+            #expect(answers[1].body.contains("fast"))
+        }
+    }
+
     // MARK: 6. Bounded memory, disk and connections
 
     @Test("a client connection that sends nothing is closed after --idle-timeout")

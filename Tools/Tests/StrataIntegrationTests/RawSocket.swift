@@ -81,6 +81,36 @@ final class RawSocket: @unchecked Sendable {
         }
     }
 
+    /// The next `count` bytes; throws when the peer closed or nothing came in time.
+    func readBytes(_ count: Int) throws -> [UInt8] {
+        while buffer.count < count {
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            let received = recv(fd, &chunk, chunk.count, 0)
+            guard received > 0 else {
+                throw TestError(received == 0 ? "the server closed the connection" : "nothing arrived in time (errno \(errno))")
+            }
+            buffer.append(contentsOf: chunk[..<received])
+        }
+        defer { buffer.removeFirst(count) }
+        return Array(buffer[..<count])
+    }
+
+    /// One HTTP/1.1 response: its status line, its header fields (names lowercased) and its body,
+    /// framed by `Content-Length`.
+    func readResponse() throws -> (status: String, fields: [String: String], body: String) {
+        let status = try readLine()
+        var fields: [String: String] = [:]
+        while true {
+            let line = try readLine()
+            if line.isEmpty { break }
+            if let colon = line.firstIndex(of: ":") {
+                fields[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            }
+        }
+        let length = Int(fields["content-length"] ?? "0") ?? 0
+        return (status, fields, String(decoding: try readBytes(length), as: UTF8.self))
+    }
+
     /// The next line (without its CR LF); throws when the peer closed or nothing came in time.
     func readLine() throws -> String {
         while true {
