@@ -58,6 +58,16 @@ final class CachingProxy: Sendable {
         var status: HTTPResponse.Status
         var fields: HTTPFields
         var body: Data
+        /// A body too large to cache, streamed from the upstream as it arrives (then `body` is
+        /// empty).
+        var streamed: HTTPClientResponse.Body?
+
+        init(status: HTTPResponse.Status, fields: HTTPFields, body: Data, streamed: HTTPClientResponse.Body? = nil) {
+            self.status = status
+            self.fields = fields
+            self.body = body
+            self.streamed = streamed
+        }
     }
 
     let settings: Settings
@@ -108,7 +118,7 @@ final class CachingProxy: Sendable {
             let answer = await read(request.head)
             guard request.head.method == .head else { return answer }
             var fields = answer.fields
-            if answer.status != .notModified { fields[.contentLength] = "\(answer.body.count)" }
+            if answer.status != .notModified, answer.streamed == nil { fields[.contentLength] = "\(answer.body.count)" }
             return Answer(status: answer.status, fields: fields, body: Data())
         default:
             metrics.count { $0.requests["write", default: 0] += 1 }
@@ -369,6 +379,11 @@ final class CachingProxy: Sendable {
         do {
             reply = try await transport.send(
                 outgoing, body: nil, options: HTTPRequestOptions(timeout: settings.hardTimeout, maxBodyBytes: settings.maxBodyBytes))
+        } catch HTTPError.bodyTooLarge {
+            // Too large to cache: passed through as it streams, never a 502; the stored response it
+            // replaces no longer describes the resource.
+            if store, (try? await cache.retrieve(key)) != nil { try? await cache.delete(key) }
+            return await streamTooLarge(outgoing)
         } catch {
             metrics.count { $0.upstreamFailures += 1 }
             logger.warning("the upstream did not answer", metadata: ["key": "\(key)", "error": "\(error)"])
@@ -447,6 +462,34 @@ final class CachingProxy: Sendable {
             fields[.xStrataNode] = settings.node
             fields[.xCacheTier] = "upstream"
             return conditional(Answer(status: response.status, fields: fields, body: body), to: head)
+        }
+    }
+
+    /// Sends `request` to the upstream again and streams its answer to the client as it arrives:
+    /// a response larger than the cacheable maximum (``Settings/maxBodyBytes``) is never held
+    /// whole in memory, and never stored.
+    private func streamTooLarge(_ request: HTTPRequest) async -> Answer {
+        metrics.count { $0.notStored += 1 }
+        var outgoing = HTTPClientRequest(url: "\(request.scheme ?? "http")://\(request.authority ?? "127.0.0.1")\(request.path ?? "/")")
+        outgoing.method = .GET
+        for field in request.headerFields { outgoing.headers.add(name: field.name.rawName, value: field.value) }
+        do {
+            let response = try await transport.client.execute(outgoing, timeout: .nanoseconds(Int64(settings.hardTimeout / .nanoseconds(1))))
+            var fields = HTTPFields()
+            for header in response.headers {
+                if let name = HTTPField.Name(header.name) { fields.append(HTTPField(name: name, value: header.value)) }
+            }
+            let length = fields[.contentLength]
+            fields = HopByHop.removing(from: fields)
+            if let length { fields[.contentLength] = length }
+            fields[.xCache] = "BYPASS"
+            fields[.xCacheTier] = "upstream"
+            fields[.xStrataNode] = settings.node
+            return Answer(status: HTTPResponse.Status(code: Int(response.status.code)), fields: fields, body: Data(), streamed: response.body)
+        } catch {
+            metrics.count { $0.upstreamFailures += 1 }
+            return Answer(status: .badGateway, fields: [.contentType: "text/plain; charset=utf-8"],
+                          body: Data("strata proxy: the upstream did not answer (\(error))\n".utf8))
         }
     }
 

@@ -272,6 +272,9 @@ struct ProxyResponder<Context: RequestContext>: RouterMiddleware {
             body = Data(buffer.readableBytesView)
         }
         let answer = await proxy.handle(CachingProxy.Request(head: request.head, body: body))
+        if let streamed = answer.streamed, request.method != .head {
+            return Response(status: answer.status, headers: answer.fields, body: ResponseBody(asyncSequence: streamed))
+        }
         return Response(status: answer.status, headers: answer.fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: answer.body)))
     }
 }

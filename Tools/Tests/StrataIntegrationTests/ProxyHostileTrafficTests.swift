@@ -249,6 +249,23 @@ struct ProxyHostileTrafficTests {
         }
     }
 
+    @Test("a response larger than --max-body-bytes is streamed through, never stored, never a 502")
+    func aResponseTooLargeToCache_streamsThrough() async throws {
+        try await Self.withOrigin { origin, directory in
+            let node = try await Self.spawn("large", origin: origin, in: directory, ["--postgres-url", "", "--max-body-bytes", "100KB"])
+            defer { node.child.signal(SIGKILL) }
+            let path = "/items/huge?cc=max-age%3D600&pad=500000"
+            for _ in 0..<2 {
+                let reply = try await node.get(path)
+                #expect(reply.status == .ok)
+                #expect(reply.body.count > 500_000)
+                #expect(Self.cache(reply) == "BYPASS")
+                #expect(try JSONSerialization.jsonObject(with: reply.body) is [String: Any], "the whole body, intact")
+            }
+            #expect(try await origin.count("GET /items/huge") >= 2, "never stored")
+        }
+    }
+
     /// The resident set of process `pid` (`VmRSS` in `/proc/PID/status`), in bytes.
     static func residentBytes(of pid: pid_t) throws -> Int {
         let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
