@@ -103,7 +103,12 @@ public final class ProxyNode: Sendable {
         var lock: PostgresFleetLock?
         let summary: String
         if let url = options.postgresURL {
-            let store = try PostgresStore<StoredResponse>(url: url, table: options.table, logger: logger)
+            // Bodies travel as bytes (BinaryCodec: a body is its own bytes, not base64 in JSON), in
+            // rows of format version 1 (the JSON rows of version 0 are left alone, never read);
+            // the row limit is the largest cacheable body and room for its header fields.
+            let store = try PostgresStore<StoredResponse>(url: url, table: options.table, codec: BinaryCodec<StoredResponse>(), logger: logger)
+            store.formatVersion = 1
+            store.maxValueBytes = Self.rowLimit(forBodyBytes: options.maxBodyBytes)
             store.tagEntries { _, response in response.tags }
             backplane = try PostgresBackplane(announcingFor: store, node: options.node, logger: logger)
             lock = try PostgresFleetLock(for: store, node: options.node, logger: logger)
@@ -111,7 +116,8 @@ public final class ProxyNode: Sendable {
             summary = "a fleet node on PostgreSQL (table \(options.table))"
         } else if let directory = options.cacheDirectory {
             sharedTier = ProxySharedTier(backing: .files(FileStore<StoredResponse>(
-                directory: directory, byteLimit: options.tableByteLimit, synchronizesWrites: false, logger: logger)))
+                directory: directory, codec: BinaryCodec<StoredResponse>(), byteLimit: options.tableByteLimit,
+                synchronizesWrites: false, logger: logger)))
             summary = "one node on memory and files in \(directory.path) (no --postgres-url: nothing is shared with other nodes)"
         } else {
             sharedTier = ProxySharedTier(backing: .none)
@@ -195,6 +201,13 @@ public final class ProxyNode: Sendable {
         return ProxyNode(
             proxy: proxy, backplane: backplane, client: client, running: running, admin: admin, sweeper: sweeper, port: port,
             adminPort: adminPort, summary: summary)
+    }
+
+    /// The shared table's row limit for bodies of up to `bodyBytes`: the body, and 256 KiB for the
+    /// header fields and the rest of the entry (the proxy refuses nothing it may cache).
+    static func rowLimit(forBodyBytes bodyBytes: Int) -> Int {
+        let (sum, overflow) = bodyBytes.addingReportingOverflow(256 * 1024)
+        return overflow ? Int(Int32.max) : min(sum, Int(Int32.max))
     }
 
     /// Starts a server for `router` on `host:port`; its bound port and its task.

@@ -81,6 +81,23 @@ struct ProxyHostileTrafficTests {
         }
     }
 
+    // MARK: 7. Large bodies are shared
+
+    @Test("a 1 MB response stored by one node is a shared hit on another: bodies are stored as bytes, within the row limit")
+    func aLargeBody_isSharedByTheFleet() async throws {
+        try await ProxyFleetTests.withFleet(2) { origin, nodes in
+            let path = "/items/large?cc=max-age%3D600&pad=1000000"
+            let first = try await nodes[0].get(path)
+            #expect(Self.cache(first) == "MISS")
+            try await ProxyFleetTests.eventually("the row is written") { try await nodes[0].metric("strata_shared_tier_repairs_queued") == 0 }
+            let second = try await nodes[1].get(path)
+            #expect(Self.cache(second) == "HIT")
+            #expect(second.headerFields[HTTPField.Name("X-Cache-Tier")!] == "shared")
+            #expect(second.body == first.body)
+            #expect(try await origin.count("GET /items/large") == 1)
+        }
+    }
+
     // MARK: 1. Nodes never mistake each other for themselves
 
     @Test("three nodes started with the same --node stay coherent, and each warns that the name is taken")
