@@ -1,6 +1,8 @@
 import AsyncHTTPClient
 import Foundation
 import Logging
+import NIOCore
+import NIOHTTP1
 @_spi(StrataInternals) import Strata
 import StrataAsyncHTTPClient
 import StrataPostgres
@@ -51,6 +53,14 @@ final class CachingProxy: Sendable {
     struct Request: Sendable {
         var head: HTTPRequest
         var body: Data?
+        /// The body as it arrives from the client, for a request that passes through.
+        var stream: HTTPClientRequest.Body?
+
+        init(head: HTTPRequest, body: Data?, stream: HTTPClientRequest.Body? = nil) {
+            self.head = head
+            self.body = body
+            self.stream = stream
+        }
     }
 
     /// An answer to send back.
@@ -470,15 +480,11 @@ final class CachingProxy: Sendable {
     /// whole in memory, and never stored.
     private func streamTooLarge(_ request: HTTPRequest) async -> Answer {
         metrics.count { $0.notStored += 1 }
-        var outgoing = HTTPClientRequest(url: "\(request.scheme ?? "http")://\(request.authority ?? "127.0.0.1")\(request.path ?? "/")")
+        var outgoing = Self.clientRequest(request)
         outgoing.method = .GET
-        for field in request.headerFields { outgoing.headers.add(name: field.name.rawName, value: field.value) }
         do {
-            let response = try await transport.client.execute(outgoing, timeout: .nanoseconds(Int64(settings.hardTimeout / .nanoseconds(1))))
-            var fields = HTTPFields()
-            for header in response.headers {
-                if let name = HTTPField.Name(header.name) { fields.append(HTTPField(name: name, value: header.value)) }
-            }
+            let response = try await transport.client.execute(outgoing, timeout: Self.timeAmount(settings.hardTimeout))
+            var fields = Self.fields(response.headers)
             let length = fields[.contentLength]
             fields = HopByHop.removing(from: fields)
             if let length { fields[.contentLength] = length }
@@ -521,17 +527,25 @@ final class CachingProxy: Sendable {
     private func passThrough(_ request: Request) async -> Answer {
         let outgoing = upstreamRequest(request.head, method: request.head.method, dropConditionals: false)
         metrics.count { $0.upstreamRequests += 1 }
-        let reply: HTTPReply
+        var clientRequest = Self.clientRequest(outgoing)
+        // The request body streams to the upstream as it arrives, the answer back the same way:
+        // neither is held whole.
+        if let stream = request.stream {
+            clientRequest.body = stream
+        } else if let body = request.body {
+            clientRequest.body = .bytes(ByteBuffer(bytes: body))
+        }
+        let response: HTTPClientResponse
         do {
-            reply = try await transport.send(
-                outgoing, body: request.body,
-                options: HTTPRequestOptions(timeout: settings.hardTimeout, maxBodyBytes: settings.maxBodyBytes))
+            response = try await transport.client.execute(clientRequest, timeout: Self.timeAmount(settings.hardTimeout))
         } catch {
             metrics.count { $0.upstreamFailures += 1 }
             return Answer(status: .badGateway, fields: [.contentType: "text/plain; charset=utf-8"],
                           body: Data("strata proxy: the upstream did not answer (\(error))\n".utf8))
         }
-        for target in SharedCachePolicy.invalidatedTargets(request: request.head, response: reply.response) {
+        let received = Self.fields(response.headers)
+        let head = HTTPResponse(status: HTTPResponse.Status(code: Int(response.status.code)), headerFields: received)
+        for target in SharedCachePolicy.invalidatedTargets(request: request.head, response: head) {
             do {
                 try await cache.delete(Self.key(path: target))
                 metrics.count {
@@ -543,10 +557,32 @@ final class CachingProxy: Sendable {
                                metadata: ["path": "\(target)", "error": "\(error)"])
             }
         }
-        var fields = HopByHop.removing(from: reply.headerFields)
+        var fields = HopByHop.removing(from: received)
+        if let length = received[.contentLength] { fields[.contentLength] = length }
         fields[.xCache] = "PASS"
         fields[.xStrataNode] = settings.node
-        return Answer(status: reply.status, fields: fields, body: reply.body)
+        return Answer(status: head.status, fields: fields, body: Data(), streamed: response.body)
+    }
+
+    /// `head` as AsyncHTTPClient sends it (any method, extension methods included).
+    static func clientRequest(_ head: HTTPRequest) -> HTTPClientRequest {
+        var request = HTTPClientRequest(url: "\(head.scheme ?? "http")://\(head.authority ?? "127.0.0.1")\(head.path ?? "/")")
+        request.method = HTTPMethod(rawValue: head.method.rawValue)
+        for field in head.headerFields { request.headers.add(name: field.name.rawName, value: field.value) }
+        return request
+    }
+
+    /// AsyncHTTPClient's header fields as swift-http-types'; a name that is not a valid token is dropped.
+    static func fields(_ headers: HTTPHeaders) -> HTTPFields {
+        var fields = HTTPFields()
+        for header in headers {
+            if let name = HTTPField.Name(header.name) { fields.append(HTTPField(name: name, value: header.value)) }
+        }
+        return fields
+    }
+
+    static func timeAmount(_ duration: Duration) -> TimeAmount {
+        .nanoseconds(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
     }
 
     // MARK: Answers

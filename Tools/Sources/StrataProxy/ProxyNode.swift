@@ -279,12 +279,13 @@ struct ProxyResponder<Context: RequestContext>: RouterMiddleware {
     let proxy: CachingProxy
 
     func handle(_ request: Hummingbird.Request, context: Context, next: (Hummingbird.Request, Context) async throws -> Response) async throws -> Response {
-        var body: Data?
+        // A body streams to the upstream as it arrives (GET and HEAD bodies are not sent on).
+        var stream: HTTPClientRequest.Body?
         if request.method != .get, request.method != .head {
-            let buffer = try await request.body.collect(upTo: 64 * 1024 * 1024)
-            body = Data(buffer.readableBytesView)
+            let length = request.headers[.contentLength].flatMap { Int64($0) }
+            stream = .stream(request.body, length: length.map { .known($0) } ?? .unknown)
         }
-        let answer = await proxy.handle(CachingProxy.Request(head: request.head, body: body))
+        let answer = await proxy.handle(CachingProxy.Request(head: request.head, body: nil, stream: stream))
         if let streamed = answer.streamed, request.method != .head {
             return Response(status: answer.status, headers: answer.fields, body: ResponseBody(asyncSequence: streamed))
         }

@@ -283,6 +283,23 @@ struct ProxyHostileTrafficTests {
         }
     }
 
+    @Test("a 100 MB request body streams to the upstream (it was collected whole, up to 64 MiB); an extension method passes through and its answer streams back")
+    func aLargeRequestBody_streamsToTheUpstream() async throws {
+        try await Self.withOrigin { origin, directory in
+            let node = try await Self.spawn("upload", origin: origin, in: directory, ["--postgres-url", ""])
+            defer { node.child.signal(SIGKILL) }
+            let body = Data(repeating: UInt8(ascii: "u"), count: 100 * 1024 * 1024)
+            let put = try await ProxyFleetTests.send(.put, node.url + "/items/upload", [.contentType: "application/octet-stream"], body: body)
+            #expect(put.status == .ok)
+            #expect(Self.cache(put) == "PASS")
+            #expect(try ProxyFleetTests.item(put).version == 2)
+            let report = try await ProxyFleetTests.send(HTTPRequest.Method("REPORT")!, node.url + "/items/upload", body: Data("{}".utf8))
+            #expect(report.status == .notImplemented || report.status == .methodNotAllowed || report.status.code < 500,
+                    "the upstream's own answer, never a 502: \(report.status)")
+            #expect(Self.cache(report) == "PASS")
+        }
+    }
+
     /// The resident set of process `pid` (`VmRSS` in `/proc/PID/status`), in bytes.
     static func residentBytes(of pid: pid_t) throws -> Int {
         let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
