@@ -55,7 +55,7 @@ public enum SHA256 {
     }
 
     /// The digest as 64 lowercase hexadecimal characters.
-    static func hexDigest(_ string: String) -> String {
+    @_spi(StrataInternals) public static func hexDigest(_ string: String) -> String {
         hexDigest(of: Array(string.utf8))
     }
 

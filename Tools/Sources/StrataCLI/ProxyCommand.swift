@@ -80,6 +80,12 @@ public struct ProxyCommand: AsyncParsableCommand {
     @Option(help: "The most client connections open at once.")
     var maxConnections = 4096
 
+    @Option(help: "A targeted cache-control field (RFC 9213) to obey before CDN-Cache-Control and Cache-Control; repeatable.")
+    var targetedCacheControl: [String] = []
+
+    @Flag(help: "Pass the clients' Forwarded and X-Forwarded-* fields to the upstream (only behind a load balancer that sets them).")
+    var trustForwarded = false
+
     @Option(help: "The cache's table: nodes with the same table form one fleet; other tables are other caches.")
     var table = "strata_proxy"
 
@@ -134,6 +140,12 @@ public struct ProxyCommand: AsyncParsableCommand {
         options.tableMaxAge = tableMaxAge.duration
         options.idleTimeout = idleTimeout.duration
         options.maxConnections = maxConnections
+        let token = CharacterSet(charactersIn: "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+        for name in targetedCacheControl where name.isEmpty || !name.unicodeScalars.allSatisfy(token.contains) {
+            throw ValidationError("--targeted-cache-control: '\(name)' is not a field name")
+        }
+        options.targetedFields = targetedCacheControl
+        options.trustForwardedFields = trustForwarded
         options.table = table
         options.lockTimeout = lockTimeout.duration
         options.softTimeout = softTimeout.duration > .zero ? softTimeout.duration : nil

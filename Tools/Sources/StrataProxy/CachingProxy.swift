@@ -42,6 +42,12 @@ final class CachingProxy: Sendable {
         var refreshAheadFraction: Double? = 0.8
         /// The largest body fetched from the upstream.
         var maxBodyBytes = 16 * 1024 * 1024
+        /// The targeted fields (RFC 9213) this proxy obeys, in order, ahead of `Cache-Control`.
+        var targetedFields: [HTTPField.Name] = SharedCachePolicy.defaultTargetedFields
+        /// Whether the clients' `Forwarded` and `X-Forwarded-*` fields are passed on (the proxy is
+        /// behind a load balancer that sets them); otherwise they are dropped, so a client cannot
+        /// pose as another address to the upstream.
+        var trustForwardedFields = false
         /// Whether the control listener is on loopback (reads then need no token).
         var adminIsLoopback = true
         /// The control listener's token: `Authorization: Bearer <token>`. Every action that
@@ -177,6 +183,13 @@ final class CachingProxy: Sendable {
             // RFC 9111 §5.2.1.5: nothing of this exchange is stored.
             return await fetch(head, key: key, stale: nil, store: false)
         }
+        if head.headerFields[.range] != nil {
+            // A range goes to the upstream with its If-Range (a resumed download must not get a
+            // newer version's bytes), and its answer (206 or 200) is neither stored nor allowed to
+            // remove what is stored.
+            metrics.count { $0.notStored += 1 }
+            return await forward(Request(head: head, body: nil), invalidating: false, cache: "BYPASS")
+        }
         let memoryEntry = cache.memory.immediateEntry(for: key)
         let inMemory = memoryEntry != nil
         if let entry = await lookup(key, for: head, known: memoryEntry) {
@@ -193,6 +206,13 @@ final class CachingProxy: Sendable {
             if SharedCachePolicy.mayServeStale(
                 lifetime: lifetime, age: age, responseAllowsStale: entry.value.mayServeStale, request: directives) {
                 metrics.count { $0.staleServed[.clientMaxStale, default: 0] += 1 }
+                return answer(entry, age: age, cache: "STALE", tier: inMemory ? "memory" : "shared", to: head)
+            }
+            if let window = entry.value.staleWhileRevalidateSeconds, entry.value.mayServeStale, Self.requestAllowsStale(head),
+               age - lifetime <= .milliseconds(Int64(window * 1000)) {
+                // RFC 5861 §3: served stale at once while one revalidation runs in the background.
+                metrics.count { $0.staleServed[.staleWhileRevalidate, default: 0] += 1 }
+                refreshAhead(key, entry: entry, head: head)
                 return answer(entry, age: age, cache: "STALE", tier: inMemory ? "memory" : "shared", to: head)
             }
             if directives.onlyIfCached { return gatewayTimeout("only-if-cached, and the stored response is stale") }
@@ -274,13 +294,8 @@ final class CachingProxy: Sendable {
                 self.answer(early, with: { _ in .copy })
             }
         }
-        Task {
-            let answer: Answer
-            if stale != nil {
-                answer = await self.fetch(head, key: key, stale: stale, staleTier: tier, store: true)
-            } else {
-                answer = await self.fetchInLockTurn(key, head: head)
-            }
+        /// Ends the flight with `answer` (once: a second call finds it ended).
+        let finish: @Sendable (Answer) -> Void = { answer in
             timer?.cancel()
             let waiters = self.flights.withLock { state in
                 state.leaders[id] = nil
@@ -288,19 +303,40 @@ final class CachingProxy: Sendable {
             }
             self.answer(waiters, with: { $0 == leader ? .answer(answer) : .readAgain })
         }
+        Task {
+            if stale != nil {
+                finish(await self.fetch(head, key: key, stale: stale, staleTier: tier, store: true))
+            } else {
+                // The flight ends as soon as the upstream answered (the memory tier has what was
+                // stored); the fleet lock is let go once the shared tier has it too.
+                finish(await self.fetchInLockTurn(key, head: head, deliver: finish))
+            }
+        }
     }
 
     /// A miss's upstream request, in the key's turn of the fleet lock (the library's
     /// `FleetLockTurn`, as `coalescedAcrossProcesses` takes it): the node that holds the lock
     /// fetches; the others read the shared tier for what it stores, up to the lock timeout. A node
     /// alone, or one whose shared tier is down, fetches at once.
-    private func fetchInLockTurn(_ key: String, head: HTTPRequest) async -> Answer {
+    ///
+    /// The holder lets go of the lock only once its write reached the shared tier (up to the lock
+    /// timeout): the writes go there in the background, and the next holder must read what this
+    /// one stored, not fetch it again. Its own client is answered (`deliver`) before that.
+    private func fetchInLockTurn(_ key: String, head: HTTPRequest, deliver: @escaping @Sendable (Answer) -> Void) async -> Answer {
         guard let lock, !cache.sharedTierIsDown else { return await fetch(head, key: key, stale: nil, store: true) }
         let turn = FleetLockTurn(lock: lock, clock: ContinuousClock(), timeout: settings.lockTimeout, pollInterval: settings.pollInterval)
+        let cache = cache
         do {
             return try await turn.run(
                 key, readBack: { await self.sharedFreshAnswer(key, to: head) },
-                work: { await self.fetch(head, key: key, stale: nil, store: true) },
+                work: {
+                    let answer = await self.fetch(head, key: key, stale: nil, store: true)
+                    deliver(answer)
+                    _ = await raceAgainstDeadline(clock: ContinuousClock(), duration: self.settings.lockTimeout) {
+                        try await cache.waitUntilSent(key)
+                    }
+                    return answer
+                },
                 event: { event in
                     switch event {
                     case .lockUnavailable: self.metrics.count { $0.lockUnavailable += 1 }
@@ -337,13 +373,15 @@ final class CachingProxy: Sendable {
         startFlight(started, key: key, head: head, stale: entry, tier: "memory", leader: nil)
     }
 
-    /// Whether `entry` may be served stale now: it allows it, and it is within ``Settings/maxStale``
-    /// past its lifetime, counted from its store time.
+    /// Whether `entry` may be served stale now (the upstream failed, or is slower than the soft
+    /// timeout): it allows it, and it is within ``Settings/maxStale`` past its lifetime (or its own
+    /// RFC 5861 `stale-if-error` window, when longer), counted from its store time.
     private func mayServeStale(_ entry: Cached<StoredResponse>) -> Bool {
         guard entry.value.mayServeStale else { return false }
         let lifetime = entry.validators.maxAge ?? .zero
         let age = SharedCachePolicy.currentAge(initialAge: entry.value.initialAge, responseTime: entry.storedAt, now: Date())
-        return age - lifetime <= settings.maxStale
+        let window = max(settings.maxStale, .milliseconds(Int64((entry.value.staleIfErrorSeconds ?? 0) * 1000)))
+        return age - lifetime <= window
     }
 
     /// The shared tier's stored response for `key`, when it may answer `head` fresh: what a node
@@ -432,7 +470,9 @@ final class CachingProxy: Sendable {
         var asGet = head
         asGet.method = .get
         let age = SharedCachePolicy.initialAge(response: response, requestTime: requestTime, responseTime: responseTime)
-        switch store ? SharedCachePolicy.storability(request: asGet, response: response, responseTime: responseTime)
+        // Judged by the targeted field (RFC 9213) when it has one; the client gets the origin's fields.
+        let judged = SharedCachePolicy.targeted(response, targets: settings.targetedFields)
+        switch store ? SharedCachePolicy.storability(request: asGet, response: judged, responseTime: responseTime)
                      : .doNotStore(reason: "the request has no-store") {
         case .store(let plan):
             // A cookie is one client's: the stored copy never hands it to the next.
@@ -442,7 +482,7 @@ final class CachingProxy: Sendable {
                 status: response.status.code, headerFields: kept, body: body,
                 varyValues: SharedCachePolicy.varyValues(names: plan.varyFieldNames, request: head), tags: plan.tags,
                 initialAgeSeconds: Double(age.components.seconds) + Double(age.components.attoseconds) / 1e18,
-                mayServeStale: plan.mayServeStale)
+                mayServeStale: plan.mayServeStale, staleWhileRevalidate: plan.staleWhileRevalidate, staleIfError: plan.staleIfError)
             let validators = CacheValidators(
                 etag: response.headerFields[.eTag], lastModified: response.headerFields[.lastModified], maxAge: plan.lifetime)
             do {
@@ -459,8 +499,10 @@ final class CachingProxy: Sendable {
             return answer(Cached(value: live, storedAt: responseTime, validators: validators), age: age, cache: status, tier: "upstream", to: head)
         case .doNotStore(let reason):
             metrics.count { $0.notStored += 1 }
-            if store, (200..<300).contains(response.status.code) || response.status.code == 404 {
-                // What was stored for the key no longer describes the resource.
+            if store, (200..<300).contains(response.status.code) || response.status.code == 404,
+               Self.refusesEveryRequest(judged, responseTime: responseTime, path: head.path) {
+                // What was stored for the key no longer describes the resource. A refusal that is
+                // this request's alone (its Authorization, its no-store) says nothing of it.
                 if (try? await cache.retrieve(key)) != nil {
                     try? await cache.delete(key)
                     metrics.count { $0.notificationsSent += 1 }
@@ -473,6 +515,16 @@ final class CachingProxy: Sendable {
             fields[.xCacheTier] = "upstream"
             return conditional(Answer(status: response.status, fields: fields, body: body), to: head)
         }
+    }
+
+    /// Whether the cache would refuse `response` to any request: judged for a plain GET of `path`,
+    /// with no credentials and no directives of its own.
+    static func refusesEveryRequest(_ response: HTTPResponse, responseTime: Date, path: String?) -> Bool {
+        let plain = HTTPRequest(method: .get, scheme: "http", authority: "upstream", path: path ?? "/")
+        if case .doNotStore = SharedCachePolicy.storability(request: plain, response: response, responseTime: responseTime) {
+            return true
+        }
+        return false
     }
 
     /// Sends `request` to the upstream again and streams its answer to the client as it arrives:
@@ -512,19 +564,33 @@ final class CachingProxy: Sendable {
         var authority = base.host ?? "127.0.0.1"
         if let port = base.port { authority += ":\(port)" }
         let prefix = base.path.hasSuffix("/") ? String(base.path.dropLast()) : base.path
-        var fields = HopByHop.removing(
-            from: head.headerFields,
-            also: dropConditionals ? ["if-none-match", "if-modified-since", "if-match", "if-unmodified-since", "if-range"] : [])
+        var dropped: Set<String> = dropConditionals ? ["if-none-match", "if-modified-since", "if-match", "if-unmodified-since", "if-range"] : []
+        // A client's word on where a request came from is dropped unless the proxy is told to trust
+        // it (behind a load balancer that sets it): a client cannot pose as another address.
+        if !settings.trustForwardedFields { dropped.formUnion(Self.forwardingFieldNames) }
+        var fields = HopByHop.removing(from: head.headerFields, also: dropped)
         fields.append(HTTPField(name: .via, value: "1.1 strata-\(settings.node)"))
         return HTTPRequest(method: method, scheme: base.scheme ?? "http", authority: authority, path: prefix + (head.path ?? "/"),
                            headerFields: fields)
     }
+
+    /// The fields a client could use to say where a request came from.
+    static let forwardingFieldNames: Set<String> = [
+        "forwarded", "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "x-forwarded-port", "x-real-ip",
+    ]
 
     // MARK: Other methods
 
     /// Sends a request that is not a read to the upstream as it is; a success invalidates the
     /// stored responses of the paths it touched, across the fleet.
     private func passThrough(_ request: Request) async -> Answer {
+        await forward(request, invalidating: true, cache: "PASS")
+    }
+
+    /// Sends `request` to the upstream as it is (its conditionals and `If-Range` included) and
+    /// streams the answer back, marked `X-Cache: cache`; a success invalidates what the request
+    /// touched when `invalidating` (RFC 9111 §4.4).
+    private func forward(_ request: Request, invalidating: Bool, cache status: String) async -> Answer {
         let outgoing = upstreamRequest(request.head, method: request.head.method, dropConditionals: false)
         metrics.count { $0.upstreamRequests += 1 }
         var clientRequest = Self.clientRequest(outgoing)
@@ -545,7 +611,7 @@ final class CachingProxy: Sendable {
         }
         let received = Self.fields(response.headers)
         let head = HTTPResponse(status: HTTPResponse.Status(code: Int(response.status.code)), headerFields: received)
-        for target in SharedCachePolicy.invalidatedTargets(request: request.head, response: head) {
+        for target in invalidating ? SharedCachePolicy.invalidatedTargets(request: request.head, response: head) : [] {
             do {
                 try await cache.delete(Self.key(path: target))
                 metrics.count {
@@ -559,7 +625,7 @@ final class CachingProxy: Sendable {
         }
         var fields = HopByHop.removing(from: received)
         if let length = received[.contentLength] { fields[.contentLength] = length }
-        fields[.xCache] = "PASS"
+        fields[.xCache] = status
         fields[.xStrataNode] = settings.node
         return Answer(status: head.status, fields: fields, body: Data(), streamed: response.body)
     }

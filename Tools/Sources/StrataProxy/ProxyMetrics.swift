@@ -10,6 +10,8 @@ final class ProxyMetrics: Sendable {
         case softTimeout = "soft_timeout"
         /// The client accepts it (`max-stale`).
         case clientMaxStale = "client_max_stale"
+        /// Within the response's RFC 5861 `stale-while-revalidate` window, while it is revalidated.
+        case staleWhileRevalidate = "stale_while_revalidate"
     }
 
     struct Counters: Sendable {

@@ -85,6 +85,12 @@ public final class ProxyNode: Sendable {
         /// How long the start waits for PostgreSQL before serving without it (it keeps trying).
         public var postgresStartTimeout: Duration = .seconds(3)
         public var adminToken: String?
+        /// Targeted cache-control fields (RFC 9213) this proxy obeys before `CDN-Cache-Control`
+        /// and `Cache-Control`, in order (for example `Strata-Cache-Control`).
+        public var targetedFields: [String] = []
+        /// Pass the clients' `Forwarded` and `X-Forwarded-*` fields on (behind a load balancer that
+        /// sets them); dropped otherwise.
+        public var trustForwardedFields = false
 
         public init(upstream: URL, node: String, postgresURL: String?) {
             self.upstream = upstream
@@ -146,6 +152,8 @@ public final class ProxyNode: Sendable {
             hardTimeout: options.hardTimeout, maxStale: options.maxStale, refreshAheadFraction: options.refreshAheadFraction,
             adminToken: options.adminToken)
         settings.maxBodyBytes = options.maxBodyBytes
+        settings.targetedFields = options.targetedFields.compactMap { HTTPField.Name($0) } + SharedCachePolicy.defaultTargetedFields
+        settings.trustForwardedFields = options.trustForwardedFields
         settings.adminIsLoopback = ["127.0.0.1", "::1", "localhost"].contains(options.adminHost)
         let proxy = CachingProxy(
             settings: settings, cache: cache, lock: lock, transport: AsyncHTTPTransport(client: client), logger: logger)

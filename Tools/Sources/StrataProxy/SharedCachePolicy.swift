@@ -1,5 +1,5 @@
 import Foundation
-import Strata
+@_spi(StrataInternals) import Strata
 
 // The decisions of a *shared* cache (RFC 9111), as pure functions of a request, a response and the
 // times the caller measured: what to store and for how long, how old a stored response is, whether it
@@ -124,6 +124,12 @@ struct StoredResponsePlan: Sendable, Hashable {
     /// `must-revalidate` (§5.2.2.2), `proxy-revalidate` (§5.2.2.8), `s-maxage` (§5.2.2.10) or
     /// `no-cache` (§5.2.2.4: never used without successful validation).
     var mayServeStale: Bool
+    /// RFC 5861 `stale-while-revalidate=N`: how long past its lifetime it may be served while a
+    /// background revalidation runs; `nil` without it.
+    var staleWhileRevalidate: Duration? = nil
+    /// RFC 5861 `stale-if-error=N`: how long past its lifetime it may be served when the upstream
+    /// fails; `nil` without it.
+    var staleIfError: Duration? = nil
 }
 
 /// The rules of a shared HTTP cache (RFC 9111), as pure functions; see the file's opening comment.
@@ -217,7 +223,9 @@ enum SharedCachePolicy {
             lifetime: max(.zero, lifetime),
             varyFieldNames: varyNames,
             tags: Self.tags(in: fields),
-            mayServeStale: staleAllowed
+            mayServeStale: staleAllowed,
+            staleWhileRevalidate: directives.staleWhileRevalidate,
+            staleIfError: directives.staleIfError
         ))
     }
 
@@ -323,11 +331,36 @@ enum SharedCachePolicy {
     /// lowercased `names`, values the field lines combined with ", " (with "; " for `Cookie`, RFC 9113
     /// §8.2.3) after trimming each, or `nil` when the request does not have the field. Store this
     /// with the response and compare later requests with ``matchesVary(storedRequestValues:request:)``.
+    ///
+    /// The values of credentials (`Cookie`, `Authorization`, `Proxy-Authorization`) are kept as
+    /// their SHA-256 (`sha256:` and 64 hex digits), never raw: the table and the memory tier hold no
+    /// client's secret, and a later request still matches by its own value's digest.
     static func varyValues(names: [String], request: HTTPRequest) -> [String: String?] {
         Dictionary(
             names.map { name in (name.lowercased(), selectingValue(named: name.lowercased(), in: request.headerFields)) },
             uniquingKeysWith: { first, _ in first }
         )
+    }
+
+    /// The request fields whose values are credentials: kept hashed for `Vary` matching.
+    static let credentialFieldNames: Set<String> = ["cookie", "authorization", "proxy-authorization"]
+
+    /// The targeted fields (RFC 9213) the proxy obeys by default, before `Cache-Control`.
+    static let defaultTargetedFields = [HTTPField.Name("CDN-Cache-Control")!]
+
+    /// `response` as the cache judges it (RFC 9213 §2.1): when one of `targets` (in their order)
+    /// has a non-empty value, that value stands for `Cache-Control`, and `Expires` is ignored;
+    /// otherwise `response` as it is. What the client gets keeps the origin's own fields.
+    static func targeted(_ response: HTTPResponse, targets: [HTTPField.Name]) -> HTTPResponse {
+        for name in targets {
+            let value = response.headerFields[values: name].joined(separator: ", ").trimmingCharacters(in: .whitespaces)
+            guard !value.isEmpty else { continue }
+            var judged = response
+            judged.headerFields[.cacheControl] = value
+            judged.headerFields[.expires] = nil
+            return judged
+        }
+        return response
     }
 
     /// Whether `request` selects a response stored with `storedRequestValues` (from
@@ -346,7 +379,8 @@ enum SharedCachePolicy {
         let lines = fieldLines(named: canonicalName, in: fields)
         guard !lines.isEmpty else { return nil }
         let separator = canonicalName == "cookie" ? "; " : ", "
-        return lines.map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: separator)
+        let value = lines.map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: separator)
+        return credentialFieldNames.contains(canonicalName) ? "sha256:" + SHA256.hexDigest(value) : value
     }
 
     // MARK: Conditional requests (RFC 9110 §13.1, RFC 9111 §4.3.2)

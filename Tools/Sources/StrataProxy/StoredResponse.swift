@@ -23,11 +23,17 @@ struct StoredResponse: Codable, Sendable, Hashable {
     /// Whether it may be served stale when the upstream fails (no `must-revalidate`,
     /// `proxy-revalidate`, `s-maxage` or `no-cache`).
     var mayServeStale: Bool
+    /// RFC 5861 windows past its lifetime, in seconds: served while revalidating in the background
+    /// (`stale-while-revalidate`), served when the upstream fails (`stale-if-error`).
+    var staleWhileRevalidateSeconds: Double?
+    var staleIfErrorSeconds: Double?
 
     init(
         status: Int, headerFields: HTTPFields, body: Data, varyValues: [String: String?], tags: [String],
-        initialAgeSeconds: Double, mayServeStale: Bool
+        initialAgeSeconds: Double, mayServeStale: Bool, staleWhileRevalidate: Duration? = nil, staleIfError: Duration? = nil
     ) {
+        self.staleWhileRevalidateSeconds = staleWhileRevalidate.map { $0 / .seconds(1) }
+        self.staleIfErrorSeconds = staleIfError.map { $0 / .seconds(1) }
         self.status = status
         self.headerFields = headerFields
         self.body = body
@@ -38,7 +44,7 @@ struct StoredResponse: Codable, Sendable, Hashable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case status, fields, body, varyValues, tags, initialAgeSeconds, mayServeStale
+        case status, fields, body, varyValues, tags, initialAgeSeconds, mayServeStale, staleWhileRevalidate, staleIfError
     }
 
     init(from decoder: any Decoder) throws {
@@ -55,6 +61,8 @@ struct StoredResponse: Codable, Sendable, Hashable {
         tags = try container.decode([String].self, forKey: .tags)
         initialAgeSeconds = try container.decode(Double.self, forKey: .initialAgeSeconds)
         mayServeStale = try container.decode(Bool.self, forKey: .mayServeStale)
+        staleWhileRevalidateSeconds = try container.decodeIfPresent(Double.self, forKey: .staleWhileRevalidate)
+        staleIfErrorSeconds = try container.decodeIfPresent(Double.self, forKey: .staleIfError)
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -66,6 +74,8 @@ struct StoredResponse: Codable, Sendable, Hashable {
         try container.encode(tags, forKey: .tags)
         try container.encode(initialAgeSeconds, forKey: .initialAgeSeconds)
         try container.encode(mayServeStale, forKey: .mayServeStale)
+        try container.encodeIfPresent(staleWhileRevalidateSeconds, forKey: .staleWhileRevalidate)
+        try container.encodeIfPresent(staleIfErrorSeconds, forKey: .staleIfError)
     }
 
     /// The response head it answers with.

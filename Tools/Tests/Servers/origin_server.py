@@ -27,6 +27,10 @@ Resources
     status=CODE     answer CODE (no conditional handling; no body for 1xx, 204, 304)
     expires=S       Expires: now + S seconds (S may be 0 or negative)
     age=N           Age: N
+    cdn=VALUE       CDN-Cache-Control: VALUE;  strata=VALUE  Strata-Cache-Control: VALUE
+    echo=NAME       the body gains "echo": that request field's value or null
+    ranges=1        honour Range (bytes=A-B) with If-Range (a strong ETag "vV"): 206 with that slice of
+                    the body when If-Range is absent or names the current version, else the whole 200
     pad=N           the body gains "pad": N bytes of "x" (at most 64 MiB): a large answer
   Every answer has Date.
 - `POST|PUT|PATCH|DELETE /items/NAME`: bumps NAME's version and answers 200 with the new JSON (POST
@@ -222,6 +226,9 @@ class Handler(BaseHTTPRequestHandler):
                 payload["varied"] = self.headers.get(names[0])
             else:
                 payload["varied"] = {n: self.headers.get(n) for n in names}
+        echo = query.get("echo")
+        if echo:
+            payload["echo"] = self.headers.get(echo)
         pad = query.get("pad")
         if pad and pad.isdigit():
             payload["pad"] = "x" * min(int(pad), 64 * 1024 * 1024)
@@ -231,6 +238,10 @@ class Handler(BaseHTTPRequestHandler):
         headers = []
         if "cc" in query:
             headers.append(("Cache-Control", query["cc"]))
+        if "cdn" in query:
+            headers.append(("CDN-Cache-Control", query["cdn"]))
+        if "strata" in query:
+            headers.append(("Strata-Cache-Control", query["strata"]))
         if query.get("etag") == "1":
             headers.append(("ETag", '"v%d"' % version))
         if query.get("lm") == "1":
@@ -275,7 +286,35 @@ class Handler(BaseHTTPRequestHandler):
                 since = parse_http_date(self.headers["If-Modified-Since"])
                 if since is not None and since >= last_modified(version):
                     status = 304
+        if status == 200 and query.get("ranges") == "1" and self.headers.get("Range", "").startswith("bytes="):
+            # Range with If-Range (RFC 9110 §14.2, §13.1.5): the range of the current version only
+            # when If-Range is absent or names it (strong ETag); otherwise the whole new version.
+            if_range = self.headers.get("If-Range")
+            if if_range is None or if_range.strip() == '"v%d"' % version:
+                self.answer_range(payload, headers, self.headers["Range"], head)
+                return
         self.answer(status, payload, headers, head=head)
+
+    def answer_range(self, payload, headers, range_field, head):
+        body = json.dumps(payload, sort_keys=True).encode()
+        try:
+            first, last = range_field[len("bytes="):].split("-", 1)
+            first = int(first)
+            last = min(int(last) if last else len(body) - 1, len(body) - 1)
+        except ValueError:
+            self.answer(200, payload, headers, head=head)
+            return
+        part = body[first:last + 1]
+        self.send_response(206)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Range", "bytes %d-%d/%d" % (first, last, len(body)))
+        self.send_header("Content-Length", str(len(part)))
+        for name, value in headers:
+            self.send_header(name, value)
+        self.end_headers()
+        if not head:
+            self.wfile.write(part)
+        self.wfile.flush()
 
     def item_write(self, path, name, query):
         state = self.server.state

@@ -84,6 +84,8 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
         var writes = SharedTierWrites<Key, Write>()
         var retry: Task<Void, Never>?
         var unsentWaiters = ConditionWaiters<Int>()
+        /// Waits for one key's writes to reach the shared tier (``waitUntilSent(_:)``).
+        var sentWaiters = ConditionWaiters<SharedTierWrites<Key, Write>>()
         var coherence = TierCoherence<Key>()
         var turns = KeyTurns<Key>()
         var turnWaiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
@@ -148,6 +150,15 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
 
     /// The writes that have not reached the shared tier yet, by key (on their way or waiting).
     public var unsentWrites: Int { state.withLock { $0.writes.unsent } }
+
+    /// Returns once no write of `key` is on its way to the shared tier or waiting for it: the
+    /// shared tier has this node's last write of the key, or refused it as older than its row (or
+    /// the write was forgotten by a clear). What a fleet-wide lock holder waits for before it lets
+    /// go, so the next holder reads what it wrote.
+    /// - Throws: `CancellationError` as soon as the waiting task is cancelled.
+    public func waitUntilSent(_ key: Key) async throws {
+        try await state.wait(in: \.sentWaiters, current: { $0.writes }, until: { $0.unsentWrite(of: key) == nil })
+    }
 
     /// Whether the shared tier failed the last time it was used.
     public var sharedTierIsDown: Bool { state.withLock { $0.writes.isDown } }
@@ -387,6 +398,7 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
         let retry = state.withLock { state -> Task<Void, Never>? in
             state.writes.forgetWaiting()
             state.unsentWaiters.resumeSatisfied(by: state.writes.unsent)
+            state.sentWaiters.resumeSatisfied(by: state.writes)
             defer { state.retry = nil }
             return state.retry
         }
@@ -431,6 +443,7 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
         let (actions, unsent) = state.withLock { state in
             let actions = state.writes.handle(event)
             state.unsentWaiters.resumeSatisfied(by: state.writes.unsent)
+            state.sentWaiters.resumeSatisfied(by: state.writes)
             return (actions, state.writes.unsent)
         }
         metrics?.unsentWrites.record(unsent)
