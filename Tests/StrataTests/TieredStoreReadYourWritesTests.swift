@@ -138,6 +138,22 @@ struct TieredStoreReadYourWritesTests {
         #expect(try await shared.base.retrieve("k")?.value == "v")
     }
 
+    @Test func waitUntilSent_returnsOnceTheSharedTierHasTheKeysWrite() async throws {
+        let shared = GatedStore(MemoryStore<String, String>())
+        let node = TieredStore(
+            memory: MemoryStore(), shared: shared, environment: clock.environment(logger: quietLogger),
+            sharedTierWriting: .inBackground)
+        try await node.waitUntilSent("k")  // nothing on its way: at once
+        shared.holdInserts = true
+        try await node.insert("v", for: "k", storedAt: clock.date)
+        try await node.insert("w", for: "other", storedAt: clock.date)
+        try await shared.waitForHeldInserts(1)
+        let waiting = Task { try await node.waitUntilSent("k") }
+        shared.releaseInserts()
+        try await waiting.value
+        #expect(try await shared.base.retrieve("k")?.value == "v")
+    }
+
     @Test func nodesThatShareAName_hearEachOther_byInstance() async throws {
         let backplane = ScriptedBackplane(node: "proxy-1", instance: "i-1")
         let node = TieredStore(
