@@ -83,6 +83,9 @@ public struct ProxyCommand: AsyncParsableCommand {
     @Option(help: "A targeted cache-control field (RFC 9213) to obey before CDN-Cache-Control and Cache-Control; repeatable.")
     var targetedCacheControl: [String] = []
 
+    @Option(help: "The most variants (Vary) kept per target; one more lets go of the least recently stored.")
+    var maxVariants = 8
+
     @Flag(help: "Pass the clients' Forwarded and X-Forwarded-* fields to the upstream (only behind a load balancer that sets them).")
     var trustForwarded = false
 
@@ -146,6 +149,8 @@ public struct ProxyCommand: AsyncParsableCommand {
         }
         options.targetedFields = targetedCacheControl
         options.trustForwardedFields = trustForwarded
+        guard maxVariants > 0 else { throw ValidationError("--max-variants: at least 1") }
+        options.maxVariants = maxVariants
         options.table = table
         options.lockTimeout = lockTimeout.duration
         options.softTimeout = softTimeout.duration > .zero ? softTimeout.duration : nil

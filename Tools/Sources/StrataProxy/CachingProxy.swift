@@ -42,6 +42,9 @@ final class CachingProxy: Sendable {
         var refreshAheadFraction: Double? = 0.8
         /// The largest body fetched from the upstream.
         var maxBodyBytes = 16 * 1024 * 1024
+        /// The most variants (`Vary`) kept per target; storing one more lets go of the least
+        /// recently stored.
+        var maxVariants = 8
         /// The targeted fields (RFC 9213) this proxy obeys, in order, ahead of `Cache-Control`.
         var targetedFields: [HTTPField.Name] = SharedCachePolicy.defaultTargetedFields
         /// Whether the clients' `Forwarded` and `X-Forwarded-*` fields are passed on (the proxy is
@@ -157,8 +160,12 @@ final class CachingProxy: Sendable {
         let fields = head.headerFields
         for name in Self.fieldsThatNeedTheFullPath where fields[name] != nil { return nil }
         let key = Self.key(path: path)
-        guard let entry = cache.memory.immediateEntry(for: key),
-              SharedCachePolicy.matchesVary(storedRequestValues: entry.value.varyValues, request: head) else { return nil }
+        guard var entry = cache.memory.immediateEntry(for: key) else { return nil }
+        if let names = entry.value.variantNames {
+            guard let variant = cache.memory.immediateEntry(for: Self.variantKey(key, names: names, request: head)) else { return nil }
+            entry = variant
+        }
+        guard SharedCachePolicy.matchesVary(storedRequestValues: entry.value.varyValues, request: head) else { return nil }
         let age = SharedCachePolicy.currentAge(initialAge: entry.value.initialAge, responseTime: entry.storedAt, now: Date())
         let lifetime = entry.validators.maxAge ?? .zero
         guard lifetime > age else { return nil }
@@ -225,12 +232,30 @@ final class CachingProxy: Sendable {
 
     /// The stored response for `key` that may answer `head` (its `Vary` fields match), or `nil`.
     /// A shared tier that is down is a miss here: the upstream answers.
+    /// A target whose responses vary has an index under its key: the request's variant is read
+    /// from the key the index names for its values.
     private func lookup(_ key: String, for head: HTTPRequest, known: Cached<StoredResponse>? = nil) async -> Cached<StoredResponse>? {
         var found = known
         if found == nil { found = try? await cache.retrieve(key) }
-        guard let entry = found else { return nil }
+        if let names = found?.value.variantNames {
+            found = try? await cache.retrieve(Self.variantKey(key, names: names, request: head))
+        }
+        guard let entry = found, entry.value.variantNames == nil else { return nil }
         guard SharedCachePolicy.matchesVary(storedRequestValues: entry.value.varyValues, request: head) else { return nil }
         return entry
+    }
+
+    /// The key of the variant of `key` that `request` selects, given the fields the target varies on.
+    static func variantKey(_ key: String, names: [String], request: HTTPRequest) -> String {
+        variantKey(key, digest: variantDigest(SharedCachePolicy.varyValues(names: names, request: request)))
+    }
+
+    static func variantKey(_ key: String, digest: String) -> String { key + "\u{1F}vary:" + digest }
+
+    /// A digest of a request's values for the fields a response varies on (credentials already digested).
+    static func variantDigest(_ values: [String: String?]) -> String {
+        let text = values.keys.sorted().map { name in "\(name)=" + (values[name].flatMap { $0 }.map { "v:" + $0 } ?? "absent") }
+        return String(SHA256.hexDigest(text.joined(separator: "\n")).prefix(32))
     }
 
     /// A miss (`stale` is `nil`) or a stale stored response: one upstream request per key at a
@@ -387,7 +412,12 @@ final class CachingProxy: Sendable {
     /// The shared tier's stored response for `key`, when it may answer `head` fresh: what a node
     /// waiting for another's fetch (or holding the lock after it) reads.
     private func sharedFreshAnswer(_ key: String, to head: HTTPRequest) async -> Answer? {
-        guard let entry = try? await cache.shared.retrieve(key),
+        guard var entry = try? await cache.shared.retrieve(key) else { return nil }
+        if let names = entry.value.variantNames {
+            guard let variant = try? await cache.shared.retrieve(Self.variantKey(key, names: names, request: head)) else { return nil }
+            entry = variant
+        }
+        guard entry.value.variantNames == nil,
               SharedCachePolicy.matchesVary(storedRequestValues: entry.value.varyValues, request: head) else { return nil }
         return freshAnswer(entry, to: head, cache: "HIT")
     }
@@ -486,7 +516,11 @@ final class CachingProxy: Sendable {
             let validators = CacheValidators(
                 etag: response.headerFields[.eTag], lastModified: response.headerFields[.lastModified], maxAge: plan.lifetime)
             do {
-                try await cache.insert(Cached(value: stored, storedAt: responseTime, validators: validators), for: key)
+                if plan.varyFieldNames.isEmpty {
+                    try await cache.insert(Cached(value: stored, storedAt: responseTime, validators: validators), for: key)
+                } else {
+                    try await storeVariant(stored, names: plan.varyFieldNames, storedAt: responseTime, validators: validators, key: key)
+                }
                 metrics.count {
                     $0.stored += 1
                     $0.notificationsSent += 1
@@ -515,6 +549,25 @@ final class CachingProxy: Sendable {
             fields[.xCacheTier] = "upstream"
             return conditional(Answer(status: response.status, fields: fields, body: body), to: head)
         }
+    }
+
+    /// Stores a response that varies as one variant of `key`, and the target's index of variants
+    /// with it first; past ``Settings/maxVariants`` the least recently stored variant goes.
+    private func storeVariant(
+        _ stored: StoredResponse, names: [String], storedAt: Date, validators: CacheValidators, key: String
+    ) async throws {
+        let digest = Self.variantDigest(stored.varyValues)
+        try await cache.insert(Cached(value: stored, storedAt: storedAt, validators: validators), for: Self.variantKey(key, digest: digest))
+        var digests = [digest]
+        if let index = try? await cache.retrieve(key), index.value.variantNames == names {
+            digests += index.value.variantDigests.filter { $0 != digest }
+        }
+        let evicted = digests.count > settings.maxVariants ? Array(digests[settings.maxVariants...]) : []
+        digests = Array(digests.prefix(settings.maxVariants))
+        try await cache.insert(
+            Cached(value: .variantIndex(names: names, digests: digests), storedAt: storedAt, validators: CacheValidators(maxAge: validators.maxAge)),
+            for: key)
+        for old in evicted { try? await cache.delete(Self.variantKey(key, digest: old)) }
     }
 
     /// Whether the cache would refuse `response` to any request: judged for a plain GET of `path`,

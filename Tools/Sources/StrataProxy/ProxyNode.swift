@@ -91,6 +91,8 @@ public final class ProxyNode: Sendable {
         /// Pass the clients' `Forwarded` and `X-Forwarded-*` fields on (behind a load balancer that
         /// sets them); dropped otherwise.
         public var trustForwardedFields = false
+        /// The most `Vary` variants kept per target.
+        public var maxVariants = 8
 
         public init(upstream: URL, node: String, postgresURL: String?) {
             self.upstream = upstream
@@ -154,6 +156,7 @@ public final class ProxyNode: Sendable {
         settings.maxBodyBytes = options.maxBodyBytes
         settings.targetedFields = options.targetedFields.compactMap { HTTPField.Name($0) } + SharedCachePolicy.defaultTargetedFields
         settings.trustForwardedFields = options.trustForwardedFields
+        settings.maxVariants = max(1, options.maxVariants)
         settings.adminIsLoopback = ["127.0.0.1", "::1", "localhost"].contains(options.adminHost)
         let proxy = CachingProxy(
             settings: settings, cache: cache, lock: lock, transport: AsyncHTTPTransport(client: client), logger: logger)

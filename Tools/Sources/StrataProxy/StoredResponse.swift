@@ -27,6 +27,21 @@ struct StoredResponse: Codable, Sendable, Hashable {
     /// (`stale-while-revalidate`), served when the upstream fails (`stale-if-error`).
     var staleWhileRevalidateSeconds: Double?
     var staleIfErrorSeconds: Double?
+    /// For a target whose responses vary (`Vary`): this entry is not a response but the target's
+    /// index of variants. The names are the fields they vary on; each variant is stored under
+    /// ``CachingProxy/variantKey(_:values:)`` of the target's key and a request's values.
+    var variantNames: [String]?
+    /// The variants' digests, most recently stored first (at most the proxy's variant limit).
+    var variantDigests: [String] = []
+
+    /// The index of a target's variants.
+    static func variantIndex(names: [String], digests: [String]) -> StoredResponse {
+        var index = StoredResponse(
+            status: 0, headerFields: [:], body: Data(), varyValues: [:], tags: [], initialAgeSeconds: 0, mayServeStale: false)
+        index.variantNames = names
+        index.variantDigests = digests
+        return index
+    }
 
     init(
         status: Int, headerFields: HTTPFields, body: Data, varyValues: [String: String?], tags: [String],
@@ -45,6 +60,7 @@ struct StoredResponse: Codable, Sendable, Hashable {
 
     enum CodingKeys: String, CodingKey {
         case status, fields, body, varyValues, tags, initialAgeSeconds, mayServeStale, staleWhileRevalidate, staleIfError
+        case variantNames, variantDigests
     }
 
     init(from decoder: any Decoder) throws {
@@ -63,6 +79,8 @@ struct StoredResponse: Codable, Sendable, Hashable {
         mayServeStale = try container.decode(Bool.self, forKey: .mayServeStale)
         staleWhileRevalidateSeconds = try container.decodeIfPresent(Double.self, forKey: .staleWhileRevalidate)
         staleIfErrorSeconds = try container.decodeIfPresent(Double.self, forKey: .staleIfError)
+        variantNames = try container.decodeIfPresent([String].self, forKey: .variantNames)
+        variantDigests = try container.decodeIfPresent([String].self, forKey: .variantDigests) ?? []
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -76,6 +94,8 @@ struct StoredResponse: Codable, Sendable, Hashable {
         try container.encode(mayServeStale, forKey: .mayServeStale)
         try container.encodeIfPresent(staleWhileRevalidateSeconds, forKey: .staleWhileRevalidate)
         try container.encodeIfPresent(staleIfErrorSeconds, forKey: .staleIfError)
+        try container.encodeIfPresent(variantNames, forKey: .variantNames)
+        if !variantDigests.isEmpty { try container.encode(variantDigests, forKey: .variantDigests) }
     }
 
     /// The response head it answers with.

@@ -80,6 +80,34 @@ struct ProxyHTTPSemanticsTests {
         }
     }
 
+    @Test("several Vary variants of one target are kept at once (up to --max-variants; the least recently stored goes), and another node reads each from the table")
+    func varyVariants_areKeptSideBySide() async throws {
+        try await ProxyFleetTests.withFleet(2, extra: ["--max-variants", "2"]) { origin, nodes in
+            let path = "/items/variants?cc=max-age%3D600&vary=Accept-Encoding"
+            func get(_ node: ProxyFleetTests.Node, _ encoding: String) async throws -> HTTPReply {
+                try await node.get(path, [.acceptEncoding: encoding])
+            }
+            #expect(Self.cache(try await get(nodes[0], "gzip")) == "MISS")
+            #expect(Self.cache(try await get(nodes[0], "br")) == "MISS")
+            let gzip = try await get(nodes[0], "gzip")
+            #expect(Self.cache(gzip) == "HIT", "br did not replace gzip")
+            #expect(try ProxyFleetTests.item(gzip).varied == .some("gzip"))
+            #expect(Self.cache(try await get(nodes[0], "br")) == "HIT")
+            try await ProxyFleetTests.eventually("the rows are written") {
+                try await nodes[0].metric("strata_shared_tier_repairs_queued") == 0
+            }
+            let shared = try await get(nodes[1], "br")
+            #expect(Self.cache(shared) == "HIT")
+            #expect(try ProxyFleetTests.item(shared).varied == .some("br"))
+            // A third variant: the least recently stored (gzip) goes.
+            #expect(Self.cache(try await get(nodes[0], "identity")) == "MISS")
+            try await ProxyFleetTests.eventually("node 2 hears that gzip went") {
+                Self.cache(try await get(nodes[1], "gzip")) == "MISS"
+            }
+            #expect(try await origin.count("GET /items/variants") >= 4)
+        }
+    }
+
     @Test("a client's X-Forwarded-For and Forwarded never reach the upstream from an untrusted client")
     func forwardingFields_areDropped() async throws {
         try await ProxyFleetTests.withFleet(1) { origin, nodes in
