@@ -337,7 +337,8 @@ final class PostgresBackplaneCore: Sendable {
     private func checkForNamesakes(on connection: PostgresConnection) async {
         var name = applicationName
         while name.utf8.count > 63 { name.removeLast() }
-        let check = await raceAgainstDeadline(clock: ContinuousClock(), duration: heartbeatTimeout) { [logger, name] () async throws -> Int in
+        // At most a second: it delays the node's listening, on every reconnect.
+        let check = await raceAgainstDeadline(clock: ContinuousClock(), duration: min(heartbeatTimeout, .seconds(1))) { [logger, name] () async throws -> Int in
             var count = 0
             let rows = try await connection.queryUnlessClosed(
                 "SELECT count(*)::int8 FROM pg_stat_activity WHERE application_name = \(name) AND pid <> pg_backend_pid()",

@@ -589,8 +589,9 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         _ = try await insertUnlessNewer(entry, for: key)
     }
 
-    /// ``insert(_:for:)``, saying whether it wrote: `false` when the table holds a row of `key`
-    /// stored later (it stays, and nothing is announced), or the value was over the limit.
+    /// ``insert(_:for:)``, saying whether it was refused: `false` only when the table holds a row of
+    /// `key` stored later (it stays, and nothing is announced). A value over the limit is not
+    /// stored, and counts as not refused (`true`): no later row is there.
     @concurrent
     public func insertUnlessNewer(_ entry: Cached<Value>, for key: String) async throws -> Bool {
         let bytes: Data
@@ -606,7 +607,8 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
                 "a value larger than the store's limit is not stored: the key's row is removed",
                 metadata: ["store": "\(description)", "key": "\(key)", "bytes": "\(bytes.count)", "limit": "\(maxValueBytes)"])
             try await delete(key, storedAtOrBefore: entry.storedAt)
-            return false
+            // Not refused by a later row: a caller keeps its own copy.
+            return true
         }
         let now = now()
         let seconds = entry.storedAt.timeIntervalSinceReferenceDate

@@ -30,7 +30,10 @@ extension CachingProxy {
             return text(.ok, "ok \(settings.node)\n")
         }
         let mutating = request.head.method != .get && request.head.method != .head
-        if mutating || !settings.adminIsLoopback {
+        // A read without the token is a loopback client's: its Host must name loopback too, so a
+        // web page whose name was rebound to 127.0.0.1 cannot read the figures.
+        let tokenless = !mutating && settings.adminIsLoopback && Self.namesLoopback(request.head.authority)
+        if !tokenless {
             guard let token = settings.adminToken else {
                 return text(.forbidden, "strata proxy: this node has no --admin-token, so its controls change nothing\n")
             }
@@ -84,6 +87,20 @@ extension CachingProxy {
             }
         }
         return nil
+    }
+
+    /// Whether `authority` (a request's `Host`) is a loopback address or `localhost`, with any port.
+    static func namesLoopback(_ authority: String?) -> Bool {
+        guard let authority else { return false }
+        var host = Substring(authority)
+        if host.hasPrefix("[") {
+            host = host.dropFirst().prefix(while: { $0 != "]" })
+        } else if let colon = host.lastIndex(of: ":") {
+            host = host[..<colon]
+        }
+        if host == "localhost" || host == "::1" { return true }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { part in UInt8(part) != nil }
     }
 
     /// Whether `authorization` is `Bearer <token>`, compared in constant time (for a given length

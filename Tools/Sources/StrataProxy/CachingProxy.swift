@@ -117,6 +117,9 @@ final class CachingProxy: Sendable {
         /// The flight ended: the cache is read again. The answer was the leader's; only the
         /// cache's rules (privacy, `Vary`) say whether another request may have it.
         case readAgain
+        /// The flight ended with the upstream failing (a 5xx, or no answer): no waiter asks again
+        /// at once; each gets its stale copy when it may, else this failure.
+        case failed(Answer)
         /// The request was cancelled (its client left).
         case cancelled
     }
@@ -162,10 +165,10 @@ final class CachingProxy: Sendable {
         let key = Self.key(path: path)
         guard var entry = cache.memory.immediateEntry(for: key) else { return nil }
         if let names = entry.value.variantNames {
-            guard let variant = cache.memory.immediateEntry(for: Self.variantKey(key, names: names, request: head)) else { return nil }
+            guard let variant = cache.memory.immediateEntry(for: Self.variantKey(key, names: names, request: selecting(head))) else { return nil }
             entry = variant
         }
-        guard SharedCachePolicy.matchesVary(storedRequestValues: entry.value.varyValues, request: head) else { return nil }
+        guard SharedCachePolicy.matchesVary(storedRequestValues: entry.value.varyValues, request: selecting(head)) else { return nil }
         let age = SharedCachePolicy.currentAge(initialAge: entry.value.initialAge, responseTime: entry.storedAt, now: Date())
         let lifetime = entry.validators.maxAge ?? .zero
         guard lifetime > age else { return nil }
@@ -238,11 +241,21 @@ final class CachingProxy: Sendable {
         var found = known
         if found == nil { found = try? await cache.retrieve(key) }
         if let names = found?.value.variantNames {
-            found = try? await cache.retrieve(Self.variantKey(key, names: names, request: head))
+            found = try? await cache.retrieve(Self.variantKey(key, names: names, request: selecting(head)))
         }
         guard let entry = found, entry.value.variantNames == nil else { return nil }
-        guard SharedCachePolicy.matchesVary(storedRequestValues: entry.value.varyValues, request: head) else { return nil }
+        guard SharedCachePolicy.matchesVary(storedRequestValues: entry.value.varyValues, request: selecting(head)) else { return nil }
         return entry
+    }
+
+    /// `head` as the upstream sees it, for `Vary`: without hop-by-hop fields (those its `Connection`
+    /// names included) and, unless trusted, the forwarding fields. A stored response is selected by
+    /// what the upstream saw, never by a field the client named to be dropped.
+    func selecting(_ head: HTTPRequest) -> HTTPRequest {
+        var selecting = head
+        selecting.headerFields = HopByHop.removing(
+            from: head.headerFields, also: settings.trustForwardedFields ? [] : Self.forwardingFieldNames)
+        return selecting
     }
 
     /// The key of the variant of `key` that `request` selects, given the fields the target varies on.
@@ -295,6 +308,10 @@ final class CachingProxy: Sendable {
                 return serveStale(stale, tier: tier, to: head)
             }
             return await fetch(head, key: key, stale: stale, staleTier: tier, store: true)
+        case .failed(let failure):
+            if let stale, usable { return serveStale(stale, tier: tier, to: head) }
+            metrics.count { $0.coalesced += 1 }
+            return failure
         case .cancelled:
             return Answer(status: .serviceUnavailable, fields: [:], body: Data("cancelled\n".utf8))
         }
@@ -326,7 +343,8 @@ final class CachingProxy: Sendable {
                 state.leaders[id] = nil
                 return state.machine.ended(key, flight: id)
             }
-            self.answer(waiters, with: { $0 == leader ? .answer(answer) : .readAgain })
+            let failed = answer.status.code >= 500 && answer.fields[.xCache] != "STALE"
+            self.answer(waiters, with: { $0 == leader ? .answer(answer) : (failed ? .failed(answer) : .readAgain) })
         }
         Task {
             if stale != nil {
@@ -412,13 +430,8 @@ final class CachingProxy: Sendable {
     /// The shared tier's stored response for `key`, when it may answer `head` fresh: what a node
     /// waiting for another's fetch (or holding the lock after it) reads.
     private func sharedFreshAnswer(_ key: String, to head: HTTPRequest) async -> Answer? {
-        guard var entry = try? await cache.shared.retrieve(key) else { return nil }
-        if let names = entry.value.variantNames {
-            guard let variant = try? await cache.shared.retrieve(Self.variantKey(key, names: names, request: head)) else { return nil }
-            entry = variant
-        }
-        guard entry.value.variantNames == nil,
-              SharedCachePolicy.matchesVary(storedRequestValues: entry.value.varyValues, request: head) else { return nil }
+        // Through the tiered store: what another node stored is kept in this node's memory too.
+        guard let entry = await lookup(key, for: head) else { return nil }
         return freshAnswer(entry, to: head, cache: "HIT")
     }
 
@@ -475,13 +488,9 @@ final class CachingProxy: Sendable {
             if let stale, mayServeStale(stale) { return serveStale(stale, tier: staleTier, to: head) }
         }
         if let stale, reply.status == .notModified {
-            // RFC 9111 §4.3.4: the stored response, its header fields updated from the 304.
-            var fields = stale.value.headerFields
-            for field in HopByHop.removing(from: reply.headerFields) where field.name != .contentLength {
-                fields[field.name] = nil
-            }
-            for field in HopByHop.removing(from: reply.headerFields) { fields.append(field) }
-            let merged = HTTPResponse(status: HTTPResponse.Status(code: stale.value.status), headerFields: fields)
+            let merged = HTTPResponse(
+                status: HTTPResponse.Status(code: stale.value.status),
+                headerFields: SharedCachePolicy.freshened(stale.value.headerFields, by: reply.headerFields))
             metrics.count { $0.revalidations["not_modified", default: 0] += 1 }
             return await keep(merged, body: stale.value.body, head: head, key: key, requestTime: requestTime,
                               responseTime: responseTime, store: store, cache: "REVALIDATED")
@@ -510,7 +519,7 @@ final class CachingProxy: Sendable {
             kept[.setCookie] = nil
             let stored = StoredResponse(
                 status: response.status.code, headerFields: kept, body: body,
-                varyValues: SharedCachePolicy.varyValues(names: plan.varyFieldNames, request: head), tags: plan.tags,
+                varyValues: SharedCachePolicy.varyValues(names: plan.varyFieldNames, request: selecting(head)), tags: plan.tags,
                 initialAgeSeconds: Double(age.components.seconds) + Double(age.components.attoseconds) / 1e18,
                 mayServeStale: plan.mayServeStale, staleWhileRevalidate: plan.staleWhileRevalidate, staleIfError: plan.staleIfError)
             let validators = CacheValidators(
@@ -534,7 +543,7 @@ final class CachingProxy: Sendable {
         case .doNotStore(let reason):
             metrics.count { $0.notStored += 1 }
             if store, (200..<300).contains(response.status.code) || response.status.code == 404,
-               Self.refusesEveryRequest(judged, responseTime: responseTime, path: head.path) {
+               !Self.carriesCredentials(head), Self.refusesEveryRequest(judged, responseTime: responseTime, path: head.path) {
                 // What was stored for the key no longer describes the resource. A refusal that is
                 // this request's alone (its Authorization, its no-store) says nothing of it.
                 if (try? await cache.retrieve(key)) != nil {
@@ -572,12 +581,21 @@ final class CachingProxy: Sendable {
 
     /// Whether the cache would refuse `response` to any request: judged for a plain GET of `path`,
     /// with no credentials and no directives of its own.
+    /// `private` is not among them: an origin may answer one client `private` (its session) and
+    /// the others a shared response.
     static func refusesEveryRequest(_ response: HTTPResponse, responseTime: Date, path: String?) -> Bool {
+        if SharedCacheDirectives(response.headerFields).isPrivate { return false }
         let plain = HTTPRequest(method: .get, scheme: "http", authority: "upstream", path: path ?? "/")
         if case .doNotStore = SharedCachePolicy.storability(request: plain, response: response, responseTime: responseTime) {
             return true
         }
         return false
+    }
+
+    /// Whether `head` carries a client's credentials: what the upstream answers it may be that
+    /// client's alone, and says nothing of what others get.
+    static func carriesCredentials(_ head: HTTPRequest) -> Bool {
+        head.headerFields[.cookie] != nil || head.headerFields[.authorization] != nil
     }
 
     /// Sends `request` to the upstream again and streams its answer to the client as it arrives:
@@ -630,6 +648,7 @@ final class CachingProxy: Sendable {
     /// The fields a client could use to say where a request came from.
     static let forwardingFieldNames: Set<String> = [
         "forwarded", "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "x-forwarded-port", "x-real-ip",
+        "true-client-ip", "x-client-ip", "x-cluster-client-ip", "cf-connecting-ip", "x-original-url", "x-rewrite-url",
     ]
 
     // MARK: Other methods

@@ -26,6 +26,9 @@ final class ProxyFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     let proxy: CachingProxy
     /// Requests passed on whose answers have not ended yet.
     private var passedOn = 0
+    /// Answers (its own, or passed on) whose last write has not completed: a slow client still
+    /// reading a large body is not idle.
+    private var sending = 0
     /// The rest of a request it answered is dropped until its end.
     private var swallowing = false
 
@@ -53,7 +56,11 @@ final class ProxyFastPath: ChannelDuplexHandler, RemovableChannelHandler {
                 buffer.writeBytes(answer.body)
                 context.write(wrapOutboundOut(.body(buffer)), promise: nil)
             }
-            context.write(wrapOutboundOut(.end(nil)), promise: nil)
+            sending += 1
+            let promise = context.eventLoop.makePromise(of: Void.self)
+            let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+            promise.futureResult.whenComplete { _ in handler.value.sending -= 1 }
+            context.write(wrapOutboundOut(.end(nil)), promise: promise)
             return
         }
         passedOn += 1
@@ -66,13 +73,25 @@ final class ProxyFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data), passedOn > 0 { passedOn -= 1 }
-        context.write(data, promise: promise)
+        guard case .end = unwrapOutboundIn(data) else {
+            context.write(data, promise: promise)
+            return
+        }
+        // The answer is over once its end is written out, not when it is queued.
+        sending += 1
+        let written = context.eventLoop.makePromise(of: Void.self)
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        written.futureResult.whenComplete { _ in
+            handler.value.sending -= 1
+            if handler.value.passedOn > 0 { handler.value.passedOn -= 1 }
+        }
+        written.futureResult.cascade(to: promise)
+        context.write(data, promise: written)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is IdleStateHandler.IdleStateEvent {
-            if passedOn == 0 { context.close(promise: nil) }
+            if passedOn == 0, sending == 0 { context.close(promise: nil) }
             return
         }
         context.fireUserInboundEventTriggered(event)

@@ -383,6 +383,22 @@ enum SharedCachePolicy {
         return credentialFieldNames.contains(canonicalName) ? "sha256:" + SHA256.hexDigest(value) : value
     }
 
+    // MARK: Freshening (RFC 9111 §3.2, §4.3.4)
+
+    /// A stored response's header fields updated by a 304's (RFC 9111 §4.3.4, §3.2): each field the
+    /// 304 carries replaces the stored field lines of its name (its `Date` included: the freshened
+    /// response's age and `Expires` lifetime are the 304's), hop-by-hop fields and `Content-Length`
+    /// excepted. The stored `Age` goes whatever the 304 says: it was the age of the first response,
+    /// and the freshened one's age is worked out from the 304 alone (its own `Age`, if any).
+    static func freshened(_ stored: HTTPFields, by notModified: HTTPFields) -> HTTPFields {
+        let update = HopByHop.removing(from: notModified)
+        var fields = stored
+        fields[.age] = nil
+        for field in update { fields[field.name] = nil }
+        for field in update { fields.append(field) }
+        return fields
+    }
+
     // MARK: Conditional requests (RFC 9110 §13.1, RFC 9111 §4.3.2)
 
     /// Whether a client's conditional `GET` or `HEAD` can be answered 304 Not Modified from a stored

@@ -53,10 +53,46 @@ struct ProxyPolicyAdditionsTests {
         #expect(plan.staleIfError == .seconds(600))
     }
 
+    @Test func a304_freshensTheStoredFields_andTheStoredAgeGoes() {
+        let stored: HTTPFields = [
+            .date: "Mon, 01 Jan 2024 00:00:00 GMT", .age: "50", .cacheControl: "max-age=60", .eTag: "\"v1\"",
+            .contentType: "application/json", .contentLength: "12",
+        ]
+        let notModified: HTTPFields = [
+            .date: "Mon, 01 Jan 2024 01:00:00 GMT", .cacheControl: "max-age=120", .eTag: "\"v1\"", .connection: "close",
+        ]
+        let fields = SharedCachePolicy.freshened(stored, by: notModified)
+        #expect(fields[.age] == nil, "the first response's Age is not the freshened one's")
+        #expect(fields[.date] == "Mon, 01 Jan 2024 01:00:00 GMT")
+        #expect(fields[.cacheControl] == "max-age=120")
+        #expect(fields[.contentType] == "application/json")
+        #expect(fields[.contentLength] == "12", "the stored body's length stays")
+        #expect(fields[.connection] == nil)
+        // Its initial age is the 304's: no Age, its Date one second before it arrived.
+        let received = Date(timeIntervalSince1970: 1_704_070_801)
+        let age = SharedCachePolicy.initialAge(
+            response: HTTPResponse(status: .ok, headerFields: fields), requestTime: received, responseTime: received)
+        #expect(age == .seconds(1))
+    }
+
+    @Test(arguments: [
+        ("127.0.0.1:8081", true), ("localhost:8081", true), ("[::1]:8081", true), ("127.1.2.3", true),
+        ("evil.example:8081", false), ("127.0.0.1.evil.example:8081", false), ("", false),
+    ])
+    func tokenlessReads_needALoopbackHost(authority: String, loopback: Bool) {
+        // A page whose name was rebound to 127.0.0.1 still sends its own name as Host.
+        #expect(CachingProxy.namesLoopback(authority.isEmpty ? nil : authority) == loopback)
+    }
+
     @Test func aRefusalForOneRequestsCredentials_isNotARefusalForEveryRequest() {
         let response = HTTPResponse(status: .ok, headerFields: [.cacheControl: "max-age=60"])
         #expect(!CachingProxy.refusesEveryRequest(response, responseTime: Date(), path: "/a"))
+        // `private` may be one client's answer (its session): it never removes the shared response.
         let privateOne = HTTPResponse(status: .ok, headerFields: [.cacheControl: "private, max-age=60"])
-        #expect(CachingProxy.refusesEveryRequest(privateOne, responseTime: Date(), path: "/a"))
+        #expect(!CachingProxy.refusesEveryRequest(privateOne, responseTime: Date(), path: "/a"))
+        let noStore = HTTPResponse(status: .ok, headerFields: [.cacheControl: "no-store"])
+        #expect(CachingProxy.refusesEveryRequest(noStore, responseTime: Date(), path: "/a"))
+        let withCookie = HTTPRequest(method: .get, scheme: "http", authority: "origin", path: "/a", headerFields: [.cookie: "s=1"])
+        #expect(CachingProxy.carriesCredentials(withCookie))
     }
 }

@@ -21,8 +21,11 @@ import Logging
 ///   A failed L2 write never fails the call: L1 has the value, and L2 gets it when it returns.
 ///   With ``SharedTierWriting/inBackground``, the call returns once L1 has it.
 /// - **One ordering rule**: the entry with the latest store time wins, in both tiers. A write
-///   older than what L1 holds for its key changes nothing; a delete at a time removes an entry
-///   stored at or before it; an entry read from L2 never replaces a newer one in L1.
+///   older than what L1 holds for its key changes nothing; a delete sent again after L2 was away
+///   removes only a row stored at or before its time; an entry read from L2 never replaces a newer
+///   one in L1. A change another node announces with a time ahead of this node's clock counts as
+///   this node's now, so a fast clock elsewhere never pins this node's writes.
+/// - A write takes its key's turn even when its task is cancelled: it is never lost half-way.
 /// - **Read your writes**: a write registers with the same coherence rules as another node's
 ///   change, so a read of L2 that started before it never puts the older row back in L1; while
 ///   the write has not reached L2, a read of its key answers with it (L1 may have let it go) and
@@ -89,6 +92,7 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
         var coherence = TierCoherence<Key>()
         var turns = KeyTurns<Key>()
         var turnWaiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
+        var uncancellableTurnWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
         var backplane = BackplaneStatistics()
         var backplaneWaiters = ConditionWaiters<Int>()
         var following: Task<Void, Never>?
@@ -272,7 +276,7 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     /// Keeps `entry` in the memory tier and sends it to the shared tier, unless the memory tier
     /// holds an entry of `key` stored later (then nothing changes: the latest store time wins).
     public func insert(_ entry: Cached<Value>, for key: Key) async throws {
-        let actions = try await withTurn(key) { () async throws -> [SharedTierWrites<Key, Write>.Action] in
+        let actions = try await withTurn(key, cancellable: false) { () async throws -> [SharedTierWrites<Key, Write>.Action] in
             if let held = try await memoryEntry(key), held.storedAt > entry.storedAt { return [] }
             if state.withLock({ $0.coherence.isOutdated(key, storedAt: entry.storedAt) }) { return [] }
             try await memory.insert(entry, for: key)
@@ -286,7 +290,7 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     /// removes a row stored at or before that time, and keeps one another node stored later (the
     /// latest store time wins).
     public func delete(_ key: Key) async throws {
-        let actions = try await withTurn(key) { () async throws -> [SharedTierWrites<Key, Write>.Action] in
+        let actions = try await withTurn(key, cancellable: false) { () async throws -> [SharedTierWrites<Key, Write>.Action] in
             var at = environment.now()
             if let held = try await memoryEntry(key) { at = max(at, held.storedAt) }
             try await memory.delete(key)
@@ -299,7 +303,7 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
 
     /// Re-stamps `key`'s entry in both tiers, unless the memory tier holds one stored later.
     public func refresh(_ key: Key, storedAt: Date, validators: CacheValidators) async throws -> Bool {
-        let (inMemory, actions) = try await withTurn(key) { () async throws -> (Bool, [SharedTierWrites<Key, Write>.Action]) in
+        let (inMemory, actions) = try await withTurn(key, cancellable: false) { () async throws -> (Bool, [SharedTierWrites<Key, Write>.Action]) in
             if let held = try await memoryEntry(key), held.storedAt > storedAt { return (true, []) }
             if state.withLock({ $0.coherence.isOutdated(key, storedAt: storedAt) }) { return (false, []) }
             let inMemory = try await memory.refresh(key, storedAt: storedAt, validators: validators)
@@ -346,8 +350,8 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     /// Runs `body` in `key`'s turn: no other change of `key`'s memory entry runs meanwhile.
     /// - Throws: `CancellationError` when the task is cancelled while it waits for the turn
     ///   (nothing was done), or what `body` throws.
-    private func withTurn<T>(_ key: Key, _ body: () async throws -> T) async throws -> T {
-        let ticket = try await takeTurn(key)
+    private func withTurn<T>(_ key: Key, cancellable: Bool = true, _ body: () async throws -> T) async throws -> T {
+        let ticket = cancellable ? try await takeTurn(key) : await takeTurnUncancellably(key)
         defer { passTurn(key, ticket) }
         return try await body()
     }
@@ -376,13 +380,32 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
         return ticket
     }
 
-    private func passTurn(_ key: Key, _ ticket: UInt64) {
-        let next = state.withLock { state -> CheckedContinuation<Void, any Error>? in
-            guard let next = state.turns.finish(key, ticket) else { return nil }
-            // Not registered yet: it finds that it holds the turn when it registers.
-            return state.turnWaiters.removeValue(forKey: next)
+    /// A write's wait for its turn: a cancelled caller still writes (its invalidation or its value
+    /// must not be lost because its task went away). The wait is bounded by the memory tier's
+    /// operations on the key that come before it.
+    private func takeTurnUncancellably(_ key: Key) async -> UInt64 {
+        let (ticket, holds) = state.withLock { $0.turns.request(key) }
+        if holds { return ticket }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let holdsNow = state.withLock { state -> Bool in
+                if state.turns.holds(key, ticket) { return true }
+                state.uncancellableTurnWaiters[ticket] = continuation
+                return false
+            }
+            if holdsNow { continuation.resume() }
         }
-        next?.resume()
+        return ticket
+    }
+
+    private func passTurn(_ key: Key, _ ticket: UInt64) {
+        let (waiter, uncancellable) = state.withLock { state
+            -> (CheckedContinuation<Void, any Error>?, CheckedContinuation<Void, Never>?) in
+            guard let next = state.turns.finish(key, ticket) else { return (nil, nil) }
+            // Not registered yet: it finds that it holds the turn when it registers.
+            return (state.turnWaiters.removeValue(forKey: next), state.uncancellableTurnWaiters.removeValue(forKey: next))
+        }
+        waiter?.resume()
+        uncancellable?.resume()
     }
 
     public func removeAll() async throws {
@@ -486,7 +509,8 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
                 }
             case .delete(let at):
                 if let current, current.storedAt > at { return true }
-                if let newest = shared as? any NewestStoreTimeWins<Key, Value> {
+                if send.isRepair, let newest = shared as? any NewestStoreTimeWins<Key, Value> {
+                    // Sent again after the tier was away: a row another node stored meanwhile stays.
                     try await newest.delete(send.key, storedAtOrBefore: at)
                 } else {
                     try await shared.delete(send.key)
@@ -633,7 +657,10 @@ extension TieredStore where Key == String {
             // In the key's turn: a local write or a fill of the key never interleaves with it. A
             // cancelled turn (the store is going away) still counts the change as received.
             let dropped = (try? await withTurn(change.key) { () async -> Bool in
-                state.withLock { $0.coherence.changeReceived(change.key, at: change.at) }
+                // A node whose clock runs ahead must not pin this node's writes of the key: its
+                // time counts as no later than this node's now.
+                let now = environment.now()
+                state.withLock { $0.coherence.changeReceived(change.key, at: min(change.at, now)) }
                 let held = try? await memoryEntry(change.key)
                 // Only a copy older than the change: a later one (this node's own write, or a read
                 // that saw an even newer row) stays.
@@ -688,6 +715,7 @@ public protocol NewestStoreTimeWins<Key, Value>: Store {
     func delete(_ key: Key, storedAtOrBefore time: Date) async throws
 
     /// Stores `entry` under `key` unless the store holds an entry of `key` stored later, as
-    /// ``Store/insert(_:for:)`` does: `false` when it did not write (a later entry is there).
+    /// ``Store/insert(_:for:)`` does: `false` only when a later entry is there (a value the store
+    /// declines for another reason, such as its size, is not a refusal).
     func insertUnlessNewer(_ entry: Cached<Value>, for key: Key) async throws -> Bool
 }
