@@ -154,6 +154,19 @@ struct TieredStoreReadYourWritesTests {
         #expect(try await shared.base.retrieve("k")?.value == "v")
     }
 
+    @Test func pastItsLimit_theOldestWaitingWriteIsForgotten() {
+        var machine = SharedTierWrites<String, Int>()
+        machine.maxWaiting = 2
+        _ = machine.handle(.failed)  // the tier is down: every write waits
+        for (number, key) in ["a", "b", "c"].enumerated() { _ = machine.handle(.written(key, number)) }
+        #expect(machine.unsent == 2)
+        #expect(machine.unsentWrite(of: "a") == nil, "the oldest went")
+        #expect(machine.unsentWrite(of: "c") == 2)
+        #expect(machine.forgotten == 1)
+        _ = machine.handle(.written("b", 9))  // a key that waits already: replaced, nothing forgotten
+        #expect(machine.unsent == 2 && machine.forgotten == 1)
+    }
+
     @Test func nodesThatShareAName_hearEachOther_byInstance() async throws {
         let backplane = ScriptedBackplane(node: "proxy-1", instance: "i-1")
         let node = TieredStore(

@@ -135,15 +135,18 @@ public final class ProxyNode: Sendable {
             countLimit: options.memoryCountLimit, costLimit: options.memoryByteLimit, cost: { $0.byteCount })
         let environment = LoadEnvironment(logger: logger)
         // Writes that wait for PostgreSQL are tried again at most 2 s apart: a write made while it
-        // was away reaches the table, and the other nodes, within 2 s of its return.
+        // was away reaches the table, and the other nodes, within 2 s of its return. At most 256
+        // wait (the newest of each key): an outage does not grow the node past its budgets.
         let cache: CachingProxy.Cache = if let backplane {
             TieredStore(
                 memory: memory, shared: sharedTier, backplane: backplane, environment: environment,
-                firstRetryDelay: .milliseconds(250), maxRetryDelay: .seconds(2), sharedTierWriting: .inBackground)
+                firstRetryDelay: .milliseconds(250), maxRetryDelay: .seconds(2), sharedTierWriting: .inBackground,
+                maxWaitingWrites: 256)
         } else {
             TieredStore(
                 memory: memory, shared: sharedTier, environment: environment,
-                firstRetryDelay: .milliseconds(250), maxRetryDelay: .seconds(2), sharedTierWriting: .inBackground)
+                firstRetryDelay: .milliseconds(250), maxRetryDelay: .seconds(2), sharedTierWriting: .inBackground,
+                maxWaitingWrites: 256)
         }
         var configuration = HTTPClient.Configuration()
         configuration.redirectConfiguration = .disallow

@@ -35,6 +35,12 @@ struct SharedTierWrites<Key: Hashable & Sendable, Write: Sendable>: Sendable {
     /// Whether a retry is scheduled.
     private(set) var retryScheduled = false
     private var lastNumber: UInt64 = 0
+    /// The most writes that wait (by key); past it the oldest waiting write is forgotten (its
+    /// value stays in the memory tier, and a later read or write of the key fills the shared tier
+    /// again). `nil`: no limit.
+    var maxWaiting: Int?
+    /// Waiting writes forgotten past ``maxWaiting``.
+    private(set) var forgotten = 0
 
     enum Event: Sendable {
         /// The app wrote `write` for `key` (the memory tier has it already).
@@ -78,6 +84,11 @@ struct SharedTierWrites<Key: Hashable & Sendable, Write: Sendable>: Sendable {
             // an older one that waited.
             guard sending[key] == nil, !isDown else {
                 waiting[key] = send
+                if let maxWaiting, waiting.count > maxWaiting,
+                   let oldest = waiting.min(by: { $0.value.number < $1.value.number })?.key {
+                    waiting[oldest] = nil
+                    forgotten += 1
+                }
                 return isDown ? scheduleRetry() : []
             }
             sending[key] = send

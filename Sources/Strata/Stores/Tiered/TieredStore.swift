@@ -34,7 +34,7 @@ import Logging
 /// - **L2 down**: while L2 is known to be down, one read per `downProbeInterval` tries it (a
 ///   probe); the others are misses at once instead of each paying its connect timeout.
 /// - ``removeAll()`` clears both and forgets waiting writes; it throws if L2 cannot be cleared.
-/// - **Other nodes' writes**: given a ``Backplane`` (``init(memory:shared:backplane:environment:firstRetryDelay:maxRetryDelay:sharedTierWriting:downProbeInterval:metrics:metricsName:)``),
+/// - **Other nodes' writes**: given a ``Backplane`` (``init(memory:shared:backplane:environment:firstRetryDelay:maxRetryDelay:sharedTierWriting:downProbeInterval:maxWaitingWrites:metrics:metricsName:)``),
 ///   the store drops a memory copy older than a change another node announces for its key, never
 ///   keeps in memory an entry whose read started before such a change arrived, and empties the
 ///   memory tier each time the backplane (re)starts listening, since changes may have been missed.
@@ -128,14 +128,19 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     ///
     /// `sharedTierWriting` says whether a write's call waits for the shared tier (``SharedTierWriting/awaited``,
     /// the default) or only for the memory tier; `downProbeInterval` how often a read tries a
-    /// shared tier known to be down (1 s).
+    /// shared tier known to be down (1 s); `maxWaitingWrites` how many writes may wait for it (by
+    /// key; past it the oldest waiting one is forgotten, which bounds the memory a long outage
+    /// costs; no limit by default).
     public init(
         memory: Memory, shared: Shared, environment: LoadEnvironment = .live,
         firstRetryDelay: Duration = .seconds(1), maxRetryDelay: Duration = .seconds(60),
         sharedTierWriting: SharedTierWriting = .awaited, downProbeInterval: Duration = .seconds(1),
+        maxWaitingWrites: Int? = nil,
         metrics: (any MetricsFactory)? = nil, metricsName: String = "tiered"
     ) {
         precondition(downProbeInterval >= .zero, "TieredStore: downProbeInterval must not be negative")
+        precondition(maxWaitingWrites.map { $0 > 0 } ?? true, "TieredStore: maxWaitingWrites must be positive")
+        state.withLock { $0.writes.maxWaiting = maxWaitingWrites }
         self.memory = memory
         self.shared = shared
         self.environment = environment
@@ -587,17 +592,18 @@ extension TieredStore where Key == String {
     ///
     /// The store follows the backplane from here on, in a task of its own that ends when the store
     /// is released; it keeps the backplane for as long as it lives. The other parameters are as in
-    /// ``init(memory:shared:environment:firstRetryDelay:maxRetryDelay:sharedTierWriting:downProbeInterval:metrics:metricsName:)``.
+    /// ``init(memory:shared:environment:firstRetryDelay:maxRetryDelay:sharedTierWriting:downProbeInterval:maxWaitingWrites:metrics:metricsName:)``.
     public convenience init(
         memory: Memory, shared: Shared, backplane: some Backplane, environment: LoadEnvironment = .live,
         firstRetryDelay: Duration = .seconds(1), maxRetryDelay: Duration = .seconds(60),
         sharedTierWriting: SharedTierWriting = .awaited, downProbeInterval: Duration = .seconds(1),
+        maxWaitingWrites: Int? = nil,
         metrics: (any MetricsFactory)? = nil, metricsName: String = "tiered"
     ) {
         self.init(
             memory: memory, shared: shared, environment: environment, firstRetryDelay: firstRetryDelay,
             maxRetryDelay: maxRetryDelay, sharedTierWriting: sharedTierWriting, downProbeInterval: downProbeInterval,
-            metrics: metrics, metricsName: metricsName)
+            maxWaitingWrites: maxWaitingWrites, metrics: metrics, metricsName: metricsName)
         let identity = BackplaneIdentity(node: backplane.node, instance: backplane.instance)
         let events = backplane.events()
         let task = Task { [weak self] in
