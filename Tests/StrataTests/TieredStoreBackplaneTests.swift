@@ -344,7 +344,7 @@ struct CoherenceWorld {
             notifications.append((key, lastVersion))
         case 1 where !notifications.isEmpty:  // the oldest notification arrives
             let (key, version) = notifications.removeFirst()
-            coherence.changeReceived(key, at: Self.time(version))
+            coherence.changeReceived(key, at: Self.time(version), setAt: Self.time(version))
             known[key] = max(known[key] ?? 0, version)
             if let held = memory[key], held < version { memory[key] = nil }
         case 2:  // B's memory misses: a read starts, answered by B's write on its way if any
@@ -362,7 +362,7 @@ struct CoherenceWorld {
             guard let version = reads[index].version else { break }
             let read = reads.remove(at: index)
             if version < read.ownAtStart { return "a read of \(read.key) answered v\(version), B had written v\(read.ownAtStart)" }
-            if version > 0, coherence.mayFill(read.key, readStartedAt: read.started), unsent[read.key] == nil,
+            if version > 0, coherence.mayFill(read.key, readStartedAt: read.started, storedAt: Self.time(version)), unsent[read.key] == nil,
                (memory[read.key] ?? 0) < version {
                 memory[read.key] = version
             }
@@ -382,7 +382,7 @@ struct CoherenceWorld {
             if let held = memory[key], held > version { break }
             if coherence.isOutdated(key, storedAt: Self.time(version)) { break }
             memory[key] = version
-            coherence.changeReceived(key, at: Self.time(version))
+            coherence.changeReceived(key, at: Self.time(version), setAt: Self.time(version))
             unsent[key] = version
             own[key] = max(own[key] ?? 0, version)
         case 7:  // B's write of the key reaches the shared tier (newest wins there)

@@ -22,6 +22,10 @@ struct TierCoherence<Key: Hashable & Sendable>: Sendable {
     /// The latest store time each recently changed key was told of (a change's time, or this
     /// node's own write's): a local write older than it changes nothing.
     private(set) var newest: [Key: Date] = [:]
+    /// The store time of each recently changed key's last change, when that change was a value
+    /// written (not a removal, nor a change of unknown time): a read that returns an entry at
+    /// least that new holds that value or a later one, and may fill however it overlapped it.
+    private(set) var lastSetAt: [Key: Date] = [:]
     /// Reads that started before this number never fill the memory tier.
     private(set) var floor: UInt64 = 0
 
@@ -33,9 +37,14 @@ struct TierCoherence<Key: Hashable & Sendable>: Sendable {
     /// A read of the shared tier starts: the number it ends with.
     var readStarted: UInt64 { generation }
 
-    /// Whether a read of `key` that started at `started` may keep its entry in the memory tier.
-    func mayFill(_ key: Key, readStartedAt started: UInt64) -> Bool {
-        started >= floor && (changed[key] ?? 0) <= started
+    /// Whether a read of `key` that started at `started` may keep its entry in the memory tier:
+    /// no change of the key came since it started, or (given the entry's `storedAt`) the key's last
+    /// change was a write the entry is at least as new as.
+    func mayFill(_ key: Key, readStartedAt started: UInt64, storedAt: Date? = nil) -> Bool {
+        guard started >= floor else { return false }
+        if (changed[key] ?? 0) <= started { return true }
+        guard let storedAt, let set = lastSetAt[key] else { return false }
+        return storedAt >= set
     }
 
     /// Whether a write of `key` stored at `storedAt` is older than a change this node was told of
@@ -44,16 +53,22 @@ struct TierCoherence<Key: Hashable & Sendable>: Sendable {
         newest[key].map { storedAt < $0 } ?? false
     }
 
-    /// Another node changed `key` (or this node wrote it), at `at` when the change says.
-    mutating func changeReceived(_ key: Key, at: Date? = nil) {
+    /// Another node changed `key` (or this node wrote it), at `at` when the change says; `setAt`
+    /// is the store time of the value the change wrote, when it wrote one (not a removal or an
+    /// expiry).
+    mutating func changeReceived(_ key: Key, at: Date? = nil, setAt: Date? = nil) {
         generation += 1
         if changed.count >= limit, changed[key] == nil {
             changed = [:]
             newest = [:]
+            lastSetAt = [:]
             floor = generation
         }
         changed[key] = generation
         if let at, newest[key].map({ $0 < at }) ?? true { newest[key] = at }
+        // Only a write that is the newest change known of the key: an older one arriving late
+        // says nothing of what a read returns now.
+        if let setAt, let newestKnown = newest[key], setAt >= newestKnown { lastSetAt[key] = setAt } else { lastSetAt[key] = nil }
     }
 
     /// The backplane (re)started listening: changes may have been missed, so no read that started
@@ -62,6 +77,7 @@ struct TierCoherence<Key: Hashable & Sendable>: Sendable {
         generation += 1
         changed = [:]
         newest = [:]
+        lastSetAt = [:]
         floor = generation
     }
 }

@@ -285,7 +285,7 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
             if let held = try await memoryEntry(key), held.storedAt > entry.storedAt { return [] }
             if state.withLock({ $0.coherence.isOutdated(key, storedAt: entry.storedAt) }) { return [] }
             try await memory.insert(entry, for: key)
-            return registerLocalWrite(key, .insert(entry), at: entry.storedAt)
+            return registerLocalWrite(key, .insert(entry), at: entry.storedAt, setAt: entry.storedAt)
         }
         await send(actions)
     }
@@ -312,7 +312,7 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
             if let held = try await memoryEntry(key), held.storedAt > storedAt { return (true, []) }
             if state.withLock({ $0.coherence.isOutdated(key, storedAt: storedAt) }) { return (false, []) }
             let inMemory = try await memory.refresh(key, storedAt: storedAt, validators: validators)
-            return (inMemory, registerLocalWrite(key, .refresh(storedAt: storedAt, validators: validators), at: storedAt))
+            return (inMemory, registerLocalWrite(key, .refresh(storedAt: storedAt, validators: validators), at: storedAt, setAt: storedAt))
         }
         await send(actions)
         // Whether either tier has the entry: L2 may hold one L1 let go.
@@ -329,9 +329,9 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     /// Registers this node's write of `key` (in its turn, after the memory tier has it): reads of
     /// the shared tier that started before it never fill the memory tier, and the write is on
     /// its way to the shared tier. The actions carry it there.
-    private func registerLocalWrite(_ key: Key, _ write: Write, at: Date?) -> [SharedTierWrites<Key, Write>.Action] {
+    private func registerLocalWrite(_ key: Key, _ write: Write, at: Date?, setAt: Date? = nil) -> [SharedTierWrites<Key, Write>.Action] {
         let (actions, unsent) = state.withLock { state in
-            state.coherence.changeReceived(key, at: at)
+            state.coherence.changeReceived(key, at: at, setAt: setAt)
             let actions = state.writes.handle(.written(key, write))
             state.unsentWaiters.resumeSatisfied(by: state.writes.unsent)
             return (actions, state.writes.unsent)
@@ -440,7 +440,8 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     private func fill(_ entry: Cached<Value>, for key: Key, readStartedAt started: UInt64) async {
         func mayFill() -> Bool {
             state.withLock { state in
-                let may = state.coherence.mayFill(key, readStartedAt: started) && state.writes.unsentWrite(of: key) == nil
+                let may = state.coherence.mayFill(key, readStartedAt: started, storedAt: entry.storedAt)
+                    && state.writes.unsentWrite(of: key) == nil
                 if !may { state.backplane.fillsSkipped += 1 }
                 return may
             }
@@ -666,7 +667,10 @@ extension TieredStore where Key == String {
                 // A node whose clock runs ahead must not pin this node's writes of the key: its
                 // time counts as no later than this node's now.
                 let now = environment.now()
-                state.withLock { $0.coherence.changeReceived(change.key, at: min(change.at, now)) }
+                // A read that returns the value the change wrote (or a later one) may still fill.
+                state.withLock {
+                    $0.coherence.changeReceived(change.key, at: min(change.at, now), setAt: change.action == .set ? change.at : nil)
+                }
                 let held = try? await memoryEntry(change.key)
                 // Only a copy older than the change: a later one (this node's own write, or a read
                 // that saw an even newer row) stays.
