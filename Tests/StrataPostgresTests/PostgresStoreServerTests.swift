@@ -161,9 +161,12 @@ struct PostgresStoreServerTests {
             #expect(try await store.retrieve("feed") == nil)
             #expect(try await Admin.require().rowCount(in: table, key: "feed") == 0)
             #expect(try await store.retrieve("other")?.value == itemUnicode)
-            let warning = try #require(logs.entries.first)
+            // PostgresNIO may warn first that the store's first statement asked for a connection
+            // before its client's `run()` had started (it waits, and the statement runs): under
+            // load that happens, and it is not this test's subject.
+            let warning = try #require(logs.entries.first { $0.message == "removing undecodable cache row" })
             #expect(warning.level == .warning)
-            #expect(warning.message == "removing undecodable cache row")
+            #expect(logs.entries.allSatisfy { $0.message == warning.message || $0.message.hasPrefix("Trying to lease connection") })
             #expect(warning.metadata["key"] == "feed")
             #expect(warning.metadata["store"] == "\(store)")
         }
