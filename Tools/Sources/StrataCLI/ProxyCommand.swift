@@ -83,6 +83,9 @@ public struct ProxyCommand: AsyncParsableCommand {
     @Option(help: "A targeted cache-control field (RFC 9213) to obey before CDN-Cache-Control and Cache-Control; repeatable.")
     var targetedCacheControl: [String] = []
 
+    @Option(help: "The largest request body passed to the upstream (64MiB); a longer one is cut.", transform: ByteCountArgument.init(parsing:))
+    var maxRequestBodyBytes = ByteCountArgument(bytes: 64 * 1024 * 1024, description: "64MiB")
+
     @Option(help: "The most variants (Vary) kept per target; one more lets go of the least recently stored.")
     var maxVariants = 8
 
@@ -151,6 +154,7 @@ public struct ProxyCommand: AsyncParsableCommand {
         options.trustForwardedFields = trustForwarded
         guard maxVariants > 0 else { throw ValidationError("--max-variants: at least 1") }
         options.maxVariants = maxVariants
+        options.maxRequestBodyBytes = maxRequestBodyBytes.bytes ?? Int.max
         options.table = table
         options.lockTimeout = lockTimeout.duration
         options.softTimeout = softTimeout.duration > .zero ? softTimeout.duration : nil

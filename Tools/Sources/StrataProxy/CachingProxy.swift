@@ -477,7 +477,7 @@ final class CachingProxy: Sendable {
             return await streamTooLarge(outgoing)
         } catch {
             metrics.count { $0.upstreamFailures += 1 }
-            logger.warning("the upstream did not answer", metadata: ["key": "\(key)", "error": "\(error)"])
+            logger.warning("the upstream did not answer", metadata: ["key": "\(Redaction.redactingSecrets(inPath: key))", "error": "\(error)"])
             if let stale, mayServeStale(stale) { return serveStale(stale, tier: staleTier, to: head) }
             return Answer(status: .badGateway, fields: [.contentType: "text/plain; charset=utf-8"],
                           body: Data("strata proxy: the upstream did not answer (\(error))\n".utf8))
@@ -535,7 +535,7 @@ final class CachingProxy: Sendable {
                     $0.notificationsSent += 1
                 }
             } catch {
-                logger.warning("the response could not be stored", metadata: ["key": "\(key)", "error": "\(error)"])
+                logger.warning("the response could not be stored", metadata: ["key": "\(Redaction.redactingSecrets(inPath: key))", "error": "\(error)"])
             }
             var live = stored
             live.headerFields = response.headerFields   // this client's answer keeps its cookie
@@ -551,7 +551,7 @@ final class CachingProxy: Sendable {
                     metrics.count { $0.notificationsSent += 1 }
                 }
             }
-            logger.debug("not stored", metadata: ["key": "\(key)", "reason": "\(reason)"])
+            logger.debug("not stored", metadata: ["key": "\(Redaction.redactingSecrets(inPath: key))", "reason": "\(reason)"])
             var fields = response.headerFields
             fields[.xCache] = status == "EXPIRED" ? "EXPIRED" : (store ? "MISS" : "BYPASS")
             fields[.xStrataNode] = settings.node
@@ -692,7 +692,7 @@ final class CachingProxy: Sendable {
                 }
             } catch {
                 logger.warning("a stored response the request changed could not be removed",
-                               metadata: ["path": "\(target)", "error": "\(error)"])
+                               metadata: ["path": "\(Redaction.redactingSecrets(inPath: target))", "error": "\(error)"])
             }
         }
         var fields = HopByHop.removing(from: received)

@@ -93,6 +93,9 @@ public final class ProxyNode: Sendable {
         public var trustForwardedFields = false
         /// The most `Vary` variants kept per target.
         public var maxVariants = 8
+        /// The largest request body passed to the upstream: a longer one is cut (the client gets
+        /// `413`, or the upstream's error), so an endless body costs the node a bounded amount.
+        public var maxRequestBodyBytes = 64 * 1024 * 1024
 
         public init(upstream: URL, node: String, postgresURL: String?) {
             self.upstream = upstream
@@ -175,7 +178,7 @@ public final class ProxyNode: Sendable {
         }
 
         let router = Router()
-        router.add(middleware: ProxyResponder(proxy: proxy))
+        router.add(middleware: ProxyResponder(proxy: proxy, maxRequestBodyBytes: options.maxRequestBodyBytes))
         // The public listener: fresh memory hits are answered on the event loop (ProxyFastPath),
         // which also closes idle connections (its IdleStateHandler sees every read and write).
         let idle = TimeAmount.nanoseconds(
@@ -291,13 +294,20 @@ public enum ProxyNodeError: Error, CustomStringConvertible {
 /// upstream's own `/_strata/…` paths included (the controls have their own listener).
 struct ProxyResponder<Context: RequestContext>: RouterMiddleware {
     let proxy: CachingProxy
+    let maxRequestBodyBytes: Int
 
     func handle(_ request: Hummingbird.Request, context: Context, next: (Hummingbird.Request, Context) async throws -> Response) async throws -> Response {
         // A body streams to the upstream as it arrives (GET and HEAD bodies are not sent on).
         var stream: HTTPClientRequest.Body?
         if request.method != .get, request.method != .head {
             let length = request.headers[.contentLength].flatMap { Int64($0) }
-            stream = .stream(request.body, length: length.map { .known($0) } ?? .unknown)
+            if let length, length > maxRequestBodyBytes {
+                return Response(
+                    status: .contentTooLarge, headers: [.contentType: "text/plain; charset=utf-8"],
+                    body: ResponseBody(byteBuffer: ByteBuffer(string: "strata proxy: the request body is over \(maxRequestBodyBytes) bytes\n")))
+            }
+            stream = .stream(
+                LimitedBody(base: request.body, limit: maxRequestBodyBytes), length: length.map { .known($0) } ?? .unknown)
         }
         let answer = await proxy.handle(CachingProxy.Request(head: request.head, body: nil, stream: stream))
         if let streamed = answer.streamed, request.method != .head {
@@ -315,4 +325,32 @@ struct AdminResponder<Context: RequestContext>: RouterMiddleware {
         let answer = await proxy.admin(CachingProxy.Request(head: request.head, body: nil), path: request.head.path ?? "/")
         return Response(status: answer.status, headers: answer.fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: answer.body)))
     }
+}
+
+/// A request body that ends with an error past `limit` bytes: a body without a length (chunked)
+/// that never ends is cut there, and the upstream request with it.
+struct LimitedBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable where Base.Element == ByteBuffer {
+    typealias Element = ByteBuffer
+    let base: Base
+    let limit: Int
+
+    struct TooLarge: Error, CustomStringConvertible {
+        var limit: Int
+        var description: String { "the request body is over \(limit) bytes" }
+    }
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var base: Base.AsyncIterator
+        let limit: Int
+        var seen = 0
+
+        mutating func next() async throws -> ByteBuffer? {
+            guard let buffer = try await base.next() else { return nil }
+            seen += buffer.readableBytes
+            if seen > limit { throw TooLarge(limit: limit) }
+            return buffer
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: base.makeAsyncIterator(), limit: limit) }
 }

@@ -286,7 +286,8 @@ struct ProxyHostileTrafficTests {
     @Test("a 100 MB request body streams to the upstream (it was collected whole, up to 64 MiB); an extension method passes through and its answer streams back")
     func aLargeRequestBody_streamsToTheUpstream() async throws {
         try await Self.withOrigin { origin, directory in
-            let node = try await Self.spawn("upload", origin: origin, in: directory, ["--postgres-url", ""])
+            let node = try await Self.spawn(
+                "upload", origin: origin, in: directory, ["--postgres-url", "", "--max-request-body-bytes", "200MB"])
             defer { node.child.signal(SIGKILL) }
             let body = Data(repeating: UInt8(ascii: "u"), count: 100 * 1024 * 1024)
             let put = try await ProxyFleetTests.send(.put, node.url + "/items/upload", [.contentType: "application/octet-stream"], body: body)
@@ -297,6 +298,13 @@ struct ProxyHostileTrafficTests {
             #expect(report.status == .notImplemented || report.status == .methodNotAllowed || report.status.code < 500,
                     "the upstream's own answer, never a 502: \(report.status)")
             #expect(Self.cache(report) == "PASS")
+            // Over --max-request-body-bytes: refused before anything reaches the upstream.
+            // (The node answers 413 and closes without reading the rest: a client still sending
+            // may see the connection end instead of the answer.)
+            let over = try? await ProxyFleetTests.send(.put, node.url + "/items/over", body: Data(count: 250 * 1000 * 1000))
+            #expect(over == nil || over?.status == .contentTooLarge)
+            #expect(try await origin.count("PUT /items/over") == 0)
+            #expect(try await node.get("/items/after").status == .ok, "the node lives on")
         }
     }
 
