@@ -168,7 +168,7 @@ final class CachingProxy: Sendable {
             guard let variant = cache.memory.immediateEntry(for: Self.variantKey(key, names: names, request: selecting(head))) else { return nil }
             entry = variant
         }
-        guard SharedCachePolicy.matchesVary(storedRequestValues: entry.value.varyValues, request: selecting(head)) else { return nil }
+        guard matchesVary(entry, head) else { return nil }
         let age = SharedCachePolicy.currentAge(initialAge: entry.value.initialAge, responseTime: entry.storedAt, now: Date())
         let lifetime = entry.validators.maxAge ?? .zero
         guard lifetime > age else { return nil }
@@ -244,8 +244,15 @@ final class CachingProxy: Sendable {
             found = try? await cache.retrieve(Self.variantKey(key, names: names, request: selecting(head)))
         }
         guard let entry = found, entry.value.variantNames == nil else { return nil }
-        guard SharedCachePolicy.matchesVary(storedRequestValues: entry.value.varyValues, request: selecting(head)) else { return nil }
+        guard matchesVary(entry, head) else { return nil }
         return entry
+    }
+
+    /// Whether `entry` may answer `head` by its `Vary` values; free for a response that does not
+    /// vary (most of them: the hit path builds no fields for it).
+    func matchesVary(_ entry: Cached<StoredResponse>, _ head: HTTPRequest) -> Bool {
+        entry.value.varyValues.isEmpty
+            || SharedCachePolicy.matchesVary(storedRequestValues: entry.value.varyValues, request: selecting(head))
     }
 
     /// `head` as the upstream sees it, for `Vary`: without hop-by-hop fields (those its `Connection`
