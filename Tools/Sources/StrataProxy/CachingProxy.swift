@@ -826,8 +826,6 @@ final class CachingProxy: Sendable {
         for (waiter, continuation) in continuations { continuation.resume(returning: outcome(waiter)) }
     }
 
-    /// Keys with a flight on this node now (for tests and figures).
-    var keysInFlight: Int { flights.withLock { $0.machine.flights.count } }
 }
 
 extension HTTPField.Name {
