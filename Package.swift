@@ -59,6 +59,8 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
         // Already in Hummingbird's graph: named so StrataInspector can read a request's peer address.
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.63.0"),
+        // Tests only (property-based tests with shrinking); a test-only dependency never reaches an app.
+        .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.0"),
     ],
     targets: [
         .target(
@@ -127,6 +129,7 @@ let package = Package(
                 "StrataFixtures",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),
         // Run with `swift test --traits SQLite` (or `--enable-all-traits`); empty otherwise.

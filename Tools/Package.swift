@@ -7,6 +7,13 @@
 //     swift test --package-path Tools
 import PackageDescription
 
+// libFuzzer's driver without its `main` (the toolchain's libclang_rt.fuzzer_no_main), linked into
+// `strata-fuzz` when scripts/fuzz.sh names it; without it `strata-fuzz` only replays inputs. Linked
+// whole: the shim refers to the driver weakly, which alone would not pull it from the archive.
+let fuzzerLinkerSettings: [LinkerSetting] = Context.environment["STRATA_FUZZER_NO_MAIN"].map { archive in
+    [.unsafeFlags(["-Xlinker", "--whole-archive", "-Xlinker", archive, "-Xlinker", "--no-whole-archive", "-lstdc++"])]
+} ?? []
+
 let package = Package(
     name: "StrataTools",
     platforms: [.macOS(.v13)],
@@ -183,6 +190,29 @@ let package = Package(
             name: "strata-crash-writer",
             dependencies: [.product(name: "Strata", package: "Strata"), .product(name: "StrataSQLite", package: "Strata")],
             path: "Tests/CrashWriter"
+        ),
+        // Coverage-guided fuzzing (scripts/fuzz.sh): the targets, the `strata-fuzz` executable that
+        // runs one under libFuzzer or replays inputs, and the test that replays every committed corpus.
+        .target(name: "StrataFuzzShim", path: "Fuzz/Shim"),
+        .target(
+            name: "StrataFuzzTargets",
+            dependencies: [
+                "StrataProxy", "StrataCLI", "StrataDemo", "DemoServer",
+                .product(name: "Strata", package: "Strata"),
+                .product(name: "StrataPostgres", package: "Strata"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Fuzz/Targets"
+        ),
+        .executableTarget(
+            name: "strata-fuzz",
+            dependencies: ["StrataFuzzShim", "StrataFuzzTargets"],
+            path: "Fuzz/Main",
+            linkerSettings: fuzzerLinkerSettings
+        ),
+        .testTarget(
+            name: "StrataFuzzTargetsTests",
+            dependencies: ["StrataFuzzTargets", "strata-fuzz"]
         ),
         .testTarget(
             name: "StrataIntegrationTests",

@@ -1,0 +1,220 @@
+#if DEBUG  // `@testable` needs a build with testing enabled; the fuzz build is a debug build.
+import Foundation
+@_spi(StrataInternals) @testable import Strata
+@testable import StrataProxy
+
+/// The parsers of bytes read back from disk or a database, which a crash, a full disk, another
+/// program or an attacker with the folder may have written: a corrupt entry is a miss, never a crash.
+enum StorageTargets {
+    static let all: [FuzzTarget] = [
+        FuzzTarget(
+            name: "file-envelope", seeds: Seeds.fileEnvelope,
+            summary: "FileStore's entry envelope: any bytes decode or are refused; an entry encoded from the input decodes to the same header and payload",
+            run: fileEnvelope),
+        FuzzTarget(name: "file-index", seeds: Seeds.fileIndex, summary: fileIndexSummary, start: startFileIndex),
+        FuzzTarget(
+            name: "outbox-entry", seeds: Seeds.outboxEntry,
+            summary: "the outbox entry file (FileOutboxStorage) and its JSON: a decoded entry encodes and decodes to the same entry",
+            run: outboxEntry),
+        FuzzTarget(
+            name: "binary-codec", seeds: Seeds.binaryCodec,
+            summary: "BinaryCodec decoding (past the checksum, and through it): a decoded value encodes and decodes to the same bytes",
+            run: binaryCodec),
+        FuzzTarget(
+            name: "stored-response", seeds: Seeds.storedResponse,
+            summary: "the proxy's stored responses (BinaryCodec rows of StoredResponse): a decoded row encodes and decodes to the same bytes",
+            run: storedResponse),
+    ]
+
+    // MARK: FileStore envelope
+
+    static func fileEnvelope(_ bytes: [UInt8]) throws(PropertyViolation) {
+        // Any bytes: decoded or refused; what decodes encodes to bytes that decode to the same.
+        if let decoded = EntryEnvelope.decode(Data(bytes)) {
+            let again = EntryEnvelope.encode(
+                key: decoded.header.key, storedAt: decoded.header.storedAt, validators: decoded.header.validators, payload: decoded.payload)
+            guard let twice = EntryEnvelope.decode(again) else { throw PropertyViolation("a decoded envelope does not decode once encoded again") }
+            try check(twice.header == decoded.header && twice.payload == decoded.payload, "an envelope changed through encode and decode")
+        }
+        // An entry built from the input: decodes to exactly what was encoded, and any cut is refused.
+        var reader = FuzzReader(bytes)
+        let key = reader.string(maxCount: 64)
+        let storedAt = Date(timeIntervalSinceReferenceDate: Double(Int32(truncatingIfNeeded: reader.uint64())) + Double(reader.byte()) / 256)
+        let validators = CacheValidators(
+            etag: reader.bool() ? reader.string(maxCount: 32) : nil,
+            lastModified: reader.bool() ? reader.string(maxCount: 32) : nil,
+            maxAge: reader.bool() ? .seconds(Int64(reader.int(in: 0...65_535))) + .milliseconds(reader.int(in: 0...999)) : nil)
+        let payload = Data(reader.rest())
+        let encoded = EntryEnvelope.encode(key: key, storedAt: storedAt, validators: validators, payload: payload)
+        guard let decoded = EntryEnvelope.decode(encoded) else { throw PropertyViolation("an encoded envelope does not decode") }
+        try check(
+            decoded.header == EntryEnvelope.Header(key: key, storedAt: storedAt, validators: validators) && decoded.payload == payload,
+            "an envelope does not decode to what was encoded")
+        let cut = bytes.isEmpty ? 0 : Int(bytes[0]) % encoded.count
+        try check(EntryEnvelope.decode(encoded.prefix(cut)) == nil, "an envelope cut at \(cut) of \(encoded.count) bytes decodes")
+    }
+
+    // MARK: FileStore index and journal
+
+    static let fileIndexSummary =
+        "FileStore's index journal and entry files as a crash or another program leaves them (records with valid checksums, then damage): every read is the value written or a miss, writes work after, the count limit holds"
+
+    static let indexKeys = ["alpha", "beta", "gamma", "delta", "epsilon"]
+
+    static func startFileIndex() async throws -> FuzzRunner {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("strata-fuzz-index-\(UUID().uuidString)")
+        return FuzzRunner(
+            run: { bytes throws(PropertyViolation) in try fileIndex(bytes, folder: folder) },
+            stop: { try? FileManager.default.removeItem(at: folder) })
+    }
+
+    static func fileIndex(_ bytes: [UInt8], folder: URL) throws(PropertyViolation) {
+        try? FileManager.default.removeItem(at: folder)
+        try? FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        var reader = FuzzReader(bytes)
+        let countLimit = reader.int(in: 1...4)
+
+        // Entry files: some valid envelopes (their key's, or another key's), some garbage.
+        var written: [String: Data] = [:]
+        for key in indexKeys where reader.bool() {
+            let path = folder.appendingPathComponent(SHA256.hexDigest(key)).path
+            switch reader.int(in: 0...3) {
+            case 0, 1:
+                let payload = Data(reader.bytes(maxCount: 16))
+                written[key] = payload
+                let envelope = EntryEnvelope.encode(key: key, storedAt: Date(timeIntervalSinceReferenceDate: 0), validators: .none, payload: payload)
+                _ = FileManager.default.createFile(atPath: path, contents: envelope)
+            case 2:  // another key's entry under this key's name
+                let envelope = EntryEnvelope.encode(key: key + "-other", storedAt: .distantPast, validators: .none, payload: Data([1]))
+                _ = FileManager.default.createFile(atPath: path, contents: envelope)
+            default:
+                _ = FileManager.default.createFile(atPath: path, contents: Data(reader.bytes(maxCount: 40)))
+            }
+        }
+
+        // The journal: a header (valid or not), records with valid checksums, then damage.
+        var journal = reader.bool() ? IndexJournal.header(liveCount: reader.int(in: 0...6)) : reader.bytes(maxCount: 16)
+        for _ in 0..<reader.int(in: 0...12) {
+            let name = reader.bool() ? EntryName(key: reader.pick(indexKeys)) : EntryName(key: reader.string(maxCount: 8))
+            let record: IndexJournal.Record = reader.bool() ? .remove(name) : .access(name, size: Int(reader.uint64() >> UInt64(reader.int(in: 1...63))))
+            IndexJournal.append(record, to: &journal)
+        }
+        switch reader.int(in: 0...3) {
+        case 0 where !journal.isEmpty:
+            journal[reader.int(in: 0...65_535) % journal.count] ^= reader.byte() | 1
+        case 1 where !journal.isEmpty:
+            journal.removeLast(reader.int(in: 0...65_535) % journal.count)
+        case 2:
+            journal += reader.bytes(maxCount: 60)
+        default:
+            break
+        }
+        if reader.bool() {
+            _ = FileManager.default.createFile(atPath: folder.appendingPathComponent(IndexJournal.fileName).path, contents: Data(journal))
+        }
+
+        let store = FileStore<Data>(directory: folder, codec: DataCodec(), countLimit: countLimit, synchronizesWrites: false, logger: .quiet)
+        let expected = written
+        let newKey = reader.pick(indexKeys)
+        let newValue = Data(reader.bytes(maxCount: 8))
+        let outcome: Result<Void, PropertyViolation> = blocking {
+            do {
+                for key in indexKeys {
+                    let value = try await store.retrieve(key)?.value
+                    if let value, value != expected[key] {
+                        return .failure(PropertyViolation("\(key) read as \(Array(value)), written \(expected[key].map { Array($0) } ?? [])"))
+                    }
+                }
+                try await store.insert(newValue, for: newKey, storedAt: Date(timeIntervalSinceReferenceDate: 1))
+                guard try await store.retrieve(newKey)?.value == newValue else {
+                    return .failure(PropertyViolation("a write after opening the damaged index does not read back"))
+                }
+                for key in indexKeys where key != newKey {
+                    try await store.insert(Data(key.utf8), for: key, storedAt: Date(timeIntervalSinceReferenceDate: 2))
+                }
+                let files = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+                let entries = files.filter { EntryName(fileName: $0) != nil }
+                if entries.count > countLimit {
+                    return .failure(PropertyViolation("\(entries.count) entry files with a count limit of \(countLimit)"))
+                }
+                return .success(())
+            } catch {
+                return .failure(PropertyViolation("the store failed on a damaged index instead of repairing it: \(error)"))
+            }
+        }
+        try outcome.get()
+    }
+
+    // MARK: Outbox entry file
+
+    static func outboxEntry(_ bytes: [UInt8]) throws(PropertyViolation) {
+        let data = Data(bytes)
+        for entry in [FileOutboxStorage.decode(data), try? OutboxEntry(storageEncoding: data)].compactMap({ $0 }) {
+            let file: Data
+            do {
+                file = try FileOutboxStorage.encode(entry)
+            } catch {
+                throw PropertyViolation("a decoded outbox entry does not encode: \(error)")
+            }
+            guard let again = FileOutboxStorage.decode(file) else { throw PropertyViolation("an encoded outbox entry does not decode") }
+            try check(again == entry, "an outbox entry changed through its file")
+            let cut = file.count / 2 + Int(bytes.first ?? 0) % (file.count / 2)
+            try check(FileOutboxStorage.decode(file.prefix(cut)) == nil, "an outbox file cut at \(cut) of \(file.count) bytes decodes")
+        }
+    }
+
+    // MARK: BinaryCodec
+
+    /// A value with every shape the binary format has: keyed, unkeyed, optional, nested, recursive,
+    /// and the special cases (Date, URL, UUID, Data, floating point).
+    struct Sample: Codable {
+        var id: Int
+        var count: UInt8
+        var name: String
+        var tags: [String]
+        var score: Double?
+        var ratio: Float
+        var flags: [String: Bool]
+        var when: Date
+        var link: URL?
+        var uuid: UUID
+        var blob: Data
+        var children: [Sample]
+    }
+
+    static func binaryCodec(_ bytes: [UInt8]) throws(PropertyViolation) {
+        try roundTrip(Sample.self, bytes)
+    }
+
+    static func storedResponse(_ bytes: [UInt8]) throws(PropertyViolation) {
+        try roundTrip(StoredResponse.self, bytes)
+    }
+
+    /// Decodes `bytes` as a body (past the checksum) and as a whole encoding; a value that decodes
+    /// encodes to bytes that decode and encode to the same bytes.
+    static func roundTrip<Value: Codable>(_ type: Value.Type, _ bytes: [UInt8]) throws(PropertyViolation) {
+        let codec = BinaryCodec<Value>()
+        let fromBody = bytes.withUnsafeBytes { try? BinaryCodec<Value>.decodeBody($0) }
+        let whole = try? codec.decode(Data(bytes))
+        for value in [fromBody, whole].compactMap({ $0 }) {
+            let encoded: Data
+            do {
+                encoded = try codec.encode(value)
+            } catch {
+                throw PropertyViolation("a decoded \(Value.self) does not encode: \(error)")
+            }
+            let again: Value
+            do {
+                again = try codec.decode(encoded)
+            } catch {
+                throw PropertyViolation("an encoded \(Value.self) does not decode: \(error)")
+            }
+            try check((try? codec.encode(again)) == encoded, "a \(Value.self) changed through encode and decode")
+        }
+    }
+}
+#else
+enum StorageTargets {
+    static let all: [FuzzTarget] = []
+}
+#endif

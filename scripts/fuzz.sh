@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Coverage-guided fuzzing of every parser of outside bytes (issue 39), with libFuzzer and
+# AddressSanitizer from the Swift toolchain.
+#
+#   scripts/fuzz.sh [SECONDS] [TARGET…]     fuzz each target for SECONDS (default 60), all by default
+#   scripts/fuzz.sh --merge [TARGET…]       fold what runs found into the committed corpora (only
+#                                           inputs that add coverage), to commit
+#   scripts/fuzz.sh --list                  the targets and what each checks
+#
+# Builds `strata-fuzz` (Tools/Fuzz) into .build-asan with AddressSanitizer and libFuzzer's coverage,
+# the same flags as CI's AddressSanitizer run of the library, so the two share one build. Each target
+# starts from its committed corpus (Tools/Fuzz/Corpus/TARGET, read only) and keeps what it finds in
+# .build-asan/fuzz/TARGET/corpus; an input that crashes or breaks a property is written to
+# .build-asan/fuzz/TARGET/ (crash-…) and the script fails. Copy such an input into the committed
+# corpus once fixed: the corpus test (Tools/Tests/StrataFuzzTargetsTests) replays every one of them.
+# Prints, per target, the executions, the coverage and the findings.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export SWIFT_DETERMINISTIC_HASHING=1
+
+mode=fuzz
+seconds=60
+case "${1:-}" in
+    --merge) mode=merge; shift ;;
+    --list) mode=list; shift ;;
+    ''|-*) ;;
+    *[!0-9]*) ;;
+    *) seconds=$1; shift ;;
+esac
+
+swiftc_path=$(readlink -f "$(command -v swiftc)")
+toolchain=$(dirname "$(dirname "$swiftc_path")")
+archive=$(ls "$toolchain"/lib/clang/*/lib/linux/libclang_rt.fuzzer_no_main-"$(uname -m)".a 2>/dev/null | head -n 1 || true)
+[ -n "$archive" ] || { echo "error: no libclang_rt.fuzzer_no_main in $toolchain/lib/clang (a Swift toolchain for Linux has it)" >&2; exit 1; }
+export STRATA_FUZZER_NO_MAIN=$archive
+
+# The flags of the AddressSanitizer build (.ci/run passes the same: one build for both).
+asan_flags=(-debug-info-format none --sanitize=address -Xswiftc -sanitize-coverage=edge,indirect-calls,trace-cmp,inline-8bit-counters,pc-table)
+scratch="$PWD/.build-asan"
+swift build "${asan_flags[@]}" --package-path Tools --scratch-path "$scratch" --product strata-fuzz 2>&1 \
+    | grep -v -E "Cannot export local symbol" || true
+fuzzer="$(swift build "${asan_flags[@]}" --package-path Tools --scratch-path "$scratch" --show-bin-path)/strata-fuzz"
+[ -x "$fuzzer" ] || { echo "error: $fuzzer was not built" >&2; exit 1; }
+
+if [ "$mode" = list ]; then
+    "$fuzzer" --list
+    exit 0
+fi
+
+targets=("$@")
+if [ "${#targets[@]}" -eq 0 ]; then
+    mapfile -t targets < <("$fuzzer" --list | cut -f1)
+fi
+
+# Leaks are checked by libFuzzer after each input that allocated more than it freed (LeakSanitizer):
+# a leak is a finding like a crash.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}"
+
+summary=()
+failed=0
+for target in "${targets[@]}"; do
+    committed="Tools/Fuzz/Corpus/$target"
+    work="$scratch/fuzz/$target"
+    mkdir -p "$work/corpus" "$committed"
+    dictionary=()
+    [ -f "Tools/Fuzz/Dictionaries/$target.dict" ] && dictionary=(-dict="Tools/Fuzz/Dictionaries/$target.dict")
+    if [ "$mode" = merge ]; then
+        "$fuzzer" "$target" -merge=1 "${dictionary[@]}" "$committed" "$work/corpus" 2>&1 | tail -n 2
+        continue
+    fi
+    echo "== $target: ${seconds} s"
+    log="$work/log"
+    set +e
+    "$fuzzer" "$target" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
+        -artifact_prefix="$work/" "${dictionary[@]}" "$work/corpus" "$committed" > "$log" 2>&1
+    status=$?
+    set -e
+    runs=$(grep -E "^stat::number_of_executed_units:" "$log" | awk '{print $2}' | tail -n 1)
+    coverage=$(grep -oE "cov: [0-9]+" "$log" | tail -n 1 | awk '{print $2}')
+    corpus=$(ls "$work/corpus" | wc -l)
+    findings=$(ls "$work" | grep -cE "^(crash|leak|timeout|oom)-" || true)
+    summary+=("$(printf '%-18s %10s runs  cov %6s  corpus %5s  findings %s' "$target" "${runs:-?}" "${coverage:-?}" "$corpus" "$findings")")
+    if [ "$status" -ne 0 ]; then
+        failed=1
+        echo "!! $target found a defect (exit $status); its input is in $work/; the log's end:"
+        grep -E "property violated|ERROR: |SUMMARY|Test unit written" "$log" | head -n 12 || tail -n 30 "$log"
+    fi
+done
+
+if [ "$mode" = fuzz ]; then
+    echo "== fuzzing, ${seconds} s per target"
+    printf '   %s\n' "${summary[@]}"
+fi
+exit "$failed"
