@@ -167,3 +167,17 @@ let package = Package(
 for target in package.targets {
     target.swiftSettings = (target.swiftSettings ?? []) + [.enableUpcomingFeature("NonisolatedNonsendingByDefault")]
 }
+
+// The sanitizer runs (.ci/run, scripts/fuzz.sh): `STRATA_SANITIZER=thread` or `=address` instruments
+// this package's own modules, not its dependencies (whose code is not ours to check), and links the
+// sanitizer's runtime into every product that contains them. So a sanitizer build reuses the plain
+// build's dependencies, C code included, in the same build folder: only Strata's modules compile again.
+// `address` adds libFuzzer's coverage (the fuzz targets in Tools/Fuzz are guided by it) and
+// LeakSanitizer. Never set for an app: SwiftPM refuses unsafe flags in a package fetched by URL.
+if let sanitizer = Context.environment["STRATA_SANITIZER"], ["thread", "address"].contains(sanitizer) {
+    let coverage = sanitizer == "address" ? ["-sanitize-coverage=edge,indirect-calls,trace-cmp,inline-8bit-counters,pc-table"] : []
+    for target in package.targets {
+        target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-sanitize=\(sanitizer)"] + coverage)]
+        target.linkerSettings = (target.linkerSettings ?? []) + [.unsafeFlags(["-sanitize=\(sanitizer)"])]
+    }
+}

@@ -231,3 +231,13 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// The sanitizer runs instrument Tools' own modules as Package.swift at the root does Strata's (see
+// there): `STRATA_SANITIZER=thread` or `=address`, dependencies left as the plain build made them.
+if let sanitizer = Context.environment["STRATA_SANITIZER"], ["thread", "address"].contains(sanitizer) {
+    let coverage = sanitizer == "address" ? ["-sanitize-coverage=edge,indirect-calls,trace-cmp,inline-8bit-counters,pc-table"] : []
+    for target in package.targets where target.type != .system {
+        target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-sanitize=\(sanitizer)"] + coverage)]
+        target.linkerSettings = (target.linkerSettings ?? []) + [.unsafeFlags(["-sanitize=\(sanitizer)"])]
+    }
+}

@@ -15,7 +15,7 @@ enum PostgresURL {
     /// holds it too, where it cannot be read back).
     /// - Throws: `StoreError` (operation `open`) naming what is wrong, with the URL's credentials removed.
     static func parse(_ url: String) throws(StoreError) -> (configuration: PostgresClient.Configuration, tls: PostgresTLSMode) {
-        let shown = URL(string: url).map { Redaction.redactedString(for: $0) } ?? "<unparseable URL>"
+        let shown = shown(url)
         func failure(_ reason: String) -> StoreError {
             StoreError(store: "PostgresStore(\(shown))", operation: .open, key: nil, reason: reason)
         }
@@ -61,6 +61,21 @@ enum PostgresURL {
             host: bareHost, port: port, username: username, password: components.password,
             database: database.isEmpty ? nil : database, tls: tls.clientTLS)
         return (configuration, tls)
+    }
+
+    /// `url` as an error shows it, without its credentials: redacted as a URL when it is one with a
+    /// scheme and a host; otherwise (`://user:password@host`, `user:password@host/db`: a relative
+    /// reference to Foundation, which Redaction does not take for a URL) with everything before its
+    /// last `@` replaced. Found by fuzzing (the `postgres-url` target): a URL missing its scheme put
+    /// its password in the error, and so in logs.
+    static func shown(_ url: String) -> String {
+        if let parsed = URL(string: url), parsed.scheme?.isEmpty == false, parsed.host?.isEmpty == false {
+            return Redaction.redactedString(for: parsed)
+        }
+        guard let at = url.lastIndex(of: "@") else {
+            return url.isEmpty ? "<empty URL>" : Redaction.redactingSecrets(in: url)
+        }
+        return "***" + url[at...]
     }
 }
 #endif

@@ -68,6 +68,9 @@ struct PostgresStoreOfflineTests {
     @Test("a URL it cannot use is an open error that does not show the password", arguments: [
         "mysql://u:hunter2-secret@h/db", "postgres://:hunter2-secret@h/db", "postgres://u:hunter2-secret@/db",
         "postgres://u:hunter2-secret@h/db/extra", "postgres://u:hunter2-secret@h/db?sslmode=sometimes", "not a url",
+        // Found by fuzzing (strata-fuzz postgres-url): without a scheme, Foundation reads a relative
+        // reference, which the error showed as it was, password included.
+        "://u:hunter2-secret@h/db/", "u:hunter2-secret@h/db", "//u:hunter2-secret@h/db", "postgres:u:hunter2-secret@h/db",
     ])
     func badURLRejected(_ url: String) throws {
         let error = try #require(throws: StoreError.self, "\(url) was accepted") {

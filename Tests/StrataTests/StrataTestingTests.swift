@@ -47,7 +47,7 @@ struct ManualClockTests {
         let clock = ManualClock()
         clock.registrationHooks.withLock { hooks in
             hooks.before = { withUnsafeCurrentTask { $0?.cancel() } }
-            hooks.after = { clock.advance(by: .seconds(60)) }
+            hooks.after = { [weak clock] in clock?.advance(by: .seconds(60)) }
         }
         let sleeper = Task { try await clock.sleep(for: .seconds(60)) }
 

@@ -557,6 +557,18 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         })
     }
 
+    /// A query let go of (its client dropped it, and no one holds it) stops its timers: each is a
+    /// task asleep on the clock until due (a retry's back-off, the drop, the staleness, which can be
+    /// hours away), holding the clock and its closure, and nothing would be left for it to do.
+    /// (Found by LeakSanitizer: on a clock no one advanced, they were never freed.)
+    deinit {
+        state.withLock { state in
+            for timer in state.timers.values { timer.cancel() }
+            state.drop?.cancel()
+            state.staleTimer?.task.cancel()
+        }
+    }
+
     /// Runs `body` after `delay` on the environment's clock, unless cancelled first.
     private func after(_ delay: Duration, _ body: @escaping @Sendable (Query) -> Void) -> Task<Void, Never> {
         let clock = environment.clock

@@ -167,7 +167,7 @@ enum StorageTargets {
 
     /// A value with every shape the binary format has: keyed, unkeyed, optional, nested, recursive,
     /// and the special cases (Date, URL, UUID, Data, floating point).
-    struct Sample: Codable {
+    struct Sample: Codable, Equatable {
         var id: Int
         var count: UInt8
         var name: String
@@ -191,25 +191,23 @@ enum StorageTargets {
     }
 
     /// Decodes `bytes` as a body (past the checksum) and as a whole encoding; a value that decodes
-    /// encodes to bytes that decode and encode to the same bytes.
-    static func roundTrip<Value: Codable>(_ type: Value.Type, _ bytes: [UInt8]) throws(PropertyViolation) {
+    /// encodes, and decodes back to an equal value. (Compared as values, not bytes: a dictionary's
+    /// order differs from one process to the next. A value with a NaN, unequal to itself, is only
+    /// required to encode and decode.)
+    static func roundTrip<Value: Codable & Equatable>(_ type: Value.Type, _ bytes: [UInt8]) throws(PropertyViolation) {
         let codec = BinaryCodec<Value>()
         let fromBody = bytes.withUnsafeBytes { try? BinaryCodec<Value>.decodeBody($0) }
         let whole = try? codec.decode(Data(bytes))
         for value in [fromBody, whole].compactMap({ $0 }) {
-            let encoded: Data
-            do {
-                encoded = try codec.encode(value)
-            } catch {
-                throw PropertyViolation("a decoded \(Value.self) does not encode: \(error)")
-            }
             let again: Value
             do {
-                again = try codec.decode(encoded)
+                again = try codec.decode(try codec.encode(value))
             } catch {
-                throw PropertyViolation("an encoded \(Value.self) does not decode: \(error)")
+                throw PropertyViolation("a decoded \(Value.self) does not encode and decode again: \(error)")
             }
-            try check((try? codec.encode(again)) == encoded, "a \(Value.self) changed through encode and decode")
+            if value == value {
+                try check(again == value, "a \(Value.self) changed through encode and decode: \(value) became \(again)")
+            }
         }
     }
 }
