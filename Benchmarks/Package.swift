@@ -54,6 +54,12 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
+        // The query half of Benchmarks/soak/soak.sh: a QueryClient through a million loads, printing
+        // its resident memory as it goes.
+        .executableTarget(
+            name: "SoakQueries",
+            dependencies: [.product(name: "Strata", package: "Strata")]
+        ),
         // The fleet tier against a real PostgreSQL (STRATA_POSTGRES_URL): L1 and L2 hits, notification
         // latency, the stampede. Not part of `compare`, which needs no database.
         .executableTarget(

@@ -113,6 +113,22 @@ struct QueryPromisesTests {
         }
     }
 
+    @Test("a query let go of stops its timers: nothing of it stays asleep on the clock")
+    func releasedQuery_stopsItsTimers() async throws {
+        let queries = client()
+        var query: Query<Item>? = queries.query(
+            ["timers"], policy: QueryPolicy(staleAfter: .seconds(3600)), chain: StubLoader<Void, Item>(.success(itemA)))
+        try await query?.settled()
+        // Loaded, it is fresh for an hour: its staleness timer sleeps on the clock.
+        try await clock.waitForSleepers(count: 1)
+        #expect(queries.remove(["timers"]))
+        weak let released = query
+        query = nil
+        #expect(released == nil, "the query outlived its last reference")
+        // Found by LeakSanitizer: the timer's task slept on until due (an hour here), holding the clock.
+        #expect(clock.sleeperCount == 0)
+    }
+
     @Test("concurrent setOnline calls leave every query in the client's final state")
     func concurrentConnectivity_endsInTheClientsState() async throws {
         let queries = client()
