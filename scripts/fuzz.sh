@@ -40,10 +40,15 @@ export STRATA_FUZZER_NO_MAIN=$archive
 export STRATA_SANITIZER=address
 build_flags=(-debug-info-format none)
 scratch="${STRATA_FUZZ_SCRATCH:-$PWD/.build-asan}"
-swift build "${build_flags[@]}" --package-path Tools --scratch-path "$scratch" --product strata-fuzz 2>&1 \
-    | grep -v -E "Cannot export local symbol|unhandled; explicitly declare|CMakeLists.txt" || true
+build_log="$(mktemp)"
+if ! swift build "${build_flags[@]}" --package-path Tools --scratch-path "$scratch" --product strata-fuzz > "$build_log" 2>&1; then
+    grep -v -E "Cannot export local symbol|unhandled; explicitly declare|CMakeLists.txt" "$build_log" >&2
+    echo "error: strata-fuzz did not build" >&2
+    exit 1
+fi
 fuzzer="$(swift build "${build_flags[@]}" --package-path Tools --scratch-path "$scratch" --show-bin-path)/strata-fuzz"
 [ -x "$fuzzer" ] || { echo "error: $fuzzer was not built" >&2; exit 1; }
+[ "$("$fuzzer" --driver)" = libFuzzer ] || { echo "error: $fuzzer was linked without libFuzzer (STRATA_FUZZER_NO_MAIN)" >&2; exit 1; }
 
 if [ "$mode" = list ]; then
     "$fuzzer" --list
@@ -59,8 +64,8 @@ fi
 # a leak is a finding like a crash. Not for the targets whose servers or stores go on working after an
 # input returns (a response still on its way, a write behind): memory they hold mid-flight sits in an
 # async task's frame or an enum payload whose pointer carries tag bits, which LeakSanitizer takes for
-# a leak. Their leaks are checked where nothing runs on: the library's suite under LeakSanitizer at
-# exit (.ci/run). Swift's own crash backtracer is off: ASan reports the crash, and the backtracer's
+# a leak, after an input as at the process's exit. Their leaks are checked where nothing runs on: the
+# library's suite under LeakSanitizer at exit (.ci/run). Swift's own crash backtracer is off: ASan reports the crash, and the backtracer's
 # helper process reads memory ASan forbids.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:symbolize=1}"
 export SWIFT_BACKTRACE=enable=no
@@ -82,13 +87,13 @@ for target in "${targets[@]}"; do
     echo "== $target: ${seconds} s"
     log="$work/log"
     set +e
-    "$fuzzer" "$target" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 -detect_leaks="$leaks" \
+    ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=$leaks" "$fuzzer" "$target" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 -detect_leaks="$leaks" \
         -artifact_prefix="$work/" "${dictionary[@]}" "$work/corpus" "$committed" > "$log" 2>&1
     status=$?
     set -e
-    runs=$(grep -E "^stat::number_of_executed_units:" "$log" | awk '{print $2}' | tail -n 1)
-    coverage=$(grep -oE "cov: [0-9]+" "$log" | tail -n 1 | awk '{print $2}')
-    corpus=$(ls "$work/corpus" | wc -l)
+    runs=$(grep -E "^stat::number_of_executed_units:" "$log" | awk '{print $2}' | tail -n 1 || true)
+    coverage=$(grep -oE "cov: [0-9]+" "$log" | tail -n 1 | awk '{print $2}' || true)
+    corpus=$(find "$work/corpus" -type f | wc -l)
     findings=$(ls "$work" | grep -cE "^(crash|leak|timeout|oom)-" || true)
     summary+=("$(printf '%-18s %10s runs  cov %6s  corpus %5s  findings %s' "$target" "${runs:-?}" "${coverage:-?}" "$corpus" "$findings")")
     if [ "$status" -ne 0 ]; then

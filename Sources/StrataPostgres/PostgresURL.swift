@@ -72,10 +72,13 @@ enum PostgresURL {
         if let parsed = URL(string: url), parsed.scheme?.isEmpty == false, parsed.host?.isEmpty == false {
             return Redaction.redactedString(for: parsed)
         }
-        guard let at = url.lastIndex(of: "@") else {
+        // The `@` found among the bytes: as a Character it may be `@` with a combining mark after it
+        // (found by fuzzing), which `lastIndex(of: "@")` does not match.
+        let bytes = Array(url.utf8)
+        guard let at = bytes.lastIndex(of: UInt8(ascii: "@")) else {
             return url.isEmpty ? "<empty URL>" : Redaction.redactingSecrets(in: url)
         }
-        return "***" + url[at...]
+        return "***" + String(decoding: bytes[at...], as: UTF8.self)
     }
 }
 #endif

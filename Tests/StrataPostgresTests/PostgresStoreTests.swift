@@ -71,6 +71,7 @@ struct PostgresStoreOfflineTests {
         // Found by fuzzing (strata-fuzz postgres-url): without a scheme, Foundation reads a relative
         // reference, which the error showed as it was, password included.
         "://u:hunter2-secret@h/db/", "u:hunter2-secret@h/db", "//u:hunter2-secret@h/db", "postgres:u:hunter2-secret@h/db",
+        "://u:hunter2-secret@\u{5BA}h:1/db",  // an `@` that a combining mark joins into one Character
     ])
     func badURLRejected(_ url: String) throws {
         let error = try #require(throws: StoreError.self, "\(url) was accepted") {

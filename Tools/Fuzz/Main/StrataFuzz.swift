@@ -9,19 +9,29 @@ import StrataFuzzTargets
 @main
 enum StrataFuzz {
     static func main() async {
-        let arguments = CommandLine.arguments
+        var arguments = CommandLine.arguments
         guard arguments.count >= 2, arguments[1] != "--help", arguments[1] != "-h" else {
             print("usage: strata-fuzz TARGET [libFuzzer options] [CORPUS…] | strata-fuzz --list")
             exit(arguments.count >= 2 ? 0 : 2)
+        }
+        if arguments[1] == "--driver" {
+            print(strata_fuzz_has_driver() != 0 ? "libFuzzer" : "replay")
+            return
         }
         if arguments[1] == "--list" {
             for target in FuzzTargets.all { print("\(target.name)\t\(target.summary)") }
             return
         }
+        // libFuzzer's merge and fork modes run this program again with the driver's command line,
+        // which has no target name: the target then comes from the environment, set below.
+        if FuzzTargets.named(arguments[1]) == nil, let inherited = ProcessInfo.processInfo.environment["STRATA_FUZZ_TARGET"] {
+            arguments.insert(inherited, at: 1)
+        }
         guard let target = FuzzTargets.named(arguments[1]) else {
             FileHandle.standardError.write(Data("strata-fuzz: no target named \(arguments[1]); --list names them\n".utf8))
             exit(2)
         }
+        setenv("STRATA_FUZZ_TARGET", target.name, 1)
         if arguments.count == 4, arguments[2] == "--write-seeds" {
             let folder = URL(fileURLWithPath: arguments[3])
             try? FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
