@@ -177,7 +177,9 @@ for target in package.targets {
 if let sanitizer = Context.environment["STRATA_SANITIZER"], ["thread", "address"].contains(sanitizer) {
     let coverage = sanitizer == "address" ? ["-sanitize-coverage=edge,indirect-calls,trace-cmp,inline-8bit-counters,pc-table"] : []
     for target in package.targets {
-        target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-sanitize=\(sanitizer)"] + coverage)]
+        // Coverage guides the fuzzers through the code under test, never through the tests.
+        let guided = target.type == .test ? [] : coverage
+        target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-sanitize=\(sanitizer)"] + guided)]
         target.linkerSettings = (target.linkerSettings ?? []) + [.unsafeFlags(["-sanitize=\(sanitizer)"])]
     }
 }

@@ -237,7 +237,9 @@ let package = Package(
 if let sanitizer = Context.environment["STRATA_SANITIZER"], ["thread", "address"].contains(sanitizer) {
     let coverage = sanitizer == "address" ? ["-sanitize-coverage=edge,indirect-calls,trace-cmp,inline-8bit-counters,pc-table"] : []
     for target in package.targets where target.type != .system {
-        target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-sanitize=\(sanitizer)"] + coverage)]
+        // Coverage guides the fuzzers through the code under test, never through the tests.
+        let guided = target.type == .test ? [] : coverage
+        target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-sanitize=\(sanitizer)"] + guided)]
         target.linkerSettings = (target.linkerSettings ?? []) + [.unsafeFlags(["-sanitize=\(sanitizer)"])]
     }
 }

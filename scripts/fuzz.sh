@@ -38,7 +38,7 @@ export STRATA_FUZZER_NO_MAIN=$archive
 # coverage), dependencies as a plain build makes them (Package.swift, STRATA_SANITIZER). Its own build
 # folder by default; CI passes its main one (STRATA_FUZZ_SCRATCH), where its ASan run left this build.
 export STRATA_SANITIZER=address
-build_flags=(-debug-info-format none)
+build_flags=(-debug-info-format none -Xcc -g0)  # .ci/run's, so CI's build is reused
 scratch="${STRATA_FUZZ_SCRATCH:-$PWD/.build-asan}"
 build_log="$(mktemp)"
 if ! swift build "${build_flags[@]}" --package-path Tools --scratch-path "$scratch" --product strata-fuzz > "$build_log" 2>&1; then
