@@ -331,6 +331,21 @@ final class CachingProxy: Sendable {
         return !directives.noCache && directives.maxAge == nil && directives.minFresh == nil
     }
 
+    /// The failure `answer` as the flight's other waiters get it. A body streamed from the upstream
+    /// can be read once, by the leader's response: another response iterating it too trapped the
+    /// process (NIO allows one iterator; found by Benchmarks/soak/soak.sh, where a 503 from a failing
+    /// upstream reached a flight's waiters). They get the status and fields, with a short body.
+    static func shareable(_ answer: Answer) -> Answer {
+        guard answer.streamed != nil else { return answer }
+        var fields = answer.fields
+        fields[.contentLength] = nil
+        fields[.contentEncoding] = nil
+        fields[.contentType] = "text/plain; charset=utf-8"
+        return Answer(
+            status: answer.status, fields: fields,
+            body: Data("strata proxy: the upstream answered \(answer.status.code) to the request this one waited for\n".utf8))
+    }
+
     /// Runs flight `id` of `key`: the upstream request (for a miss, in the key's fleet-lock turn),
     /// and the soft timeout; then answers its waiters.
     private func startFlight(
@@ -351,7 +366,8 @@ final class CachingProxy: Sendable {
                 return state.machine.ended(key, flight: id)
             }
             let failed = answer.status.code >= 500 && answer.fields[.xCache] != "STALE"
-            self.answer(waiters, with: { $0 == leader ? .answer(answer) : (failed ? .failed(answer) : .readAgain) })
+            let shared = failed ? Self.shareable(answer) : answer
+            self.answer(waiters, with: { $0 == leader ? .answer(answer) : (failed ? .failed(shared) : .readAgain) })
         }
         Task {
             if stale != nil {

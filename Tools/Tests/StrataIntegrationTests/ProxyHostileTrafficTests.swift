@@ -81,6 +81,25 @@ struct ProxyHostileTrafficTests {
         }
     }
 
+    @Test("concurrent requests for a key whose upstream fails: every waiter gets the failure, and the node stays up (a streamed body is read once)")
+    func aFailureSharedByAFlight_isAnsweredToEveryWaiter() async throws {
+        try await ProxyFleetTests.withFleet(1, extra: ["--soft-timeout", "0", "--max-body-bytes", "64KiB"]) { origin, nodes in
+            let node = nodes[0]
+            // Too large to cache: the proxy asks again and streams the answer, a 503.
+            let path = "/items/down?status=503&delay_ms=300&pad=200000"
+            // Found by Benchmarks/soak/soak.sh: the leader's streamed 503 body was handed to every
+            // waiter of the flight, and the second response to read it trapped the process.
+            let replies = try await withThrowingTaskGroup(of: HTTPReply.self) { group in
+                for _ in 0..<20 { group.addTask { try await node.get(path) } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(replies.count == 20)
+            #expect(replies.allSatisfy { $0.status.code == 503 })
+            #expect(try await origin.count("GET /items/down") < 40, "the waiters shared a flight")
+            #expect(try await node.get("/items/after?cc=max-age%3D60").status == .ok, "the node is still up")
+        }
+    }
+
     // MARK: 7. Large bodies are shared
 
     @Test("a 1 MB response stored by one node is a shared hit on another: bodies are stored as bytes, within the row limit")
