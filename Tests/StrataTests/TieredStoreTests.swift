@@ -331,6 +331,28 @@ struct TieredStoreTests {
         #expect(inserts.count == 1, "only the first attempt, which failed")
     }
 
+    @Test("an invalidation, and removeAll, let a write on its way to the shared tier end first: landing after, it would put back what they removed",
+          arguments: [true, false])
+    func invalidating_waitsForTheWriteOnItsWay(byInvalidating: Bool) async throws {
+        let gated = GatedStore(InvalidatingFiles(StoreSpy(FileStore<String>(directory: directory.url, logger: quietLogger))))
+        let tiered = TieredStore(memory: MemoryStore<String, String>(), shared: gated, environment: clock.environment(logger: quietLogger),
+                                 sharedTierWriting: .inBackground)
+        gated.holdInserts = true
+        try await tiered.insert("stored just before the clear", for: "k", storedAt: clock.date)
+        try await gated.waitForHeldInserts(1)
+
+        let clearing = Task {
+            if byInvalidating { _ = try await tiered.invalidate(.all, as: .remove) } else { try await tiered.removeAll() }
+        }
+        try await tiered.waitForSendWaits(atLeast: 1)
+        #expect(gated.base.invalidations.isEmpty && gated.base.spy.messages.allSatisfy { if case .removeAll = $0 { false } else { true } },
+                "the shared tier is not touched while the write is on its way")
+        gated.releaseInserts()
+        try await clearing.value
+        #expect(try await gated.base.spy.base.retrieve("k") == nil, "the write landed first, and the clear removed it")
+        #expect(try await tiered.retrieve("k") == nil)
+    }
+
     @Test("a shared tier that cannot invalidate fails the call, and the memory tier keeps its copies")
     func aFailedInvalidation_leavesTheMemoryTier() async throws {
         let shared = InvalidatingFiles(StoreSpy(FileStore<String>(directory: directory.url, logger: quietLogger)))
@@ -388,4 +410,10 @@ final class InvalidatingFiles: InvalidatingStore, Sendable {
         try await spy.refresh(key, storedAt: storedAt, validators: validators)
     }
     func removeAll() async throws { try await spy.removeAll() }
+}
+
+extension GatedStore: InvalidatingStore where Base: InvalidatingStore {
+    func invalidate(_ selection: CacheSelection, as mode: InvalidationMode) async throws -> Int {
+        try await base.invalidate(selection, as: mode)
+    }
 }

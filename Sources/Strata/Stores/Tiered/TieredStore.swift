@@ -89,6 +89,9 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
         var unsentWaiters = ConditionWaiters<Int>()
         /// Waits for one key's writes to reach the shared tier (``waitUntilSent(_:)``).
         var sentWaiters = ConditionWaiters<SharedTierWrites<Key, Write>>()
+        /// Calls that waited for the writes on their way (``removeAll()``, `invalidate`), for tests.
+        var sendWaits = 0
+        var sendWaitsWaiters = ConditionWaiters<Int>()
         var coherence = TierCoherence<Key>()
         var turns = KeyTurns<Key>()
         var turnWaiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
@@ -413,13 +416,41 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
         uncancellable?.resume()
     }
 
+    /// Empties both tiers. Writes waiting for the shared tier are forgotten, and the ones on their
+    /// way are let end first: arriving after the shared tier was emptied, they would put back what
+    /// the call removed.
     public func removeAll() async throws {
         forgetWaitingWrites()
+        try await waitForSendsOnTheirWay()
         try await memory.removeAll()
         try await shared.removeAll()
     }
 
     public var origin: Origin { shared.origin }
+
+    /// Returns once the writes on their way to the shared tier now have ended (sent or failed);
+    /// writes made meanwhile are not waited for, so a busy store cannot hold the caller forever.
+    /// - Throws: `CancellationError` as soon as the waiting task is cancelled.
+    func waitForSendsOnTheirWay() async throws {
+        let onTheirWay = state.withLock { state in
+            let sending = state.writes.sending.mapValues(\.number)
+            if !sending.isEmpty {
+                state.sendWaits += 1
+                state.sendWaitsWaiters.resumeSatisfied(by: state.sendWaits)
+            }
+            return sending
+        }
+        guard !onTheirWay.isEmpty else { return }
+        try await state.wait(in: \.sentWaiters, current: { $0.writes }, until: { writes in
+            onTheirWay.allSatisfy { key, number in writes.sending[key]?.number != number }
+        })
+    }
+
+    /// Returns once `count` calls have found writes on their way to the shared tier and waited for
+    /// them (a test's probe).
+    func waitForSendWaits(atLeast count: Int) async throws {
+        try await state.wait(in: \.sendWaitsWaiters, current: { $0.sendWaits }, until: { $0 >= count })
+    }
 
     /// Forgets the writes waiting for the shared tier, and their retry.
     func forgetWaitingWrites() {
@@ -567,11 +598,12 @@ extension TieredStore: InvalidatingStore where Shared: InvalidatingStore {
     /// Expires or removes the selected entries of the shared tier (announced to the fleet by a
     /// shared store that announces), then empties this node's memory tier, which does not know its
     /// copies' tags: later reads fill it again from the shared tier. It also forgets the writes
-    /// waiting for the shared tier (which may be of selected entries: sent later, they would undo
-    /// the invalidation), as ``removeAll()`` does.
+    /// waiting for the shared tier and lets the ones on their way end first (which may be of
+    /// selected entries: arriving later, they would undo the invalidation), as ``removeAll()`` does.
     /// - Throws: the shared tier's error when it cannot invalidate; the memory tier is then untouched.
     public func invalidate(_ selection: CacheSelection, as mode: InvalidationMode) async throws -> Int {
         forgetWaitingWrites()
+        try await waitForSendsOnTheirWay()
         let count = try await shared.invalidate(selection, as: mode)
         state.withLock { $0.coherence.listeningStarted() }
         try await memory.removeAll()
