@@ -4,6 +4,7 @@
 #   eval "$(scripts/postgres.sh start)"   # installs (Debian) if needed, starts, prints the export line
 #   swift test
 #   scripts/postgres.sh stop
+#   scripts/postgres.sh restart           # a fast restart (the partition checker's fault)
 #
 # `start` is idempotent: it reuses a running cluster and prints the same URL again. Only the
 # `export STRATA_POSTGRES_URL=...` line goes to stdout (so `eval` is safe); progress goes to stderr.
@@ -105,8 +106,18 @@ stop() {
     fi
 }
 
+# A fast restart (every connection cut, the server away for a moment), as the partition checker's
+# fault: only of a cluster of its own (STRATA_PG_DATA), never the one the other tests share.
+restart() {
+    local bin
+    bin=$(pg_bin) || die "PostgreSQL is not installed"
+    is_running "$bin" || die "not running"
+    as_owner "$bin/pg_ctl" -D "$data" -l "$log" -m fast -w -t 60 restart > /dev/null
+}
+
 case "${1:-}" in
     start) start ;;
     stop) stop ;;
-    *) echo "usage: $0 start|stop" >&2; exit 2 ;;
+    restart) restart ;;
+    *) echo "usage: $0 start|stop|restart" >&2; exit 2 ;;
 esac

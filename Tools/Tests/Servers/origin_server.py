@@ -33,8 +33,9 @@ Resources
                     the body when If-Range is absent or names the current version, else the whole 200
     pad=N           the body gains "pad": N bytes of "x" (at most 64 MiB): a large answer
   Every answer has Date.
-- `POST|PUT|PATCH|DELETE /items/NAME`: bumps NAME's version and answers 200 with the new JSON (POST
-  also `Location: /items/NAME`). The request body is read and ignored. `delay_ms`, `status` and
+- `POST|PUT|PATCH|DELETE /items/NAME`: bumps NAME's version (or sets it to N, given a request field
+  `X-Set-Version: N`, N >= 1: a write that names its value, for the partition checker) and answers
+  200 with the new JSON (POST also `Location: /items/NAME`). The request body is read and ignored. `delay_ms`, `status` and
   the header parameters above apply as well; a `status` of 400 or more changes nothing.
 - Anything else outside `/_origin/` gets 404 `{"error": "not found"}`.
 
@@ -316,13 +317,22 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(part)
         self.wfile.flush()
 
+    def set_version(self):
+        """The version an `X-Set-Version: N` field asks a write to set (N >= 1), else None."""
+        field = self.headers.get("X-Set-Version")
+        try:
+            version = int(field) if field is not None else None
+        except ValueError:
+            return None
+        return version if version is not None and version >= 1 else None
+
     def item_write(self, path, name, query):
         state = self.server.state
         status = self.requested_status(query)
         with state.lock:
             version = state.versions.get(name, 1)
             if status < 400:
-                version += 1
+                version = self.set_version() or version + 1
                 state.versions[name] = version
             call = state.counts.get("GET " + path, 0)
         payload = self.item_payload(name, version, call, query)
