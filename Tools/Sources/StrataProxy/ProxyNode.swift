@@ -329,28 +329,54 @@ struct AdminResponder<Context: RequestContext>: RouterMiddleware {
 
 /// A request body that ends with an error past `limit` bytes: a body without a length (chunked)
 /// that never ends is cut there, and the upstream request with it.
+///
+/// It is read once. AsyncHTTPClient sends a request again when its pooled connection closes before
+/// the request went out (a connection the upstream, or a network in between, reset), and asks the
+/// body for a second iterator; the client's body can be read only once (a second iterator traps the
+/// process: found by the partition checker's upstream resets). A second iterator fails with
+/// ``SentOnce`` instead: that upstream request fails, and the client gets a 502.
 struct LimitedBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable where Base.Element == ByteBuffer {
     typealias Element = ByteBuffer
     let base: Base
     let limit: Int
+    /// Whether an iterator was made: shared by every copy of this body.
+    private let iterated = Locked(false)
+
+    init(base: Base, limit: Int) {
+        self.base = base
+        self.limit = limit
+    }
 
     struct TooLarge: Error, CustomStringConvertible {
         var limit: Int
         var description: String { "the request body is over \(limit) bytes" }
     }
 
+    struct SentOnce: Error, CustomStringConvertible {
+        var description: String { "the request body was read once already (the upstream connection closed, and it cannot be sent again)" }
+    }
+
     struct AsyncIterator: AsyncIteratorProtocol {
-        var base: Base.AsyncIterator
+        /// `nil`: a second iterator, which fails.
+        var base: Base.AsyncIterator?
         let limit: Int
         var seen = 0
 
         mutating func next() async throws -> ByteBuffer? {
-            guard let buffer = try await base.next() else { return nil }
+            guard var iterator = base else { throw SentOnce() }
+            defer { base = iterator }
+            guard let buffer = try await iterator.next() else { return nil }
             seen += buffer.readableBytes
             if seen > limit { throw TooLarge(limit: limit) }
             return buffer
         }
     }
 
-    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: base.makeAsyncIterator(), limit: limit) }
+    func makeAsyncIterator() -> AsyncIterator {
+        let first = iterated.withLock { iterated in
+            defer { iterated = true }
+            return !iterated
+        }
+        return AsyncIterator(base: first ? base.makeAsyncIterator() : nil, limit: limit)
+    }
 }

@@ -241,9 +241,10 @@ struct Child {
     let stdoutReader: Int32
 
     /// Spawns `executable` with `arguments`. Standard input and output are pipes when asked for,
-    /// otherwise `/dev/null` and `stdoutFile`; standard error goes to `stderrFile`.
+    /// otherwise `/dev/null` and `stdoutFile`; standard error goes to `stderrFile`. A child still
+    /// running after `failsafe` seconds is killed.
     static func spawn(_ executable: URL, _ arguments: [String], pipeStdin: Bool, pipeStdout: Bool,
-                      stdoutFile: URL?, stderrFile: URL) throws -> Child {
+                      stdoutFile: URL?, stderrFile: URL, failsafe: Double = 60) throws -> Child {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -290,11 +291,12 @@ struct Child {
         if pipeStdout { close(stdoutPipe[1]) }
         guard result == 0 else { throw TestError("posix_spawn \(executable.path) failed: \(result)") }
         let child = Child(pid: pid, stdinWriter: stdinPipe[1], stdoutReader: stdoutPipe[0])
-        // A failsafe, not a wait: a child still running after a minute is killed, so a hang (say, a
-        // server that never exits) fails the test through its exit status instead of blocking the run.
+        // A failsafe, not a wait: a child still running after a minute (by default) is killed, so a
+        // hang (say, a server that never exits) fails the test through its exit status instead of
+        // blocking the run.
         let reaped = child.reaped
         let spawned = pid
-        DispatchQueue.global().asyncAfter(deadline: .now() + 60) {
+        DispatchQueue.global().asyncAfter(deadline: .now() + failsafe) {
             reaped.withLock { status in if status == nil { kill(spawned, SIGKILL) } }
         }
         return child

@@ -45,6 +45,9 @@ struct PartitionTests {
     /// lifetime must find violations.
     static let checker = PartitionChecker(window: Double(environment["STRATA_PARTITION_WINDOW"] ?? "") ?? lifetime + maxStale + 0.5)
 
+    /// How long the run's processes may live (`Child`'s failsafe): the run, and the checks after it.
+    static let processLifetime = seconds + 600
+
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent()
 
@@ -183,7 +186,7 @@ struct PartitionTests {
         let cluster = try await Cluster.start()
         let directory = try TemporaryDirectory(prefix: "strata-partitions")
         defer { directory.remove() }
-        let origin = try await ProxyFleetTests.Origin.start(in: directory)
+        let origin = try await ProxyFleetTests.Origin.start(in: directory, failsafe: Self.processLifetime)
         var members: [Member] = []
         do {
             let table = "partitions"
@@ -231,7 +234,7 @@ struct PartitionTests {
         let child = try Child.spawn(
             try TwoProcessTests.executable(),
             ["proxy", "--upstream", upstream, "--port", "0", "--node", name, "--admin-token", ProxyFleetTests.Node.adminToken] + arguments,
-            pipeStdin: false, pipeStdout: true, stdoutFile: nil, stderrFile: log)
+            pipeStdin: false, pipeStdout: true, stdoutFile: nil, stderrFile: log, failsafe: processLifetime)
         let line = try await TwoProcessTests.offPool { child.readLine() }
         guard let (port, adminPort) = ProxyFleetTests.Node.ports(in: line) else {
             child.signal(SIGKILL)
@@ -307,11 +310,16 @@ struct PartitionTests {
         }
         let final = Self.keys.count + 6
         let history = recorder.operations
+        var unconverged: [String] = []
         for key in Self.keys {
             let acknowledged = history.filter { $0.key == key && $0.kind == .write && $0.outcome == .ok }.compactMap(\.version).max() ?? 1
             for node in nodes {
-                try await ProxyFleetTests.eventually("\(node.name) serves \(key) at version \(acknowledged) or later", seconds: 20) {
-                    (try await Self.read(key, via: node, process: final, recorder: recorder) ?? 0) >= acknowledged
+                do {
+                    try await ProxyFleetTests.eventually("\(node.name) serves \(key) at version \(acknowledged) or later", seconds: 20) {
+                        (try await Self.read(key, via: node, process: final, recorder: recorder) ?? 0) >= acknowledged
+                    }
+                } catch {
+                    unconverged.append("\(error)")
                 }
             }
         }
@@ -319,6 +327,10 @@ struct PartitionTests {
         for key in Self.keys {
             let reply = try await ProxyFleetTests.send(.get, origin.url + "/items/\(key)", via: ProxyFleetTests.control)
             originVersions[key] = Self.version(in: reply)
+        }
+        for failure in unconverged { Issue.record("after healing: \(failure)") }
+        if !unconverged.isEmpty {
+            Issue.record("origin stderr: \((try? String(contentsOf: origin.log, encoding: .utf8))?.suffix(4000) ?? "")")
         }
 
         let operations = recorder.operations

@@ -25,10 +25,11 @@ struct ProxyFleetTests {
         static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Servers/origin_server.py")
 
-        static func start(in directory: TemporaryDirectory) async throws -> Origin {
+        static func start(in directory: TemporaryDirectory, failsafe: Double = 60) async throws -> Origin {
             let python = try ExternalServer.executable("python3", hint: "install Python 3")
             let log = directory.appending("origin-stderr.log")
-            let child = try Child.spawn(python, ["-u", script.path], pipeStdin: false, pipeStdout: true, stdoutFile: nil, stderrFile: log)
+            let child = try Child.spawn(
+                python, ["-u", script.path], pipeStdin: false, pipeStdout: true, stdoutFile: nil, stderrFile: log, failsafe: failsafe)
             let line = try await TwoProcessTests.offPool { child.readLine() }
             guard line.hasPrefix("listening "), let port = Int(line.dropFirst("listening ".count)) else {
                 child.signal(SIGKILL)
