@@ -103,18 +103,6 @@ struct PartitionTests {
         let upstream: TCPRelay
     }
 
-    /// A seeded generator (SplitMix64): the same seed, the same choices.
-    struct Seeded: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     /// One fault of the schedule: what, on which node (nil: the database itself), for how long.
     struct PlannedFault: Sendable {
         enum Kind: String, Sendable, CaseIterable {
@@ -134,7 +122,7 @@ struct PartitionTests {
     /// in a shuffled order, each on a random node, after a quiet spell. The nemesis takes faults
     /// from it until the run's time is up (a round lasts about 20 s).
     static func schedule(seed: UInt64, rounds: Int) -> [PlannedFault] {
-        var random = Seeded(state: seed ^ 0xFA17)
+        var random = SplitMix64(seed: seed ^ 0xFA17)
         var planned: [PlannedFault] = []
         for _ in 0..<rounds {
             for kind in PlannedFault.Kind.allCases.shuffled(using: &random) {
@@ -255,7 +243,7 @@ struct PartitionTests {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for (process, key) in Self.keys.enumerated() {
                 group.addTask {
-                    var random = Seeded(state: Self.seed &+ UInt64(process) &* 7919)
+                    var random = SplitMix64(seed: Self.seed &+ UInt64(process) &* 7919)
                     var version = 1
                     while !stop.withLock({ $0 }) {
                         version += 1
@@ -279,7 +267,7 @@ struct PartitionTests {
             for reader in 0..<6 {
                 group.addTask {
                     let process = Self.keys.count + reader
-                    var random = Seeded(state: Self.seed &+ UInt64(process) &* 7919)
+                    var random = SplitMix64(seed: Self.seed &+ UInt64(process) &* 7919)
                     while !stop.withLock({ $0 }) {
                         let node = nodes.randomElement(using: &random)!
                         let key = Self.keys.randomElement(using: &random)!
@@ -376,43 +364,29 @@ struct PartitionTests {
         let member = members[fault.member]
         let start = recorder.now()
         var target = member.node.name
-        switch fault.kind {
-        case .databaseCut:
-            await member.database.stop()
+        /// Takes `relay` away, or sets its fault, for the fault's length; then heals it.
+        func hold(_ relay: TCPRelay, _ kind: TCPRelay.Fault?) async throws {
+            if let kind { relay.fault = kind } else { await relay.stop() }
             try await Task.sleep(for: fault.length)
-            try await member.database.start()
+            if kind != nil { relay.fault = .none } else { try await relay.start() }
+        }
+        switch fault.kind {
+        case .databaseCut: try await hold(member.database, nil)
+        case .databaseBlackHole: try await hold(member.database, .blackHole)
+        case .databaseDelay: try await hold(member.database, .delay(fault.delay))
+        case .databaseReset: await member.database.resetConnections()
+        case .upstreamCut: try await hold(member.upstream, nil)
+        case .upstreamBlackHole: try await hold(member.upstream, .blackHole)
+        case .upstreamDelay: try await hold(member.upstream, .delay(fault.delay))
+        case .upstreamReset: await member.upstream.resetConnections()
         case .everyDatabaseLinkCut:
             target = "every node"
             for member in members { await member.database.stop() }
             try await Task.sleep(for: fault.length)
             for member in members { try await member.database.start() }
-        case .databaseBlackHole:
-            member.database.fault = .blackHole
-            try await Task.sleep(for: fault.length)
-            member.database.fault = .none
-        case .databaseDelay:
-            member.database.fault = .delay(fault.delay)
-            try await Task.sleep(for: fault.length)
-            member.database.fault = .none
-        case .databaseReset:
-            await member.database.resetConnections()
         case .databaseRestart:
             target = "PostgreSQL"
             try await cluster.restart()
-        case .upstreamCut:
-            await member.upstream.stop()
-            try await Task.sleep(for: fault.length)
-            try await member.upstream.start()
-        case .upstreamBlackHole:
-            member.upstream.fault = .blackHole
-            try await Task.sleep(for: fault.length)
-            member.upstream.fault = .none
-        case .upstreamDelay:
-            member.upstream.fault = .delay(fault.delay)
-            try await Task.sleep(for: fault.length)
-            member.upstream.fault = .none
-        case .upstreamReset:
-            await member.upstream.resetConnections()
         }
         recorder.add(PartitionFault(kind: fault.kind.rawValue, target: target, start: start, end: recorder.now()))
     }
