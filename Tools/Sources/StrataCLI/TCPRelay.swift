@@ -35,7 +35,11 @@ final class TCPRelay: Sendable {
         /// The relayed connections' channels alone (both sides), which ``resetConnections()`` resets.
         var relayed: [ObjectIdentifier: any Channel] = [:]
         var fault = Fault.none
-        var faultWaiters = ConditionWaiters<Fault>()
+        /// Set while ``stop()`` runs: a held read stops waiting, and its connection ends.
+        var stopping = false
+        /// Whether reads wait now: a black hole, unless the relay is stopping.
+        var holds: Bool { fault == .blackHole && !stopping }
+        var faultWaiters = ConditionWaiters<Bool>()
     }
 
     /// What the relay does to the bytes it carries now.
@@ -44,7 +48,7 @@ final class TCPRelay: Sendable {
         set {
             state.withLock { state in
                 state.fault = newValue
-                state.faultWaiters.resumeSatisfied(by: newValue)
+                state.faultWaiters.resumeSatisfied(by: state.holds)
             }
         }
     }
@@ -65,7 +69,8 @@ final class TCPRelay: Sendable {
     /// Waits while the relay holds bytes, then waits out its delay: where each read waits before it
     /// is carried on.
     private func passFault() async throws {
-        try await state.wait(in: \.faultWaiters, current: { $0.fault }, until: { $0 != .blackHole })
+        try await state.wait(in: \.faultWaiters, current: { $0.holds }, until: { !$0 })
+        if state.withLock({ $0.stopping }) { throw CancellationError() }
         if case .delay(let delay) = fault { try await Task.sleep(for: delay) }
     }
 
@@ -126,8 +131,14 @@ final class TCPRelay: Sendable {
     }
 
     /// Closes the listener and every connection: clients see the server go away.
+    ///
+    /// The listener is closed rather than its task cancelled: connections it accepted and had not
+    /// handed over yet are each taken and closed through `executeThenClose` (a dropped one would
+    /// trap), and reads held by a black hole end.
     func stop() async {
         let (serving, channels) = state.withLock { state -> (Task<Void, Never>?, [any Channel]) in
+            state.stopping = true
+            state.faultWaiters.resumeSatisfied(by: state.holds)
             defer {
                 state.serving = nil
                 state.channels = [:]
@@ -136,8 +147,8 @@ final class TCPRelay: Sendable {
             return (state.serving, Array(state.channels.values))
         }
         for channel in channels { try? await channel.close() }
-        serving?.cancel()
         await serving?.value
+        state.withLock { $0.stopping = false }
     }
 
     private func untrack(_ channel: any Channel) {

@@ -332,15 +332,17 @@ struct AdminResponder<Context: RequestContext>: RouterMiddleware {
 ///
 /// It is read once. AsyncHTTPClient sends a request again when its pooled connection closes before
 /// the request went out (a connection the upstream, or a network in between, reset), and asks the
-/// body for a second iterator; the client's body can be read only once (a second iterator traps the
-/// process: found by the partition checker's upstream resets). A second iterator fails with
-/// ``SentOnce`` instead: that upstream request fails, and the client gets a 502.
+/// body for another iterator; the client's body can be iterated only once (a second iterator traps
+/// the process: found by the partition checker's upstream resets). So the client's body is asked
+/// for its iterator at the first read of any of this body's iterators, once: an attempt that read
+/// nothing leaves the body to the next, and a read by a second iterator after the first read
+/// fails with ``SentOnce`` (that upstream request fails, and the client gets a 502).
 struct LimitedBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable where Base.Element == ByteBuffer {
     typealias Element = ByteBuffer
     let base: Base
     let limit: Int
-    /// Whether an iterator was made: shared by every copy of this body.
-    private let iterated = Locked(false)
+    /// Whether an iterator has read: shared by every copy of this body and its iterators.
+    private let claimed = Locked(false)
 
     init(base: Base, limit: Int) {
         self.base = base
@@ -357,26 +359,28 @@ struct LimitedBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable wher
     }
 
     struct AsyncIterator: AsyncIteratorProtocol {
-        /// `nil`: a second iterator, which fails.
+        let body: LimitedBody
+        /// The client's body's iterator, once this iterator has claimed it.
         var base: Base.AsyncIterator?
-        let limit: Int
         var seen = 0
 
         mutating func next() async throws -> ByteBuffer? {
+            if base == nil {
+                let first = body.claimed.withLock { claimed in
+                    defer { claimed = true }
+                    return !claimed
+                }
+                guard first else { throw SentOnce() }
+                base = body.base.makeAsyncIterator()
+            }
             guard var iterator = base else { throw SentOnce() }
             defer { base = iterator }
             guard let buffer = try await iterator.next() else { return nil }
             seen += buffer.readableBytes
-            if seen > limit { throw TooLarge(limit: limit) }
+            if seen > body.limit { throw TooLarge(limit: body.limit) }
             return buffer
         }
     }
 
-    func makeAsyncIterator() -> AsyncIterator {
-        let first = iterated.withLock { iterated in
-            defer { iterated = true }
-            return !iterated
-        }
-        return AsyncIterator(base: first ? base.makeAsyncIterator() : nil, limit: limit)
-    }
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(body: self) }
 }

@@ -131,6 +131,15 @@ struct SharedTierWrites<Key: Hashable & Sendable, Write: Sendable>: Sendable {
         retryScheduled = false
     }
 
+    /// The number of the last write made: the writes a clear that starts now forgets.
+    var lastWriteNumber: UInt64 { lastNumber }
+
+    /// Forgets the waiting writes numbered `last` or lower: writes made before a clear, which a
+    /// send that failed while the clear waited for it put back to wait. Later writes stay.
+    mutating func forgetWaiting(numberedAtMost last: UInt64) {
+        waiting = waiting.filter { $0.value.number > last }
+    }
+
     /// The tier answered: every waiting write whose key has nothing on its way goes now.
     private mutating func cameUp() -> [Action] {
         isDown = false

@@ -431,19 +431,26 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     /// Returns once the writes on their way to the shared tier now have ended (sent or failed);
     /// writes made meanwhile are not waited for, so a busy store cannot hold the caller forever.
     /// - Throws: `CancellationError` as soon as the waiting task is cancelled.
+    /// A send that fails meanwhile is put back to wait for a retry: it is forgotten then, with
+    /// every other write made before the call, so it does not land after the clear either.
     func waitForSendsOnTheirWay() async throws {
-        let onTheirWay = state.withLock { state in
+        let (onTheirWay, horizon) = state.withLock { state in
             let sending = state.writes.sending.mapValues(\.number)
             if !sending.isEmpty {
                 state.sendWaits += 1
                 state.sendWaitsWaiters.resumeSatisfied(by: state.sendWaits)
             }
-            return sending
+            return (sending, state.writes.lastWriteNumber)
         }
         guard !onTheirWay.isEmpty else { return }
         try await state.wait(in: \.sentWaiters, current: { $0.writes }, until: { writes in
             onTheirWay.allSatisfy { key, number in writes.sending[key]?.number != number }
         })
+        state.withLock { state in
+            state.writes.forgetWaiting(numberedAtMost: horizon)
+            state.unsentWaiters.resumeSatisfied(by: state.writes.unsent)
+            state.sentWaiters.resumeSatisfied(by: state.writes)
+        }
     }
 
     /// Returns once `count` calls have found writes on their way to the shared tier and waited for
