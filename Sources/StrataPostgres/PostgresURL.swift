@@ -16,8 +16,12 @@ enum PostgresURL {
     /// - Throws: `StoreError` (operation `open`) naming what is wrong, with the URL's credentials removed.
     static func parse(_ url: String) throws(StoreError) -> (configuration: PostgresClient.Configuration, tls: PostgresTLSMode) {
         let shown = shown(url)
+        let password = URLComponents(string: url)?.password
         func failure(_ reason: String) -> StoreError {
-            StoreError(store: "PostgresStore(\(shown))", operation: .open, key: nil, reason: reason)
+            // A reason that quotes part of the URL never quotes the password with it.
+            var reason = reason
+            if let password, !password.isEmpty { reason = reason.replacingOccurrences(of: password, with: "***") }
+            return StoreError(store: "PostgresStore(\(shown))", operation: .open, key: nil, reason: reason)
         }
         guard let components = URLComponents(string: url) else {
             throw failure("not a URL; expected postgres://user:password@host:port/database")
@@ -70,14 +74,28 @@ enum PostgresURL {
     /// its password in the error, and so in logs.
     static func shown(_ url: String) -> String {
         if let parsed = URL(string: url), parsed.scheme?.isEmpty == false, parsed.host?.isEmpty == false {
-            return Redaction.redactedString(for: parsed)
+            var shown = Redaction.redactedString(for: parsed)
+            // The path or query may hold the credentials again (`…@host//user:password@…`, found by
+            // fuzzing): what looks like user information goes, and so does the password wherever else
+            // it appears.
+            if Array(shown.utf8).contains(UInt8(ascii: "@")) { shown = atRemoved(shown) }
+            for secret in [parsed.password(percentEncoded: false), parsed.password(percentEncoded: true)] {
+                if let secret, !secret.isEmpty { shown = shown.replacingOccurrences(of: secret, with: "***") }
+            }
+            return shown
         }
-        // The `@` found among the bytes: as a Character it may be `@` with a combining mark after it
-        // (found by fuzzing), which `lastIndex(of: "@")` does not match.
-        let bytes = Array(url.utf8)
-        guard let at = bytes.lastIndex(of: UInt8(ascii: "@")) else {
+        guard Array(url.utf8).contains(UInt8(ascii: "@")) else {
             return url.isEmpty ? "<empty URL>" : Redaction.redactingSecrets(in: url)
         }
+        return atRemoved(url)
+    }
+
+    /// `text` without what comes before its last `@`. The `@` is found among the bytes: as a
+    /// Character it may be `@` with a combining mark after it (found by fuzzing), which
+    /// `lastIndex(of: "@")` does not match.
+    private static func atRemoved(_ text: String) -> String {
+        let bytes = Array(text.utf8)
+        guard let at = bytes.lastIndex(of: UInt8(ascii: "@")) else { return text }
         return "***" + String(decoding: bytes[at...], as: UTF8.self)
     }
 }

@@ -72,6 +72,9 @@ struct PostgresStoreOfflineTests {
         // reference, which the error showed as it was, password included.
         "://u:hunter2-secret@h/db/", "u:hunter2-secret@h/db", "//u:hunter2-secret@h/db", "postgres:u:hunter2-secret@h/db",
         "://u:hunter2-secret@\u{5BA}h:1/db",  // an `@` that a combining mark joins into one Character
+        // Found by fuzzing: the credentials again in the path, which the URL's redaction keeps; and
+        // the password in the query.
+        "pgres://u:hunter2-secret@h.res://u:hunter2-secret@h.x/db", "postgres://u:hunter2-secret@h/db?sslmode=hunter2-secret",
     ])
     func badURLRejected(_ url: String) throws {
         let error = try #require(throws: StoreError.self, "\(url) was accepted") {

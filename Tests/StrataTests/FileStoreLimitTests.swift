@@ -441,6 +441,15 @@ struct IndexJournalTests {
         }
     }
 
+    @Test("a record naming a size past 1 TiB, with a valid checksum, is damage: summed, such sizes overflowed the index and trapped")
+    func aRecordWithAnImpossibleSize_isDamage() {
+        let name = EntryName(key: "feed")
+        #expect(IndexJournal.decode(IndexJournal.encode(.access(name, size: 1 << 40))[...]) == .access(name, size: 1 << 40))
+        for size in [(1 << 40) + 1, Int.max] {
+            #expect(IndexJournal.decode(IndexJournal.encode(.access(name, size: size))[...]) == nil, "size \(size)")
+        }
+    }
+
     @Test func header_roundTrips() {
         #expect(IndexJournal.liveCount(inHeader: IndexJournal.header(liveCount: 4242)) == 4242)
         #expect(IndexJournal.liveCount(inHeader: Array("STRA".utf8) + [1, 0, 0, 0] + [UInt8](repeating: 0, count: 8)) == nil)

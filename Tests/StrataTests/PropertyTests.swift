@@ -122,7 +122,7 @@ struct PropertyTests {
 
     @Test("the index journal: every record decodes to itself, and any flipped bit is refused")
     func journalRecords() async throws {
-        await propertyCheck(input: Self.anyString, Gen.int(in: 0...Int.max), Gen<Bool>.bool, Gen.int(in: 0...(IndexJournal.recordSize * 8 - 1))) {
+        await propertyCheck(input: Self.anyString, Gen.int(in: 0...Int(IndexJournal.maxEntrySize)), Gen<Bool>.bool, Gen.int(in: 0...(IndexJournal.recordSize * 8 - 1))) {
             key, size, removal, bit in
             let record: IndexJournal.Record = removal ? .remove(EntryName(key: key)) : .access(EntryName(key: key), size: size)
             var bytes = IndexJournal.encode(record)

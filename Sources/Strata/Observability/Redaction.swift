@@ -668,16 +668,20 @@ private struct RedactionScanner {
         let quote = bytes[start + quoteLength - 1]
         let content = start + quoteLength
         var index = content
+        // A backslash never escapes a line break: the value ends at the line's end (skipping the
+        // break carried the value over into the next line's name, whose secret then survived:
+        // found by fuzzing `redaction`).
         if quoteLength == 1 {
             while index < count, bytes[index] != quote, !Self.isLineBreak(bytes[index]) {
-                index += bytes[index] == UInt8(ascii: "\\") ? 2 : 1
+                let escapes = bytes[index] == UInt8(ascii: "\\") && byte(index + 1).map { !Self.isLineBreak($0) } == true
+                index += escapes ? 2 : 1
             }
         } else {
             // Inside a JSON string: `\\` is an escaped backslash, `\"` a quote, a bare `"` the end of
             // the outer string. An inner escaped quote (`\\\"`) is not the end.
             var escaped = false
             while index < count, bytes[index] != UInt8(ascii: "\""), !Self.isLineBreak(bytes[index]) {
-                if bytes[index] == UInt8(ascii: "\\"), let next = byte(index + 1) {
+                if bytes[index] == UInt8(ascii: "\\"), let next = byte(index + 1), !Self.isLineBreak(next) {
                     if next == quote, !escaped { break }
                     escaped = next == UInt8(ascii: "\\") ? !escaped : false
                     index += 2

@@ -176,6 +176,12 @@ enum IndexJournal {
         return bytes.withUnsafeBytes { decode(raw: $0) }
     }
 
+    /// The largest entry size a record may name (1 TiB): no entry this store writes comes near it,
+    /// and the index adds sizes up, so a record naming more is damage, not a size. (A record naming
+    /// `Int.max`, with a valid checksum, overflowed the index's total and trapped: found by fuzzing
+    /// `file-index`.)
+    static let maxEntrySize: UInt64 = 1 << 40
+
     /// The record in the first ``recordSize`` bytes of `raw`; `nil` when it is damaged.
     static func decode(raw: UnsafeRawBufferPointer) -> Record? {
         guard raw.count >= recordSize else { return nil }
@@ -184,7 +190,7 @@ enum IndexJournal {
         let name = EntryName(raw: UnsafeRawBufferPointer(rebasing: raw[1..<33]))
         let size = UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 33, as: UInt64.self))
         switch raw[0] {
-        case 1 where size <= UInt64(Int.max): return .access(name, size: Int(size))
+        case 1 where size <= maxEntrySize: return .access(name, size: Int(size))
         case 2 where size == 0: return .remove(name)
         default: return nil
         }

@@ -189,6 +189,9 @@ struct RedactionTests {
         ("https://api.example.com/users/550e8400-e29b-41d4-a716-446655440000/posts/123456789012345678901234",
          "https://api.example.com/users/550e8400-e29b-41d4-a716-446655440000/posts/123456789012345678901234"),
         ("https://blog.example/how-to-cache-feeds-offline-in-2026", "https://blog.example/how-to-cache-feeds-offline-in-2026"),
+        // Found by fuzzing: a backslash before a line break does not carry a value into the next line.
+        ("{\"password\": \"first\\\n\"password\": \"second\"", "{\"password\": \"***\n\"password\": \"***\""),
+        ("{\\\"password\\\":\\\"first\\\n\\\"token\\\":\\\"second\\\"", "{\\\"password\\\":\\\"***\n\\\"token\\\":\\\"***\\\""),
     ])
     func redacts(input: String, expected: String) {
         #expect(Redaction.redactingSecrets(in: input) == expected)

@@ -212,7 +212,11 @@ enum StorageTargets {
         if let string = value as? String { return string.debugDescription + " \(Array(string.unicodeScalars).map { $0.value })" }
         let mirror = Mirror(reflecting: value)
         guard !mirror.children.isEmpty else { return String(describing: value) }
-        return "(" + mirror.children.map { "\($0.label ?? ""): \(safeDump($0.value))" }.joined(separator: ", ") + ")"
+        var children = mirror.children.map { "\($0.label ?? ""): \(safeDump($0.value))" }
+        // A dictionary's (or set's) order is its storage's: two equal ones may list differently
+        // (a false finding of the first long campaign, on a response whose NaN age made `==` false).
+        if mirror.displayStyle == .dictionary || mirror.displayStyle == .set { children.sort() }
+        return "(" + children.joined(separator: ", ") + ")"
     }
 
     static func roundTrip<Value: Codable & Equatable>(_ type: Value.Type, _ bytes: [UInt8]) throws(PropertyViolation) {
