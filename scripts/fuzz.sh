@@ -6,6 +6,8 @@
 #   scripts/fuzz.sh --merge [TARGET…]       fold what runs found into the committed corpora (only
 #                                           inputs that add coverage), to commit
 #   scripts/fuzz.sh --list                  the targets and what each checks
+#   STRATA_FUZZ_SEED=N scripts/fuzz.sh …     libFuzzer's seed (0, the default: a new one each run;
+#                                           CI fixes one, so its verdict does not depend on luck)
 #
 # Builds `strata-fuzz` (Tools/Fuzz) into .build-asan with AddressSanitizer and libFuzzer's coverage,
 # the same build as CI's AddressSanitizer run of the library (CI shares it). Each target
@@ -87,7 +89,7 @@ for target in "${targets[@]}"; do
     echo "== $target: ${seconds} s"
     log="$work/log"
     set +e
-    ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=$leaks" "$fuzzer" "$target" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 -detect_leaks="$leaks" \
+    ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=$leaks" "$fuzzer" "$target" -seed="${STRATA_FUZZ_SEED:-0}" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 -detect_leaks="$leaks" \
         -artifact_prefix="$work/" "${dictionary[@]}" "$work/corpus" "$committed" > "$log" 2>&1
     status=$?
     set -e

@@ -49,6 +49,26 @@ func maskingSecrets(of request: HTTPRequest, url: URL, in body: Data) -> Data {
     return masked
 }
 
+/// What a percent-encoded path may hold: a path's characters, `;` (RFC 3986 allows it; Foundation's set
+/// does not list it) and `%` (its escapes stay as they are).
+private let pathCharacters = CharacterSet.urlPathAllowed.union(CharacterSet(charactersIn: "%;"))
+
+/// `path` with every `%` that does not start an escape (two hex digits) written `%25`.
+private func pathEscapesMended(_ path: String) -> String {
+    let bytes = Array(path.utf8)
+    guard bytes.contains(UInt8(ascii: "%")) else { return path }
+    func isHex(_ index: Int) -> Bool {
+        index < bytes.count && (bytes[index] >= 0x30 && bytes[index] <= 0x39 || (bytes[index] | 0x20) >= 0x61 && (bytes[index] | 0x20) <= 0x66)
+    }
+    var mended: [UInt8] = []
+    mended.reserveCapacity(bytes.count + 4)
+    for (index, byte) in bytes.enumerated() {
+        mended.append(byte)
+        if byte == UInt8(ascii: "%"), !(isHex(index + 1) && isHex(index + 2)) { mended += [UInt8(ascii: "2"), UInt8(ascii: "5")] }
+    }
+    return String(decoding: mended, as: UTF8.self)
+}
+
 /// `url` for messages and logs: user and password removed, each query value replaced by `***`, so
 /// tokens in URLs never reach a log or an error message.
 func redactedURLStringImplementation(_ url: URL) -> String {
@@ -62,7 +82,15 @@ func redactedURLStringImplementation(_ url: URL) -> String {
     }
     let path = components.percentEncodedPath
     let redactedPath = Redaction.redactingPathTokens(inPath: path)
-    if redactedPath != path { components.percentEncodedPath = redactedPath }
+    if redactedPath != path {
+        // The setter traps on a character a path may not hold, or on a `%` that no longer starts an
+        // escape (a token redacted out of `%5Btoken`: found by fuzzing `postgres-url`): both are
+        // percent-encoded first.
+        guard let encoded = pathEscapesMended(redactedPath).addingPercentEncoding(withAllowedCharacters: pathCharacters) else {
+            return "<url>"
+        }
+        components.percentEncodedPath = encoded
+    }
     return components.string ?? "<url>"
 }
 

@@ -196,4 +196,12 @@ struct RedactionTests {
     func redacts(input: String, expected: String) {
         #expect(Redaction.redactingSecrets(in: input) == expected)
     }
+
+    @Test("a URL whose path Foundation read leniently (a `[`) is redacted, never a trap (found by fuzzing)")
+    func aLenientlyReadPath_isRedacted() throws {
+        let url = try #require(URL(string: "Posres://urefve/s:/[uerify-fusho99lusho99l/"))
+        let shown = Redaction.redactedString(for: url)
+        #expect(!shown.contains("fusho99lusho99l"), "\(shown)")
+        #expect(shown.hasPrefix("posres://urefve/s:/") || shown.hasPrefix("Posres://urefve/s:/"), "\(shown)")
+    }
 }
