@@ -180,6 +180,53 @@ final class CachingProxy: Sendable {
         return answer(entry, age: age, cache: "HIT", tier: "memory", to: head)
     }
 
+    /// An answer `ProxyFastPath` writes as it is: NIO's types, the fields of the stored response
+    /// with the hit's own and its `Content-Length`.
+    struct ImmediateAnswer {
+        var status: HTTPResponseStatus
+        var headers: HTTPHeaders
+        var body: Data
+    }
+
+    /// ``immediateHit(_:)-(HTTPRequest)`` for a request head as NIO's HTTP/1 decoder gives it, without
+    /// converting it into swift-http-types' `HTTPRequest` (which only a stored response that varies
+    /// needs) and with the answer in NIO's types. Only an HTTP/1.1 request with an origin-form target
+    /// (`/path?query`) qualifies.
+    func immediateHit(_ head: HTTPRequestHead) -> ImmediateAnswer? {
+        // HTTP/1.0 (whose connection closes after the answer unless it asks otherwise) goes the full way.
+        guard head.method == .GET, head.version == .http1_1, head.uri.utf8.first == UInt8(ascii: "/") else { return nil }
+        for name in Self.fieldNamesThatNeedTheFullPath where head.headers.contains(name: name) { return nil }
+        guard let entry = cache.memory.immediateEntry(for: Self.key(path: head.uri)) else { return nil }
+        let answer: Answer
+        if entry.value.variantNames != nil || !entry.value.varyValues.isEmpty {
+            // Choosing by the request's fields: swift-http-types' view of them, as the full path's.
+            guard let request = try? HTTPRequest(head, secure: false, splitCookie: false), let hit = immediateHit(request) else { return nil }
+            answer = hit
+        } else {
+            let age = SharedCachePolicy.currentAge(initialAge: entry.value.initialAge, responseTime: entry.storedAt, now: Date())
+            let lifetime = entry.validators.maxAge ?? .zero
+            guard lifetime > age else { return nil }
+            if let fraction = settings.refreshAheadFraction, age >= lifetime * fraction { return nil }
+            metrics.count {
+                $0.requests["read", default: 0] += 1
+                $0.hits["memory", default: 0] += 1
+            }
+            var headers = HTTPHeaders(entry.value.headerFields)
+            headers.reserveCapacity(headers.count + 5)
+            headers.replaceOrAdd(name: "Age", value: String(max(0, age.components.seconds)))
+            headers.replaceOrAdd(name: "X-Cache", value: "HIT")
+            headers.replaceOrAdd(name: "X-Cache-Tier", value: "memory")
+            headers.replaceOrAdd(name: "X-Strata-Node", value: settings.node)
+            headers.replaceOrAdd(name: "Content-Length", value: String(entry.value.body.count))
+            return ImmediateAnswer(status: HTTPResponseStatus(statusCode: entry.value.status), headers: headers, body: entry.value.body)
+        }
+        var headers = HTTPHeaders(answer.fields)
+        headers.replaceOrAdd(name: "Content-Length", value: String(answer.body.count))
+        return ImmediateAnswer(status: HTTPResponseStatus(statusCode: answer.status.code), headers: headers, body: answer.body)
+    }
+
+    static let fieldNamesThatNeedTheFullPath: [String] = fieldsThatNeedTheFullPath.map(\.rawName)
+
     static let fieldsThatNeedTheFullPath: [HTTPField.Name] = [
         .cacheControl, HTTPField.Name("Pragma")!, .ifNoneMatch, .ifModifiedSince, .ifMatch, .ifUnmodifiedSince, .ifRange, .range,
         .connection, HTTPField.Name("CDN-Cache-Control")!,

@@ -1,27 +1,37 @@
 import Foundation
 import HTTPTypes
 import NIOCore
+import NIOHTTP1
 import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
 
 /// Answers a plain GET of a fresh memory-tier entry on the connection's event loop, before the
-/// request reaches the async server: no hop to the concurrency pool and back, which is where a hit
-/// spent about a third of its CPU time (see docs/BENCHMARKS.md). Everything else passes through
-/// untouched (``CachingProxy/immediateHit(_:)`` says which requests qualify).
+/// request reaches the async server: no hop to the concurrency pool and back (about a third of a
+/// hit's CPU time, see docs/BENCHMARKS.md), and no conversion of the request into swift-http-types'
+/// `HTTPRequest` or of the answer out of it (another tenth). It sits between NIO's HTTP/1 codec and
+/// the conversion to swift-http-types (``Installer`` puts it there), so it reads NIO's request heads
+/// and writes NIO's response heads. Everything else passes through untouched
+/// (``CachingProxy/immediateHit(_:)-(HTTPRequestHead)`` says which requests qualify).
 ///
 /// - Order: HTTP/1.1 answers go back in the order of the requests. While a request it passed on
 ///   has not been answered (its response's `end` has not come back through this handler), later
 ///   requests pass on too, so a hit never overtakes an earlier answer.
 /// - A request it answered is swallowed whole (its body parts and end).
+/// - Connections that end with an answer: a request that is not keep-alive (HTTP/1.0 without
+///   `Connection: keep-alive`, or `Connection: close`) goes the full way, its answer says
+///   `Connection: close`, and the connection closes once it is written; anything the client sent
+///   after it is dropped unread (RFC 9112 §9.6). The async server behind honours only
+///   `Connection: close`, so an HTTP/1.0 client would otherwise wait for the idle timeout.
 /// - Idle connections: with an `IdleStateHandler` in front of it, it closes a connection that read
 ///   and wrote nothing for the idle timeout, unless a request it passed on is still being
 ///   answered (a slow upstream is not the client's idleness).
 ///
 /// One per connection, used only on that connection's event loop.
 final class ProxyFastPath: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPRequestPart
-    typealias InboundOut = HTTPRequestPart
-    typealias OutboundIn = HTTPResponsePart
-    typealias OutboundOut = HTTPResponsePart
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
 
     let proxy: CachingProxy
     /// Requests passed on whose answers have not ended yet.
@@ -31,6 +41,11 @@ final class ProxyFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     private var sending = 0
     /// The rest of a request it answered is dropped until its end.
     private var swallowing = false
+    /// A request passed on was the connection's last: what follows is dropped, and the
+    /// connection closes once that request's answer is written.
+    private var closing = false
+    /// The last request's body parts still go on, up to its end.
+    private var forwardingLast = false
 
     init(proxy: CachingProxy) {
         self.proxy = proxy
@@ -38,6 +53,13 @@ final class ProxyFastPath: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
+        if closing {
+            if forwardingLast {
+                if case .end = part { forwardingLast = false }
+                context.fireChannelRead(data)
+            }
+            return
+        }
         if swallowing {
             if case .end = part { swallowing = false }
             return
@@ -48,13 +70,11 @@ final class ProxyFastPath: ChannelDuplexHandler, RemovableChannelHandler {
         }
         if passedOn == 0, let answer = proxy.immediateHit(head) {
             swallowing = true
-            var fields = answer.fields
-            fields[.contentLength] = "\(answer.body.count)"
-            context.write(wrapOutboundOut(.head(HTTPResponse(status: answer.status, headerFields: fields))), promise: nil)
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: answer.status, headers: answer.headers))), promise: nil)
             if !answer.body.isEmpty {
                 var buffer = context.channel.allocator.buffer(capacity: answer.body.count)
                 buffer.writeBytes(answer.body)
-                context.write(wrapOutboundOut(.body(buffer)), promise: nil)
+                context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
             }
             sending += 1
             let promise = context.eventLoop.makePromise(of: Void.self)
@@ -64,6 +84,12 @@ final class ProxyFastPath: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         passedOn += 1
+        if !head.isKeepAlive {
+            closing = true
+            forwardingLast = true
+            context.fireChannelRead(data)
+            return
+        }
         context.fireChannelRead(data)
     }
 
@@ -73,20 +99,28 @@ final class ProxyFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        guard case .end = unwrapOutboundIn(data) else {
+        switch unwrapOutboundIn(data) {
+        case .head(var head) where closing && passedOn == 1 && head.status.code >= 200:
+            // The answer to the connection's last request.
+            head.headers.replaceOrAdd(name: "Connection", value: "close")
+            context.write(wrapOutboundOut(.head(head)), promise: promise)
+        case .head, .body:
             context.write(data, promise: promise)
-            return
+        case .end:
+            // The answer is over once its end is written out, not when it is queued.
+            sending += 1
+            let written = context.eventLoop.makePromise(of: Void.self)
+            let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+            let channel = context.channel
+            written.futureResult.whenComplete { _ in
+                let fastPath = handler.value
+                fastPath.sending -= 1
+                if fastPath.passedOn > 0 { fastPath.passedOn -= 1 }
+                if fastPath.closing, fastPath.passedOn == 0 { channel.close(promise: nil) }
+            }
+            written.futureResult.cascade(to: promise)
+            context.write(data, promise: written)
         }
-        // The answer is over once its end is written out, not when it is queued.
-        sending += 1
-        let written = context.eventLoop.makePromise(of: Void.self)
-        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
-        written.futureResult.whenComplete { _ in
-            handler.value.sending -= 1
-            if handler.value.passedOn > 0 { handler.value.passedOn -= 1 }
-        }
-        written.futureResult.cascade(to: promise)
-        context.write(data, promise: written)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -95,5 +129,33 @@ final class ProxyFastPath: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         context.fireUserInboundEventTriggered(event)
+    }
+
+    /// Puts an `IdleStateHandler` and a ``ProxyFastPath`` in front of the conversion to
+    /// swift-http-types (Hummingbird adds its `additionalChannelHandlers` behind it), then leaves
+    /// the pipeline.
+    final class Installer: ChannelInboundHandler, RemovableChannelHandler {
+        typealias InboundIn = NIOAny
+
+        let proxy: CachingProxy
+        let idleTimeout: TimeAmount
+
+        init(proxy: CachingProxy, idleTimeout: TimeAmount) {
+            self.proxy = proxy
+            self.idleTimeout = idleTimeout
+        }
+
+        func handlerAdded(context: ChannelHandlerContext) {
+            let pipeline = context.pipeline.syncOperations
+            do {
+                let codec = try pipeline.handler(type: HTTP1ToHTTPServerCodec.self)
+                try pipeline.addHandler(IdleStateHandler(allTimeout: idleTimeout), position: .before(codec))
+                try pipeline.addHandler(ProxyFastPath(proxy: proxy), position: .before(codec))
+            } catch {
+                // Hummingbird always adds the codec first; without it there is no HTTP/1 to answer.
+                context.fireErrorCaught(error)
+            }
+            pipeline.removeHandler(context: context, promise: nil)
+        }
     }
 }

@@ -179,14 +179,15 @@ public final class ProxyNode: Sendable {
 
         let router = Router()
         router.add(middleware: ProxyResponder(proxy: proxy, maxRequestBodyBytes: options.maxRequestBodyBytes))
-        // The public listener: fresh memory hits are answered on the event loop (ProxyFastPath),
-        // which also closes idle connections (its IdleStateHandler sees every read and write).
+        // The public listener: fresh memory hits are answered on the event loop (ProxyFastPath, in
+        // front of the conversion to swift-http-types), which also closes idle connections (its
+        // IdleStateHandler sees every read and write).
         let idle = TimeAmount.nanoseconds(
             options.idleTimeout.components.seconds * 1_000_000_000 + options.idleTimeout.components.attoseconds / 1_000_000_000)
         let (port, running) = try await serve(
-            router, host: options.host, port: options.port, name: "strata-proxy", options: options, logger: logger,
+            router, host: options.host, port: options.port, name: nil, options: options, logger: logger,
             server: .http1(configuration: .init(
-                additionalChannelHandlers: [IdleStateHandler(allTimeout: idle), ProxyFastPath(proxy: proxy)], idleTimeout: nil)))
+                additionalChannelHandlers: [ProxyFastPath.Installer(proxy: proxy, idleTimeout: idle)], idleTimeout: nil)))
         let adminRouter = Router()
         adminRouter.add(middleware: AdminResponder(proxy: proxy))
         let adminPort: Int
@@ -227,9 +228,11 @@ public final class ProxyNode: Sendable {
         return overflow ? Int(Int32.max) : min(sum, Int(Int32.max))
     }
 
-    /// Starts a server for `router` on `host:port`; its bound port and its task.
+    /// Starts a server for `router` on `host:port`; its bound port and its task. `name` is the
+    /// `Server` field of its answers; the public listener has none, so the upstream's `Server` (in a
+    /// stored response or passed through) reaches the client as the upstream sent it.
     private static func serve(
-        _ router: Router<BasicRequestContext>, host: String, port: Int, name: String, options: Options, logger: Logger,
+        _ router: Router<BasicRequestContext>, host: String, port: Int, name: String?, options: Options, logger: Logger,
         server: HTTPServerBuilder?
     ) async throws -> (Int, Task<Void, any Error>) {
         let (announced, portContinuation) = AsyncStream<Int>.makeStream()

@@ -252,6 +252,61 @@ struct ProxyHostileTrafficTests {
         }
     }
 
+    @Test("a hit answered on the event loop carries what the full path's hit carries; a varying entry is chosen by the request; HTTP/1.0 goes the full way")
+    func aHitOnTheEventLoop_isTheFullPathsAnswer() async throws {
+        try await Self.withOrigin { origin, directory in
+            let node = try await Self.spawn("eventloop", origin: origin, in: directory, ["--postgres-url", ""])
+            defer { node.child.signal(SIGKILL) }
+            let plain = "/items/same?cc=max-age%3D600&etag=1"
+            let varying = "/items/varies?cc=max-age%3D600&vary=Accept-Language"
+            _ = try await node.get(plain)
+            let socket = try RawSocket(host: "127.0.0.1", port: node.port)
+            let get = { (path: String, extra: String) in "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\(extra)\r\n" }
+            // The same stored response twice: on the event loop (a plain GET) and on the full path
+            // (a request directive that allows it sends the request there).
+            try socket.send(get(plain, "") + get(plain, "Cache-Control: max-stale=1\r\n"))
+            let (fast, full) = try await TwoProcessTests.offPool { (try socket.readResponse(), try socket.readResponse()) }
+            #expect(fast.status == "HTTP/1.1 200 OK" && full.status == fast.status)
+            #expect(fast.fields["x-cache"] == "HIT" && fast.fields["x-cache-tier"] == "memory" && fast.fields["x-strata-node"] == "eventloop")
+            let varyingFields: Set<String> = ["age", "date", "connection"]
+            #expect(fast.fields.filter { !varyingFields.contains($0.key) } == full.fields.filter { !varyingFields.contains($0.key) })
+            #expect(fast.body == full.body && fast.fields["content-length"] == String(fast.body.utf8.count))
+            #expect(fast.fields["etag"] != nil && fast.fields["age"] != nil)
+
+            // Two variants of one target, each answered from memory with its own body.
+            for language in ["fr", "de"] {
+                _ = try await node.get(varying, [HTTPField.Name("Accept-Language")!: language])
+            }
+            try socket.send(get(varying, "Accept-Language: de\r\n") + get(varying, "Accept-Language: fr\r\n"))
+            let (de, fr) = try await TwoProcessTests.offPool { (try socket.readResponse(), try socket.readResponse()) }
+            #expect(de.fields["x-cache"] == "HIT" && fr.fields["x-cache"] == "HIT")
+            #expect(de.body.contains("\"de\"") && fr.body.contains("\"fr\""), "\(de.body) \(fr.body)")
+            #expect(try await origin.count("GET /items/varies") == 2)
+
+            // HTTP/1.0 without keep-alive: answered, then the connection closes (the full path's rule).
+            let old = try RawSocket(host: "127.0.0.1", port: node.port, timeout: .seconds(20))
+            try old.send("GET \(plain) HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            let (answer, after) = try await TwoProcessTests.offPool { () -> ((status: String, fields: [String: String], body: String), String) in
+                let answer = try old.readResponse()
+                do { return (answer, "a line: \(try old.readLine())") } catch { return (answer, "\(error)") }
+            }
+            #expect(answer.status.hasSuffix("200 OK") && answer.fields["x-cache"] == "HIT")
+            #expect(after.contains("the server closed the connection"), "\(after)")
+            #expect(answer.fields["connection"] == "close")
+            // A miss on HTTP/1.0: the full path's answer, then the close too.
+            let miss = try RawSocket(host: "127.0.0.1", port: node.port, timeout: .seconds(20))
+            try miss.send("GET /items/old?cc=max-age%3D600 HTTP/1.0\r\n\r\nGET \(plain) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            let (missed, then) = try await TwoProcessTests.offPool { () -> ((status: String, fields: [String: String], body: String), String) in
+                let answer = try miss.readResponse()
+                do { return (answer, "a line: \(try miss.readLine())") } catch { return (answer, "\(error)") }
+            }
+            #expect(missed.fields["x-cache"] == "MISS" && missed.body.contains("old") && missed.fields["connection"] == "close")
+            #expect(then.contains("the server closed the connection"), "what followed the last request is not answered: \(then)")
+            // The upstream's Server field reaches the client, on a hit as on a miss.
+            #expect(missed.fields["server"] == "strata-test-origin/1" && fast.fields["server"] == "strata-test-origin/1")
+        }
+    }
+
     // MARK: 6. Bounded memory, disk and connections
 
     @Test("a client connection that sends nothing is closed after --idle-timeout")
