@@ -9,7 +9,10 @@
 #    distinct query strings, 1 MB bodies, bodies past --max-body-bytes (streamed, not stored),
 #    short-lived entries whose upstream is slower than the soft timeout, writes that invalidate,
 #    503s, and the whole upstream failing for 5 s every 45 s. Every SOAK_SAMPLE (5) seconds it samples the
-#    proxy's resident memory (/proc/PID/status VmRSS) and the table's size (pg_total_relation_size).
+#    proxy's resident memory (/proc/PID/status VmRSS), its memory tier (strata_proxy_memory_entries and
+#    _bytes from /_strata/metrics) and the table's size (pg_total_relation_size). The memory tier is
+#    bounded to SOAK_MEMORY_ENTRIES (2,000) responses and 64 MiB, so it is full before warm-up ends:
+#    a node's memory grows while its tier fills (by design), and the soak looks for growth past that.
 # 2. `SoakQueries` (Benchmarks/Sources/SoakQueries): a QueryClient through SOAK_LOADS (1,000,000)
 #    loads with observers coming and going, invalidations, network flaps, foregrounds, drops and
 #    removals, on the real clock, printing its resident memory every 2% of the loads.
@@ -31,6 +34,7 @@ rss_factor="${SOAK_RSS_FACTOR:-1.25}"
 drift="${SOAK_DRIFT:-1.10}"
 table_factor="${SOAK_TABLE_FACTOR:-2.0}"
 table_bytes=$((64 * 1024 * 1024))
+memory_entries="${SOAK_MEMORY_ENTRIES:-2000}"
 postgres_url="${STRATA_POSTGRES_URL:?set STRATA_POSTGRES_URL (scripts/postgres.sh start prints it)}"
 out="${1:-$(mktemp -d "${TMPDIR:-/tmp}/strata-soak.XXXXXX")}"
 mkdir -p "$out"
@@ -70,8 +74,9 @@ pids+=($!)
 for _ in $(seq 100); do grep -q '^listening ' "$out/origin.out" 2>/dev/null && break; sleep 0.1; done
 origin="http://127.0.0.1:$(awk '/^listening /{print $2; exit}' "$out/origin.out")"
 port="$(free_port)"
-"$strata" proxy --upstream "$origin" --port "$port" --postgres-url "$postgres_url" --table "$table" --node soak \
-    --memory-bytes 64MiB --max-body-bytes 2MiB --table-bytes "$table_bytes" --soft-timeout 1s --hard-timeout 10s \
+admin_port="$(free_port)"
+"$strata" proxy --upstream "$origin" --port "$port" --admin-port "$admin_port" --postgres-url "$postgres_url" --table "$table" --node soak \
+    --memory-bytes 64MiB --memory-entries "$memory_entries" --max-body-bytes 2MiB --table-bytes "$table_bytes" --soft-timeout 1s --hard-timeout 10s \
     >"$out/strata.out" 2>"$out/strata.err" &
 proxy_pid=$!
 pids+=("$proxy_pid")
@@ -133,12 +138,14 @@ wrk -t2 -c64 -d"${seconds}s" --timeout 15s -s "$out/mix.lua" "http://127.0.0.1:$
 wrk_pid=$!
 pids+=("$wrk_pid")
 
-echo "seconds,rss_kib,table_bytes" >"$out/proxy.csv"
+echo "seconds,rss_kib,table_bytes,memory_entries,memory_bytes" >"$out/proxy.csv"
 start=$SECONDS
 while kill -0 "$wrk_pid" 2>/dev/null; do
     rss=$(awk '/^VmRSS:/{print $2}' "/proc/$proxy_pid/status" 2>/dev/null || echo -1)
     size=$(psql "$postgres_url" -qAtc "SELECT pg_total_relation_size('$table')" 2>/dev/null || echo -1)
-    echo "$((SECONDS - start)),$rss,$size" >>"$out/proxy.csv"
+    tier=$(curl -s -m 2 "http://127.0.0.1:$admin_port/_strata/metrics" \
+        | awk '/^strata_proxy_memory_entries/{e=$2} /^strata_proxy_memory_bytes/{b=$2} END{print (e==""?-1:e) "," (b==""?-1:b)}' || echo "-1,-1")
+    echo "$((SECONDS - start)),$rss,$size,$tier" >>"$out/proxy.csv"
     kill -0 "$proxy_pid" 2>/dev/null || { tail "$out/strata.err" >&2; die "strata proxy died during the soak"; }
     sleep "$sample"
 done
@@ -176,6 +183,12 @@ def judge(name, values, unit):
 lines, ok = [], True
 t, rss = series("proxy.csv", "seconds", "rss_kib")
 good, line = judge("strata proxy RSS", [v / 1024 for v in rss], "MiB"); ok &= good; lines.append(line)
+_, entries = series("proxy.csv", "seconds", "memory_entries")
+_, tier_bytes = series("proxy.csv", "seconds", "memory_bytes")
+if entries:
+    full_at = next((x for x, e in zip(t, entries) if e >= 0.95 * max(entries)), None)
+    lines.append(f"memory tier: {max(entries):.0f} entries at most, {max(tier_bytes) / 1048576:.1f} MiB at most (as its budget counts), "
+                 f"95% of its most entries from {full_at:.0f} s")
 _, size = series("proxy.csv", "seconds", "table_bytes")
 peak_table = max(size) if size else 0
 good = peak_table <= table_factor * table_bytes; ok &= good
@@ -192,9 +205,10 @@ def polyline(xs, ys, x0, y0, w, h, ymax):
     return " ".join(f"{x0 + w * x / xmax:.1f},{y0 + h - h * y / ymax:.1f}" for x, y in zip(xs, ys))
 svg = ['<svg xmlns="http://www.w3.org/2000/svg" width="720" height="260" font-family="sans-serif" font-size="12">',
        '<rect width="720" height="260" fill="white"/>']
-for i, (title, xs, ys, xlabel) in enumerate([
-        ("strata proxy, resident MiB", t, [v / 1024 for v in rss], "seconds"),
-        ("QueryClient, resident MiB", qx, [v / 1024 for v in qrss], "loads")]):
+tier_series = [v / 1048576 for v in tier_bytes] if len(tier_bytes) == len(t) else []
+for i, (title, xs, ys, xlabel, extra) in enumerate([
+        ("strata proxy, resident MiB (orange: its memory tier)", t, [v / 1024 for v in rss], "seconds", tier_series),
+        ("QueryClient, resident MiB", qx, [v / 1024 for v in qrss], "loads", [])]):
     x0, y0, w, h = 50 + i * 360, 30, 290, 180
     ymax = max(ys) * 1.2 if ys else 1
     svg.append(f'<text x="{x0}" y="20">{title}</text>')
@@ -203,6 +217,8 @@ for i, (title, xs, ys, xlabel) in enumerate([
     svg.append(f'<text x="{x0 + w}" y="{y0 + h + 16}" text-anchor="end">{max(xs) if xs else 0:.0f} {xlabel}</text>')
     if xs:
         svg.append(f'<polyline fill="none" stroke="#2563eb" stroke-width="1.5" points="{polyline(xs, ys, x0, y0, w, h, ymax)}"/>')
+    if xs and extra:
+        svg.append(f'<polyline fill="none" stroke="#ea580c" stroke-width="1.5" points="{polyline(xs, extra, x0, y0, w, h, ymax)}"/>')
 svg.append('</svg>')
 open(os.path.join(out, "soak.svg"), "w").write("\n".join(svg))
 sys.exit(0 if ok else 1)

@@ -65,6 +65,9 @@ public struct ProxyCommand: AsyncParsableCommand {
     @Option(help: "The memory tier's budget in bytes (bodies and header fields; 256MiB).", transform: ByteCountArgument.init(parsing:))
     var memoryBytes = ByteCountArgument(bytes: 256 * 1024 * 1024, description: "256MiB")
 
+    @Option(help: "The most responses the memory tier keeps (10000).")
+    var memoryEntries = 10_000
+
     @Option(help: "The largest response body that is cached (16MiB); larger ones pass through.", transform: ByteCountArgument.init(parsing:))
     var maxBodyBytes = ByteCountArgument(bytes: 16 * 1024 * 1024, description: "16MiB")
 
@@ -141,6 +144,8 @@ public struct ProxyCommand: AsyncParsableCommand {
         options.adminPort = adminPort
         options.cacheDirectory = cacheDir.map { URL(fileURLWithPath: $0, isDirectory: true) }
         options.memoryByteLimit = memoryBytes.bytes ?? Int.max
+        guard memoryEntries > 0 else { throw ValidationError("--memory-entries must be at least 1") }
+        options.memoryCountLimit = memoryEntries
         options.maxBodyBytes = maxBodyBytes.bytes ?? Int.max
         options.tableByteLimit = tableBytes.bytes ?? Int.max
         options.tableMaxAge = tableMaxAge.duration

@@ -47,7 +47,8 @@ extension CachingProxy {
             let backplane = TieredStoreBackplaneFigures(
                 events: figures.events, ownIgnored: figures.ownChangesIgnored, copiesDropped: figures.copiesDropped,
                 invalidations: figures.invalidations, listeningStarts: figures.listeningStarts,
-                unsentWrites: cache.unsentWrites, sharedTierDown: cache.sharedTierIsDown)
+                unsentWrites: cache.unsentWrites, sharedTierDown: cache.sharedTierIsDown,
+                memoryEntries: cache.memory.count, memoryBytes: cache.memory.totalCost)
             return Answer(
                 status: .ok, fields: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
                 body: Data(metrics.exposition(node: settings.node, backplane: backplane).utf8))

@@ -99,6 +99,10 @@ final class ProxyMetrics: Sendable {
         metric("strata_shared_tier_repairs_queued", "Writes waiting for the shared tier to come back.", "gauge",
                [("", backplane.unsentWrites)])
         metric("strata_shared_tier_down", "1 while the shared tier is unreachable.", "gauge", [("", backplane.sharedTierDown ? 1 : 0)])
+        metric("strata_proxy_memory_entries", "Responses the memory tier holds (--memory-entries bounds them).", "gauge",
+               [("", backplane.memoryEntries)])
+        metric("strata_proxy_memory_bytes", "Bytes the memory tier holds as its budget counts them (--memory-bytes bounds them).",
+               "gauge", [("", backplane.memoryBytes)])
         return lines.joined(separator: "\n") + "\n"
     }
 }
@@ -112,4 +116,7 @@ struct TieredStoreBackplaneFigures: Sendable {
     var listeningStarts = 0
     var unsentWrites = 0
     var sharedTierDown = false
+    /// Responses in the memory tier, and their bytes as its budget counts them.
+    var memoryEntries = 0
+    var memoryBytes = 0
 }

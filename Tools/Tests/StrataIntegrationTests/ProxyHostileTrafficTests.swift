@@ -337,6 +337,23 @@ struct ProxyHostileTrafficTests {
             let growth = try Self.residentBytes(of: node.child.pid) - before
             // 150 MB went through; the memory tier keeps 8 MiB. The rest is the allocator's slack.
             #expect(growth < 64 * 1024 * 1024, "grew by \(growth / 1024 / 1024) MiB")
+            let held = try await node.metric("strata_proxy_memory_bytes")
+            #expect(held > 6 * 1024 * 1024 && held <= 8 * 1024 * 1024, "the tier is full, within its budget: \(held)")
+            #expect(try await node.metric("strata_proxy_memory_entries") < 9)
+        }
+    }
+
+    @Test("--memory-entries bounds the responses the memory tier keeps, whatever their size")
+    func theMemoryTier_keepsAtMostItsEntries() async throws {
+        try await Self.withOrigin { origin, directory in
+            let node = try await Self.spawn("entries", origin: origin, in: directory, ["--postgres-url", "", "--memory-entries", "20"])
+            defer { node.child.signal(SIGKILL) }
+            for index in 0..<50 {
+                #expect(try await node.get("/items/small-\(index)?cc=max-age%3D600").status == .ok)
+            }
+            #expect(try await node.metric("strata_proxy_memory_entries") == 20)
+            #expect(Self.cache(try await node.get("/items/small-49?cc=max-age%3D600")) == "HIT", "the latest are kept")
+            #expect(Self.cache(try await node.get("/items/small-0?cc=max-age%3D600")) == "MISS", "the oldest went first")
         }
     }
 
