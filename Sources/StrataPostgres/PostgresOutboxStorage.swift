@@ -271,6 +271,110 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
         }
     }
 
+    // MARK: Shared by processes
+
+    public var isSharedByProcesses: Bool { true }
+
+    /// The table of scope claims: ``table`` followed by `_claims`.
+    public var claimsTable: String { table + "_claims" }
+    /// The one-row table of the last sequence given: ``table`` followed by `_sequence`.
+    public var sequenceTable: String { table + "_sequence" }
+
+    /// Claims `scope` with one conditional upsert (taken when free, lapsed or already this
+    /// claimant's); when another claimant holds it, reads that claim and takes it over only if its
+    /// process is known to be gone (a compare-and-set on that claimant). No lock outlives a statement.
+    /// Lapse dates are compared with `now` of the asking process: keep the hosts' clocks in step.
+    @concurrent
+    public func claim(scope: String, for claimant: OutboxClaimant, until expiresAt: Date, now: Date) async throws -> OutboxClaimOutcome {
+        let claimData: Data
+        do {
+            claimData = try JSONEncoder().encode(OutboxScopeClaim(claimant: claimant, expiresAt: expiresAt))
+        } catch {
+            throw StoreError(store: description, operation: .insert, key: scope, reason: "the claim does not encode: \(error)", underlying: error)
+        }
+        let claimantID = claimant.id.uuidString.lowercased()
+        let until = expiresAt.timeIntervalSince1970
+        let at = now.timeIntervalSince1970
+        return try await connections.perform(.insert, key: scope) { [claimsTable] connection, logger -> OutboxClaimOutcome in
+            for _ in 0..<2 {
+                let taken = try await connection.queryUnlessClosed("""
+                    INSERT INTO "\(unescaped: claimsTable)" (scope, claimant_id, claim, expires_at)
+                    VALUES (\(scope), \(claimantID), \(claimData), \(until))
+                    ON CONFLICT (scope) DO UPDATE SET
+                        claimant_id = EXCLUDED.claimant_id, claim = EXCLUDED.claim, expires_at = EXCLUDED.expires_at
+                    WHERE "\(unescaped: claimsTable)".claimant_id = EXCLUDED.claimant_id OR "\(unescaped: claimsTable)".expires_at <= \(at)
+                    RETURNING scope
+                    """, logger: logger)
+                var claimed = false
+                for try await _ in taken.decode(String.self) { claimed = true }
+                if claimed { return .claimed }
+                let rows = try await connection.queryUnlessClosed(
+                    #"SELECT claimant_id, claim FROM "\#(unescaped: claimsTable)" WHERE scope = \#(scope)"#, logger: logger)
+                var holder: (id: String, claim: Data)?
+                for try await (id, data) in rows.decode((String, Data).self) where holder == nil { holder = (id, data) }
+                guard let holder else { continue }  // released meanwhile: ask again
+                guard let held = try? JSONDecoder().decode(OutboxScopeClaim.self, from: holder.claim) else {
+                    // Unreadable (a hand edit): it lapses at its expires_at like any other.
+                    return .heldElsewhere(OutboxScopeClaim(claimant: OutboxClaimant(processID: 0, host: ""), expiresAt: now.addingTimeInterval(1)))
+                }
+                guard OutboxClaimant.isGone(held.claimant) else { return .heldElsewhere(held) }
+                let takenOver = try await connection.queryUnlessClosed("""
+                    UPDATE "\(unescaped: claimsTable)" SET claimant_id = \(claimantID), claim = \(claimData), expires_at = \(until)
+                    WHERE scope = \(scope) AND claimant_id = \(holder.id)
+                    RETURNING scope
+                    """, logger: logger)
+                var replaced = false
+                for try await _ in takenOver.decode(String.self) { replaced = true }
+                if replaced { return .claimed }
+            }
+            // Another claimant moved in between both times: it holds the scope for now.
+            return .heldElsewhere(OutboxScopeClaim(claimant: OutboxClaimant(processID: 0, host: ""), expiresAt: now.addingTimeInterval(1)))
+        }
+    }
+
+    /// Gives `claimant`'s claim on `scope` back, if it still holds it, in one statement.
+    @concurrent
+    public func release(scope: String, for claimant: OutboxClaimant) async throws {
+        let claimantID = claimant.id.uuidString.lowercased()
+        try await connections.perform(.delete, key: scope) { [claimsTable] connection, logger in
+            try await PostgresStore<Data>.drain(connection.queryUnlessClosed(
+                #"DELETE FROM "\#(unescaped: claimsTable)" WHERE scope = \#(scope) AND claimant_id = \#(claimantID)"#, logger: logger))
+        }
+    }
+
+    /// The readable entries of `scope`, in one statement through the `(scope, sequence)` index.
+    @concurrent
+    public func entries(inScope scope: String) async throws -> [OutboxEntry] {
+        let rows: [StoredRow] = try await connections.perform(.retrieve, key: scope) { [table] connection, logger in
+            let rows = try await connection.queryUnlessClosed(
+                #"SELECT id, entry FROM "\#(unescaped: table)" WHERE scope = \#(scope)"#, logger: logger)
+            var stored: [StoredRow] = []
+            for try await (id, entry) in rows.decode((UUID, Data).self) { stored.append(StoredRow(id: id, entry: entry)) }
+            return stored
+        }
+        var entries: [OutboxEntry] = []
+        for row in rows {
+            if let entry = await readable(row) { entries.append(entry) }
+        }
+        return entries
+    }
+
+    /// The next sequence, from ``sequenceTable``, in one statement.
+    @concurrent
+    public func nextSequence(after: UInt64) async throws -> UInt64 {
+        let floor = Int64(clamping: after)
+        return try await connections.perform(.insert, key: nil) { [sequenceTable] connection, logger -> UInt64 in
+            let rows = try await connection.queryUnlessClosed("""
+                INSERT INTO "\(unescaped: sequenceTable)" (id, value) VALUES (1, \(floor &+ 1))
+                ON CONFLICT (id) DO UPDATE SET value = GREATEST("\(unescaped: sequenceTable)".value, \(floor)) + 1
+                RETURNING value
+                """, logger: logger)
+            var value: Int64 = floor &+ 1
+            for try await next in rows.decode(Int64.self) { value = next }
+            return UInt64(max(value, 1))
+        }
+    }
+
     // MARK: Internals
 
     private struct StoredRow: Sendable {
@@ -342,6 +446,25 @@ private enum OutboxTables {
         try await connection.queryUnlessClosed(
             #"CREATE INDEX IF NOT EXISTS "\#(unescaped: table)_scope" ON "\#(unescaped: table)" (scope, sequence)"#,
             logger: logger)
+        try await connection.queryUnlessClosed("""
+            CREATE TABLE IF NOT EXISTS "\(unescaped: table + "_claims")" (
+                scope TEXT PRIMARY KEY,
+                claimant_id TEXT NOT NULL,
+                claim BYTEA NOT NULL,
+                expires_at DOUBLE PRECISION NOT NULL
+            )
+            """, logger: logger)
+        try await connection.queryUnlessClosed("""
+            CREATE TABLE IF NOT EXISTS "\(unescaped: table + "_sequence")" (
+                id INTEGER PRIMARY KEY CHECK (id = 1),
+                value BIGINT NOT NULL
+            )
+            """, logger: logger)
+        try await connection.queryUnlessClosed("""
+            INSERT INTO "\(unescaped: table + "_sequence")" (id, value)
+            SELECT 1, coalesce(max(sequence), 0) FROM "\(unescaped: table)"
+            ON CONFLICT (id) DO NOTHING
+            """, logger: logger)
         try await connection.queryUnlessClosed("""
             CREATE TABLE IF NOT EXISTS "\(unescaped: unreadable)" (
                 id UUID,

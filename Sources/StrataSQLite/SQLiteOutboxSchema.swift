@@ -19,6 +19,14 @@ import GRDB
 ///   id, entry                               as they were in strata_outbox_entries, unchanged
 ///   reason           TEXT                   why it could not be read
 ///   set_aside_at     REAL                   seconds since 1970
+/// strata_outbox_claims (v2)                 who drains which scope, when processes share the file
+///   scope            TEXT PRIMARY KEY       OutboxEntry.scope
+///   claimant_id      TEXT                   OutboxClaimant.id, lowercase
+///   claim            BLOB                   the whole OutboxScopeClaim as JSON
+///   expires_at       REAL                   seconds since 1970, for queries and people
+/// strata_outbox_sequence (v2)               one row: the last sequence given to a new write
+///   id               INTEGER PRIMARY KEY    1
+///   value            INTEGER
 /// ```
 ///
 /// The columns beside `entry` are copies for an operator's queries (`SELECT kind, count(*) ... GROUP
@@ -27,11 +35,13 @@ import GRDB
 enum SQLiteOutboxSchema {
     static let entries = "strata_outbox_entries"
     static let unreadable = "strata_outbox_unreadable"
+    static let claims = "strata_outbox_claims"
+    static let sequence = "strata_outbox_sequence"
     static let entryColumns = ["id", "sequence", "scope", "kind", "state", "attempts", "created_at", "next_attempt_at", "entry"]
     static let unreadableColumns = ["id", "entry", "reason", "set_aside_at"]
 
     /// Namespaced so they cannot collide with the migrations of the application sharing the file.
-    static let migrationIdentifiers = ["strata.outbox.v1"]
+    static let migrationIdentifiers = ["strata.outbox.v1", "strata.outbox.v2"]
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -61,6 +71,25 @@ enum SQLiteOutboxSchema {
                 );
                 """)
         }
+        // v2: processes sharing the file claim scopes and number writes here.
+        migrator.registerMigration(migrationIdentifiers[1]) { db in
+            for table in [claims, sequence] where try db.tableExists(table) {
+                throw SQLiteSchema.Conflict(description: "the database already has a table '\(table)' that this storage did not create")
+            }
+            try db.execute(sql: """
+                CREATE TABLE \(claims) (
+                    scope TEXT NOT NULL PRIMARY KEY,
+                    claimant_id TEXT NOT NULL,
+                    claim BLOB NOT NULL,
+                    expires_at REAL NOT NULL
+                );
+                CREATE TABLE \(sequence) (
+                    id INTEGER NOT NULL PRIMARY KEY CHECK (id = 1),
+                    value INTEGER NOT NULL
+                );
+                INSERT INTO \(sequence) (id, value) SELECT 1, coalesce(max(sequence), 0) FROM \(entries);
+                """)
+        }
         return migrator
     }
 
@@ -82,7 +111,10 @@ enum SQLiteOutboxSchema {
 
     /// Throws a conflict unless both tables have (at least) the columns this version reads and writes.
     static func verify(_ db: Database) throws {
-        for (table, expected) in [(entries, entryColumns), (unreadable, unreadableColumns)] {
+        for (table, expected) in [
+            (entries, entryColumns), (unreadable, unreadableColumns),
+            (claims, ["scope", "claimant_id", "claim", "expires_at"]), (sequence, ["id", "value"]),
+        ] {
             guard try db.tableExists(table) else {
                 throw SQLiteSchema.Conflict(description: "the table '\(table)' is missing although its migration is recorded as applied")
             }

@@ -26,8 +26,9 @@ import Strata
 ///   ``loadAll()`` and ``entry(_:)``, `insert` for ``save(_:)``, `delete` for ``remove(_:)``) and
 ///   the entry's id.
 ///
-/// Several processes may use the same file (WAL and a busy timeout); one outbox should drain it at
-/// a time (see `OutboxStorage`).
+/// Several processes may use the same file (WAL and a busy timeout) and drain it at once: a scope is
+/// drained by one outbox at a time, claimed in `strata_outbox_claims` within one short write
+/// transaction, and new writes are numbered from `strata_outbox_sequence` (see `OutboxStorage`).
 public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringConvertible {
     /// The table holding the entries, for inspecting the file with other SQLite tools.
     public static var tableName: String { SQLiteOutboxSchema.entries }
@@ -215,6 +216,89 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
             }
         } catch {
             throw failure(.delete, key, error)
+        }
+    }
+
+    // MARK: Shared by processes
+
+    public var isSharedByProcesses: Bool { true }
+
+    /// Claims `scope` in one write transaction (the database's write lock, held for it alone).
+    @concurrent
+    public func claim(scope: String, for claimant: OutboxClaimant, until expiresAt: Date, now: Date) async throws -> OutboxClaimOutcome {
+        do {
+            let claimData = try JSONEncoder().encode(OutboxScopeClaim(claimant: claimant, expiresAt: expiresAt))
+            return try await writer.write { db -> OutboxClaimOutcome in
+                let held = try Data.fetchOne(db, sql: "SELECT claim FROM \(SQLiteOutboxSchema.claims) WHERE scope = ?", arguments: [scope])
+                    .flatMap { try? JSONDecoder().decode(OutboxScopeClaim.self, from: $0) }
+                let decision = OutboxClaimRule.decide(held: held, by: claimant, until: expiresAt, now: now)
+                if decision.store != nil {
+                    try db.execute(
+                        sql: """
+                            INSERT INTO \(SQLiteOutboxSchema.claims) (scope, claimant_id, claim, expires_at) VALUES (?, ?, ?, ?)
+                            ON CONFLICT(scope) DO UPDATE SET claimant_id = excluded.claimant_id, claim = excluded.claim, expires_at = excluded.expires_at
+                            """,
+                        arguments: [scope, claimant.id.uuidString.lowercased(), claimData, expiresAt.timeIntervalSince1970])
+                }
+                return decision.outcome
+            }
+        } catch {
+            throw failure(.insert, scope, error)
+        }
+    }
+
+    /// Gives `claimant`'s claim on `scope` back, if it still holds it.
+    @concurrent
+    public func release(scope: String, for claimant: OutboxClaimant) async throws {
+        do {
+            try await writer.write { db in
+                try db.execute(
+                    sql: "DELETE FROM \(SQLiteOutboxSchema.claims) WHERE scope = ? AND claimant_id = ?",
+                    arguments: [scope, claimant.id.uuidString.lowercased()])
+            }
+        } catch {
+            throw failure(.delete, scope, error)
+        }
+    }
+
+    /// The readable entries of `scope`, through the `(scope, sequence)` index; unreadable rows are set
+    /// aside as ``loadAll()`` does.
+    @concurrent
+    public func entries(inScope scope: String) async throws -> [OutboxEntry] {
+        let rows: [StoredOutboxRow]
+        do {
+            rows = try await writer.read { db in
+                try Row.fetchAll(db, sql: "SELECT rowid, id, entry FROM \(SQLiteOutboxSchema.entries) WHERE scope = ?", arguments: [scope]).map {
+                    StoredOutboxRow(rowid: $0[0], id: $0[1], entry: $0[2])
+                }
+            }
+        } catch {
+            throw failure(.retrieve, scope, error)
+        }
+        var entries: [OutboxEntry] = []
+        for row in rows {
+            switch row.decode() {
+            case .success(let entry): entries.append(entry)
+            case .failure(let unreadable): await setAside(row, reason: unreadable.reason)
+            }
+        }
+        return entries
+    }
+
+    /// The next sequence, from `strata_outbox_sequence`, in one write transaction.
+    @concurrent
+    public func nextSequence(after: UInt64) async throws -> UInt64 {
+        let floor = Int64(clamping: after)
+        do {
+            let value = try await writer.write { db -> Int64 in
+                try db.execute(
+                    sql: "INSERT INTO \(SQLiteOutboxSchema.sequence) (id, value) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET value = max(value, ?) + 1",
+                    arguments: [floor &+ 1, floor])
+                return try Int64.fetchOne(db, sql: "SELECT value FROM \(SQLiteOutboxSchema.sequence) WHERE id = 1") ?? floor &+ 1
+            }
+            return UInt64(max(value, 1))
+        } catch {
+            throw failure(.insert, nil, error)
         }
     }
 

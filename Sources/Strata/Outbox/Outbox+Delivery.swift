@@ -8,6 +8,8 @@ extension Outbox {
     }
 
     /// Delivers the due writes of the claimed `scope` one after another, until one fails or none is due.
+    /// On a storage shared by processes, it first claims the scope there (and reads it back), renews
+    /// the claim before each write while less than half of it is left, and releases it at the end.
     func drainScope(_ scope: String) async -> OutboxDrainReport {
         defer {
             // A `run()` that looked for its next wake-up while this scope was busy skipped it: when
@@ -15,11 +17,22 @@ extension Outbox {
             if state.withLock({ $0.machine.releaseScope(scope) }) { wake() }
         }
         var report = OutboxDrainReport()
+        let shared = storage.isSharedByProcesses
+        var claimedUntil: Date?
+        if shared {
+            guard let until = await claimShared(scope, report: &report) else { return report }
+            claimedUntil = until
+        }
         while !Task.isCancelled {
             let now = environment.now()
+            if let until = claimedUntil, until.timeIntervalSince(now) < claimLease.seconds / 2 {
+                guard let renewed = await claimShared(scope, report: &report, renewing: true) else { return report }
+                claimedUntil = renewed
+            }
             let outcome: Outcome
             switch state.withLock({ $0.machine.nextStep(in: scope, now: now) }) {
             case .release:
+                if shared { await releaseShared(scope) }
                 return report
             case .park(let entry, let letter):
                 outcome = await park(entry, letter)
@@ -31,7 +44,82 @@ extension Outbox {
             report.record(outcome)
             guard [.delivered, .parked, .discarded, .settled].contains(outcome) else { break }
         }
+        if shared { await releaseShared(scope) }
         return report
+    }
+
+    /// Claims `scope` in the shared storage and reads it back, or renews the claim. Returns until
+    /// when it holds it, or `nil` when another process drains it (its head waits; counted in
+    /// `report`) or the storage failed (logged; the scope is held back).
+    private func claimShared(_ scope: String, report: inout OutboxDrainReport, renewing: Bool = false) async -> Date? {
+        let now = environment.now()
+        let until = now.addingTimeInterval(claimLease.seconds)
+        do {
+            switch try await storage.claim(scope: scope, for: claimant, until: until, now: now) {
+            case .claimed:
+                break
+            case .heldElsewhere(let claim):
+                report.heldElsewhere += 1
+                metrics.claimsHeldElsewhere.increment()
+                let retry = min(claim.expiresAt, now.addingTimeInterval(Self.claimRetry.seconds))
+                state.withLock { $0.machine.heldElsewhere(scope, until: retry) }
+                logger.debug(
+                    "outbox scope is being drained by another process; asked again at \(retry)",
+                    metadata: ["outbox": "\(name)", "outbox.scope": "\(scope)", "outbox.claimant": "\(claim.claimant)"])
+                changed()
+                return nil
+            }
+            if renewing { return until }
+            let stored = try await storage.entries(inScope: scope)
+            let (left, joined) = state.withLock { state in
+                let found = state.machine.reconcile(scope: scope, stored: stored)
+                for entry in found.left { state.writeEvents.append(.delivered(entry)) }
+                for entry in found.joined where entry.isPending { state.writeEvents.append(.queued(entry)) }
+                return found
+            }
+            if !left.isEmpty || !joined.isEmpty {
+                await reportWriteEvents()
+                changed()
+            }
+            return until
+        } catch {
+            metrics.storageFailures.increment()
+            logger.error("outbox could not claim a scope in its shared storage; it waits", metadata: [
+                "outbox": "\(name)", "outbox.scope": "\(scope)", "error": "\(error)"])
+            state.withLock { $0.machine.heldElsewhere(scope, until: holdBackDate()) }
+            if renewing { await releaseShared(scope) }
+            return nil
+        }
+    }
+
+    /// Gives the scope's claim back (a failure is logged: the claim lapses by itself).
+    private func releaseShared(_ scope: String) async {
+        do {
+            try await storage.release(scope: scope, for: claimant)
+        } catch {
+            logger.warning("outbox could not release its claim on a scope; it lapses at its date", metadata: [
+                "outbox": "\(name)", "outbox.scope": "\(scope)", "error": "\(error)"])
+        }
+    }
+
+    /// Reads the shared storage for writes other processes queued, so their scopes are drained here too.
+    func discoverWritesOfOtherProcesses() async throws {
+        let stored: [OutboxEntry]
+        do {
+            stored = try await storage.loadAll()
+        } catch {
+            metrics.storageFailures.increment()
+            throw OutboxError.storage(error)
+        }
+        let joined = state.withLock { state in
+            let joined = state.machine.discovered(stored)
+            for entry in joined where entry.isPending { state.writeEvents.append(.queued(entry)) }
+            return joined
+        }
+        if !joined.isEmpty {
+            await reportWriteEvents()
+            changed()
+        }
     }
 
     /// A first save with an unknown outcome, read back in a drain: queued or absent (the drain goes

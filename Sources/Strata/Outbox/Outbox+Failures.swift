@@ -102,6 +102,8 @@ struct OutboxMetrics: Sendable {
     let enqueued: Counter
     let delivered: Counter
     let storageFailures: Counter
+    /// Scopes a drain left alone because another process sharing the storage drains them.
+    let claimsHeldElsewhere: Counter
     let pending: Gauge
     let parkedNow: Gauge
     private let failureCounters: [OutboxFailure.Class: Counter]
@@ -114,6 +116,7 @@ struct OutboxMetrics: Sendable {
         enqueued = Counter(label: "strata_outbox_enqueued_total", dimensions: [outbox], factory: factory)
         delivered = Counter(label: "strata_outbox_delivered_total", dimensions: [outbox], factory: factory)
         storageFailures = Counter(label: "strata_outbox_storage_failures_total", dimensions: [outbox], factory: factory)
+        claimsHeldElsewhere = Counter(label: "strata_outbox_scopes_held_elsewhere_total", dimensions: [outbox], factory: factory)
         pending = Gauge(label: "strata_outbox_pending", dimensions: [outbox], factory: factory)
         parkedNow = Gauge(label: "strata_outbox_parked", dimensions: [outbox], factory: factory)
         failureCounters = Dictionary(uniqueKeysWithValues: OutboxFailure.Class.allCases.map { kind in

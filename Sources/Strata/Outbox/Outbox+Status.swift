@@ -39,6 +39,8 @@ public struct OutboxDrainReport: Sendable, Hashable {
     public var discarded = 0
     /// Writes that failed and wait for a retry.
     public var deferred = 0
+    /// Scopes left alone because another process sharing the storage drains them.
+    public var heldElsewhere = 0
 
     /// A report of nothing done yet.
     public init() {}
@@ -58,6 +60,7 @@ public struct OutboxDrainReport: Sendable, Hashable {
         parked += other.parked
         discarded += other.discarded
         deferred += other.deferred
+        heldElsewhere += other.heldElsewhere
     }
 }
 

@@ -53,6 +53,13 @@ public final class Outbox: Sendable, CustomStringConvertible {
     let handlerDeadline: Duration?
     let metrics: OutboxMetrics
     let state: Locked<State>
+    /// This outbox, as the other processes sharing its storage see it.
+    let claimant = OutboxClaimant.thisProcess()
+    /// How long a claim on a scope lasts unless renewed (before each attempt): longer than one
+    /// attempt may take, so a live drainer never loses its scope in the middle of one.
+    let claimLease: Duration
+    /// How soon a scope another process drains is asked for again.
+    static let claimRetry: Duration = .seconds(1)
 
     /// What a handler is given for one attempt to deliver a write.
     public struct Delivery: Sendable {
@@ -121,6 +128,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
         self.maxConcurrentScopes = maxConcurrentScopes
         self.handlerDeadline = handlerDeadline
         self.metrics = OutboxMetrics(name: name, factory: metricsFactory ?? MetricsSystem.factory)
+        self.claimLease = (handlerDeadline ?? .seconds(300)) + .seconds(30)
         self.state = Locked(State(machine: OutboxStateMachine(configuration: .init(
             maxConcurrentScopes: maxConcurrentScopes, retention: retention))))
     }
@@ -162,11 +170,22 @@ public final class Outbox: Sendable, CustomStringConvertible {
         try await ensureLoaded()
         let now = environment.now()
         let id = id ?? .version7(at: now)
+        // Shared by processes: the storage numbers the write, so writes queued by different
+        // processes into one scope are delivered in the order they were acknowledged.
+        var sequence: UInt64?
+        if storage.isSharedByProcesses, state.withLock({ $0.machine.entry(id) == nil }) {
+            do {
+                sequence = try await storage.nextSequence(after: state.withLock { $0.machine.nextSequence } &- 1)
+            } catch {
+                metrics.storageFailures.increment()
+                throw OutboxError.storage(error)
+            }
+        }
         while true {
             let decision = state.withLock {
                 $0.machine.enqueue(
                     id: id, kind: kind, scope: scope, payload: payload, host: host, baseVersion: baseVersion,
-                    invalidates: invalidates, now: now)
+                    invalidates: invalidates, now: now, sequence: sequence)
             }
             switch decision {
             case .existing(let entry):
@@ -364,6 +383,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
     public func drain() async throws -> OutboxDrainReport {
         try await ensureLoaded()
         var report = OutboxDrainReport()
+        if storage.isSharedByProcesses { try await discoverWritesOfOtherProcesses() }
         report.parked += await parkExpired()
         state.withLock { $0.machine.drains += 1 }
         changed()

@@ -99,6 +99,76 @@ struct OutboxStateMachine: Sendable {
         return revivable(kinds: registeredKinds)
     }
 
+    // MARK: Shared by processes
+
+    /// Entries read from a storage that other processes share: those this outbox does not know yet
+    /// (queued by another process) join, unless their scope is being drained here (a drain reads its
+    /// scope back after claiming it, and a read that started before one of its deliveries must not
+    /// bring the delivered write back). Returns the writes that joined.
+    mutating func discovered(_ entries: [OutboxEntry]) -> [OutboxEntry] {
+        guard isLoaded else { return [] }
+        var joined: [OutboxEntry] = []
+        for entry in entries where records[entry.id] == nil && !discarded.contains(entry.id) && !busyScopes.contains(entry.scope) {
+            insert(Record(entry: entry, phase: entry.isPending ? .pending : .parked))
+            joined.append(entry)
+        }
+        nextSequence = max(nextSequence, (joined.map(\.sequence).max() ?? 0) &+ 1)
+        return joined
+    }
+
+    /// The storage's entries of `scope`, read right after this outbox claimed the scope (it is busy
+    /// here): a pending or parked write the storage no longer holds left it elsewhere (delivered or
+    /// discarded by another process) and leaves here; one the storage holds in another version (an
+    /// attempt counted, parked, retried elsewhere: ``changedElsewhere(stored:known:)``) takes that
+    /// version; one this outbox does not know
+    /// joins. Writes in flight here (saving, delivering, requeueing, discarding) are left alone.
+    /// Returns the writes that left and those that joined.
+    mutating func reconcile(scope: String, stored: [OutboxEntry]) -> (left: [OutboxEntry], joined: [OutboxEntry]) {
+        guard isLoaded, busyScopes.contains(scope) else { return ([], []) }
+        var byID: [UUID: OutboxEntry] = [:]
+        for entry in stored where entry.scope == scope { byID[entry.id] = entry }
+        var left: [OutboxEntry] = []
+        for id in queues[scope, default: []] + records.values.filter({ $0.entry.scope == scope && !$0.phase.isQueued }).map(\.entry.id) {
+            guard let record = records[id], record.phase == .pending || record.phase == .parked else { continue }
+            if let current = byID[id] {
+                guard Self.changedElsewhere(stored: current, known: record.entry) else { continue }
+                if current.sequence == record.entry.sequence {
+                    replace(id, entry: current, phase: current.isPending ? .pending : .parked)
+                } else {  // requeued elsewhere, at the end of the queue
+                    remove(id)
+                    insert(Record(entry: current, phase: current.isPending ? .pending : .parked))
+                }
+            } else {
+                remove(id)
+                left.append(record.entry)
+            }
+        }
+        var joined: [OutboxEntry] = []
+        for entry in byID.values.sorted(by: Outbox.deliveryOrder) where records[entry.id] == nil && !discarded.contains(entry.id) {
+            insert(Record(entry: entry, phase: entry.isPending ? .pending : .parked))
+            joined.append(entry)
+        }
+        nextSequence = max(nextSequence, (stored.map(\.sequence).max() ?? 0) &+ 1)
+        return (left, joined)
+    }
+
+    /// Whether the stored version of a write was changed by another process since this one knew it:
+    /// requeued or parked there, or attempted more times (its backoff and failure come along), or its
+    /// payload or precondition rewritten. What only this process knows stays: a write made due by
+    /// connectivity or a host's answer (never saved), or an attempt whose save failed here.
+    static func changedElsewhere(stored: OutboxEntry, known: OutboxEntry) -> Bool {
+        if stored.sequence != known.sequence || stored.isPending != known.isPending { return true }
+        if stored.attempts != known.attempts { return stored.attempts > known.attempts }
+        return stored.payload != known.payload || stored.keyRevision != known.keyRevision || stored.baseVersion != known.baseVersion
+    }
+
+    /// Another process drains `scope` until `until`: its head is not due here before then.
+    mutating func heldElsewhere(_ scope: String, until: Date) {
+        guard let id = queues[scope]?.first, var record = records[id], record.phase == .pending else { return }
+        record.entry.nextAttemptAt = max(record.entry.nextAttemptAt, until)
+        replace(id, entry: record.entry, phase: .pending)
+    }
+
     // MARK: Queueing
 
     enum EnqueueDecision: Sendable, Hashable {
@@ -114,10 +184,12 @@ struct OutboxStateMachine: Sendable {
         case discarded
     }
 
-    /// `enqueue` with the write's id (the app's, or a new UUIDv7).
+    /// `enqueue` with the write's id (the app's, or a new UUIDv7). `sequence` is the storage's, when
+    /// it is shared by processes (``OutboxStorage/nextSequence(after:)``); the write takes it, or
+    /// this outbox's next when that is greater (another call of this process took a later one first).
     mutating func enqueue(
         id: UUID, kind: String, scope: String, payload: Data, host: String?, baseVersion: String?,
-        invalidates: [String] = [], now: Date
+        invalidates: [String] = [], now: Date, sequence: UInt64? = nil
     ) -> EnqueueDecision {
         if discarded.contains(id) { return .discarded }
         if let record = records[id] {
@@ -130,7 +202,7 @@ struct OutboxStateMachine: Sendable {
             }
         }
         let entry = OutboxEntry(
-            id: id, sequence: takeSequence(), scope: scope, kind: kind, payload: payload, host: host?.lowercased(),
+            id: id, sequence: takeSequence(atLeast: sequence ?? 0), scope: scope, kind: kind, payload: payload, host: host?.lowercased(),
             baseVersion: baseVersion, createdAt: now, invalidates: invalidates)
         insert(Record(entry: entry, phase: .saving))
         return .save(entry)
@@ -558,9 +630,10 @@ struct OutboxStateMachine: Sendable {
 
     // MARK: Indexes
 
-    private mutating func takeSequence() -> UInt64 {
-        defer { nextSequence += 1 }
-        return nextSequence
+    private mutating func takeSequence(atLeast floor: UInt64 = 0) -> UInt64 {
+        let taken = max(nextSequence, floor)
+        nextSequence = taken &+ 1
+        return taken
     }
 
     private func revivable(kinds: Set<String>) -> [OutboxEntry] {
@@ -591,7 +664,7 @@ struct OutboxStateMachine: Sendable {
         var queue = queues[record.entry.scope, default: []]
         // Almost always the end: writes are queued in sequence order.
         var index = queue.endIndex
-        while index > queue.startIndex, let previous = records[queue[index - 1]], record.entry.sequence < previous.entry.sequence {
+        while index > queue.startIndex, let previous = records[queue[index - 1]], Outbox.deliveryOrder(record.entry, previous.entry) {
             index -= 1
         }
         queue.insert(id, at: index)

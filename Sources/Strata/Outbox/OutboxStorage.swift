@@ -24,9 +24,22 @@ import Musl
 ///   id was never saved, was removed, or its entry cannot be read back (set aside as by ``loadAll()``).
 /// - Failures throw ``StoreError``.
 ///
-/// One outbox should own a storage at a time; a second process draining the same storage (the
-/// `strata outbox drain` command beside a running app) may send an entry twice, which the entry's
-/// `Idempotency-Key` makes harmless on a server that honours it.
+/// ## Shared by processes
+/// A storage that several processes open at once (an app and its extensions in an App Group, two
+/// workers, `strata outbox drain` beside a running app) says so with ``isSharedByProcesses`` and
+/// implements the four calls below, each one short, bounded operation under whatever makes it atomic
+/// across processes (a file lock, a transaction), never held while a write is being sent:
+/// - ``claim(scope:for:until:now:)`` / ``release(scope:for:)``: a scope is drained by one
+///   ``Outbox`` at a time, whatever its process, with ``OutboxClaimRule`` deciding. A claim lapses
+///   at its date unless renewed, and sooner when its holder's process is known to be gone.
+/// - ``entries(inScope:)``: what the storage holds for a scope now, read right after a claim so
+///   the drainer sends neither what another process delivered nor older versions of what it changed.
+/// - ``nextSequence(after:)``: sequences that increase across every process, so writes queued by
+///   different processes into one scope are delivered in the order they were acknowledged.
+///
+/// ``FileOutboxStorage``, `SQLiteOutboxStorage` and `PostgresOutboxStorage` are shared by processes.
+/// A storage that is not (``MemoryOutboxStorage``, and the defaults for your own) must have one
+/// outbox draining it at a time.
 public protocol OutboxStorage: Sendable {
     /// Every entry, in any order.
     func loadAll() async throws -> [OutboxEntry]
@@ -39,12 +52,40 @@ public protocol OutboxStorage: Sendable {
     /// and may have committed all the same), so that `enqueue` answers "queued" or "not queued",
     /// never a guess. The default reads every entry; a storage with an index should answer directly.
     func entry(_ id: UUID) async throws -> OutboxEntry?
+
+    /// Whether other processes may use this storage at the same time: the ``Outbox`` then claims each
+    /// scope before draining it and reads the scope back after claiming it. `false` by default.
+    var isSharedByProcesses: Bool { get }
+    /// Claims `scope` for `claimant` until `expiresAt`, or renews its claim, unless another live
+    /// claimant holds it (``OutboxClaimRule``). The default (a storage of one process) always claims.
+    func claim(scope: String, for claimant: OutboxClaimant, until expiresAt: Date, now: Date) async throws -> OutboxClaimOutcome
+    /// Gives up `claimant`'s claim on `scope`, if it still holds it. The default does nothing.
+    func release(scope: String, for claimant: OutboxClaimant) async throws
+    /// Every entry of `scope`, in any order. The default filters ``loadAll()``.
+    func entries(inScope scope: String) async throws -> [OutboxEntry]
+    /// A sequence for a new write, greater than `after` and than every sequence this storage gave any
+    /// process before. The default (one process) is `after + 1`.
+    func nextSequence(after: UInt64) async throws -> UInt64
 }
 
 extension OutboxStorage {
     public func entry(_ id: UUID) async throws -> OutboxEntry? {
         try await loadAll().first { $0.id == id }
     }
+
+    public var isSharedByProcesses: Bool { false }
+
+    public func claim(scope: String, for claimant: OutboxClaimant, until expiresAt: Date, now: Date) async throws -> OutboxClaimOutcome {
+        .claimed
+    }
+
+    public func release(scope: String, for claimant: OutboxClaimant) async throws {}
+
+    public func entries(inScope scope: String) async throws -> [OutboxEntry] {
+        try await loadAll().filter { $0.scope == scope }
+    }
+
+    public func nextSequence(after: UInt64) async throws -> UInt64 { after &+ 1 }
 }
 
 /// Entries in memory: gone when the process ends. For previews, tests and writes that may be lost.
@@ -69,15 +110,22 @@ public final class MemoryOutboxStorage: OutboxStorage, CustomStringConvertible {
 /// Each file is a header line (`strata-outbox 1 <SHA-256 of the rest>`) and the entry as JSON; a file
 /// whose checksum does not match (bit rot, a hand edit) is renamed to `<name>.unreadable`, logged,
 /// and left for an operator. Files are created `0600` in a `0700` directory.
+///
+/// Several processes may share the directory (an App Group container, a volume two workers mount):
+/// they agree through its `.coordination` file, locked with `flock` for one short read and write at a
+/// time (see ``OutboxStorage``). Keep the directory on a local file system: `flock` over NFS is not
+/// reliable.
 public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
     /// The directory holding the entries.
     public let directory: URL
     private let logger: Logger
+    let coordination: CoordinationFile
 
     /// Keeps entries in `directory` (created on first write when missing).
     public init(directory: URL, logger: Logger = LoadEnvironment.defaultLogger) {
         self.directory = directory
         self.logger = logger
+        self.coordination = CoordinationFile(directory: directory.path)
     }
 
     public var description: String { "FileOutboxStorage(\(directory.path))" }
@@ -222,6 +270,134 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
             logger.error(
                 "outbox entry unreadable, and it could not be set aside; left in place, skipped",
                 metadata: ["outbox.storage": "\(description)", "outbox.file": "\(path)", "errno": "\(errno)"])
+        }
+    }
+}
+
+// MARK: - Shared by processes
+
+extension FileOutboxStorage {
+    public var isSharedByProcesses: Bool { true }
+
+    public func claim(scope: String, for claimant: OutboxClaimant, until expiresAt: Date, now: Date) async throws -> OutboxClaimOutcome {
+        try await coordinated(.insert, scope: scope) { state in
+            let decision = OutboxClaimRule.decide(held: state.claims[scope], by: claimant, until: expiresAt, now: now)
+            if let store = decision.store { state.claims[scope] = store }
+            return decision.outcome
+        }
+    }
+
+    public func release(scope: String, for claimant: OutboxClaimant) async throws {
+        try await coordinated(.delete, scope: scope) { state in
+            if OutboxClaimRule.releases(state.claims[scope], by: claimant) { state.claims[scope] = nil }
+        }
+    }
+
+    public func nextSequence(after: UInt64) async throws -> UInt64 {
+        try await coordinated(.insert, scope: nil) { state in
+            state.sequence = max(state.sequence, after) &+ 1
+            return state.sequence
+        }
+    }
+
+    /// The longest this storage (in this process) held its directory's lock, for one claim, release
+    /// or sequence: never while a write is sent, whatever the network does.
+    public var longestLockHold: Duration { coordination.longestHold }
+
+    /// What the processes sharing the directory agree on, kept in `.coordination` (JSON) and changed
+    /// only under an exclusive `flock` of that file: the last sequence given, and who drains which scope.
+    struct Coordination: Codable {
+        var sequence: UInt64 = 0
+        var claims: [String: OutboxScopeClaim] = [:]
+    }
+
+    /// Runs `change` on the directory's coordination state under its lock (taken within
+    /// ``CoordinationFile/lockTimeout``) and writes it back when it changed.
+    private func coordinated<Result: Sendable>(
+        _ operation: StoreError.Operation, scope: String?, _ change: @escaping @Sendable (inout Coordination) -> Result
+    ) async throws -> Result {
+        let file = coordination
+        let description = description
+        return try await BlockingIOPool.shared.run { () throws(StoreError) -> Result in
+            do {
+                try POSIXFile.createDirectory(file.directory, mode: 0o700)
+                return try file.update(change)
+            } catch {
+                throw StoreError(store: description, operation: operation, key: scope, reason: "\(error)", underlying: error)
+            }
+        }
+    }
+}
+
+/// The `.coordination` file of a ``FileOutboxStorage`` directory, read and written whole under an
+/// exclusive `flock` held for that read and write only (microseconds): a process killed while
+/// holding it loses the lock with its descriptor, and one stopped while holding it (a debugger, a
+/// suspended app) makes the others fail after ``lockTimeout`` instead of waiting for ever.
+final class CoordinationFile: Sendable {
+    let directory: String
+    let path: String
+    /// How long a claim waits for another process's hold of the lock.
+    static let lockTimeout: Duration = .seconds(2)
+    private let longest = Locked<Duration>(.zero)
+
+    init(directory: String) {
+        self.directory = directory
+        self.path = (directory as NSString).appendingPathComponent(".coordination")
+    }
+
+    var longestHold: Duration { longest.withLock { $0 } }
+
+    struct LockTimedOut: Error, CustomStringConvertible {
+        var path: String
+        var description: String {
+            "another process has held \(path)'s lock for over \(CoordinationFile.lockTimeout) (stopped while holding it?)"
+        }
+    }
+
+    func update<Result>(_ change: (inout FileOutboxStorage.Coordination) -> Result) throws -> Result {
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { throw POSIXFile.Failure(call: "open", path: path, code: errno) }
+        defer { close(fd) }
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: Self.lockTimeout)
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            guard errno == EWOULDBLOCK || errno == EINTR else { throw POSIXFile.Failure(call: "flock", path: path, code: errno) }
+            guard clock.now < deadline else { throw LockTimedOut(path: path) }
+            usleep(200)  // another process holds it for one short read and write
+        }
+        let taken = clock.now
+        defer {
+            let held = clock.now - taken
+            flock(fd, LOCK_UN)
+            longest.withLock { if held > $0 { $0 = held } }
+        }
+        let before = try readAll(fd)
+        // Unreadable (a hand edit; never a crash: each write is one pwrite): start afresh. Claims are
+        // leases that lapse anyway, and a sequence is never below what the asking outbox has seen.
+        var state = (try? JSONDecoder().decode(FileOutboxStorage.Coordination.self, from: before)) ?? .init()
+        let result = change(&state)
+        let after = try JSONEncoder().encode(state)
+        if after != before {
+            let written = after.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+            guard written == after.count else { throw POSIXFile.Failure(call: "pwrite", path: path, code: written < 0 ? errno : EIO) }
+            guard ftruncate(fd, off_t(after.count)) == 0 else { throw POSIXFile.Failure(call: "ftruncate", path: path, code: errno) }
+        }
+        return result
+    }
+
+    private func readAll(_ fd: Int32) throws -> Data {
+        var data = Data()
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        var offset: off_t = 0
+        while true {
+            let n = chunk.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, offset) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw POSIXFile.Failure(call: "pread", path: path, code: errno)
+            }
+            if n == 0 { return data }
+            data.append(contentsOf: chunk[..<n])
+            offset += off_t(n)
         }
     }
 }

@@ -11,8 +11,13 @@ extension OutboxCommand {
                 Writes that failed because the server could not be reached are due at once (a drain \
                 says the network is back); writes backing off after a 408, 429 or 5xx wait for their \
                 next attempt. One line per write: sent STATUS ID, parked ID: REASON, deferred ID: REASON \
-                (tried, failed transiently, still queued) or waiting ID: REASON (not tried); a summary \
-                on standard error.
+                (tried, failed transiently, still queued), waiting ID: REASON (not tried) or elsewhere \
+                ID (delivered by another process sharing the outbox); a summary on standard error.
+
+                Several drains (and an application) may share one outbox at once: each scope is sent \
+                by one of them at a time, so every write is sent once, in order per scope. A scope \
+                another drain is sending is left to it (waiting ID: another process is sending scope \
+                S).
 
                 -H gives credentials back: a write queued with an Authorization (Proxy-Authorization, \
                 Cookie) header gets the one given here; writes queued without it never do.

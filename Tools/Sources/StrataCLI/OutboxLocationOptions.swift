@@ -13,6 +13,9 @@ struct OutboxLocationOptions: ParsableArguments {
     @Option(help: "The PostgreSQL database for --store postgres (default: $STRATA_POSTGRES_URL).")
     var postgresURL: String?
 
+    @Option(help: "The table for --store postgres (default strata_fetch_outbox; an application's PostgresOutboxStorage uses strata_outbox).")
+    var postgresTable = "strata_fetch_outbox"
+
     @Option(help: "How long --store postgres waits to connect (500ms, 10s, …; default 3s).", transform: DurationArgument.init(parsing:))
     var postgresConnectTimeout: DurationArgument?
 
@@ -27,6 +30,7 @@ struct OutboxLocationOptions: ParsableArguments {
     var location: OutboxLocation {
         OutboxLocation(
             cacheDirectory: cacheDir.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? Fetcher.defaultCacheDirectory,
-            store: store, postgresURL: resolvedPostgresURL, postgresConnectTimeout: postgresConnectTimeout?.duration)
+            store: store, postgresURL: resolvedPostgresURL, postgresTable: postgresTable,
+            postgresConnectTimeout: postgresConnectTimeout?.duration)
     }
 }

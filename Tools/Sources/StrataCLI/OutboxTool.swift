@@ -106,12 +106,28 @@ public struct OutboxTool: Sendable {
         // backing off after a 408, 429 or 5xx keep their wait.
         outbox.connectivityChanged(isOnline: false)
         outbox.connectivityChanged(isOnline: true)
-        _ = try await outbox.drain()
+        let report = try await outbox.drain()
 
-        var delivered = 0, parked = 0, deferred = 0, waiting = 0
+        var delivered = 0, parked = 0, deferred = 0, waiting = 0, elsewhere = 0
+        let attemptedScopes = Set(before.filter { writes.lastAttempt(of: $0) != nil }.map(\.scope))
         for entry in before {
             let attempt = writes.lastAttempt(of: entry)
             let id = entry.idempotencyKey
+            // Not attempted here: another process sharing the outbox may have sent it, or be sending it.
+            if attempt == nil {
+                let here = try await outbox.entry(entry.id)
+                let stored = outbox.storage.isSharedByProcesses ? try await outbox.storage.entry(entry.id) : here
+                guard here != nil, stored != nil else {
+                    elsewhere += 1
+                    stdout("elsewhere \(id): delivered by another process")
+                    continue
+                }
+                if report.heldElsewhere > 0, !attemptedScopes.contains(entry.scope), let stored, stored.isPending {
+                    waiting += 1
+                    stdout("waiting \(id): another process is sending scope \(entry.scope)")
+                    continue
+                }
+            }
             guard let after = try await outbox.entry(entry.id) else {
                 delivered += 1
                 let status = if case .answered(let status, _) = attempt { "\(status)" } else { "2xx" }
@@ -131,6 +147,7 @@ public struct OutboxTool: Sendable {
             }
         }
         let summary = "drained: \(delivered) delivered, \(parked) parked, \(deferred) deferred, \(waiting) waiting"
+            + (elsewhere > 0 ? ", \(elsewhere) delivered by another process" : "")
         stderr("strata outbox drain: \(summary)")
         if parked > 0 { return .parked }
         if deferred + waiting > 0 { return .deferred }
