@@ -65,12 +65,24 @@ public enum Redaction {
         return rewriting(text) { scanner in scanner.scanText() }
     }
 
-    /// `path` — a URL's path, an outbox scope, a key made of segments — with each segment shaped like a
-    /// secret (see ``Redaction``) replaced by `***`, then everything ``redactingSecrets(in:)`` removes.
-    /// A segment here is a run of letters, digits, `.`, `_`, `~` and `-` between any other characters
-    /// (`/`, `:`, `|`, spaces…), so `user/<token>` and `tenant:<token>` lose the token.
+    /// `path` — a URL's path, an outbox scope, a key made of segments — with everything
+    /// ``redactingSecrets(in:)`` removes, then each segment shaped like a secret (see ``Redaction``)
+    /// replaced by `***`. A segment here is a run of letters, digits, `.`, `_`, `~` and `-` between any
+    /// other characters (`/`, `:`, `|`, spaces…), so `user/<token>` and `tenant:<token>` lose the token.
+    ///
+    /// Both passes are repeated until neither changes anything (at most four rounds), so redacting
+    /// twice gives what redacting once did: each pass can reshape what the other sees (a token the text
+    /// pass removes from the middle of a segment leaves the rest as segments of their own; a segment
+    /// replaced after a `\` takes the escape's letter with it, and the value before it then runs on;
+    /// both found by fuzzing).
     public static func redactingSecrets(inPath path: String) -> String {
-        redactingSecrets(in: rewriting(path) { scanner in scanner.scanSegments(separatedBy: { !isTokenByte($0) }) })
+        var current = path
+        for _ in 0..<4 {
+            let next = rewriting(redactingSecrets(in: current)) { scanner in scanner.scanSegments(separatedBy: { !isTokenByte($0) }) }
+            if next == current { return current }
+            current = next
+        }
+        return current
     }
 
     /// `url` for messages and logs: user and password removed, each query value and each path segment

@@ -29,6 +29,14 @@ extension Outbox {
                 guard let renewed = await claimShared(scope, report: &report, renewing: true) else { return report }
                 claimedUntil = renewed
             }
+            // This process queued into the scope while draining it: another process may have too,
+            // earlier; read it back again, so theirs go first.
+            if shared, state.withLock({ $0.machine.needsReread(scope) }) {
+                guard await readBack(scope) else {
+                    await releaseShared(scope)
+                    return report
+                }
+            }
             let outcome: Outcome
             switch state.withLock({ $0.machine.nextStep(in: scope, now: now) }) {
             case .release:
@@ -70,17 +78,7 @@ extension Outbox {
                 return nil
             }
             if renewing { return until }
-            let stored = try await storage.entries(inScope: scope)
-            let (left, joined) = state.withLock { state in
-                let found = state.machine.reconcile(scope: scope, stored: stored)
-                for entry in found.left { state.writeEvents.append(.delivered(entry)) }
-                for entry in found.joined where entry.isPending { state.writeEvents.append(.queued(entry)) }
-                return found
-            }
-            if !left.isEmpty || !joined.isEmpty {
-                await reportWriteEvents()
-                changed()
-            }
+            try await readBackOrThrow(scope)
             return until
         } catch {
             metrics.storageFailures.increment()
@@ -89,6 +87,35 @@ extension Outbox {
             state.withLock { $0.machine.heldElsewhere(scope, until: holdBackDate()) }
             if renewing { await releaseShared(scope) }
             return nil
+        }
+    }
+
+    /// Reads the claimed `scope` back from the shared storage into the machine.
+    private func readBackOrThrow(_ scope: String) async throws {
+        let stored = try await storage.entries(inScope: scope)
+        let (left, joined) = state.withLock { state in
+            let found = state.machine.reconcile(scope: scope, stored: stored)
+            for entry in found.left { state.writeEvents.append(.delivered(entry)) }
+            for entry in found.joined where entry.isPending { state.writeEvents.append(.queued(entry)) }
+            return found
+        }
+        if !left.isEmpty || !joined.isEmpty {
+            await reportWriteEvents()
+            changed()
+        }
+    }
+
+    /// ``readBackOrThrow(_:)``; on a failure (logged) the scope is held back and `false` returned.
+    private func readBack(_ scope: String) async -> Bool {
+        do {
+            try await readBackOrThrow(scope)
+            return true
+        } catch {
+            metrics.storageFailures.increment()
+            logger.error("outbox could not read a scope back from its shared storage; it waits", metadata: [
+                "outbox": "\(name)", "outbox.scope": "\(scope)", "error": "\(error)"])
+            state.withLock { $0.machine.heldElsewhere(scope, until: holdBackDate()) }
+            return false
         }
     }
 

@@ -73,6 +73,8 @@ struct OutboxStateMachine: Sendable {
     private(set) var parkedCount = 0
     private(set) var nextSequence: UInt64 = 1
     private(set) var busyScopes: Set<String> = []
+    /// Busy scopes to read back from the shared storage before their next write (``needsReread(_:)``).
+    private var scopesToReadBack: Set<String> = []
     private(set) var registeredKinds: Set<String> = []
     /// Ids discarded in this process: nothing brings them back.
     private(set) var discarded: Set<UUID> = []
@@ -125,6 +127,7 @@ struct OutboxStateMachine: Sendable {
     /// Returns the writes that left and those that joined.
     mutating func reconcile(scope: String, stored: [OutboxEntry]) -> (left: [OutboxEntry], joined: [OutboxEntry]) {
         guard isLoaded, busyScopes.contains(scope) else { return ([], []) }
+        scopesToReadBack.remove(scope)
         var byID: [UUID: OutboxEntry] = [:]
         for entry in stored where entry.scope == scope { byID[entry.id] = entry }
         var left: [OutboxEntry] = []
@@ -160,6 +163,12 @@ struct OutboxStateMachine: Sendable {
         if stored.sequence != known.sequence || stored.isPending != known.isPending { return true }
         if stored.attempts != known.attempts { return stored.attempts > known.attempts }
         return stored.payload != known.payload || stored.keyRevision != known.keyRevision || stored.baseVersion != known.baseVersion
+    }
+
+    /// Whether the busy `scope` must be read back from the shared storage before its next write (this
+    /// process queued into it while it was drained; see ``enqueue(id:kind:scope:payload:host:baseVersion:invalidates:now:sequence:)``).
+    func needsReread(_ scope: String) -> Bool {
+        busyScopes.contains(scope) && scopesToReadBack.contains(scope)
     }
 
     /// Another process drains `scope` until `until`: its head is not due here before then.
@@ -205,6 +214,11 @@ struct OutboxStateMachine: Sendable {
             id: id, sequence: takeSequence(atLeast: sequence ?? 0), scope: scope, kind: kind, payload: payload, host: host?.lowercased(),
             baseVersion: baseVersion, createdAt: now, invalidates: invalidates)
         insert(Record(entry: entry, phase: .saving))
+        // Shared by processes, and its scope is being drained here: another process may have queued
+        // a write into it since it was read back (acknowledged there before this call, so due before
+        // this write, but numbered before this drain's read and saved after it). Read it back before
+        // its next write.
+        if sequence != nil, busyScopes.contains(scope) { scopesToReadBack.insert(scope) }
         return .save(entry)
     }
 
@@ -358,6 +372,7 @@ struct OutboxStateMachine: Sendable {
     /// `run()` must look at it again).
     mutating func releaseScope(_ scope: String) -> Bool {
         busyScopes.remove(scope)
+        scopesToReadBack.remove(scope)
         return queues[scope] != nil
     }
 

@@ -197,6 +197,16 @@ struct RedactionTests {
         #expect(Redaction.redactingSecrets(in: input) == expected)
     }
 
+    @Test("redacting a path twice gives what redacting it once did (found by fuzzing)", arguments: [
+        "A.eyJiJ9.eyJzdWI.yJiJ9.eyJzdWIapi_~xI2n.nP1[yJiJ9.eyJzdWIapi_~xI2n.nP1clbmFET hl",
+        #"s_%7C_17C?e42ookieF292c6912E780n='bSet-Set-Cookie: {s l\nxcdue178B4aDefaultIndicesCookie: {s l\nxDefaultIndices-="#,
+    ])
+    func redactingAPathTwice_isRedactingItOnce(path: String) {
+        let once = Redaction.redactingSecrets(inPath: path)
+        let twice = Redaction.redactingSecrets(inPath: once)
+        #expect(twice == once, "once: \(once.debugDescription), twice: \(twice.debugDescription)")
+    }
+
     @Test("a URL whose path Foundation read leniently (a `[`) is redacted, never a trap (found by fuzzing)")
     func aLenientlyReadPath_isRedacted() throws {
         let url = try #require(URL(string: "Posres://urefve/s:/[uerify-fusho99lusho99l/"))
