@@ -375,6 +375,18 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
         }
     }
 
+    /// The last sequence given, from ``sequenceTable``, in one statement.
+    @concurrent
+    public func lastSequenceIssued() async throws -> UInt64? {
+        try await connections.perform(.retrieve, key: nil) { [sequenceTable] connection, logger -> UInt64? in
+            let rows = try await connection.queryUnlessClosed(
+                #"SELECT value FROM "\#(unescaped: sequenceTable)" WHERE id = 1"#, logger: logger)
+            var value: Int64 = 0
+            for try await found in rows.decode(Int64.self) { value = found }
+            return UInt64(max(value, 0))
+        }
+    }
+
     // MARK: Internals
 
     private struct StoredRow: Sendable {

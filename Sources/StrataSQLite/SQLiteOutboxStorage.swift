@@ -302,6 +302,19 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
         }
     }
 
+    /// The last sequence given, from `strata_outbox_sequence`.
+    @concurrent
+    public func lastSequenceIssued() async throws -> UInt64? {
+        do {
+            let value = try await writer.read { db in
+                try Int64.fetchOne(db, sql: "SELECT value FROM \(SQLiteOutboxSchema.sequence) WHERE id = 1")
+            }
+            return UInt64(max(value ?? 0, 0))
+        } catch {
+            throw failure(.retrieve, nil, error)
+        }
+    }
+
     // MARK: Internals
 
     private static var upsertSQL: String {

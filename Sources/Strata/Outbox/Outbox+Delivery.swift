@@ -129,10 +129,12 @@ extension Outbox {
         }
     }
 
-    /// Reads the shared storage for writes other processes queued, so their scopes are drained here too.
+    /// Reads the shared storage for writes other processes queued, so their scopes are drained here
+    /// too: only when the storage numbered writes past this process's own last one.
     func discoverWritesOfOtherProcesses() async throws {
         let stored: [OutboxEntry]
         do {
+            if let issued = try await storage.lastSequenceIssued(), issued < state.withLock({ $0.machine.nextSequence }) { return }
             stored = try await storage.loadAll()
         } catch {
             metrics.storageFailures.increment()

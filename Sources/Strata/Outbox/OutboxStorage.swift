@@ -66,6 +66,10 @@ public protocol OutboxStorage: Sendable {
     /// A sequence for a new write, greater than `after` and than every sequence this storage gave any
     /// process before. The default (one process) is `after + 1`.
     func nextSequence(after: UInt64) async throws -> UInt64
+    /// The last sequence ``nextSequence(after:)`` gave any process, or `nil` when unknown (the
+    /// default). A drain reads every entry for writes other processes queued only when it is past
+    /// this process's own last one.
+    func lastSequenceIssued() async throws -> UInt64?
 }
 
 extension OutboxStorage {
@@ -86,6 +90,8 @@ extension OutboxStorage {
     }
 
     public func nextSequence(after: UInt64) async throws -> UInt64 { after &+ 1 }
+
+    public func lastSequenceIssued() async throws -> UInt64? { nil }
 }
 
 /// Entries in memory: gone when the process ends. For previews, tests and writes that may be lost.
@@ -300,6 +306,10 @@ extension FileOutboxStorage {
         }
     }
 
+    public func lastSequenceIssued() async throws -> UInt64? {
+        try await coordinated(.retrieve, scope: nil) { state in state.sequence }
+    }
+
     /// The longest this storage (in this process) held its directory's lock, for one claim, release
     /// or sequence: never while a write is sent, whatever the network does.
     public var longestLockHold: Duration { coordination.longestHold }
@@ -354,10 +364,32 @@ final class CoordinationFile: Sendable {
         }
     }
 
+    /// The file, opened once and kept open (`-1` until then); its lock also serialises this process's
+    /// own calls, since a `flock` held through one descriptor does not exclude other threads using it.
+    private let descriptor = Locked<Int32>(-1)
+
+    deinit {
+        descriptor.withLock { if $0 >= 0 { close($0) } }
+    }
+
     func update<Result>(_ change: (inout FileOutboxStorage.Coordination) -> Result) throws -> Result {
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard fd >= 0 else { throw POSIXFile.Failure(call: "open", path: path, code: errno) }
-        defer { close(fd) }
+        try descriptor.withLock { fd throws -> Result in
+            // The file the path names now: the one kept open, unless the directory was removed and
+            // made again meanwhile (every process must lock the same file).
+            var named = stat(), opened = stat()
+            if fd >= 0, stat(path, &named) != 0 || fstat(fd, &opened) != 0 || named.st_ino != opened.st_ino || named.st_dev != opened.st_dev {
+                close(fd)
+                fd = -1
+            }
+            if fd < 0 {
+                fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+                guard fd >= 0 else { throw POSIXFile.Failure(call: "open", path: path, code: errno) }
+            }
+            return try update(fd, change)
+        }
+    }
+
+    private func update<Result>(_ fd: Int32, _ change: (inout FileOutboxStorage.Coordination) -> Result) throws -> Result {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: Self.lockTimeout)
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {

@@ -48,7 +48,7 @@ struct OutboxCLIProcessTests {
             #expect(sent.stdout.hasPrefix("queued "), "\(sent.stdout)")
             #expect(sent.stdout.hasSuffix("; will be sent by 'strata outbox drain'\n"))
             let id = try #require(sent.stdout.split(separator: " ").dropFirst().first).dropLast()
-            let files = try FileManager.default.contentsOfDirectory(atPath: cache + "/outbox")
+            let files = try FileManager.default.contentsOfDirectory(atPath: cache + "/outbox").filter { $0 != ".coordination" }
             #expect(files.count == 1)
             for file in files {
                 let stored = try StoredOutboxFile(URL(fileURLWithPath: cache + "/outbox/" + file))

@@ -111,11 +111,12 @@ final class OutboxCLITests {
         return String(word.hasSuffix(":") ? word.dropLast() : word)
     }
 
-    /// The files of the file outbox.
+    /// The entry files of the file outbox (not its `.coordination` file, which holds no entry).
     func outboxFiles() throws -> [URL] {
         let folder = location.fileDirectory
         guard FileManager.default.fileExists(atPath: folder.path) else { return [] }
         return try FileManager.default.contentsOfDirectory(at: folder, includingPropertiesForKeys: nil)
+            .filter { $0.lastPathComponent != ".coordination" }
     }
 
     /// The requests the server received carrying `Idempotency-Key: key`.
