@@ -80,12 +80,12 @@ for target in "${targets[@]}"; do
     mkdir -p "$work/corpus" "$committed"
     dictionary=()
     [ -f "Tools/Fuzz/Dictionaries/$target.dict" ] && dictionary=(-dict="Tools/Fuzz/Dictionaries/$target.dict")
-    if [ "$mode" = merge ]; then
-        "$fuzzer" "$target" -merge=1 "${dictionary[@]}" "$committed" "$work/corpus" 2>&1 | tail -n 2
-        continue
-    fi
     leaks=1
     case "$target" in proxy-request|web-demo-actions|inspector-actions) leaks=0 ;; esac
+    if [ "$mode" = merge ]; then
+        ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=$leaks" "$fuzzer" "$target" -merge=1 -detect_leaks="$leaks" "${dictionary[@]}" "$committed" "$work/corpus" 2>&1 | tail -n 2
+        continue
+    fi
     echo "== $target: ${seconds} s"
     log="$work/log"
     set +e
