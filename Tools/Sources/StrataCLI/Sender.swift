@@ -111,14 +111,21 @@ public struct Sender: Sendable {
         let writes = OutboxHTTPWrites(transport: transport, timeout: options.timeout, credentials: credentials)
         writes.register(on: single)
         let after: OutboxEntry?
+        let report: OutboxDrainReport
         do {
-            try await single.drain()
+            report = try await single.drain()
             after = try await single.entry(entry.id)
         } catch {
             stdout("queued \(id): the attempt could not start (\(Redaction.redactingSecrets(in: "\(error)"))); will be sent by 'strata outbox drain'")
             return .ok
         }
         let attempt = writes.lastAttempt(of: entry)
+        if attempt == nil, report.heldElsewhere > 0 || after == nil {
+            // Another process sharing the outbox drains the scope, or queued a write ahead of this one.
+            stdout("queued \(id): another process is sending scope \(entry.scope) or queued a write to it first; "
+                + "will be sent by that process or 'strata outbox drain'")
+            return .ok
+        }
         guard let after else {
             let status = if case .answered(let status, _) = attempt { "\(status)" } else { "2xx" }
             stdout("sent \(status) \(id)")

@@ -69,6 +69,31 @@ struct OutboxSharedProcessesTests {
         }
     }
 
+    @Test("strata send leaves a write to the process that drains its scope, and sends it at once when none does")
+    func send_leavesAClaimedScopeToItsDrainer() async throws {
+        let directory = try TemporaryDirectory(prefix: "strata-shared-send")
+        let cache = directory.appending("cache")
+        let recorder = try await Recorder.start(in: directory, delayMs: 0)
+        defer { recorder.child.signal(SIGKILL); _ = recorder.child.wait() }
+        let url = "http://127.0.0.1:\(recorder.port)/notes"
+        // Another live process (PID 1 exists) drains scope /notes of this outbox.
+        let storage = FileOutboxStorage(directory: cache.appendingPathComponent("outbox"))
+        let drainer = OutboxClaimant(processID: 1, host: OutboxClaimant.thisProcess().host)
+        let now = Date()
+        #expect(try await storage.claim(scope: "/notes", for: drainer, until: now.addingTimeInterval(600), now: now) == .claimed)
+        let held = try await TwoProcessTests.run(["send", "POST", url, "--data", #"{"n":1}"#, "--cache-dir", cache.path])
+        let heldOutput = String(decoding: held.stdout, as: UTF8.self)
+        #expect(heldOutput.contains("another process is sending scope /notes"), "\(heldOutput) \(held.stderr)")
+        #expect(try await recorder.writes().isEmpty, "not sent while another process drains its scope")
+        // Released: the next send goes at once, behind the first (which waits for a drain).
+        try await storage.release(scope: "/notes", for: drainer)
+        let drained = try await TwoProcessTests.run(["outbox", "drain", "--cache-dir", cache.path])
+        #expect(drained.status == 0, "\(drained.stderr)")
+        let sent = try await TwoProcessTests.run(["send", "POST", url, "--data", #"{"n":2}"#, "--cache-dir", cache.path])
+        #expect(String(decoding: sent.stdout, as: UTF8.self).hasPrefix("sent 201 "), "\(sent.stderr)")
+        #expect(try await recorder.writes().map(\.body) == [#"{"n":1}"#, #"{"n":2}"#])
+    }
+
     // MARK: Support
 
     /// Every scope's writes arrived in the order they were queued (a write sent again may follow
