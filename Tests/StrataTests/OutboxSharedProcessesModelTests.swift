@@ -84,7 +84,7 @@ struct OutboxSharedProcessesModelTests {
     /// Seeds per run: 1,000 by default; `STRATA_INTERLEAVING_SEEDS` for a longer search.
     static let seeds = ProcessInfo.processInfo.environment["STRATA_INTERLEAVING_SEEDS"].flatMap { UInt64($0) } ?? 1_000
 
-    @Test("random interleavings of three processes enqueueing, draining, discovering, crashing and relaunching keep every promise", arguments: 0..<4)
+    @Test("random interleavings of three processes enqueueing, draining, discovering, refreshing, crashing and relaunching keep every promise", arguments: 0..<4)
     func randomInterleavings(batch: UInt64) async throws {
         let perBatch = (Self.seeds + 3) / 4
         for seed in batch * perBatch..<(batch + 1) * perBatch {
@@ -206,7 +206,14 @@ struct SharedWorld {
             _ = try drain(Int(random.next() % 3))
         case 8:
             let index = Int(random.next() % 3)
-            if processes[index].alive { _ = processes[index].machine.discovered(Array(storage.values)) }
+            if processes[index].alive {
+                // A drain's look for other processes' writes, or the app told that another process changed the storage.
+                if chance(50) {
+                    _ = processes[index].machine.discovered(Array(storage.values))
+                } else {
+                    _ = processes[index].machine.refreshed(Array(storage.values))
+                }
+            }
         default:
             if chance(40) { crashOrRelaunch(Int(random.next() % 3)) } else { now = now.addingTimeInterval(1) }
         }

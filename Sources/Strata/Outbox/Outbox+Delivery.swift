@@ -129,6 +129,36 @@ extension Outbox {
         }
     }
 
+    /// Tells the outbox that another process changed its storage (queued, delivered, retried or
+    /// discarded a write): it reads the storage again, so the writes queued there show up in
+    /// ``entries()``, ``status`` and ``observeWrites(_:)`` (a live query's pending writes) and are
+    /// drained here too, and the writes delivered there leave. Call it from the platform's
+    /// cross-process signal: on Apple platforms a Darwin notification your app and its extensions
+    /// post after they queue (`CFNotificationCenterGetDarwinNotifyCenter`), or when the app comes to
+    /// the foreground. Scopes being drained here are left to their drain, which reads them back itself.
+    /// - Throws: ``OutboxError/storage(_:)`` when the storage cannot be read.
+    public func storageChangedElsewhere() async throws {
+        try await ensureLoaded()
+        let stored: [OutboxEntry]
+        do {
+            stored = try await storage.loadAll()
+        } catch {
+            metrics.storageFailures.increment()
+            throw OutboxError.storage(error)
+        }
+        let found = state.withLock { state in
+            let found = state.machine.refreshed(stored)
+            for entry in found.left { state.writeEvents.append(.delivered(entry)) }
+            for entry in found.joined where entry.isPending { state.writeEvents.append(.queued(entry)) }
+            return found
+        }
+        if !found.left.isEmpty || !found.joined.isEmpty {
+            await reportWriteEvents()
+            changed()
+            wake()
+        }
+    }
+
     /// Reads the shared storage for writes other processes queued, so their scopes are drained here
     /// too: only when the storage numbered writes past this process's own last one.
     func discoverWritesOfOtherProcesses() async throws {

@@ -110,12 +110,39 @@ struct OutboxStateMachine: Sendable {
     mutating func discovered(_ entries: [OutboxEntry]) -> [OutboxEntry] {
         guard isLoaded else { return [] }
         var joined: [OutboxEntry] = []
-        for entry in entries where records[entry.id] == nil && !discarded.contains(entry.id) && !busyScopes.contains(entry.scope) {
+        for entry in entries
+        where records[entry.id] == nil && !discarded.contains(entry.id) && !recentlyDelivered.contains(entry.id)
+            && !busyScopes.contains(entry.scope) {
             insert(Record(entry: entry, phase: entry.isPending ? .pending : .parked))
             joined.append(entry)
         }
         nextSequence = max(nextSequence, (joined.map(\.sequence).max() ?? 0) &+ 1)
         return joined
+    }
+
+    /// Every entry of a shared storage, read because another process said it changed something
+    /// (``Outbox/storageChangedElsewhere()``): for each scope not being drained here, what
+    /// ``reconcile(scope:stored:)`` does for a claimed one (writes gone from the storage leave,
+    /// versions changed elsewhere are taken, writes queued elsewhere join). Writes in flight here are
+    /// left alone, and a write delivered here does not come back. Returns the writes that left and
+    /// those that joined.
+    mutating func refreshed(_ stored: [OutboxEntry]) -> (left: [OutboxEntry], joined: [OutboxEntry]) {
+        guard isLoaded else { return ([], []) }
+        var byID: [UUID: OutboxEntry] = [:]
+        for entry in stored { byID[entry.id] = entry }
+        var left: [OutboxEntry] = []
+        for (id, record) in records where !busyScopes.contains(record.entry.scope) && (record.phase == .pending || record.phase == .parked) {
+            if let current = byID[id] {
+                guard Self.changedElsewhere(stored: current, known: record.entry) else { continue }
+                remove(id)
+                insert(Record(entry: current, phase: current.isPending ? .pending : .parked))
+            } else {
+                remove(id)
+                left.append(record.entry)
+            }
+        }
+        let joined = discovered(stored)
+        return (left.sorted(by: Outbox.deliveryOrder), joined)
     }
 
     /// The storage's entries of `scope`, read right after this outbox claimed the scope (it is busy
@@ -147,7 +174,8 @@ struct OutboxStateMachine: Sendable {
             }
         }
         var joined: [OutboxEntry] = []
-        for entry in byID.values.sorted(by: Outbox.deliveryOrder) where records[entry.id] == nil && !discarded.contains(entry.id) {
+        for entry in byID.values.sorted(by: Outbox.deliveryOrder)
+        where records[entry.id] == nil && !discarded.contains(entry.id) && !recentlyDelivered.contains(entry.id) {
             insert(Record(entry: entry, phase: entry.isPending ? .pending : .parked))
             joined.append(entry)
         }
@@ -344,6 +372,21 @@ struct OutboxStateMachine: Sendable {
     mutating func delivered(_ id: UUID) {
         guard records[id]?.phase == .delivering else { return }
         remove(id)
+        rememberDelivered(id)
+    }
+
+    /// The last writes delivered here, so that a read of a shared storage made before one of those
+    /// deliveries (``discovered(_:)``, ``refreshed(_:)``) does not bring it back.
+    private(set) var recentlyDelivered: Set<UUID> = []
+    private var recentlyDeliveredOrder: [UUID] = []
+    static let recentlyDeliveredLimit = 1_024
+
+    private mutating func rememberDelivered(_ id: UUID) {
+        guard recentlyDelivered.insert(id).inserted else { return }
+        recentlyDeliveredOrder.append(id)
+        if recentlyDeliveredOrder.count > Self.recentlyDeliveredLimit {
+            recentlyDelivered.remove(recentlyDeliveredOrder.removeFirst())
+        }
     }
 
     /// The write failed and waits for `entry.nextAttemptAt` (saved, or kept in this process).

@@ -124,6 +124,40 @@ struct QueryWritesTests {
         #expect(remote.loadCount == 2)
     }
 
+    @Test("a write another process queued into the shared outbox reaches the screen when the app is told, and leaves it once delivered there")
+    func aWriteQueuedElsewhere_reachesTheScreen() async throws {
+        let app = outbox()
+        let extensionOutbox = outbox()  // the share extension's, on the same files
+        let remote = LoaderSpy<Void, [Item]>(.success([itemA]), holdsLoads: true)
+        let query = client().query(["feed"], pendingWrites: pendingPosts(app), chain: remote)
+        var stream = query.snapshots().makeAsyncIterator()
+        try await remote.waitForLoads(count: 1)
+        remote.complete(0, with: .success(server.withLock { $0 }))
+        try await query.settled()
+
+        extensionOutbox.connectivityChanged(isOnline: false)
+        try await extensionOutbox.enqueue(itemB, kind: "post", scope: "posts")
+        #expect(query.current.value == [itemA], "not told yet")
+        try await app.storageChangedElsewhere()
+        #expect(query.current.value == [itemA, itemB])
+        #expect(query.current.pendingWrites == 1)
+        #expect(try await app.entries().map(\.scope) == ["posts"])
+
+        // The extension delivers it; told again, the app drops the pending write and refetches.
+        extensionOutbox.connectivityChanged(isOnline: true)
+        #expect(try await extensionOutbox.drain().delivered == 1)
+        try await app.storageChangedElsewhere()
+        #expect(try await app.entries().isEmpty)
+        try await remote.waitForLoads(count: 2)
+        remote.complete(1, with: .success(server.withLock { $0 }))
+        try await query.settled()
+        #expect(query.current.value == [itemA, itemB])
+        #expect(query.current.pendingWrites == 0)
+        let frames = await take(4, from: &stream)
+        #expect(frames.map(\.pending) == [0, 0, 1, 1])
+        #expect(server.withLock { $0 } == [itemA, itemB], "sent once, by the extension")
+    }
+
     @Test("a refetch that falls back to the copy stored before a delivery keeps the delivered write shown, and the query stale")
     func aStaleFallback_keepsTheDeliveredWrite_andTheInvalidation() async throws {
         let outbox = outbox()
