@@ -143,6 +143,11 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
         } catch {
             throw failure(.retrieve, nil, error)
         }
+        return await readable(rows)
+    }
+
+    /// The entries `rows` hold; a row that cannot be read back is set aside and left out.
+    private func readable(_ rows: [StoredOutboxRow]) async -> [OutboxEntry] {
         var entries: [OutboxEntry] = []
         entries.reserveCapacity(rows.count)
         for row in rows {
@@ -275,14 +280,7 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
         } catch {
             throw failure(.retrieve, scope, error)
         }
-        var entries: [OutboxEntry] = []
-        for row in rows {
-            switch row.decode() {
-            case .success(let entry): entries.append(entry)
-            case .failure(let unreadable): await setAside(row, reason: unreadable.reason)
-            }
-        }
-        return entries
+        return await readable(rows)
     }
 
     /// The next sequence, from `strata_outbox_sequence`, in one write transaction.

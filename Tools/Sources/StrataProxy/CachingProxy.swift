@@ -168,7 +168,13 @@ final class CachingProxy: Sendable {
             guard let variant = cache.memory.immediateEntry(for: Self.variantKey(key, names: names, request: selecting(head))) else { return nil }
             entry = variant
         }
-        guard matchesVary(entry, head) else { return nil }
+        guard matchesVary(entry, head), let age = immediateHitAge(entry) else { return nil }
+        return answer(entry, age: age, cache: "HIT", tier: "memory", to: head)
+    }
+
+    /// The age of `entry` when it is fresh and not near the end of its lifetime (a refresh ahead
+    /// starts on the full path): then it is a hit of the memory tier, counted here.
+    private func immediateHitAge(_ entry: Cached<StoredResponse>) -> Duration? {
         let age = SharedCachePolicy.currentAge(initialAge: entry.value.initialAge, responseTime: entry.storedAt, now: Date())
         let lifetime = entry.validators.maxAge ?? .zero
         guard lifetime > age else { return nil }
@@ -177,7 +183,7 @@ final class CachingProxy: Sendable {
             $0.requests["read", default: 0] += 1
             $0.hits["memory", default: 0] += 1
         }
-        return answer(entry, age: age, cache: "HIT", tier: "memory", to: head)
+        return age
     }
 
     /// An answer `ProxyFastPath` writes as it is: NIO's types, the fields of the stored response
@@ -203,14 +209,7 @@ final class CachingProxy: Sendable {
             guard let request = try? HTTPRequest(head, secure: false, splitCookie: false), let hit = immediateHit(request) else { return nil }
             answer = hit
         } else {
-            let age = SharedCachePolicy.currentAge(initialAge: entry.value.initialAge, responseTime: entry.storedAt, now: Date())
-            let lifetime = entry.validators.maxAge ?? .zero
-            guard lifetime > age else { return nil }
-            if let fraction = settings.refreshAheadFraction, age >= lifetime * fraction { return nil }
-            metrics.count {
-                $0.requests["read", default: 0] += 1
-                $0.hits["memory", default: 0] += 1
-            }
+            guard let age = immediateHitAge(entry) else { return nil }
             var headers = HTTPHeaders(entry.value.headerFields)
             headers.reserveCapacity(headers.count + 5)
             headers.replaceOrAdd(name: "Age", value: String(max(0, age.components.seconds)))
