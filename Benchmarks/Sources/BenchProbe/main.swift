@@ -30,6 +30,7 @@ let scenarios = [
     "main-query-read", "main-query-current", "query-refetch", "query-refetch-inspected",
     "query-publish-1", "query-publish-10", "query-publish-1000",
     "query-publish-1-baseline", "query-publish-10-baseline", "query-publish-1000-baseline",
+    "outbox-shared-files",
 ] + Scenarios.PassThrough.allCases.map { "pass-\($0.rawValue)" }
 let arguments = CommandLine.arguments
 guard arguments.count == 3, scenarios.contains(arguments[1]), let iterations = Int(arguments[2]), iterations > 0 else {
@@ -304,6 +305,35 @@ func run() async throws {
         let pool = try RawOutboxTable.open(path: directory.appendingPathComponent("raw.sqlite").path)
         let rows = try RawOutboxTable.rows(count: iterations, url: URL(string: "https://api.example.com/posts")!, body: body)
         for row in rows { try await pool.write { db in try RawOutboxTable.insert(db, row) } }
+    case "outbox-shared-files":
+        // Four outboxes on one file outbox (as four processes would be): each queues `iterations`
+        // writes into 8 scopes while all four drain, then all drain what is left. Prints the longest
+        // any of them held the directory's lock (issue 40: never across a send).
+        let storages = (0..<4).map { _ in FileOutboxStorage(directory: directory.appendingPathComponent("shared-outbox")) }
+        let outboxes = storages.map { storage in
+            let outbox = Outbox(storage: storage, name: "probe")
+            outbox.register("probe") { _ in
+                try await Task.sleep(for: .microseconds(200))  // the network: no lock is held meanwhile
+                return .delivered
+            }
+            return outbox
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, outbox) in outboxes.enumerated() {
+                group.addTask {
+                    for write in 0..<iterations {
+                        try await outbox.enqueue(kind: "probe", scope: "s\((index + write) % 8)", payload: Data("\(index)-\(write)".utf8))
+                        if write % 8 == 0 { try await outbox.drain() }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        for outbox in outboxes { try await outbox.drain() }
+        let left = try await storages[0].loadAll().count
+        let longest = storages.map(\.longestLockHold).max() ?? .zero
+        print("outbox-shared-files: \(4 * iterations) writes by 4 outboxes on one directory, \(left) left; "
+            + "longest hold of its lock: \(longest)")
     default:
         fatalError("unknown scenario \(scenario)")
     }

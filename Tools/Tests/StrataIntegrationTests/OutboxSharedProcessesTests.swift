@@ -4,8 +4,8 @@ import StrataTesting
 import Testing
 @testable import StrataCLI
 
-/// One outbox shared by several processes (issue 40): `strata send` processes queue writes into one
-/// file outbox, SQLite file or PostgreSQL table while the server cannot be reached, then several
+/// One outbox shared by several processes (issue 40): `strata send` processes, ten at once, queue writes
+/// into one file outbox, SQLite file or PostgreSQL table while the server cannot be reached, then several
 /// `strata outbox drain` processes drain it at once, against a Python server that applies every
 /// request it gets (Tools/Tests/Servers/write_recorder.py: no Idempotency-Key ledger), so a write
 /// sent twice is applied twice and counted.
@@ -163,12 +163,20 @@ struct OutboxSharedProcessesTests {
         let url = "http://127.0.0.1:\(relay.port)"
         await relay.stop()
         do {
+            // Each round's ten writes are queued by ten processes at once (one per scope); a scope's
+            // second write is queued after its first was acknowledged.
             for n in 1...writesPerScope {
-                for scope in 0..<scopes {
-                    let sent = try await outbox.run([
-                        "send", "POST", "\(url)/scope-\(scope)", "--data", #"{"n":\#(n)}"#, "-H", "Content-Type: application/json",
-                    ])
-                    #expect(sent.stdout.hasPrefix("queued "), "\(sent.stdout) \(sent.stderr)")
+                try await withThrowingTaskGroup(of: (status: Int32, stdout: String, stderr: String).self) { group in
+                    for scope in 0..<scopes {
+                        group.addTask {
+                            try await outbox.run([
+                                "send", "POST", "\(url)/scope-\(scope)", "--data", #"{"n":\#(n)}"#, "-H", "Content-Type: application/json",
+                            ])
+                        }
+                    }
+                    for try await sent in group {
+                        #expect(sent.stdout.hasPrefix("queued "), "\(sent.stdout) \(sent.stderr)")
+                    }
                 }
             }
             #expect(try await outbox.run(["outbox", "count"]).stdout == "20 pending, 0 parked\n")
