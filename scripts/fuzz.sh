@@ -72,41 +72,73 @@ fi
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:symbolize=1}"
 export SWIFT_BACKTRACE=enable=no
 
-summary=()
-failed=0
-for target in "${targets[@]}"; do
+# One target: its libFuzzer run (or merge), a summary line in $work/summary, and on a finding the
+# log's telling lines in $work/report; returns libFuzzer's status.
+run_target() {
+    local target=$1 committed work dictionary leaks log status runs coverage corpus findings started
     committed="Tools/Fuzz/Corpus/$target"
     work="$scratch/fuzz/$target"
     mkdir -p "$work/corpus" "$committed"
+    rm -f "$work/summary" "$work/report"
     dictionary=()
     [ -f "Tools/Fuzz/Dictionaries/$target.dict" ] && dictionary=(-dict="Tools/Fuzz/Dictionaries/$target.dict")
     leaks=1
     case "$target" in proxy-request|web-demo-actions|inspector-actions) leaks=0 ;; esac
     if [ "$mode" = merge ]; then
-        ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=$leaks" "$fuzzer" "$target" -merge=1 -detect_leaks="$leaks" "${dictionary[@]}" "$committed" "$work/corpus" 2>&1 | tail -n 2
-        continue
+        ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=$leaks" "$fuzzer" "$target" -merge=1 -detect_leaks="$leaks" "${dictionary[@]}" "$committed" "$work/corpus" > "$work/merge.log" 2>&1
+        status=$?
+        echo "$target: $(tail -n 1 "$work/merge.log")" > "$work/summary"
+        return "$status"
     fi
-    echo "== $target: ${seconds} s"
     log="$work/log"
-    set +e
+    started=$SECONDS
     ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=$leaks" "$fuzzer" "$target" -seed="${STRATA_FUZZ_SEED:-0}" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 -detect_leaks="$leaks" \
         -artifact_prefix="$work/" "${dictionary[@]}" "$work/corpus" "$committed" > "$log" 2>&1
     status=$?
-    set -e
     runs=$(grep -E "^stat::number_of_executed_units:" "$log" | awk '{print $2}' | tail -n 1 || true)
     coverage=$(grep -oE "cov: [0-9]+" "$log" | tail -n 1 | awk '{print $2}' || true)
     corpus=$(find "$work/corpus" -type f | wc -l)
     findings=$(ls "$work" | grep -cE "^(crash|leak|timeout|oom)-" || true)
-    summary+=("$(printf '%-18s %10s runs  cov %6s  corpus %5s  findings %s' "$target" "${runs:-?}" "${coverage:-?}" "$corpus" "$findings")")
+    printf '%-18s %10s runs  cov %6s  corpus %5s  findings %s  (%s s with the corpus replay)\n' \
+        "$target" "${runs:-?}" "${coverage:-?}" "$corpus" "$findings" "$((SECONDS - started))" > "$work/summary"
     if [ "$status" -ne 0 ]; then
-        failed=1
-        echo "!! $target found a defect (exit $status); its input is in $work/; the log's end:"
-        grep -E "property violated|ERROR: |SUMMARY|Test unit written" "$log" | head -n 12 || tail -n 30 "$log"
+        {
+            echo "!! $target found a defect (exit $status); its input is in $work/; the log's end:"
+            grep -E "property violated|ERROR: |SUMMARY|Test unit written" "$log" | head -n 12 || tail -n 30 "$log"
+        } > "$work/report"
     fi
+    return "$status"
+}
+
+# Targets run STRATA_FUZZ_JOBS at a time (default: one per core); each is one single-threaded
+# libFuzzer process, so lanes side by side divide the wall time.
+jobs="${STRATA_FUZZ_JOBS:-$(nproc)}"
+[ "$mode" = fuzz ] && echo "== ${#targets[@]} targets, ${seconds} s each, ${jobs} at a time"
+failed=0
+running=0
+set +e
+for target in "${targets[@]}"; do
+    if [ "$running" -ge "$jobs" ]; then
+        wait -n || failed=1
+        running=$((running - 1))
+    fi
+    run_target "$target" &
+    running=$((running + 1))
 done
+while [ "$running" -gt 0 ]; do
+    wait -n || failed=1
+    running=$((running - 1))
+done
+set -e
 
 if [ "$mode" = fuzz ]; then
     echo "== fuzzing, ${seconds} s per target"
-    printf '   %s\n' "${summary[@]}"
 fi
+for target in "${targets[@]}"; do
+    work="$scratch/fuzz/$target"
+    cat "$work/summary" 2>/dev/null | sed 's/^/   /' || echo "   $target: no summary (the run did not finish)"
+done
+for target in "${targets[@]}"; do
+    cat "$scratch/fuzz/$target/report" 2>/dev/null || true
+done
 exit "$failed"

@@ -8,12 +8,18 @@
 // Usage:
 //     strata-crash-writer --store file|file-limited|sqlite|naive|defaults --path P
 //                         [--key K]... [--key-hex HEX]... [--start N] [--count N] [--umask OCTAL]
+//                         [--count-limit N] [--byte-limit N] [--watch KEY]
 //
 // - `file`: `FileStore` (JSON codec, fsync on) in directory P.
 // - `file-limited`: `FileStore` in P with `countLimit: 4`; every round also writes a small filler key
 //   (`filler-<seq % 8>`), so each round evicts and appends to the index journal.
 // - `sqlite`: `SQLiteStore` at file P with `countLimit: 4`, with the same fillers (evictions run in
 //   the write transaction).
+// - `--count-limit N` and `--byte-limit N` replace those limits (`file-limited`, `sqlite`).
+// - `--watch KEY` (the stores): after each acknowledged round, read KEY, another writer process's
+//   key, and exit with status 2 when what it holds is torn or older than a round this process saw
+//   there before (a read in one process never goes back in time on another's writes). It prints
+//   `r <seq>` for each value read (`r -` for none).
 // - `naive`: NOT a Strata store. It writes the record's JSON in place at file P (truncate, then 4 KB
 //   chunks, each flushed): the negative control that shows the kill loop does catch torn writes.
 // - `defaults`: `UserDefaultsStore` in suite P.
@@ -172,6 +178,9 @@ func run() async throws {
     var start = 1
     var count: Int?
     var url: URL?
+    var countLimit = 4
+    var byteLimit: Int?
+    var watched: String?
     var arguments = CommandLine.arguments.dropFirst().makeIterator()
     while let flag = arguments.next() {
         guard let value = arguments.next() else { fail("\(flag) needs a value") }
@@ -191,6 +200,9 @@ func run() async throws {
         case "--start": start = Int(value) ?? start
         case "--count": count = Int(value)
         case "--url": url = URL(string: value)
+        case "--count-limit": countLimit = Int(value) ?? countLimit
+        case "--byte-limit": byteLimit = Int(value)
+        case "--watch": watched = value
         case "--umask":
             guard let mask = UInt32(value, radix: 8) else { fail("bad --umask") }
             umask(mode_t(mask))
@@ -201,19 +213,23 @@ func run() async throws {
     if keys.isEmpty { keys = ["value"] }
 
     let insert: @Sendable (CrashRecord, String) async throws -> Void
+    var retrieve: (@Sendable (String) async throws -> CrashRecord?)?
     let writesFillers: Bool
     switch storeKind {
     case "file":
         let store = FileStore<CrashRecord>(directory: URL(fileURLWithPath: path))
         insert = { record, key in try await store.insert(record, for: key, storedAt: Date()) }
+        retrieve = { key in try await store.retrieve(key)?.value }
         writesFillers = false
     case "file-limited":
-        let store = FileStore<CrashRecord>(directory: URL(fileURLWithPath: path), countLimit: 4)
+        let store = FileStore<CrashRecord>(directory: URL(fileURLWithPath: path), countLimit: countLimit, byteLimit: byteLimit)
         insert = { record, key in try await store.insert(record, for: key, storedAt: Date()) }
+        retrieve = { key in try await store.retrieve(key)?.value }
         writesFillers = true
     case "sqlite":
-        let store = try SQLiteStore<CrashRecord>(path: path, limits: .init(countLimit: 4))
+        let store = try SQLiteStore<CrashRecord>(path: path, limits: .init(countLimit: countLimit, byteLimit: byteLimit))
         insert = { record, key in try await store.insert(record, for: key, storedAt: Date()) }
+        retrieve = { key in try await store.retrieve(key)?.value }
         writesFillers = true
     case "defaults":
         let store = UserDefaultsStore<CrashRecord>(suiteName: path)
@@ -253,6 +269,8 @@ func run() async throws {
 
     // MARK: The loop
 
+    if watched != nil && retrieve == nil { fail("--watch needs a store") }
+    var newestSeen = Int.min
     var seq = start
     while count.map({ seq < start + $0 }) ?? true {
         let record = CrashRecord(seq: seq)
@@ -268,6 +286,26 @@ func run() async throws {
             fail("round \(seq) failed: \(error)")
         }
         emit("a \(seq)\n")
+        if let watched, let retrieve {
+            let seen: CrashRecord?
+            do {
+                seen = try await retrieve(watched)
+            } catch {
+                fail("round \(seq): reading \(watched) failed: \(error)")
+            }
+            if let seen {
+                guard seen.digest == CrashRecord.digest(of: seen.payload), seen.payload == CrashRecord.payload(for: seen.seq) else {
+                    fail("round \(seq): \(watched) holds a torn value (round \(seen.seq))")
+                }
+                guard seen.seq >= newestSeen else {
+                    fail("round \(seq): \(watched) went back from round \(newestSeen) to round \(seen.seq)")
+                }
+                newestSeen = seen.seq
+                emit("r \(seen.seq)\n")
+            } else {
+                emit("r -\n")
+            }
+        }
         seq += 1
     }
     if storeKind == "defaults" {

@@ -160,6 +160,27 @@ struct KillPoint: Sendable {
     var inFlight: Int?
     /// How the writer ended (137 for SIGKILL).
     var status: Int32
+    /// Reads of another writer's key (`--watch`) that found a value, and that found none.
+    var watchedFound = 0
+    var watchedMissing = 0
+
+    /// Takes one line the writer printed: `w <seq>`, `a <seq>`, or `r <seq>`/`r -` (`--watch`).
+    mutating func note(_ line: String) throws {
+        let parts = line.split(separator: " ")
+        guard parts.count == 2 else { throw TestError("unexpected writer output '\(line)'") }
+        if parts[0] == "r" {
+            if parts[1] == "-" { watchedMissing += 1 } else { watchedFound += 1 }
+            return
+        }
+        guard let seq = Int(parts[1]) else { throw TestError("unexpected writer output '\(line)'") }
+        switch parts[0] {
+        case "w": inFlight = seq
+        case "a":
+            acknowledged = seq
+            inFlight = nil
+        default: throw TestError("unexpected writer output '\(line)'")
+        }
+    }
 }
 
 enum KillLoop {
@@ -172,16 +193,9 @@ enum KillLoop {
         var seen = 0
         var killed = false
         func note(_ line: String) throws {
-            let parts = line.split(separator: " ")
-            guard parts.count == 2, let seq = Int(parts[1]) else { throw TestError("unexpected writer output '\(line)'") }
-            switch parts[0] {
-            case "w": point.inFlight = seq
-            case "a":
-                point.acknowledged = seq
-                point.inFlight = nil
-                seen += 1
-            default: throw TestError("unexpected writer output '\(line)'")
-            }
+            let before = point.acknowledged
+            try point.note(line)
+            if point.acknowledged != before { seen += 1 }
         }
         while !killed, let line = writer.nextLine() {
             try note(line)
@@ -198,6 +212,61 @@ enum KillLoop {
             throw TestError("the writer ended on its own (status \(point.status)) before it was killed: \(stderr)")
         }
         return point
+    }
+
+    /// Two writers at once on one store: runs both until the first has acknowledged `acks` rounds
+    /// and begun the next and the second has acknowledged at least one, spins for `spin`, then kills
+    /// both with SIGKILL (the second whatever it is doing) and drains what each printed. Blocking: run
+    /// it with ``TwoProcessTests/offPool(_:)``.
+    static func killTwoDuringWrites(
+        _ first: [String], _ second: [String], afterAcks acks: Int, spin: Duration, stderrFiles: (URL, URL)
+    ) throws -> (KillPoint, KillPoint) {
+        let writers = (try WriterProcess(first, stderrFile: stderrFiles.0), try WriterProcess(second, stderrFile: stderrFiles.1))
+        // The second writer's output is read on a thread of its own, so neither pipe fills while the
+        // other is read; the first's reader decides the kill.
+        let secondPoint = Locked(KillPoint(status: 0))
+        let secondFailure = Locked<(any Error)?>(nil)
+        let secondDone = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            while let line = writers.1.nextLine() {
+                do {
+                    try secondPoint.withLock { try $0.note(line) }
+                } catch {
+                    secondFailure.withLock { $0 = error }
+                }
+            }
+            // The second writer ended: killed with the first, or on its own (a failed check), when
+            // the first must not run on waiting for it.
+            writers.0.kill()
+            secondDone.signal()
+        }
+        var point = KillPoint(status: 0)
+        var seen = 0
+        var killed = false
+        while !killed, let line = writers.0.nextLine() {
+            let before = point.acknowledged
+            try point.note(line)
+            if point.acknowledged != before { seen += 1 }
+            if seen >= acks, point.inFlight != nil, secondPoint.withLock({ $0.acknowledged != nil }) {
+                spinFor(spin)
+                writers.0.kill()
+                writers.1.kill()
+                killed = true
+            }
+        }
+        if !killed { writers.1.kill() }
+        while let line = writers.0.nextLine() { try point.note(line) }
+        point.status = writers.0.wait()
+        secondDone.wait()
+        var other = secondPoint.withLock { $0 }
+        other.status = writers.1.wait()
+        if let error = secondFailure.withLock({ $0 }) { throw error }
+        guard killed else {
+            let stderr = (try? String(contentsOf: stderrFiles.0, encoding: .utf8)) ?? ""
+            let stderr2 = (try? String(contentsOf: stderrFiles.1, encoding: .utf8)) ?? ""
+            throw TestError("a writer ended on its own (status \(point.status), \(other.status)) before it was killed: \(stderr) \(stderr2)")
+        }
+        return (point, other)
     }
 
     /// Busy-waits for `duration` on the monotonic clock.
