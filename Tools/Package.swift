@@ -42,8 +42,12 @@ let package = Package(
                 "FeedCachingExample",
                 "PostsRepositoryExample",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                // Its stop is the service group's graceful shutdown.
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 // The demo server drops a connection without answering (a lost acknowledgement).
                 .product(name: "NIOCore", package: "swift-nio"),
+                // Its stop turns every event loop of the group it runs on.
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

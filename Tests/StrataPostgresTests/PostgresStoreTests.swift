@@ -224,7 +224,7 @@ final class SilentServer: Sendable {
     }
 
     init() throws {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { throw Failure(call: "socket") }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)

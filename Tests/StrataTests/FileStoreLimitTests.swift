@@ -142,7 +142,7 @@ struct FileStoreLimitTests {
     func reads_doNotWaitForTheIndexLock() async throws {
         let sut = makeSUT(countLimit: 3)
         try await sut.insert(item(1), for: "k1", storedAt: referenceDate)
-        let fd = open(url.appendingPathComponent(IndexJournal.lockFileName).path, O_RDWR)
+        let fd = open(url.appendingPathComponent(IndexJournal.lockFileName).path, O_RDWR | O_CLOEXEC)
         try #require(fd >= 0)
         defer { close(fd) }
         try #require(flock(fd, LOCK_EX) == 0)

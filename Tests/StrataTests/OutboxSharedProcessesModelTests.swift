@@ -109,6 +109,9 @@ struct SharedWorld {
     }
 
     enum Operation {
+        /// An enqueue the storage has numbered (`nextSequence(after:)`), before its machine takes
+        /// the number: a process's concurrent enqueues take theirs in any order.
+        case numbered(process: Int, sequence: UInt64, startedAt: Int)
         /// A save of a new write, then its acknowledgement.
         case enqueueSave(process: Int, entry: OutboxEntry, startedAt: Int)
         /// A request on its way (the attempt already saved).
@@ -221,20 +224,28 @@ struct SharedWorld {
 
     mutating func enqueue(_ index: Int) throws {
         guard processes[index].alive else { return }
-        // The storage numbers it (one atomic step), then the machine takes its place, then the save.
+        // The storage numbers it (one atomic step); later the machine takes its place, then the save.
         sequence = max(sequence, processes[index].machine.nextSequence &- 1) &+ 1
+        operations.append(.numbered(process: index, sequence: sequence, startedAt: step))
+    }
+
+    /// The machine of `index` takes the number the storage gave one of its enqueues.
+    mutating func takeNumber(_ index: Int, sequence issued: UInt64, startedAt: Int) throws {
+        guard processes[index].alive else { return }
         let scope = pick(["a", "b", "c"])!
         guard case .save(let entry) = processes[index].machine.enqueue(
-            id: UUID(), kind: "k", scope: scope, payload: Data(), host: "h", baseVersion: nil, now: now, sequence: sequence)
+            id: UUID(), kind: "k", scope: scope, payload: Data(), host: "h", baseVersion: nil, now: now, sequence: issued)
         else { try fail("a new write was not saved") }
-        started[entry.id] = step
-        note(entry, "queued by process \(index) (storage sequence \(sequence))")
-        operations.append(.enqueueSave(process: index, entry: entry, startedAt: step))
+        started[entry.id] = startedAt
+        note(entry, "queued by process \(index) (storage sequence \(issued))")
+        operations.append(.enqueueSave(process: index, entry: entry, startedAt: startedAt))
     }
 
     mutating func finish(at position: Int) throws {
         let operation = operations.remove(at: position)
         switch operation {
+        case .numbered(let index, let issued, let startedAt):
+            try takeNumber(index, sequence: issued, startedAt: startedAt)
         case .enqueueSave(let index, let entry, _):
             guard processes[index].alive else { return }
             storage[entry.id] = entry
@@ -323,7 +334,7 @@ struct SharedWorld {
                 case .enqueueSave(let owner, let entry, _) where owner == index:
                     // A save in flight may have reached the disk (then it is stored, never acknowledged).
                     if chance(50) { storage[entry.id] = entry }
-                case .request(let owner, _) where owner == index:
+                case .request(let owner, _) where owner == index, .numbered(let owner, _, _) where owner == index:
                     break
                 default:
                     kept.append(operation)
@@ -340,6 +351,21 @@ struct SharedWorld {
         var seen: Set<UUID> = []
         for entry in arrivals where !seen.insert(entry.id).inserted && !mayRepeat.contains(entry.id) {
             try fail("write \(entry.id) (scope \(entry.scope)) arrived twice")
+        }
+        // One place in the queue per write: no two writes share a sequence, in the storage or in
+        // a live process's machine.
+        var numbers: [UInt64: UUID] = [:]
+        for entry in storage.values {
+            if let other = numbers.updateValue(entry.id, forKey: entry.sequence), other != entry.id {
+                try fail("writes \(other) and \(entry.id) share sequence \(entry.sequence)")
+            }
+        }
+        for process in processes where process.alive {
+            for record in process.machine.records.values {
+                if let other = numbers[record.entry.sequence], other != record.entry.id {
+                    try fail("writes \(other) and \(record.entry.id) share sequence \(record.entry.sequence)")
+                }
+            }
         }
         // One live drainer per scope.
         var holders: [String: Int] = [:]

@@ -46,7 +46,20 @@ extension Outbox {
     /// write parked for want of a handler (or no longer there).
     func requeue(_ id: UUID, onlyIfUnknownKind: Bool) async throws -> Bool {
         let now = environment.now()
-        let begun = state.withLock { $0.machine.beginRequeue(id, now: now, onlyIfUnknownKind: onlyIfUnknownKind) }
+        // Shared by processes: the storage numbers the write's new place at the end of the queue, as
+        // it numbers every write queued (`enqueue`).
+        var sequence: UInt64?
+        if storage.isSharedByProcesses {
+            do {
+                sequence = try await storage.nextSequence(after: state.withLock { $0.machine.nextSequence } &- 1)
+            } catch {
+                metrics.storageFailures.increment()
+                throw OutboxError.storage(error)
+            }
+        }
+        let begun = state.withLock {
+            $0.machine.beginRequeue(id, now: now, onlyIfUnknownKind: onlyIfUnknownKind, sequence: sequence)
+        }
         let entry: OutboxEntry
         switch begun {
         case .success(let requeued): entry = requeued

@@ -222,8 +222,10 @@ struct OutboxStateMachine: Sendable {
     }
 
     /// `enqueue` with the write's id (the app's, or a new UUIDv7). `sequence` is the storage's, when
-    /// it is shared by processes (``OutboxStorage/nextSequence(after:)``); the write takes it, or
-    /// this outbox's next when that is greater (another call of this process took a later one first).
+    /// it is shared by processes (``OutboxStorage/nextSequence(after:)``); the write takes exactly
+    /// that one, even when another call of this process took a later one first: a number the storage
+    /// did not issue may be issued to another process next, which would then share it, or order its
+    /// write, acknowledged first, after this one (the two-writer kill loop found it).
     mutating func enqueue(
         id: UUID, kind: String, scope: String, payload: Data, host: String?, baseVersion: String?,
         invalidates: [String] = [], now: Date, sequence: UInt64? = nil
@@ -239,7 +241,7 @@ struct OutboxStateMachine: Sendable {
             }
         }
         let entry = OutboxEntry(
-            id: id, sequence: takeSequence(atLeast: sequence ?? 0), scope: scope, kind: kind, payload: payload, host: host?.lowercased(),
+            id: id, sequence: sequence.map { takeIssued($0) } ?? takeSequence(), scope: scope, kind: kind, payload: payload, host: host?.lowercased(),
             baseVersion: baseVersion, createdAt: now, invalidates: invalidates)
         insert(Record(entry: entry, phase: .saving))
         // Shared by processes, and its scope is being drained here: another process may have queued
@@ -433,8 +435,11 @@ struct OutboxStateMachine: Sendable {
 
     /// Starts putting a parked write back in the queue, at its end (a new sequence), due `now`,
     /// attempts reset. `onlyIfUnknownKind`: a revive, which applies only to writes parked for want of
-    /// a handler. Save the returned entry, then ``requeueFinished(_:saved:)``.
-    mutating func beginRequeue(_ id: UUID, now: Date, onlyIfUnknownKind: Bool = false) -> Result<OutboxEntry, OperatorError> {
+    /// a handler. `sequence`: the one the storage issued, when it is shared by processes. Save the
+    /// returned entry, then ``requeueFinished(_:saved:)``.
+    mutating func beginRequeue(
+        _ id: UUID, now: Date, onlyIfUnknownKind: Bool = false, sequence: UInt64? = nil
+    ) -> Result<OutboxEntry, OperatorError> {
         guard let record = records[id] else { return .failure(.notFound) }
         switch record.phase {
         case .parked: break
@@ -444,7 +449,7 @@ struct OutboxStateMachine: Sendable {
         if onlyIfUnknownKind, record.entry.deadLetter?.reason != .unknownKind { return .failure(.notParked) }
         var entry = record.entry
         entry.state = .pending
-        entry.sequence = takeSequence()
+        entry.sequence = sequence.map { takeIssued($0) } ?? takeSequence()
         entry.attempts = 0
         entry.queuedAt = now
         entry.nextAttemptAt = now
@@ -688,10 +693,18 @@ struct OutboxStateMachine: Sendable {
 
     // MARK: Indexes
 
-    private mutating func takeSequence(atLeast floor: UInt64 = 0) -> UInt64 {
-        let taken = max(nextSequence, floor)
+    /// This outbox's next sequence (a storage used by one process).
+    private mutating func takeSequence() -> UInt64 {
+        let taken = nextSequence
         nextSequence = taken &+ 1
         return taken
+    }
+
+    /// `issued`, a sequence the shared storage gave this process: taken as it is, and this outbox's
+    /// own numbering continues after it.
+    private mutating func takeIssued(_ issued: UInt64) -> UInt64 {
+        nextSequence = max(nextSequence, issued &+ 1)
+        return issued
     }
 
     private func revivable(kinds: Set<String>) -> [OutboxEntry] {

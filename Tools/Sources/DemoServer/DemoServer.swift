@@ -1,7 +1,9 @@
 import Foundation
 import Hummingbird
+import ServiceLifecycle
 import Logging
 import NIOCore
+import NIOPosix
 @_spi(StrataInternals) import Strata
 
 /// The demo HTTP server: a real Hummingbird server on loopback, started in-process, serving the feed
@@ -136,6 +138,8 @@ public final class DemoServer: Sendable {
         var streamedBodies: [StreamedBody] = []
         var streamedBodyWaiters = CountWaiters()
         var running: Task<Void, any Error>?
+        /// The running server's service group: stopping is its graceful shutdown.
+        var group: ServiceGroup?
         var port: Int
         var idempotency = IdempotencyLedger()
         var honoursIdempotencyKeys = true
@@ -289,17 +293,34 @@ public final class DemoServer: Sendable {
     /// reaches the hold after it is not held, see ``waitAsFaultsAsk(_:)``), and a handler the server's
     /// cancellation reaches while it is held is let go.
     public func goOffline() async {
-        let (held, running, listener) = state.withLock { state in
+        let (held, running, listener, group) = state.withLock { state in
             defer {
                 state.held = [:]
                 state.running = nil
                 state.listener = nil
+                state.group = nil
             }
             state.releases += 1
-            return (Array(state.held.values), state.running, state.listener)
+            return (Array(state.held.values), state.running, state.listener, state.group)
         }
         held.forEach { $0.resume() }
-        running?.cancel()
+        // A graceful shutdown, never a cancellation first: cancelled while the kernel had handed it
+        // connections it had not yet taken, the server dropped them unclosed, and SwiftNIO traps on
+        // that ("Deinited NIOAsyncWriter without calling finish()", apple/swift-nio#3481; it took the
+        // whole test process down). Shut down gracefully, the listener closes and every connection
+        // accepted is served; the group cancels what is left (a request waiting out a latency fault)
+        // after `stopGrace`.
+        // And before it, stop accepting: a connection accepted while the listener closes can reach
+        // the server after the server stopped taking connections (the same trap, under load). With
+        // accepting off, every connection already accepted has reached the server once each event
+        // loop has run what was queued before (a few turns of each loop).
+        if let listener {
+            try? await listener.setOption(ChannelOptions.autoRead, value: false).get()
+            for _ in 0..<3 {
+                for loop in MultiThreadedEventLoopGroup.singleton.makeIterator() { try? await loop.submit {}.get() }
+            }
+        }
+        await group?.triggerGracefulShutdown()
         _ = await running?.result
         // The server's end does not wait for its listening socket to close: until it has, the kernel
         // still accepts connections on the port (and resets them when it closes), so a client sees
@@ -359,9 +380,12 @@ public final class DemoServer: Sendable {
             },
             logger: logger
         )
+        var configuration = ServiceGroupConfiguration(services: [app], logger: logger)
+        configuration.maximumGracefulShutdownDuration = Self.stopGrace
+        let group = ServiceGroup(configuration: configuration)
         let running = Task {
             defer { portContinuation.finish() }
-            try await app.runService(gracefulShutdownSignals: [])
+            try await group.run()
         }
         var boundPort: Int?
         for await port in announced { boundPort = port }
@@ -372,9 +396,14 @@ public final class DemoServer: Sendable {
         }
         state.withLock { state in
             state.running = running
+            state.group = group
             state.port = boundPort
         }
     }
+
+    /// How long a stop waits for the requests being answered before it cancels them: a request
+    /// waiting out a latency fault, or a body a fault stalls, is cut short then.
+    static let stopGrace: Duration = .milliseconds(500)
 
     /// Stops the server for good.
     public func stop() async {

@@ -2,8 +2,11 @@
 // to a store in a loop (until it is killed with SIGKILL, or for `--count` rounds) and reports every
 // write on standard output, unbuffered:
 //
-//     w <seq>     about to write round <seq> (the write is in flight from here)
-//     a <seq>     round <seq> is acknowledged: every insert of the round returned
+//     w <seq> <ns>    about to write round <seq> (the write is in flight from here)
+//     a <seq> <ns>    round <seq> is acknowledged: every insert of the round returned
+//
+// <ns> is CLOCK_MONOTONIC in nanoseconds, one clock for every process of the machine: the tests
+// order two writers' rounds by it (a round acknowledged before another writer's round began).
 //
 // Usage:
 //     strata-crash-writer --store file|file-limited|sqlite|naive|defaults --path P
@@ -141,6 +144,13 @@ func emit(_ text: String, to fd: Int32 = 1) {
     }
 }
 
+/// CLOCK_MONOTONIC in nanoseconds: the same clock in every process of the machine.
+func monotonicNanoseconds() -> UInt64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+}
+
 func fail(_ message: String) -> Never {
     emit("strata-crash-writer: \(message)\n", to: 2)
     exit(2)
@@ -274,7 +284,7 @@ func run() async throws {
     var seq = start
     while count.map({ seq < start + $0 }) ?? true {
         let record = CrashRecord(seq: seq)
-        emit("w \(seq)\n")
+        emit("w \(seq) \(monotonicNanoseconds())\n")
         do {
             for key in keys {
                 try await insert(record, key)
@@ -285,7 +295,7 @@ func run() async throws {
         } catch {
             fail("round \(seq) failed: \(error)")
         }
-        emit("a \(seq)\n")
+        emit("a \(seq) \(monotonicNanoseconds())\n")
         if let watched, let retrieve {
             let seen: CrashRecord?
             do {

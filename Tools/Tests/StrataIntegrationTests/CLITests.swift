@@ -304,7 +304,7 @@ struct Child {
 
     /// `posix_spawn_file_actions_addclosefrom_np` (glibc 2.34+), which Swift's Glibc module does not
     /// export, looked up at run time.
-    private static func closeFrom(_ fd: Int32, in actions: inout posix_spawn_file_actions_t) throws {
+    static func closeFrom(_ fd: Int32, in actions: inout posix_spawn_file_actions_t) throws {
         typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
         guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else {
             throw TestError("this libc has no posix_spawn_file_actions_addclosefrom_np (glibc 2.34+ needed)")

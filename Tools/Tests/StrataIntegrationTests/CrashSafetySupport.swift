@@ -76,12 +76,19 @@ final class WriterProcess: Sendable {
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         var fds: [Int32] = [-1, -1]
+        // Closed on exec; every spawn of the tests also closes all but its standard streams, so no
+        // other child holds the write end (this side would then never see end-of-file).
         guard pipe(&fds) == 0 else { throw TestError("pipe failed: \(errno)") }
         _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
         _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
         posix_spawn_file_actions_addopen(&actions, 2, stderrFile.path, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        // Nothing else of this process reaches the writer: a listening socket of another test's
+        // server that a writer inherited stayed bound, accepting no connection, after that test
+        // closed it (other tests then saw "connection lost" or a timeout where nothing was to
+        // listen, and EADDRINUSE).
+        try Child.closeFrom(3, in: &actions)
 
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable.path] + arguments).map { strdup($0) } + [nil]
         let envp: [UnsafeMutablePointer<CChar>?]? = environment.map { $0.map { strdup("\($0.key)=\($0.value)") } + [nil] }
@@ -164,19 +171,28 @@ struct KillPoint: Sendable {
     var watchedFound = 0
     var watchedMissing = 0
 
-    /// Takes one line the writer printed: `w <seq>`, `a <seq>`, or `r <seq>`/`r -` (`--watch`).
+    /// When each round began and was acknowledged (CLOCK_MONOTONIC, nanoseconds, as the writer
+    /// printed it): the order of two writers' rounds.
+    var startedAt: [Int: UInt64] = [:]
+    var acknowledgedAt: [Int: UInt64] = [:]
+
+    /// Takes one line the writer printed: `w <seq> <ns>`, `a <seq> <ns>`, or `r <seq>`/`r -` (`--watch`).
     mutating func note(_ line: String) throws {
         let parts = line.split(separator: " ")
-        guard parts.count == 2 else { throw TestError("unexpected writer output '\(line)'") }
+        guard parts.count >= 2 else { throw TestError("unexpected writer output '\(line)'") }
         if parts[0] == "r" {
             if parts[1] == "-" { watchedMissing += 1 } else { watchedFound += 1 }
             return
         }
         guard let seq = Int(parts[1]) else { throw TestError("unexpected writer output '\(line)'") }
+        let instant = parts.count > 2 ? UInt64(parts[2]) : nil
         switch parts[0] {
-        case "w": inFlight = seq
+        case "w":
+            inFlight = seq
+            startedAt[seq] = instant
         case "a":
             acknowledged = seq
+            acknowledgedAt[seq] = instant
             inFlight = nil
         default: throw TestError("unexpected writer output '\(line)'")
         }

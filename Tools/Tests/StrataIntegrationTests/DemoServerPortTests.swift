@@ -103,7 +103,7 @@ struct ListeningSocket {
 
     init(port: Int) throws {
         #if canImport(Glibc)
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         #else
         fd = socket(AF_INET, SOCK_STREAM, 0)
         #endif

@@ -232,7 +232,7 @@ struct DemoServerWriteTests {
 enum RawHTTP {
     /// What came back, and the `errno` the last read ended with (0 for an orderly close).
     static func exchange(_ request: String, port: Int) throws -> (Data, Int32) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw TestError("socket failed: \(errno)") }
         defer { close(fd) }
         var address = sockaddr_in()

@@ -257,7 +257,7 @@ struct ExternalServer {
 
     /// Whether a TCP connection to 127.0.0.1:`port` is accepted now.
     static func accepts(port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
         var address = loopback(port: UInt16(port))

@@ -8,25 +8,30 @@ import Testing
 import Glibc
 #endif
 
-/// The outbox's kill loop (issue 14, point 10). `strata-crash-writer` queues writes in an outbox on
-/// disk while this test kills it with SIGKILL at random moments; then it drains them to the real demo
-/// server (which honours `Idempotency-Key`) while this test kills it again, mid-send, until everything
-/// is delivered. After every kill the outbox is opened afresh, as after a crash.
+/// The outbox's kill loops (issue 14, point 10; issue 40, point 2), two tests that run side by side.
+/// - Queueing: two `strata-crash-writer` processes queue writes into one outbox on disk at once while
+///   this test kills both with SIGKILL at random moments.
+/// - Replaying: a queue of 600 writes is drained to the real demo server (which honours
+///   `Idempotency-Key`) by runs this test kills mid-send, until everything is delivered.
+/// After every kill the outbox is opened afresh, as after a crash.
 ///
 /// Must hold: 0 writes lost (every acknowledged enqueue is on disk until the server has it), 0 applied
 /// twice (the server holds each write exactly once, though kills land after the server applied a
 /// write and before the outbox removed it: those are counted, and there must be some), 0 torn
-/// entries (no entry set aside as unreadable).
+/// entries (no entry set aside as unreadable), and each scope queued and applied in the order the
+/// writers acknowledged (a write after every write either process had acknowledged before it began).
 ///
-/// `STRATA_CRASH_SEED` replays a run; `STRATA_CRASH_KILLS` changes the number of enqueue kills (150;
-/// the replay then takes over a hundred more).
-@Suite("Crash safety: SIGKILL while queueing and replaying writes", .serialized, .timeLimit(.minutes(8)))
+/// `STRATA_CRASH_SEED` replays a run; `STRATA_CRASH_KILLS` changes the number of queueing kills (70),
+/// `STRATA_CRASH_REPLAY_ROUNDS` the rounds the replay drains (200, three writes each).
+@Suite("Crash safety: SIGKILL while queueing and replaying writes", .timeLimit(.minutes(8)))
 struct OutboxCrashSafetyTests {
     /// `STRATA_CRASH_SEED` (what the messages print, so a run can be replayed), and the generator's
     /// seed drawn from it.
     static let replaySeed: UInt64 = ProcessInfo.processInfo.environment["STRATA_CRASH_SEED"].flatMap { UInt64($0) } ?? 20_260_101
     static let seed: UInt64 = replaySeed ^ 14
-    static let kills = ProcessInfo.processInfo.environment["STRATA_CRASH_KILLS"].flatMap { Int($0) } ?? 150
+    static let kills = ProcessInfo.processInfo.environment["STRATA_CRASH_KILLS"].flatMap { Int($0) } ?? 70
+    /// The rounds (three writes each) the replay phase drains under kills.
+    static let replayRounds = ProcessInfo.processInfo.environment["STRATA_CRASH_REPLAY_ROUNDS"].flatMap { Int($0) } ?? 200
     /// A kill-and-relaunch of the writer that takes longer than this fails the loop instead of
     /// running on: the writer stalled. A bound on each step, not on the whole loop, so a slower
     /// machine (two cores, another build beside the run) takes longer without failing.
@@ -129,60 +134,125 @@ struct OutboxCrashSafetyTests {
         }
     }
 
-    @Test func killsWhileQueueingAndWhileReplayingLoseNothingAndApplyNothingTwice() async throws {
-        try await withDemoServer { server in try await Self.killLoop(server) }
+    @Test func killsWhileTwoProcessesQueue_loseNothingAndKeepTheOrderTheyAcknowledged() async throws {
+        let directory = try TemporaryDirectory(prefix: "strata-outbox-crash-queue")
+        _ = try await Self.queueUnderKills(in: directory, postsURL: URL(string: "http://127.0.0.1:9")!)
     }
 
-    static func killLoop(_ server: DemoServer) async throws {
-        let directory = try TemporaryDirectory(prefix: "strata-outbox-crash")
+    @Test func killsWhileReplaying_loseNothingAndApplyNothingTwice() async throws {
+        try await withDemoServer { server in
+            let directory = try TemporaryDirectory(prefix: "strata-outbox-crash-replay")
+            try await Self.replayUnderKills(in: directory, server: server)
+        }
+    }
+
+    /// The first writer's rounds start at 1, the second's here: their posts never share a number.
+    static let secondWriterStart = 1_000_000
+
+    /// Phase 1: two writer processes queue into one outbox at once (each round three writes from three
+    /// tasks, two into scope `shared`), both killed at random moments. Every acknowledged round must be
+    /// on disk, intact, once; each scope's queue order must put a round after every round either
+    /// process had acknowledged before it began. Returns the posts queued.
+    static func queueUnderKills(in directory: TemporaryDirectory, postsURL: URL) async throws -> [Int] {
         let outbox = directory.appending("outbox")
-        let stderrFile = directory.appending("writer-stderr")
+        let stderrFiles = (directory.appending("writer-a-stderr"), directory.appending("writer-b-stderr"))
         var random = SplitMix64(seed: seed)
         let clock = ContinuousClock()
         let started = clock.now
         var reader = Reader(directory: outbox, scratch: directory.appending("scratch"))
 
-        // Phase 1: kills while queueing. Every acknowledged round (three posts, enqueued at once by
-        // three tasks, two of them into one scope) must be on disk, intact.
         var queued: [Int] = []
         var acknowledgedPosts = Set<Int>()
-        var next = 1
+        // Every round either writer began: when it began and, once acknowledged, when that was.
+        var began: [Int: UInt64] = [:]
+        var acknowledgedAt: [Int: UInt64] = [:]
+        var next = (1, secondWriterStart)
         var enqueueKills = 0
         var inFlightKept = 0
         while enqueueKills < kills {
             let stepStarted = clock.now
             let acks = Int.random(in: 1...2, using: &random)
             let spin = Duration.microseconds(Int.random(in: 0...10_000, using: &random))
-            let arguments = ["--store", "outbox-enqueue", "--path", outbox.path, "--start", "\(next)", "--url", server.baseURL.absoluteString]
-            let point = try await TwoProcessTests.offPool {
-                try KillLoop.killDuringWrite(arguments, afterAcks: acks, spin: spin, stderrFile: stderrFile)
+            let common = ["--store", "outbox-enqueue", "--path", outbox.path, "--url", postsURL.absoluteString]
+            let (first, second) = (common + ["--start", "\(next.0)"], common + ["--start", "\(next.1)"])
+            let points = try await TwoProcessTests.offPool {
+                try KillLoop.killTwoDuringWrites(first, second, afterAcks: acks, spin: spin, stderrFiles: stderrFiles)
             }
             enqueueKills += 1
             let context = "STRATA_CRASH_SEED=\(replaySeed), enqueue kill \(enqueueKills)"
             guard clock.now - stepStarted < Self.stepBound else {
-                Issue.record("\(context) took \(clock.now - stepStarted), over \(Self.stepBound): the writer stalled")
+                Issue.record("\(context) took \(clock.now - stepStarted), over \(Self.stepBound): a writer stalled")
                 break
             }
-            #expect(point.status == 128 + SIGKILL, "\(context): the writer ended with \(point.status)")
-            let acknowledged = try #require(point.acknowledged, "\(context): nothing acknowledged")
-            if acknowledged >= next { acknowledgedPosts.formUnion(3 * next..<3 * (acknowledged + 1)) }
             queued = try await reader.read(context: context).keys.sorted()
+            for (point, start) in [(points.0, next.0), (points.1, next.1)] {
+                #expect(point.status == 128 + SIGKILL, "\(context): a writer ended with \(point.status)")
+                began.merge(point.startedAt) { _, new in new }
+                acknowledgedAt.merge(point.acknowledgedAt) { _, new in new }
+                if let acknowledged = point.acknowledged, acknowledged >= start {
+                    acknowledgedPosts.formUnion(3 * start..<3 * (acknowledged + 1))
+                }
+                let inFlightQueued = point.inFlight.map { round in (3 * round..<3 * round + 3).contains { queued.contains($0) } } ?? false
+                if inFlightQueued { inFlightKept += 1 }
+            }
             let lost = acknowledgedPosts.subtracting(queued)
             #expect(lost.isEmpty, "\(context): posts of acknowledged rounds lost: \(lost.sorted().prefix(10))")
-            let inFlightQueued = point.inFlight.map { round in (3 * round..<3 * round + 3).contains { queued.contains($0) } } ?? false
-            if inFlightQueued { inFlightKept += 1 }
-            next = max(acknowledged, point.inFlight ?? 0) + 1
+            next.0 = max(points.0.acknowledged ?? 0, points.0.inFlight ?? 0, next.0 - 1) + 1
+            next.1 = max(points.1.acknowledged ?? 0, points.1.inFlight ?? 0, next.1 - 1) + 1
         }
         queued = try await reader.read(context: "STRATA_CRASH_SEED=\(replaySeed), after the queueing kills", everything: true).keys.sorted()
-        let total = queued.count
-        // The queue order per scope, as every relaunch reads it: by sequence. A round's posts come
-        // after every earlier round's (its writers started after those returned); the two writers of
-        // one round into `shared` may be in either order, which the sequence then fixes.
-        let sequenceOrder = try await Self.queueOrderPerScope(outbox)
-        for (scope, posts) in sequenceOrder {
+        // The queue order per scope, as every relaunch reads it (by sequence): a round's posts come
+        // after those of every round acknowledged before it began, in either process (its tasks
+        // started after those enqueues returned). Rounds that overlapped may be in either order, as
+        // may one round's two posts into `shared`.
+        let order = try await Self.queueOrderPerScope(outbox)
+        var outOfOrder: [String] = []
+        // Pairs of rounds of different writers, one acknowledged before the other began: what
+        // the order across processes is checked on.
+        var pairsAcrossWriters = 0
+        for (scope, posts) in order {
+            // Every pair: a round acknowledged before another began comes first.
             let rounds = posts.map { $0 / 3 }
-            #expect(rounds == rounds.sorted(), "STRATA_CRASH_SEED=\(replaySeed): scope \(scope) is queued out of round order: \(posts.prefix(20))")
+            let firstIndex = Dictionary(rounds.enumerated().map { ($1, $0) }, uniquingKeysWith: min)
+            let lastIndex = Dictionary(rounds.enumerated().map { ($1, $0) }, uniquingKeysWith: max)
+            for earlier in Set(rounds) {
+                guard let acknowledged = acknowledgedAt[earlier] else { continue }
+                for later in Set(rounds) where later != earlier {
+                    guard let start = began[later], acknowledged < start else { continue }
+                    if (earlier >= secondWriterStart) != (later >= secondWriterStart) { pairsAcrossWriters += 1 }
+                    if lastIndex[earlier]! > firstIndex[later]! { outOfOrder.append("\(scope): round \(later) before \(earlier)") }
+                }
+            }
         }
+        #expect(outOfOrder.isEmpty, "STRATA_CRASH_SEED=\(replaySeed): queued against the order the writers acknowledged: \(outOfOrder.prefix(10))")
+        let fromSecond = queued.filter { $0 >= 3 * secondWriterStart }.count
+        #expect(fromSecond > 0 && fromSecond < queued.count, "STRATA_CRASH_SEED=\(replaySeed): the queue does not hold both writers' posts")
+        #expect(pairsAcrossWriters > 0, "STRATA_CRASH_SEED=\(replaySeed): no round of one writer began after the other's was acknowledged")
+        print(
+            "OutboxCrashSafety[queue] STRATA_CRASH_SEED=\(replaySeed): \(enqueueKills) kills of two writer processes while queueing "
+                + "(in-flight round kept \(inFlightKept)×), \(queued.count) writes queued (\(fromSecond) by the second); lost 0, torn 0, "
+                + "queued against the acknowledged order \(outOfOrder.count); \(String(format: "%.1f", (clock.now - started) / .seconds(1))) s")
+        return queued
+    }
+
+    /// Phase 2: a queue of writes (queued by an uninterrupted writer run) is drained to the demo
+    /// server by runs killed after 2–7 answers, until a run drains what is left. Nothing is lost,
+    /// nothing applied twice, each scope applied in its queue order.
+    static func replayUnderKills(in directory: TemporaryDirectory, server: DemoServer) async throws {
+        let outbox = directory.appending("outbox")
+        let stderrFile = directory.appending("writer-stderr")
+        var random = SplitMix64(seed: seed ^ 2)
+        let clock = ContinuousClock()
+        let started = clock.now
+        var reader = Reader(directory: outbox, scratch: directory.appending("scratch"))
+        let arguments = [
+            "--store", "outbox-enqueue", "--path", outbox.path, "--url", server.baseURL.absoluteString, "--count", "\(replayRounds)",
+        ]
+        try await TwoProcessTests.offPool { try KillLoop.runToCompletion(arguments, stderrFile: stderrFile) }
+        let queued = try await reader.read(context: "STRATA_CRASH_SEED=\(replaySeed), before the replay", everything: true).keys.sorted()
+        let total = queued.count
+        #expect(total == 3 * replayRounds)
+        let sequenceOrder = try await Self.queueOrderPerScope(outbox)
 
         // Phase 2: kills while replaying, each after 2–7 writes the server accepted and one in flight,
         // until a run drains what is left and ends on its own.
@@ -259,10 +329,9 @@ struct OutboxCrashSafetyTests {
         #expect(overApplied.isEmpty, "STRATA_CRASH_SEED=\(replaySeed): keys applied other than once: \(overApplied.prefix(10))")
         let seconds = (clock.now - started) / .seconds(1)
         print(
-            "OutboxCrashSafety STRATA_CRASH_SEED=\(replaySeed): \(enqueueKills) kills while queueing (in-flight write kept \(inFlightKept)×), "
-                + "\(total) writes queued, \(replayKills) kills while replaying (\(killsAfterApply) after the server applied a write "
+            "OutboxCrashSafety[replay] STRATA_CRASH_SEED=\(replaySeed): \(total) writes queued, \(replayKills) kills while replaying (\(killsAfterApply) after the server applied a write "
                 + "and before the outbox removed it, \(appliedButQueued.count) such writes, \(resent) answered again from the record); "
-                + "lost 0, applied twice \(duplicates.count), torn 0, scopes out of order 0 (two writers into one scope, one into another); "
+                + "lost 0, applied twice \(duplicates.count), torn 0, scopes out of order 0; "
                 + "\(String(format: "%.1f", seconds)) s")
     }
 

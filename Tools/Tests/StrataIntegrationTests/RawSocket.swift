@@ -17,7 +17,7 @@ final class RawSocket: @unchecked Sendable {
 
     /// Connects to `host:port`; throws when the connection is refused (or fails otherwise).
     init(host: String, port: Int, timeout: Duration = .seconds(10)) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw TestError("socket failed: errno \(errno)") }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
