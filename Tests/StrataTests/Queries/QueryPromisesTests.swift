@@ -155,6 +155,30 @@ struct QueryPromisesTests {
         return store
     }
 
+    /// Issue 40, point 4, for a cache: an extension (another process, here another instance on the
+    /// same files) stores a value; the app is told (the platform's cross-process notification, see
+    /// the guide "Offline writes") and invalidates the key; the screen shows the extension's value.
+    @Test("a value another process stored on the same files reaches the screen once the app is told")
+    func aValueStoredElsewhere_reachesTheScreenWhenTold() async throws {
+        let directory = try TemporaryDirectory(prefix: "strata-query-elsewhere")
+        let store = try await disk(directory, holding: itemA)
+        let extensionStore = FileStore<Item>(directory: directory.url)
+        let queries = client()
+        // A screen that shows what the shared cache holds (a widget, an app its extension feeds).
+        let query = queries.query(["feed"], chain: store.loader(key: "feed"))
+        let observer = try await observe(query)
+        defer { observer.cancel() }
+        try await query.settled()
+        #expect(query.current.value == itemA)
+
+        try await extensionStore.insert(itemB, for: "feed", storedAt: clock.date)
+        #expect(query.current.value == itemA, "not told yet")
+        queries.invalidate(prefix: ["feed"])
+        try await query.settled()
+        #expect(query.current.value == itemB)
+        #expect(query.current.provenance?.storedAt == clock.date)
+    }
+
     @Test("first observed offline, an online-mode query shows the copy on disk and waits for the network to refresh it")
     func offline_firstObserved_showsTheDiskCopy() async throws {
         let directory = try TemporaryDirectory(prefix: "strata-query-offline")
