@@ -110,15 +110,22 @@ run_target() {
     return "$status"
 }
 
-# Targets run STRATA_FUZZ_JOBS at a time (default: one per core); each is one single-threaded
-# libFuzzer process, so lanes side by side divide the wall time.
-jobs="${STRATA_FUZZ_JOBS:-$(nproc)}"
-[ "$mode" = fuzz ] && echo "== ${#targets[@]} targets, ${seconds} s each, ${jobs} at a time"
+# The parsers' targets run STRATA_FUZZ_JOBS at a time (default: one per core); each is one
+# single-threaded libFuzzer process, so lanes side by side divide the wall time. The targets that
+# start servers run one at a time after them: each input's check that the server still answers
+# waits 10 s, and two instrumented servers side by side on two cores came near it.
+lanes="${STRATA_FUZZ_JOBS:-$(nproc)}"
+parsers=()
+servers=()
+for target in "${targets[@]}"; do
+    case "$target" in proxy-request|web-demo-actions|inspector-actions) servers+=("$target") ;; *) parsers+=("$target") ;; esac
+done
+[ "$mode" = fuzz ] && echo "== ${#targets[@]} targets, ${seconds} s each: ${#parsers[@]} parsers ${lanes} at a time, then ${#servers[@]} with servers one at a time"
 failed=0
 running=0
 set +e
-for target in "${targets[@]}"; do
-    if [ "$running" -ge "$jobs" ]; then
+for target in "${parsers[@]}"; do
+    if [ "$running" -ge "$lanes" ]; then
         wait -n || failed=1
         running=$((running - 1))
     fi
@@ -128,6 +135,9 @@ done
 while [ "$running" -gt 0 ]; do
     wait -n || failed=1
     running=$((running - 1))
+done
+for target in "${servers[@]}"; do
+    run_target "$target" || failed=1
 done
 set -e
 

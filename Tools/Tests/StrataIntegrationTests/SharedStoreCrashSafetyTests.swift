@@ -36,21 +36,8 @@ struct SharedStoreCrashSafetyTests {
     static let byteLimit = 400_000
     static let fillers = (0..<8).map { "filler-\($0)" }
 
-    enum Target: String, CaseIterable, Sendable, CustomTestStringConvertible {
-        case file
-        case fileLimited = "file-limited"
-        case sqlite
-
-        var testDescription: String { rawValue }
-        var seedSalt: UInt64 {
-            switch self {
-            case .file: 41
-            case .fileLimited: 42
-            case .sqlite: 43
-            }
-        }
-        var isLimited: Bool { self != .file }
-    }
+    /// The stores of the one-writer loop, with seeds of their own.
+    typealias Target = CrashSafetyTests.Target
 
     /// What a loop saw, for the report.
     struct Figures: CustomStringConvertible {
@@ -76,7 +63,7 @@ struct SharedStoreCrashSafetyTests {
 
     @Test(arguments: Target.allCases)
     func twoWritersKilledAtOnceLeaveEveryEntryWholeAndTheLimitsHeld(_ target: Target) async throws {
-        let seed = Self.seed ^ target.seedSalt
+        let seed = Self.seed ^ (target.seedSalt &+ 40)
         let directory = try TemporaryDirectory(prefix: "strata-crash-shared")
         let storePath = target == .sqlite ? directory.appending("db/cache.sqlite").path : directory.appending("cache").path
         let stderrFiles = (directory.appending("writer-a-stderr"), directory.appending("writer-b-stderr"))
@@ -208,4 +195,9 @@ struct SharedStoreCrashSafetyTests {
         try await store.delete("probe")
         return found
     }
+}
+
+extension CrashSafetyTests.Target {
+    /// Whether the store has a count and a byte limit in the two-writer loop.
+    var isLimited: Bool { self != .file }
 }
