@@ -48,15 +48,7 @@ extension Outbox {
         let now = environment.now()
         // Shared by processes: the storage numbers the write's new place at the end of the queue, as
         // it numbers every write queued (`enqueue`).
-        var sequence: UInt64?
-        if storage.isSharedByProcesses {
-            do {
-                sequence = try await storage.nextSequence(after: state.withLock { $0.machine.nextSequence } &- 1)
-            } catch {
-                metrics.storageFailures.increment()
-                throw OutboxError.storage(error)
-            }
-        }
+        let sequence = try await sequenceIssuedByStorage()
         let begun = state.withLock {
             $0.machine.beginRequeue(id, now: now, onlyIfUnknownKind: onlyIfUnknownKind, sequence: sequence)
         }

@@ -172,15 +172,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
         let id = id ?? .version7(at: now)
         // Shared by processes: the storage numbers the write, so writes queued by different
         // processes into one scope are delivered in the order they were acknowledged.
-        var sequence: UInt64?
-        if storage.isSharedByProcesses, state.withLock({ $0.machine.entry(id) == nil }) {
-            do {
-                sequence = try await storage.nextSequence(after: state.withLock { $0.machine.nextSequence } &- 1)
-            } catch {
-                metrics.storageFailures.increment()
-                throw OutboxError.storage(error)
-            }
-        }
+        let sequence = state.withLock({ $0.machine.entry(id) == nil }) ? try await sequenceIssuedByStorage() : nil
         while true {
             let decision = state.withLock {
                 $0.machine.enqueue(
@@ -658,4 +650,20 @@ public enum OutboxError: Error, Sendable, CustomStringConvertible {
 struct UnreadablePayload: Error, CustomStringConvertible {
     var detail: String
     var description: String { "unreadable payload: \(detail)" }
+}
+
+extension Outbox {
+    /// The sequence the storage issues for a write taking its place at the end of the queue, when
+    /// the storage is shared by processes (one counter for all of them); `nil` for a storage of one
+    /// process, whose writes this outbox numbers itself.
+    /// - Throws: ``OutboxError/storage(_:)`` when the storage cannot issue one.
+    func sequenceIssuedByStorage() async throws -> UInt64? {
+        guard storage.isSharedByProcesses else { return nil }
+        do {
+            return try await storage.nextSequence(after: state.withLock { $0.machine.nextSequence } &- 1)
+        } catch {
+            metrics.storageFailures.increment()
+            throw OutboxError.storage(error)
+        }
+    }
 }

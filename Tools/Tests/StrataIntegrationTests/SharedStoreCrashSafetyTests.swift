@@ -26,7 +26,8 @@ import Glibc
 /// `STRATA_CRASH_SEED` replays a run; `STRATA_CRASH_SHARED_KILLS` changes the kills per store (40).
 @Suite("Crash safety: two processes writing one store", .serialized, .timeLimit(.minutes(8)))
 struct SharedStoreCrashSafetyTests {
-    static let seed: UInt64 = ProcessInfo.processInfo.environment["STRATA_CRASH_SEED"].flatMap { UInt64($0) } ?? 20_260_101
+    /// The one-writer loop's (`STRATA_CRASH_SEED`).
+    static let seed = CrashSafetyTests.seed
     static let kills = ProcessInfo.processInfo.environment["STRATA_CRASH_SHARED_KILLS"].flatMap { Int($0) } ?? 40
     /// A kill-and-relaunch of both writers that takes longer than this fails the loop: a writer stalled.
     static let stepBound: Duration = .seconds(30)
