@@ -126,6 +126,7 @@ final class CachingProxy: Sendable {
 
     init(settings: Settings, cache: Cache, lock: PostgresFleetLock?, transport: AsyncHTTPTransport, logger: Logger) {
         self.settings = settings
+        self.hitFields = Self.hitFields(node: settings.node)
         self.cache = cache
         self.lock = lock
         self.transport = transport
@@ -179,49 +180,60 @@ final class CachingProxy: Sendable {
         let lifetime = entry.validators.maxAge ?? .zero
         guard lifetime > age else { return nil }
         if let fraction = settings.refreshAheadFraction, age >= lifetime * fraction { return nil }
-        metrics.count {
-            $0.requests["read", default: 0] += 1
-            $0.hits["memory", default: 0] += 1
-        }
+        metrics.countFastMemoryHit()
         return age
-    }
-
-    /// An answer `ProxyFastPath` writes as it is: NIO's types, the fields of the stored response
-    /// with the hit's own and its `Content-Length`.
-    struct ImmediateAnswer {
-        var status: HTTPResponseStatus
-        var headers: HTTPHeaders
-        var body: Data
     }
 
     /// ``immediateHit(_:)-(HTTPRequest)`` for a request head as NIO's HTTP/1 decoder gives it, without
     /// converting it into swift-http-types' `HTTPRequest` (which only a stored response that varies
-    /// needs) and with the answer in NIO's types. Only an HTTP/1.1 request with an origin-form target
-    /// (`/path?query`) qualifies.
-    func immediateHit(_ head: HTTPRequestHead) -> ImmediateAnswer? {
+    /// needs), answered with the whole HTTP/1.1 response as bytes, `ProxyFastPath` writes them below
+    /// NIO's response encoder: the stored entry's ``StoredResponse/encodedHead``, the hit's own fields,
+    /// `Content-Length`, the body. Only an HTTP/1.1 request with an origin-form target (`/path?query`)
+    /// qualifies.
+    func immediateHit(_ head: HTTPRequestHead, allocator: ByteBufferAllocator) -> ByteBuffer? {
         // HTTP/1.0 (whose connection closes after the answer unless it asks otherwise) goes the full way.
         guard head.method == .GET, head.version == .http1_1, head.uri.utf8.first == UInt8(ascii: "/") else { return nil }
         for name in Self.fieldNamesThatNeedTheFullPath where head.headers.contains(name: name) { return nil }
         guard let entry = cache.memory.immediateEntry(for: Self.key(path: head.uri)) else { return nil }
-        let answer: Answer
         if entry.value.variantNames != nil || !entry.value.varyValues.isEmpty {
             // Choosing by the request's fields: swift-http-types' view of them, as the full path's.
-            guard let request = try? HTTPRequest(head, secure: false, splitCookie: false), let hit = immediateHit(request) else { return nil }
-            answer = hit
-        } else {
-            guard let age = immediateHitAge(entry) else { return nil }
-            var headers = HTTPHeaders(entry.value.headerFields)
-            headers.reserveCapacity(headers.count + 5)
-            headers.replaceOrAdd(name: "Age", value: String(max(0, age.components.seconds)))
-            headers.replaceOrAdd(name: "X-Cache", value: "HIT")
-            headers.replaceOrAdd(name: "X-Cache-Tier", value: "memory")
-            headers.replaceOrAdd(name: "X-Strata-Node", value: settings.node)
-            headers.replaceOrAdd(name: "Content-Length", value: String(entry.value.body.count))
-            return ImmediateAnswer(status: HTTPResponseStatus(statusCode: entry.value.status), headers: headers, body: entry.value.body)
+            guard let request = try? HTTPRequest(head, secure: false, splitCookie: false), let answer = immediateHit(request) else { return nil }
+            // The answer carries the hit's own fields already: only its length is set again.
+            let encoded = StoredResponse.encodedHead(status: answer.status.code, fields: answer.fields, leavingOut: ["content-length"])
+            return Self.response(head: encoded, ownFields: nil, age: nil, body: answer.body, allocator: allocator)
         }
-        var headers = HTTPHeaders(answer.fields)
-        headers.replaceOrAdd(name: "Content-Length", value: String(answer.body.count))
-        return ImmediateAnswer(status: HTTPResponseStatus(statusCode: answer.status.code), headers: headers, body: answer.body)
+        guard let age = immediateHitAge(entry) else { return nil }
+        return Self.response(head: entry.value.encodedHead, ownFields: hitFields, age: age, body: entry.value.body, allocator: allocator)
+    }
+
+    /// `X-Cache`, `X-Cache-Tier` and `X-Strata-Node` of a memory hit, encoded once. The node's name
+    /// keeps only the bytes a field value may hold (it comes from the command line).
+    private let hitFields: ByteBuffer
+
+    private static func hitFields(node: String) -> ByteBuffer {
+        var buffer = ByteBuffer()
+        buffer.writeStaticString("X-Cache: HIT\r\nX-Cache-Tier: memory\r\nX-Strata-Node: ")
+        buffer.writeBytes(node.utf8.filter { $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) })
+        buffer.writeStaticString("\r\n")
+        return buffer
+    }
+
+    /// One HTTP/1.1 response: `head` (the status line and fields), `ownFields`, `Age`,
+    /// `Content-Length`, the blank line, the body. One buffer: one write, one `writev` part.
+    static func response(head: ByteBuffer, ownFields: ByteBuffer?, age: Duration?, body: Data, allocator: ByteBufferAllocator) -> ByteBuffer {
+        var bytes = allocator.buffer(capacity: head.readableBytes + (ownFields?.readableBytes ?? 0) + 48 + body.count)
+        bytes.writeImmutableBuffer(head)
+        if let ownFields { bytes.writeImmutableBuffer(ownFields) }
+        if let age {
+            bytes.writeStaticString("Age: ")
+            bytes.writeString(String(max(0, age.components.seconds)))
+            bytes.writeStaticString("\r\n")
+        }
+        bytes.writeStaticString("Content-Length: ")
+        bytes.writeString(String(body.count))
+        bytes.writeStaticString("\r\n\r\n")
+        bytes.writeBytes(body)
+        return bytes
     }
 
     static let fieldNamesThatNeedTheFullPath: [String] = fieldsThatNeedTheFullPath.map(\.rawName)

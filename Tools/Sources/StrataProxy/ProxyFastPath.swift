@@ -26,6 +26,9 @@ import NIOHTTPTypesHTTP1
 ///   and wrote nothing for the idle timeout, unless a request it passed on is still being
 ///   answered (a slow upstream is not the client's idleness).
 ///
+/// - A hit is written as bytes: the stored entry's head encoded once (``StoredResponse/encodedHead``),
+///   the hit's own fields and the body in one buffer, below NIO's response encoder.
+///
 /// One per connection, used only on that connection's event loop.
 final class ProxyFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
@@ -47,8 +50,26 @@ final class ProxyFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     /// The last request's body parts still go on, up to its end.
     private var forwardingLast = false
 
+    /// Where a hit's bytes are written: the ``Outlet`` between the channel and NIO's response encoder.
+    private var outlet: ChannelHandlerContext?
+
     init(proxy: CachingProxy) {
         self.proxy = proxy
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        outlet = try? context.pipeline.syncOperations.context(handlerType: Outlet.self)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        outlet = nil
+    }
+
+    /// Sits between the channel and NIO's `HTTPResponseEncoder` and passes everything on; its
+    /// context is where ``ProxyFastPath`` writes a hit's bytes, already a whole HTTP/1.1 response.
+    final class Outlet: ChannelOutboundHandler, RemovableChannelHandler {
+        typealias OutboundIn = IOData
+        typealias OutboundOut = IOData
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -68,19 +89,15 @@ final class ProxyFastPath: ChannelDuplexHandler, RemovableChannelHandler {
             context.fireChannelRead(data)
             return
         }
-        if passedOn == 0, let answer = proxy.immediateHit(head) {
+        if passedOn == 0, let outlet, let answer = proxy.immediateHit(head, allocator: context.channel.allocator) {
             swallowing = true
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: answer.status, headers: answer.headers))), promise: nil)
-            if !answer.body.isEmpty {
-                var buffer = context.channel.allocator.buffer(capacity: answer.body.count)
-                buffer.writeBytes(answer.body)
-                context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
-            }
             sending += 1
             let promise = context.eventLoop.makePromise(of: Void.self)
             let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
             promise.futureResult.whenComplete { _ in handler.value.sending -= 1 }
-            context.write(wrapOutboundOut(.end(nil)), promise: promise)
+            // The whole response in one buffer, below NIO's encoder (idle between responses: no
+            // answer is under way while `passedOn` is 0). `channelReadComplete` flushes it.
+            outlet.write(NIOAny(IOData.byteBuffer(answer)), promise: promise)
             return
         }
         passedOn += 1
@@ -149,6 +166,8 @@ final class ProxyFastPath: ChannelDuplexHandler, RemovableChannelHandler {
             let pipeline = context.pipeline.syncOperations
             do {
                 let codec = try pipeline.handler(type: HTTP1ToHTTPServerCodec.self)
+                let encoder = try pipeline.handler(type: HTTPResponseEncoder.self)
+                try pipeline.addHandler(Outlet(), position: .before(encoder))
                 try pipeline.addHandler(IdleStateHandler(allTimeout: idleTimeout), position: .before(codec))
                 try pipeline.addHandler(ProxyFastPath(proxy: proxy), position: .before(codec))
             } catch {

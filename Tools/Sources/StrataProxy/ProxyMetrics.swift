@@ -1,4 +1,5 @@
 @_spi(StrataInternals) import Strata
+import Synchronization
 
 /// The proxy's counters, served at `/_strata/metrics` in Prometheus' text format.
 final class ProxyMetrics: Sendable {
@@ -35,12 +36,27 @@ final class ProxyMetrics: Sendable {
     }
 
     private let counters = Locked(Counters())
+    /// Memory hits answered on the fast path: an atomic, not the lock, since every event loop
+    /// counts one per hit and a thread preempted while holding the lock would stall the others'
+    /// hits behind it. Folded into `requests["read"]` and `hits["memory"]` by ``snapshot``.
+    private let fastMemoryHits = Atomic<Int>(0)
 
     func count(_ update: (inout Counters) -> Void) {
         counters.withLock { update(&$0) }
     }
 
-    var snapshot: Counters { counters.withLock { $0 } }
+    /// One read answered from the memory tier on the fast path.
+    func countFastMemoryHit() {
+        fastMemoryHits.wrappingAdd(1, ordering: .relaxed)
+    }
+
+    var snapshot: Counters {
+        var counters = counters.withLock { $0 }
+        let fast = fastMemoryHits.load(ordering: .relaxed)
+        counters.requests["read", default: 0] += fast
+        counters.hits["memory", default: 0] += fast
+        return counters
+    }
 
     /// The counters and the cache's own figures, in Prometheus' text exposition format.
     func exposition(node: String, backplane: TieredStoreBackplaneFigures) -> String {

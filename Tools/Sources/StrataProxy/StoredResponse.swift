@@ -1,4 +1,6 @@
 import Foundation
+import NIOCore
+import NIOHTTP1
 import Strata
 
 /// A response as the proxy keeps it in the cache: status, header fields, body, and what the storing
@@ -7,10 +9,19 @@ import Strata
 /// of the shared store, so that an `expire` invalidation on the server ends it.
 struct StoredResponse: Codable, Sendable, Hashable {
     /// The status code.
-    var status: Int
+    var status: Int {
+        didSet { encodedHead = Self.encodedHead(status: status, fields: headerFields) }
+    }
     /// The header fields as received, hop-by-hop fields removed. Kept as swift-http-types fields,
     /// so a hit copies them instead of parsing names again; stored as `[name, value]` pairs.
-    var headerFields: HTTPFields
+    var headerFields: HTTPFields {
+        didSet { encodedHead = Self.encodedHead(status: status, fields: headerFields) }
+    }
+    /// The status line and ``headerFields`` as HTTP/1.1 writes them (RFC 9112 §4, §5), without the
+    /// fields a hit sets itself (``fieldsAHitSets``): a hit on the fast path copies these bytes
+    /// instead of encoding the head again. Derived from the two above, kept in step by their
+    /// `didSet`, never stored in a tier.
+    private(set) var encodedHead: ByteBuffer
     /// The body.
     var body: Data
     /// The values the request that fetched it had for the fields the response varies on
@@ -51,6 +62,7 @@ struct StoredResponse: Codable, Sendable, Hashable {
         self.staleIfErrorSeconds = staleIfError.map { $0 / .seconds(1) }
         self.status = status
         self.headerFields = headerFields
+        self.encodedHead = Self.encodedHead(status: status, fields: headerFields)
         self.body = body
         self.varyValues = varyValues
         self.tags = tags
@@ -72,6 +84,7 @@ struct StoredResponse: Codable, Sendable, Hashable {
             if let name = HTTPField.Name(pair[0]) { fields.append(HTTPField(name: name, value: pair[1])) }
         }
         headerFields = fields
+        encodedHead = Self.encodedHead(status: status, fields: fields)
         body = try container.decode(Data.self, forKey: .body)
         varyValues = try container.decode([String: String?].self, forKey: .varyValues)
         tags = try container.decode([String].self, forKey: .tags)
@@ -103,9 +116,35 @@ struct StoredResponse: Codable, Sendable, Hashable {
         HTTPResponse(status: HTTPResponse.Status(code: status), headerFields: headerFields)
     }
 
-    /// What it costs the memory tier's byte budget: its body and header fields.
+    /// What it costs the memory tier's byte budget: its body, its header fields and their encoded
+    /// copy.
     var byteCount: Int {
-        body.count + headerFields.reduce(0) { $0 + $1.name.rawName.utf8.count + $1.value.utf8.count + 4 } + 64
+        body.count + headerFields.reduce(0) { $0 + $1.name.rawName.utf8.count + $1.value.utf8.count + 4 }
+            + encodedHead.readableBytes + 64
+    }
+
+    /// The fields a hit on the fast path writes itself, after ``encodedHead``; a stored field of
+    /// one of these names is left out of it (as `replaceOrAdd` would replace it).
+    static let fieldsAHitSets: Set<String> = ["age", "x-cache", "x-cache-tier", "x-strata-node", "content-length"]
+
+    /// `HTTP/1.1 <code> <reason>` and `name: value` for each field but those named in `leavingOut`
+    /// (lowercased), each line ending in CRLF; no
+    /// blank line (a hit adds its own fields first). Field values come validated from
+    /// swift-http-types (no CR, LF or NUL), so the bytes are a well-formed head.
+    static func encodedHead(status: Int, fields: HTTPFields, leavingOut: Set<String> = fieldsAHitSets) -> ByteBuffer {
+        var buffer = ByteBuffer()
+        buffer.writeStaticString("HTTP/1.1 ")
+        buffer.writeString(String(status))
+        buffer.writeStaticString(" ")
+        buffer.writeString(HTTPResponseStatus(statusCode: status).reasonPhrase)
+        buffer.writeStaticString("\r\n")
+        for field in fields where !leavingOut.contains(field.name.canonicalName) {
+            buffer.writeString(field.name.rawName)
+            buffer.writeStaticString(": ")
+            buffer.writeString(field.value)
+            buffer.writeStaticString("\r\n")
+        }
+        return buffer
     }
 
     /// The age it was received with, as a duration.

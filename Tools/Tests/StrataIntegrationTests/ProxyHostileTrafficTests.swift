@@ -273,6 +273,18 @@ struct ProxyHostileTrafficTests {
             #expect(fast.body == full.body && fast.fields["content-length"] == String(fast.body.utf8.count))
             #expect(fast.fields["etag"] != nil && fast.fields["age"] != nil)
 
+            // A stored response that carries the fields a hit sets itself (an upstream cache's Age
+            // and X-Cache): the hit's values replace them, each field once, as on the full path.
+            let aged = "/items/aged?cc=max-age%3D600&age=30"
+            _ = try await node.get(aged)
+            try socket.send(get(aged, ""))
+            let agedHit = try await TwoProcessTests.offPool { () -> ((status: String, fields: [String: String], body: String), Set<String>) in
+                (try socket.readResponse(), socket.repeatedFieldNames)
+            }
+            #expect(agedHit.0.fields["x-cache"] == "HIT" && agedHit.1.isEmpty, "fields sent twice: \(agedHit.1)")
+            #expect(Int(agedHit.0.fields["age"] ?? "") ?? 0 >= 30, "the origin's age counts: \(agedHit.0.fields)")
+            #expect(agedHit.0.fields["content-length"] == String(agedHit.0.body.utf8.count))
+
             // Two variants of one target, each answered from memory with its own body.
             for language in ["fr", "de"] {
                 _ = try await node.get(varying, [HTTPField.Name("Accept-Language")!: language])

@@ -14,6 +14,8 @@ import Glibc
 final class RawSocket: @unchecked Sendable {
     let fd: Int32
     private var buffer: [UInt8] = []
+    /// The field names (lowercased) the last ``readResponse()`` saw more than once.
+    private(set) var repeatedFieldNames: Set<String> = []
 
     /// Connects to `host:port`; throws when the connection is refused (or fails otherwise).
     init(host: String, port: Int, timeout: Duration = .seconds(10)) throws {
@@ -100,11 +102,14 @@ final class RawSocket: @unchecked Sendable {
     func readResponse() throws -> (status: String, fields: [String: String], body: String) {
         let status = try readLine()
         var fields: [String: String] = [:]
+        repeatedFieldNames = []
         while true {
             let line = try readLine()
             if line.isEmpty { break }
             if let colon = line.firstIndex(of: ":") {
-                fields[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                let name = line[..<colon].lowercased()
+                if fields[name] != nil { repeatedFieldNames.insert(name) }
+                fields[name] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
             }
         }
         let length = Int(fields["content-length"] ?? "0") ?? 0
