@@ -305,3 +305,39 @@ struct TestKitTests {
         await #expect(throws: CancellationError.self) { try await tracking.value }
     }
 }
+
+@Suite("ConditionWaiters")
+struct ConditionWaitersTests {
+    struct Counter: Sendable {
+        var value = 0
+        var waiters = ConditionWaiters<Int>()
+    }
+
+    @Test("a waiter cancelled just as its condition comes true: neither side waits for the other, 2,000 times; each wait ends once")
+    func aWaiterCancelledAsItIsResumed_neverDeadlocks() async throws {
+        // The resume under the owner's lock against the waiter's cancellation handler, which takes
+        // that lock while the runtime holds the waiting task's: on threads (`raceOnThreads`).
+        let counter = Locked(Counter())
+        let rounds = 2_000
+        let ended = Locked((satisfied: 0, cancelled: 0))
+        try await withWaitTimeout(.seconds(50), {
+            for round in 0..<rounds {
+                let waiter = Task { try await counter.wait(in: \.waiters, current: { $0.value }, until: { $0 > round }) }
+                await raceOnThreads({ counter.withLock { $0.value += 1; $0.waiters.resumeSatisfied(by: $0.value) } }, { waiter.cancel() })
+                // Out of time (the bound cancelled this): the threads may be stuck, do not wait for them.
+                try Task.checkCancellation()
+                switch await waiter.result {
+                case .success: ended.withLock { $0.satisfied += 1 }
+                case .failure(let error):
+                    #expect(error is CancellationError)
+                    ended.withLock { $0.cancelled += 1 }
+                }
+            }
+        }, timedOut: { timeout in
+            WaitTimeoutError(awaited: "\(rounds) rounds of resuming while a waiter is cancelled", observed: "\(ended.withLock { $0 })", timeout: timeout)
+        })
+        let counts = ended.withLock { $0 }
+        #expect(counts.satisfied + counts.cancelled == rounds)
+        #expect(counter.withLock { $0.waiters.isEmpty })
+    }
+}

@@ -54,12 +54,25 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         @usableFromInline var snapshot: QuerySnapshot<Value>
     }
 
+    /// A publish and the observers it goes to (those there when it was made).
+    struct Delivery: Sendable {
+        var published: Published
+        var observers: [UInt64: @Sendable (Published) -> Void]
+    }
+
     struct State: Sendable {
         var machine: QueryStateMachine<Value>
         /// Each observer's way to receive a published snapshot (it yields to its stream).
         /// Each observer's delivery, made where its stream's element type is known (for a
         /// ``QuerySnapshots`` iteration, in the caller's module: its yield is specialised there).
         var observers: [UInt64: @Sendable (Published) -> Void] = [:]
+        /// Publishes not handed to their observers yet, oldest first. They are handed over after
+        /// the lock is released, never under it: handing one to a stream resumes its reader, which
+        /// takes that task's runtime lock, and the reader's cancellation, holding that lock, removes
+        /// the observer under this one (a deadlock the web demo's fuzzer found). One thread hands
+        /// them over at a time (`delivering`), in order, so every observer sees the versions rise.
+        var deliveries: [Delivery] = []
+        var delivering = false
         var nextObserverID: UInt64 = 0
         var published: Published
         var loads: [Int: Task<Void, Never>] = [:]
@@ -181,7 +194,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
             id = state.nextObserverID
         }, then: { state in
             state.observers[id] = deliver
-            deliver(state.published)
+            state.deliveries.append(Delivery(published: state.published, observers: [id: deliver]))
         })
         return id
     }
@@ -256,31 +269,64 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     }
 
     /// Applies `event` (after `prepare`, in the same critical section; `then` after it) and runs
-    /// what the state machine decides: under the lock, what publishes (yielding to streams, in
-    /// order), starts tasks, registers the query with its client (woken or dropped, so the client's
-    /// list follows the query's state in the query's own order) and tells an inspector; after it,
-    /// the cancellations (a task's cancellation handlers run in `cancel()`).
+    /// what the state machine decides: under the lock, it starts tasks, registers the query with
+    /// its client (woken or dropped, so the client's list follows the query's state in the query's
+    /// own order), tells an inspector and queues what publishes; after it, the cancellations (a
+    /// task's cancellation handlers run in `cancel()`) and the publishes, handed to observers in
+    /// order (``deliver(_:)``).
     func send(
         _ event: QueryStateMachine<Value>.Event, prepare: ((inout State) -> Void)? = nil, then: ((inout State) -> Void)? = nil
     ) {
         var cancelled: [Task<Void, Never>] = []
-        state.withLock { state in
+        let deliveries = state.withLock { state in
             prepare?(&state)
             step(event, in: &state, cancelled: &cancelled)
             then?(&state)
             settle(&state)
+            return Self.takeDeliveries(&state)
         }
         for task in cancelled { task.cancel() }
+        if !deliveries.isEmpty { deliver(deliveries) }
     }
 
     /// Sends what `makeEvent` returns (read under the lock; `nil`: no event, only the bookkeeping).
     func send(_ makeEvent: (inout State) -> QueryStateMachine<Value>.Event?) {
         var cancelled: [Task<Void, Never>] = []
-        state.withLock { state in
+        let deliveries = state.withLock { state in
             if let event = makeEvent(&state) { step(event, in: &state, cancelled: &cancelled) }
             settle(&state)
+            return Self.takeDeliveries(&state)
         }
         for task in cancelled { task.cancel() }
+        if !deliveries.isEmpty { deliver(deliveries) }
+    }
+
+    /// The queued publishes, for the caller to hand over, unless another thread is handing some
+    /// over now (it takes these too, after its own: the order holds).
+    private static func takeDeliveries(_ state: inout State) -> [Delivery] {
+        guard !state.delivering, !state.deliveries.isEmpty else { return [] }
+        state.delivering = true
+        defer { state.deliveries = [] }
+        return state.deliveries
+    }
+
+    /// Hands `first` to their observers, outside the lock, then whatever was queued meanwhile,
+    /// until nothing is left.
+    private func deliver(_ first: [Delivery]) {
+        var batch = first
+        while !batch.isEmpty {
+            for delivery in batch {
+                for deliver in delivery.observers.values { deliver(delivery.published) }
+            }
+            batch = state.withLock { state in
+                guard !state.deliveries.isEmpty else {
+                    state.delivering = false
+                    return []
+                }
+                defer { state.deliveries = [] }
+                return state.deliveries
+            }
+        }
     }
 
     /// One step, under the lock: `event` and what follows from it.
@@ -429,7 +475,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
             state.hasPreviousValue = false
         }
         state.published = Published(version: state.published.version + 1, snapshot: snapshot)
-        for deliver in state.observers.values { deliver(state.published) }
+        if !state.observers.isEmpty { state.deliveries.append(Delivery(published: state.published, observers: state.observers)) }
         if inspected { link.record(.published(key: key)) }
     }
 

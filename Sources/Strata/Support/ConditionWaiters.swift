@@ -28,8 +28,11 @@ public struct WaitTimeoutError: Error, Sendable, Equatable, CustomStringConverti
 /// the test kit's way to wait for "something happened" without sleeping, that the waiting task's
 /// cancellation ends.
 ///
-/// Keep it inside the state a ``Locked`` guards and call every method with the lock held; they
-/// resume continuations, which never blocks. Conditions run under that lock too, so they must not
+/// Keep it inside the state a ``Locked`` guards and call every method with the lock held. A
+/// continuation is resumed from a new task, never under that lock: resuming a task takes the
+/// runtime's lock of that task, which the task's cancellation holds while its handler
+/// (``withdraw(_:throwing:)``) waits for the owner's lock (Swift's documented rule for
+/// `withTaskCancellationHandler`). Conditions run under that lock too, so they must not
 /// take it: they compare counts. (A test's own predicate is checked outside the lock, on the states
 /// the owner streams to it, as `ManualClock.waitForSleepers` does.)
 /// ``waitCancellably(register:withdraw:)`` drives one wait through it, and
@@ -72,9 +75,9 @@ public struct ConditionWaiters<Snapshot>: Sendable {
         continuation: CheckedContinuation<Void, any Error>
     ) {
         if Task.isCancelled {
-            continuation.resume(throwing: CancellationError())
+            Self.resumeOutsideTheLock(continuation, throwing: CancellationError())
         } else if condition(current) {
-            continuation.resume()
+            Self.resumeOutsideTheLock(continuation)
         } else {
             waiting.append(Waiter(id: id, condition: condition, continuation: continuation))
         }
@@ -86,7 +89,7 @@ public struct ConditionWaiters<Snapshot>: Sendable {
         guard !waiting.isEmpty else { return }
         waiting.removeAll { waiter in
             guard waiter.condition(current) else { return false }
-            waiter.continuation.resume()
+            Self.resumeOutsideTheLock(waiter.continuation)
             return true
         }
     }
@@ -96,8 +99,15 @@ public struct ConditionWaiters<Snapshot>: Sendable {
     @discardableResult
     public mutating func withdraw(_ id: UInt64, throwing error: @autoclosure () -> any Error) -> Bool {
         guard let index = waiting.firstIndex(where: { $0.id == id }) else { return false }
-        waiting.remove(at: index).continuation.resume(throwing: error())
+        Self.resumeOutsideTheLock(waiting.remove(at: index).continuation, throwing: error())
         return true
+    }
+
+    /// Resumes `continuation` from a new task: the caller holds the owner's lock.
+    private static func resumeOutsideTheLock(_ continuation: CheckedContinuation<Void, any Error>, throwing error: (any Error)? = nil) {
+        Task {
+            if let error { continuation.resume(throwing: error) } else { continuation.resume() }
+        }
     }
 }
 

@@ -191,6 +191,28 @@ struct GuardedTests {
         #expect(try await sut.load() == 1)
     }
 
+    @Test("a watcher of states() cancelled while a transition is yielded to it: neither waits for the other, 2,000 times")
+    func aWatcherCancelledWhileATransitionIsYielded_neverDeadlocks() async throws {
+        let breaker = breaker()
+        let rounds = 2_000
+        let finished = Locked(0)
+        try await withWaitTimeout(.seconds(50), {
+            for _ in 0..<rounds {
+                let states = breaker.states()
+                let watcher = Task { for await _ in states {} }
+                await raceOnThreads({ for step in 0..<8 { if step % 2 == 0 { breaker.isolate() } else { breaker.reset() } } }, { watcher.cancel() })
+                // Out of time (the bound cancelled this): the threads may be stuck, do not wait for them.
+                try Task.checkCancellation()
+                await watcher.value
+                finished.withLock { $0 += 1 }
+            }
+        }, timedOut: { timeout in
+            WaitTimeoutError(awaited: "\(rounds) rounds of transitions while a watcher is cancelled", observed: "\(finished.withLock { $0 }) finished", timeout: timeout)
+        })
+        #expect(finished.withLock { $0 } == rounds)
+        #expect(breaker.state == .closed)
+    }
+
     @Test func statesStreamTheCurrentStateThenEveryChange() async throws {
         let breaker = breaker(minimum: 1, pause: .seconds(5))
         let stream = breaker.states()

@@ -40,6 +40,39 @@ struct QueryPromisesTests {
         queries.query(described: query.key.description) === query
     }
 
+    // MARK: Observers leaving while the query publishes
+
+    @Test("an observer's task cancelled while the query publishes to it: neither waits for the other, 2,000 times")
+    func anObserverCancelledWhilePublishedTo_neverDeadlocks() async throws {
+        // The publisher and the canceller are threads (`raceOnThreads`). (A publish yielded under the query's lock; the reader's cancellation, holding the
+        // runtime's lock of its task, removed the observer under the query's lock: found by the
+        // web demo's fuzz target.)
+        let queries = client()
+        let query = queries.query(["race"], policy: QueryPolicy(staleAfter: .seconds(3600)), chain: ClosureLoader { itemA })
+        let first = try await observe(query)
+        try await query.settled()
+        first.cancel()
+        try await query.waitForObservers(0)
+        let rounds = 2_000
+        let finished = Locked(0)
+        try await withWaitTimeout(.seconds(50), {
+            for _ in 0..<rounds {
+                let reader = Task { for await _ in query.snapshots() {} }
+                try await query.waitForObservers(1)
+                await raceOnThreads({ for index in 0..<8 { query.setEnabled(index % 2 == 1) } }, { reader.cancel() })
+                // Out of time (the bound cancelled this): the threads may be stuck, do not wait for them.
+                try Task.checkCancellation()
+                await reader.value
+                try await query.waitForObservers(0)
+                finished.withLock { $0 += 1 }
+            }
+        }, timedOut: { timeout in
+            WaitTimeoutError(awaited: "\(rounds) rounds of publishing while an observer is cancelled", observed: "\(finished.withLock { $0 }) finished", timeout: timeout)
+        })
+        #expect(finished.withLock { $0 } == rounds)
+        #expect(query.current.value == itemA)
+    }
+
     // MARK: The client invariant
 
     @Test("a query dropped and used again is registered again, and hears the network coming back")

@@ -1,5 +1,6 @@
 #if DEBUG  // `@testable` needs a build with testing enabled; the fuzz build is a debug build.
 import Foundation
+import NIOCore
 @_spi(StrataInternals) @testable import Strata
 @testable import StrataProxy
 
@@ -208,6 +209,8 @@ enum StorageTargets {
         if let double = value as? Double { return "Double(\(double.bitPattern))" }
         if let float = value as? Float { return "Float(\(float.bitPattern))" }
         if let data = value as? Data { return "Data(\(data.map { String($0, radix: 16) }.joined(separator: " ")))" }
+        // Its bytes, not its storage's address (which a mirror would print).
+        if let buffer = value as? ByteBuffer { return "ByteBuffer(\(buffer.readableBytesView.map { String($0, radix: 16) }.joined(separator: " ")))" }
         if let url = value as? URL { return "URL(\(url.relativeString.debugDescription), base: \(url.baseURL?.absoluteString.debugDescription ?? "nil"))" }
         if let string = value as? String { return string.debugDescription + " \(Array(string.unicodeScalars).map { $0.value })" }
         let mirror = Mirror(reflecting: value)

@@ -78,6 +78,11 @@ struct StoredResponse: Codable, Sendable, Hashable {
     init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         status = try container.decode(Int.self, forKey: .status)
+        // Three digits (RFC 9110 §15), or the 0 of a variant index: anything else is a damaged
+        // entry, a miss (swift-http-types traps on a code past 999).
+        guard (0...999).contains(status) else {
+            throw DecodingError.dataCorruptedError(forKey: .status, in: container, debugDescription: "status \(status) is not three digits")
+        }
         var fields = HTTPFields()
         for pair in try container.decode([[String]].self, forKey: .fields) where pair.count == 2 {
             // A name that is no longer valid is dropped rather than failing the whole entry.
@@ -136,7 +141,7 @@ struct StoredResponse: Codable, Sendable, Hashable {
         buffer.writeStaticString("HTTP/1.1 ")
         buffer.writeString(String(status))
         buffer.writeStaticString(" ")
-        buffer.writeString(HTTPResponseStatus(statusCode: status).reasonPhrase)
+        if (100...999).contains(status) { buffer.writeString(HTTPResponseStatus(statusCode: status).reasonPhrase) }
         buffer.writeStaticString("\r\n")
         for field in fields where !leavingOut.contains(field.name.canonicalName) {
             buffer.writeString(field.name.rawName)

@@ -31,8 +31,10 @@ public final class CircuitBreaker<C: Clock>: Sendable where C.Duration == Durati
         var watchers: [Int: AsyncStream<CircuitState>.Continuation] = [:]
         var nextWatcher = 0
 
-        /// Tells every watcher about `transition`. Yielding only buffers the value (the streams are
-        /// unbounded); no consumer code runs under the lock.
+        /// Tells every watcher about `transition`. Yielding runs no consumer code (the streams are
+        /// unbounded), but it resumes a consumer waiting in `next()`, which takes the runtime's
+        /// lock of that task: so a stream's `onTermination` (which runs inside that task's
+        /// cancellation, holding that lock) never takes this one synchronously.
         func announce(_ transition: CircuitBreakerStateMachine.Transition?) {
             guard let transition else { return }
             for continuation in watchers.values { continuation.yield(transition.to) }
@@ -91,8 +93,12 @@ public final class CircuitBreaker<C: Clock>: Sendable where C.Duration == Durati
             continuation.yield(storage.machine.state)
             return id
         }
+        // Removed from a new task: this runs inside the consumer's cancellation, holding the
+        // runtime's lock of its task, while a transition may be yielding to it under `storage`'s
+        // lock (Swift's rule for cancellation handlers that take locks). A yield to an ended
+        // stream before then is dropped.
         continuation.onTermination = { [weak self] _ in
-            _ = self?.storage.withLock { $0.watchers.removeValue(forKey: id) }
+            Task { [weak self] in _ = self?.storage.withLock { $0.watchers.removeValue(forKey: id) } }
         }
         return stream
     }

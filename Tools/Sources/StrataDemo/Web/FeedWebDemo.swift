@@ -97,10 +97,12 @@ public final class FeedWebDemo: Sendable {
     /// Stops the feed, the outbox and the server, and removes the caches.
     public func stop() async {
         for task in tasks.withLock({ $0 }) { task.cancel() }
-        changes.withLock { changes in
-            for continuation in changes.values { continuation.finish() }
-            changes = [:]
+        // Finished after the lock: a stream's `onTermination` (run inside `finish()`) takes it.
+        let subscribers = changes.withLock { changes in
+            defer { changes = [:] }
+            return Array(changes.values)
         }
+        for continuation in subscribers { continuation.finish() }
         await server.stop()
         try? FileManager.default.removeItem(at: directory)
     }
