@@ -1,5 +1,5 @@
 @_spi(StrataInternals) import Strata
-import Synchronization
+import Atomics
 
 /// The proxy's counters, served at `/_strata/metrics` in Prometheus' text format.
 final class ProxyMetrics: Sendable {
@@ -39,7 +39,7 @@ final class ProxyMetrics: Sendable {
     /// Memory hits answered on the fast path: an atomic, not the lock, since every event loop
     /// counts one per hit and a thread preempted while holding the lock would stall the others'
     /// hits behind it. Folded into `requests["read"]` and `hits["memory"]` by ``snapshot``.
-    private let fastMemoryHits = Atomic<Int>(0)
+    private let fastMemoryHits = ManagedAtomic<Int>(0)
 
     func count(_ update: (inout Counters) -> Void) {
         counters.withLock { update(&$0) }
@@ -47,7 +47,7 @@ final class ProxyMetrics: Sendable {
 
     /// One read answered from the memory tier on the fast path.
     func countFastMemoryHit() {
-        fastMemoryHits.wrappingAdd(1, ordering: .relaxed)
+        fastMemoryHits.wrappingIncrement(ordering: .relaxed)
     }
 
     var snapshot: Counters {

@@ -284,6 +284,14 @@ struct ProxyHostileTrafficTests {
             #expect(agedHit.0.fields["x-cache"] == "HIT" && agedHit.1.isEmpty, "fields sent twice: \(agedHit.1)")
             #expect(Int(agedHit.0.fields["age"] ?? "") ?? 0 >= 30, "the origin's age counts: \(agedHit.0.fields)")
             #expect(agedHit.0.fields["content-length"] == String(agedHit.0.body.utf8.count))
+            // Hits on the event loop are counted (an atomic, folded into the metrics): 10 more
+            // plain hits move the memory tier's count and the reads by exactly 10.
+            let (hitsBefore, readsBefore) = (try await node.metric("strata_proxy_hits_total", "tier=\"memory\""), try await node.metric("strata_proxy_requests_total", "kind=\"read\""))
+            try socket.send(String(repeating: get(plain, ""), count: 10))
+            let tenHits = try await TwoProcessTests.offPool { try (0..<10).map { _ in try socket.readResponse() } }
+            #expect(tenHits.allSatisfy { $0.fields["x-cache"] == "HIT" && $0.fields["x-cache-tier"] == "memory" })
+            #expect(try await node.metric("strata_proxy_hits_total", "tier=\"memory\"") == hitsBefore + 10)
+            #expect(try await node.metric("strata_proxy_requests_total", "kind=\"read\"") == readsBefore + 10)
 
             // Two variants of one target, each answered from memory with its own body.
             for language in ["fr", "de"] {
