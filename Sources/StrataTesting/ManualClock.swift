@@ -77,12 +77,30 @@ public final class ManualClock: Clock, Sendable {
             sleepers.sorted { ($0.value.sleeper.deadline, $0.key) < ($1.value.sleeper.deadline, $1.key) }.map(\.value.sleeper)
         }
 
-        /// A sleeper came or went: every watcher gets the sleepers now. Yielding only buffers the
-        /// value (the streams are unbounded); no watcher's code runs under the lock.
-        func sleepersChanged() {
+        /// The sleepers after a change, and the watchers there were then.
+        typealias SleepersChange = (sleepers: [Sleeper], watchers: [AsyncStream<[Sleeper]>.Continuation])
+
+        /// The sleepers after each change, with the watchers there were, not yet handed to them.
+        /// They are handed over after the lock, by one thread at a time, in order (``announce(_:)``):
+        /// a yield resumes a watching task, which takes the runtime's lock of that task, and that
+        /// task's cancellation, holding it, may cancel a child sleeping here, whose handler takes
+        /// this lock.
+        var changes: [SleepersChange] = []
+        var announcing = false
+
+        /// A sleeper came or went: every watcher is to get the sleepers now.
+        mutating func sleepersChanged() {
             guard !watchers.isEmpty else { return }
-            let sleepers = sorted
-            for watcher in watchers.values { watcher.yield(sleepers) }
+            changes.append((sorted, Array(watchers.values)))
+        }
+
+        /// The changes for the caller to hand over after the lock, unless another thread is
+        /// handing some over (it takes these too, after its own).
+        mutating func takeChanges() -> [SleepersChange] {
+            guard !announcing, !changes.isEmpty else { return [] }
+            announcing = true
+            defer { changes = [] }
+            return changes
         }
     }
 
@@ -150,45 +168,67 @@ public final class ManualClock: Clock, Sendable {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let hooks = registrationHooks.withLock { $0 }
                 hooks.before?()
-                let outcome: Result<Void, any Error>? = state.withLock { state in
+                let (outcome, changes) = state.withLock { state -> (Result<Void, any Error>?, [State.SleepersChange]) in
                     // Cancelled after the check above but before this registration: the handler
                     // found no sleeper to wake, so this sleeper must not wait at all.
-                    if state.cancelledBeforeRegistering.remove(id) != nil { return .failure(CancellationError()) }
-                    if deadline <= state.now { return .success(()) }
+                    if state.cancelledBeforeRegistering.remove(id) != nil { return (.failure(CancellationError()), []) }
+                    if deadline <= state.now { return (.success(()), []) }
                     let sleeper = Sleeper(deadline: deadline, since: state.now, label: label)
                     state.sleepers[id] = Registered(sleeper: sleeper, continuation: continuation)
                     state.sleepersChanged()
-                    return nil
+                    return (nil, state.takeChanges())
                 }
+                announce(changes)
                 hooks.after?()
                 if let outcome { continuation.resume(with: outcome) }
             }
         } onCancel: {
-            let sleeper = state.withLock { state -> Registered? in
+            let (sleeper, changes) = state.withLock { state -> (Registered?, [State.SleepersChange]) in
                 guard let sleeper = state.sleepers.removeValue(forKey: id) else {
                     // Not registered yet (or already woken): remembered, so it never registers.
                     state.cancelledBeforeRegistering.insert(id)
-                    return nil
+                    return (nil, [])
                 }
                 state.sleepersChanged()
-                return sleeper
+                return (sleeper, state.takeChanges())
             }
             sleeper?.continuation.resume(throwing: CancellationError())
+            announce(changes)
         }
     }
 
     /// Moves time forward by `duration`, waking every sleeper whose deadline has passed.
     public func advance(by duration: Duration) {
         precondition(duration >= .zero, "a clock cannot go backwards; create a new one instead")
-        let woken: [Registered] = state.withLock { state in
+        let (woken, changes) = state.withLock { state in
             state.now = state.now.advanced(by: duration)
             let now = state.now
             let due = state.sleepers.filter { $0.value.sleeper.deadline <= now }
             for id in due.keys { state.sleepers[id] = nil }
             if !due.isEmpty { state.sleepersChanged() }
-            return due.values.sorted { $0.sleeper.deadline < $1.sleeper.deadline }
+            return (due.values.sorted { $0.sleeper.deadline < $1.sleeper.deadline }, state.takeChanges())
         }
         woken.forEach { $0.continuation.resume() }
+        announce(changes)
+    }
+
+    /// Hands `first` to their watchers, outside the lock, then whatever was queued meanwhile,
+    /// until nothing is left.
+    private func announce(_ first: [State.SleepersChange]) {
+        var batch = first
+        while !batch.isEmpty {
+            for change in batch {
+                for watcher in change.watchers { watcher.yield(change.sleepers) }
+            }
+            batch = state.withLock { state in
+                guard !state.changes.isEmpty else {
+                    state.announcing = false
+                    return []
+                }
+                defer { state.changes = [] }
+                return state.changes
+            }
+        }
     }
 
     /// Suspends until at least `count` tasks sleep on this clock (that `matching` accepts, when

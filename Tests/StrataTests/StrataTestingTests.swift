@@ -313,12 +313,12 @@ struct ConditionWaitersTests {
         var waiters = ConditionWaiters<Int>()
     }
 
-    @Test("a waiter cancelled just as its condition comes true: neither side waits for the other, 2,000 times; each wait ends once")
+    @Test("a waiter cancelled just as its condition comes true: neither side waits for the other, 1,000 times; each wait ends once")
     func aWaiterCancelledAsItIsResumed_neverDeadlocks() async throws {
         // The resume under the owner's lock against the waiter's cancellation handler, which takes
         // that lock while the runtime holds the waiting task's: on threads (`raceOnThreads`).
         let counter = Locked(Counter())
-        let rounds = 2_000
+        let rounds = 1_000
         let ended = Locked((satisfied: 0, cancelled: 0))
         try await withWaitTimeout(.seconds(50), {
             for round in 0..<rounds {

@@ -467,7 +467,12 @@ extension QueryClient {
             feed.record(activity)
             return Array(feed.subscribers.values)
         }
-        for subscriber in subscribers { subscriber.yield() }
+        // From a new task: a query reports from under its own lock, and a reader of `changes()`
+        // whose child task observes a query would, cancelled, remove that observer under it while
+        // the runtime holds the reader's lock, which this yield takes (docs/ARCHITECTURE.md,
+        // "Concurrency"). The signals carry nothing: their order does not matter.
+        guard !subscribers.isEmpty else { return }
+        Task { for subscriber in subscribers { subscriber.yield() } }
     }
 }
 

@@ -63,9 +63,10 @@ public struct ConditionWaiters<Snapshot>: Sendable {
         return nextID
     }
 
-    /// Resumes `continuation` now if the current task is cancelled (throwing `CancellationError`) or
-    /// `condition` holds for `current`; otherwise when a later ``resumeSatisfied(by:)`` reports a
-    /// state where it holds, or ``withdraw(_:throwing:)`` ends the wait.
+    /// Resumes `continuation` (from a new task, as every resume here) if the current task is
+    /// cancelled (throwing `CancellationError`) or `condition` holds for `current`; otherwise when a
+    /// later ``resumeSatisfied(by:)`` reports a state where it holds, or ``withdraw(_:throwing:)``
+    /// ends the wait.
     ///
     /// Reading the task's cancellation under the lock is enough: the runtime marks a task cancelled
     /// *before* it runs its cancellation handler, so either this sees the cancellation, or it stores

@@ -191,10 +191,10 @@ struct GuardedTests {
         #expect(try await sut.load() == 1)
     }
 
-    @Test("a watcher of states() cancelled while a transition is yielded to it: neither waits for the other, 2,000 times")
+    @Test("a watcher of states() cancelled while a transition is yielded to it: neither waits for the other, 1,000 times")
     func aWatcherCancelledWhileATransitionIsYielded_neverDeadlocks() async throws {
         let breaker = breaker()
-        let rounds = 2_000
+        let rounds = 1_000
         let finished = Locked(0)
         try await withWaitTimeout(.seconds(50), {
             for _ in 0..<rounds {

@@ -42,7 +42,7 @@ struct QueryPromisesTests {
 
     // MARK: Observers leaving while the query publishes
 
-    @Test("an observer's task cancelled while the query publishes to it: neither waits for the other, 2,000 times")
+    @Test("an observer's task cancelled while the query publishes to it: neither waits for the other, 1,000 times")
     func anObserverCancelledWhilePublishedTo_neverDeadlocks() async throws {
         // The publisher and the canceller are threads (`raceOnThreads`). (A publish yielded under the query's lock; the reader's cancellation, holding the
         // runtime's lock of its task, removed the observer under the query's lock: found by the
@@ -53,7 +53,7 @@ struct QueryPromisesTests {
         try await query.settled()
         first.cancel()
         try await query.waitForObservers(0)
-        let rounds = 2_000
+        let rounds = 1_000
         let finished = Locked(0)
         try await withWaitTimeout(.seconds(50), {
             for _ in 0..<rounds {
@@ -71,6 +71,44 @@ struct QueryPromisesTests {
         })
         #expect(finished.withLock { $0 } == rounds)
         #expect(query.current.value == itemA)
+    }
+
+    struct SeenVersions: Sendable {
+        var versions: [UInt64] = []
+        var waiters = ConditionWaiters<UInt64>()
+    }
+
+    @Test("publishes sent from two threads at once reach an observer in version order, and the last is the query's latest")
+    func publishesFromTwoThreads_reachAnObserverInOrder() async throws {
+        // Publishes are handed over after the query's lock, by one thread at a time: were two to
+        // hand over at once, an observer could see an older version after a newer one.
+        let queries = client()
+        let query = queries.query(["order"], policy: QueryPolicy(staleAfter: .seconds(3600)), chain: ClosureLoader { itemA })
+        let seen = Locked(SeenVersions())
+        let id = query.observe { published in
+            seen.withLock { seen in
+                seen.versions.append(published.version)
+                seen.waiters.resumeSatisfied(by: published.version)
+            }
+        }
+        defer { query.removeObserver(id) }
+        try await query.settled()
+        for _ in 0..<1_000 {
+            await raceOnThreads(
+                { for index in 0..<6 { query.setEnabled(index % 2 == 1) } },
+                { for index in 0..<6 { query.setEnabled(index % 2 == 0) } })
+        }
+        query.setEnabled(true)
+        let latest = query.latest.version
+        try await withWaitTimeout(.seconds(20), {
+            try await seen.wait(in: \.waiters, current: { $0.versions.last ?? 0 }, until: { $0 >= latest })
+        }, timedOut: { timeout in
+            WaitTimeoutError(awaited: "version \(latest)", observed: "\(seen.withLock { $0.versions.last ?? 0 })", timeout: timeout)
+        })
+        let versions = seen.withLock { $0.versions }
+        #expect(versions.count > 1_000, "the races published: \(versions.count) versions")
+        #expect(zip(versions, versions.dropFirst()).allSatisfy { $0 < $1 }, "versions out of order")
+        #expect(versions.last == latest)
     }
 
     // MARK: The client invariant

@@ -78,11 +78,6 @@ struct StoredResponse: Codable, Sendable, Hashable {
     init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         status = try container.decode(Int.self, forKey: .status)
-        // Three digits (RFC 9110 §15), or the 0 of a variant index: anything else is a damaged
-        // entry, a miss (swift-http-types traps on a code past 999).
-        guard (0...999).contains(status) else {
-            throw DecodingError.dataCorruptedError(forKey: .status, in: container, debugDescription: "status \(status) is not three digits")
-        }
         var fields = HTTPFields()
         for pair in try container.decode([[String]].self, forKey: .fields) where pair.count == 2 {
             // A name that is no longer valid is dropped rather than failing the whole entry.
@@ -99,6 +94,11 @@ struct StoredResponse: Codable, Sendable, Hashable {
         staleIfErrorSeconds = try container.decodeIfPresent(Double.self, forKey: .staleIfError)
         variantNames = try container.decodeIfPresent([String].self, forKey: .variantNames)
         variantDigests = try container.decodeIfPresent([String].self, forKey: .variantDigests) ?? []
+        // Three digits (RFC 9110 §15), or the 0 of a variant index: anything else is a damaged
+        // entry, a miss (swift-http-types traps on a code past 999; a head must not say `HTTP/1.1 0`).
+        guard variantNames != nil ? status == 0 : (100...999).contains(status) else {
+            throw DecodingError.dataCorruptedError(forKey: .status, in: container, debugDescription: "status \(status) is not three digits")
+        }
     }
 
     func encode(to encoder: any Encoder) throws {
