@@ -32,6 +32,13 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     /// the tags under its own.
     let options: Locked<Options>
     let state: Locked<State>
+    /// Publishes not handed to their observers yet, oldest first, queued under `state`'s lock (this
+    /// one is a leaf) and handed over after it, never under it: handing one to a stream resumes its
+    /// reader, which takes that task's runtime lock, and the reader's cancellation, holding that
+    /// lock, removes the observer under `state`'s (a deadlock the web demo's fuzzer found). One
+    /// thread hands them over at a time, in order, so every observer sees the versions rise. Not
+    /// generic, and not in `state`: handing over costs no lookup of the value type's metadata.
+    let deliveries = Locked(DeliveryQueue())
     /// This query's number in the process, never reused (an inspector's timeline tells queries
     /// apart by it: an object's address is reused once it is freed).
     let serial = nextQuerySerial.withLock { serial in
@@ -48,16 +55,17 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     }
 
     /// One published snapshot, numbered so an observer can tell it has caught up.
+    /// A class, not a struct: a publish handed over after the lock captures one reference, not a
+    /// value of the value type's layout (whose closure context costs metadata lookups).
     @usableFromInline
-    struct Published: Sendable {
-        @usableFromInline var version: UInt64
-        @usableFromInline var snapshot: QuerySnapshot<Value>
-    }
+    final class Published: Sendable {
+        @usableFromInline let version: UInt64
+        @usableFromInline let snapshot: QuerySnapshot<Value>
 
-    /// A publish and the observers it goes to (those there when it was made).
-    struct Delivery: Sendable {
-        var published: Published
-        var observers: [UInt64: @Sendable (Published) -> Void]
+        init(version: UInt64, snapshot: QuerySnapshot<Value>) {
+            self.version = version
+            self.snapshot = snapshot
+        }
     }
 
     struct State: Sendable {
@@ -66,13 +74,6 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         /// Each observer's delivery, made where its stream's element type is known (for a
         /// ``QuerySnapshots`` iteration, in the caller's module: its yield is specialised there).
         var observers: [UInt64: @Sendable (Published) -> Void] = [:]
-        /// Publishes not handed to their observers yet, oldest first. They are handed over after
-        /// the lock is released, never under it: handing one to a stream resumes its reader, which
-        /// takes that task's runtime lock, and the reader's cancellation, holding that lock, removes
-        /// the observer under this one (a deadlock the web demo's fuzzer found). One thread hands
-        /// them over at a time (`delivering`), in order, so every observer sees the versions rise.
-        var deliveries: [Delivery] = []
-        var delivering = false
         var nextObserverID: UInt64 = 0
         var published: Published
         var loads: [Int: Task<Void, Never>] = [:]
@@ -194,7 +195,8 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
             id = state.nextObserverID
         }, then: { state in
             state.observers[id] = deliver
-            state.deliveries.append(Delivery(published: state.published, observers: [id: deliver]))
+            let published = state.published
+            self.deliveries.withLock { $0.append { deliver(published) } }
         })
         return id
     }
@@ -278,54 +280,36 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         _ event: QueryStateMachine<Value>.Event, prepare: ((inout State) -> Void)? = nil, then: ((inout State) -> Void)? = nil
     ) {
         var cancelled: [Task<Void, Never>] = []
-        let deliveries = state.withLock { state in
+        let batch = state.withLock { state in
             prepare?(&state)
             step(event, in: &state, cancelled: &cancelled)
             then?(&state)
             settle(&state)
-            return Self.takeDeliveries(&state)
+            return deliveries.withLock { $0.take() }
         }
         for task in cancelled { task.cancel() }
-        if !deliveries.isEmpty { deliver(deliveries) }
+        if !batch.isEmpty { deliver(batch) }
     }
 
     /// Sends what `makeEvent` returns (read under the lock; `nil`: no event, only the bookkeeping).
     func send(_ makeEvent: (inout State) -> QueryStateMachine<Value>.Event?) {
         var cancelled: [Task<Void, Never>] = []
-        let deliveries = state.withLock { state in
+        let batch = state.withLock { state in
             if let event = makeEvent(&state) { step(event, in: &state, cancelled: &cancelled) }
             settle(&state)
-            return Self.takeDeliveries(&state)
+            return deliveries.withLock { $0.take() }
         }
         for task in cancelled { task.cancel() }
-        if !deliveries.isEmpty { deliver(deliveries) }
-    }
-
-    /// The queued publishes, for the caller to hand over, unless another thread is handing some
-    /// over now (it takes these too, after its own: the order holds).
-    private static func takeDeliveries(_ state: inout State) -> [Delivery] {
-        guard !state.delivering, !state.deliveries.isEmpty else { return [] }
-        state.delivering = true
-        defer { state.deliveries = [] }
-        return state.deliveries
+        if !batch.isEmpty { deliver(batch) }
     }
 
     /// Hands `first` to their observers, outside the lock, then whatever was queued meanwhile,
     /// until nothing is left.
-    private func deliver(_ first: [Delivery]) {
+    private func deliver(_ first: DeliveryQueue.Batch) {
         var batch = first
         while !batch.isEmpty {
-            for delivery in batch {
-                for deliver in delivery.observers.values { deliver(delivery.published) }
-            }
-            batch = state.withLock { state in
-                guard !state.deliveries.isEmpty else {
-                    state.delivering = false
-                    return []
-                }
-                defer { state.deliveries = [] }
-                return state.deliveries
-            }
+            batch.run()
+            batch = deliveries.withLock { $0.takeNext() }
         }
     }
 
@@ -474,8 +458,13 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
             state.previousValue = nil
             state.hasPreviousValue = false
         }
-        state.published = Published(version: state.published.version + 1, snapshot: snapshot)
-        if !state.observers.isEmpty { state.deliveries.append(Delivery(published: state.published, observers: state.observers)) }
+        let published = Published(version: state.published.version + 1, snapshot: consume snapshot)
+        state.published = published
+        // (`count`, not the generic `isEmpty`: no metadata lookup.)
+        if state.observers.count > 0 {
+            let observers = state.observers
+            deliveries.withLock { $0.append { for deliver in observers.values { deliver(published) } } }
+        }
         if inspected { link.record(.published(key: key)) }
     }
 
@@ -705,6 +694,52 @@ public struct QuerySnapshots<Value: Sendable & Equatable>: AsyncSequence, Sendab
         let id = query.observe { continuation.yield($0.snapshot) }
         continuation.onTermination = { [weak query] _ in query?.removeObserver(id) }
         return AsyncIterator(base: stream.makeAsyncIterator())
+    }
+}
+
+/// A query's publishes waiting to be handed to their observers after its lock, each a closure
+/// (not generic: the queue costs no lookup of the value type's metadata). One thread hands them over
+/// at a time: ``take()`` makes its caller that thread, ``takeNext()`` ends its turn when nothing is
+/// left.
+struct DeliveryQueue: Sendable {
+    /// Publishes to hand over, oldest first: the first in a slot of its own (a send publishes
+    /// once, mostly: no array).
+    struct Batch: Sendable {
+        var first: (@Sendable () -> Void)?
+        var rest: [@Sendable () -> Void] = []
+
+        var isEmpty: Bool { first == nil }
+
+        func run() {
+            first?()
+            for delivery in rest { delivery() }
+        }
+    }
+
+    private var pending = Batch()
+    private var delivering = false
+
+    mutating func append(_ delivery: @escaping @Sendable () -> Void) {
+        if pending.first == nil { pending.first = delivery } else { pending.rest.append(delivery) }
+    }
+
+    /// What is queued, for the caller to hand over, unless another thread is handing some over
+    /// now (it takes these too, after its own: the order holds).
+    mutating func take() -> Batch {
+        guard !delivering, !pending.isEmpty else { return Batch() }
+        delivering = true
+        defer { pending = Batch() }
+        return pending
+    }
+
+    /// For the thread handing over: what was queued meanwhile, or nothing (its turn ends).
+    mutating func takeNext() -> Batch {
+        guard !pending.isEmpty else {
+            delivering = false
+            return Batch()
+        }
+        defer { pending = Batch() }
+        return pending
     }
 }
 

@@ -55,6 +55,8 @@ extension Duration {
 extension Duration {
     /// The duration in seconds, as a `Double`.
     var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
+        // `components` once: each reading divides a 128-bit count (a live query asks on every step).
+        let parts = components
+        return Double(parts.seconds) + Double(parts.attoseconds) / 1e18
     }
 }
