@@ -16,6 +16,8 @@ let package = Package(
     platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9)],
     products: [
         .library(name: "Strata", targets: ["Strata"]),
+        .library(name: "StrataOutbox", targets: ["StrataOutbox"]),
+        .library(name: "StrataQueries", targets: ["StrataQueries"]),
         .library(name: "StrataSQLite", targets: ["StrataSQLite"]),
         .library(name: "StrataPostgres", targets: ["StrataPostgres"]),
         .library(name: "StrataTesting", targets: ["StrataTesting"]),
@@ -72,11 +74,27 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ]
         ),
+        // Writes queued on disk and sent when the network allows (`Outbox`), above the loaders.
+        .target(
+            name: "StrataOutbox",
+            dependencies: [
+                "Strata",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
+        ),
+        // Live state for screens (`QueryClient`, `LiveQuery`), above the loaders and the outbox.
+        .target(
+            name: "StrataQueries",
+            dependencies: ["Strata", "StrataOutbox", .product(name: "Logging", package: "swift-log")]
+        ),
         // Empty unless the `SQLite` trait is enabled.
         .target(
             name: "StrataSQLite",
             dependencies: [
                 "Strata",
+                "StrataOutbox",
                 .product(name: "GRDB", package: "GRDB.swift", condition: .when(traits: ["SQLite"])),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -86,6 +104,7 @@ let package = Package(
             name: "StrataPostgres",
             dependencies: [
                 "Strata",
+                "StrataOutbox",
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Postgres"])),
                 .product(
                     name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["Postgres"])),
@@ -107,6 +126,8 @@ let package = Package(
             name: "StrataInspector",
             dependencies: [
                 "Strata",
+                "StrataOutbox",
+                "StrataQueries",
                 .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Inspector"])),
                 // Already in Hummingbird's graph: its servers stop by graceful shutdown.
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["Inspector"])),
@@ -116,7 +137,7 @@ let package = Package(
         ),
         .target(
             name: "StrataTesting",
-            dependencies: ["Strata", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["Strata", "StrataOutbox", "StrataQueries", .product(name: "Logging", package: "swift-log")]
         ),
         // The value the test targets store (`Item`): one definition, in no product.
         .target(name: "StrataFixtures", path: "Tests/StrataFixtures"),
@@ -125,6 +146,8 @@ let package = Package(
             name: "StrataTests",
             dependencies: [
                 "Strata",
+                "StrataOutbox",
+                "StrataQueries",
                 "StrataTesting",
                 "StrataFixtures",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
@@ -135,13 +158,13 @@ let package = Package(
         // Run with `swift test --traits SQLite` (or `--enable-all-traits`); empty otherwise.
         .testTarget(
             name: "StrataSQLiteTests",
-            dependencies: ["StrataSQLite", "Strata", "StrataTesting", "StrataFixtures"]
+            dependencies: ["StrataSQLite", "Strata", "StrataOutbox", "StrataTesting", "StrataFixtures"]
         ),
         // Run with `swift test --traits Inspector` (or `--enable-all-traits`); empty otherwise.
         .testTarget(
             name: "StrataInspectorTests",
             dependencies: [
-                "StrataInspector", "Strata", "StrataTesting",
+                "StrataInspector", "Strata", "StrataOutbox", "StrataQueries", "StrataTesting",
                 .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Inspector"])),
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Inspector"])),
             ]
@@ -150,7 +173,7 @@ let package = Package(
         .testTarget(
             name: "StrataPostgresTests",
             dependencies: [
-                "StrataPostgres", "Strata", "StrataTesting", "StrataFixtures",
+                "StrataPostgres", "Strata", "StrataOutbox", "StrataTesting", "StrataFixtures",
                 .product(
                     name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["Postgres"])),
             ]

@@ -29,7 +29,7 @@ let package = Package(
         .target(
             name: "BenchmarkFixtures",
             dependencies: [
-                .product(name: "Strata", package: "Strata"),
+                .product(name: "Strata", package: "Strata"), .product(name: "StrataOutbox", package: "Strata"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
@@ -49,7 +49,7 @@ let package = Package(
             name: "BenchProbe",
             dependencies: [
                 "BenchmarkFixtures",
-                .product(name: "Strata", package: "Strata"),
+                .product(name: "Strata", package: "Strata"), .product(name: "StrataOutbox", package: "Strata"), .product(name: "StrataQueries", package: "Strata"),
                 .product(name: "StrataSQLite", package: "Strata"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
@@ -58,7 +58,7 @@ let package = Package(
         // its resident memory as it goes.
         .executableTarget(
             name: "SoakQueries",
-            dependencies: [.product(name: "Strata", package: "Strata")]
+            dependencies: [.product(name: "Strata", package: "Strata"), .product(name: "StrataQueries", package: "Strata")]
         ),
         // The fleet tier against a real PostgreSQL (STRATA_POSTGRES_URL): L1 and L2 hits, notification
         // latency, the stampede. Not part of `compare`, which needs no database.
@@ -75,7 +75,7 @@ let package = Package(
             name: "StrataBenchmarks",
             dependencies: [
                 "BenchmarkFixtures",
-                .product(name: "Strata", package: "Strata"),
+                .product(name: "Strata", package: "Strata"), .product(name: "StrataOutbox", package: "Strata"), .product(name: "StrataQueries", package: "Strata"),
                 .product(name: "StrataSQLite", package: "Strata"),
                 .product(name: "StrataTesting", package: "Strata"),
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -57,7 +57,7 @@ let package = Package(
         .target(
             name: "StrataDemo",
             dependencies: [
-                .product(name: "Strata", package: "Strata"),
+                .product(name: "Strata", package: "Strata"), .product(name: "StrataOutbox", package: "Strata"), .product(name: "StrataQueries", package: "Strata"), .product(name: "StrataTesting", package: "Strata"),
                 "DemoServer",
                 "FeedCachingExample",
                 "FileFeedStoreExample",
@@ -107,7 +107,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 // The fleet demo's clients.
                 .product(name: "StrataAsyncHTTPClient", package: "Strata"),
-                .product(name: "Strata", package: "Strata"),
+                .product(name: "Strata", package: "Strata"), .product(name: "StrataOutbox", package: "Strata"), .product(name: "StrataQueries", package: "Strata"),
                 .product(name: "StrataSQLite", package: "Strata"),
                 .product(name: "StrataPostgres", package: "Strata"),
                 "StrataDemo",
@@ -123,14 +123,14 @@ let package = Package(
         // The five source systems (the articles Strata grew from), each in its own article's vocabulary.
         .target(
             name: "FeedCachingExample",
-            dependencies: [.product(name: "Strata", package: "Strata"), .product(name: "Logging", package: "swift-log")],
+            dependencies: [.product(name: "Strata", package: "Strata"), .product(name: "StrataQueries", package: "Strata"), .product(name: "Logging", package: "swift-log")],
             path: "Examples/S0-FeedCaching/Sources"
         ),
         .testTarget(
             name: "FeedCachingExampleTests",
             dependencies: [
                 "FeedCachingExample", "DemoServer",
-                .product(name: "Strata", package: "Strata"), .product(name: "StrataTesting", package: "Strata"),
+                .product(name: "Strata", package: "Strata"), .product(name: "StrataQueries", package: "Strata"), .product(name: "StrataTesting", package: "Strata"),
             ],
             path: "Examples/S0-FeedCaching/Tests"
         ),
@@ -155,27 +155,27 @@ let package = Package(
         ),
         .target(
             name: "PostsRepositoryExample",
-            dependencies: [.product(name: "Strata", package: "Strata")],
+            dependencies: [.product(name: "Strata", package: "Strata"), .product(name: "StrataOutbox", package: "Strata")],
             path: "Examples/S2-PostsRepository/Sources"
         ),
         .testTarget(
             name: "PostsRepositoryExampleTests",
             dependencies: [
                 "PostsRepositoryExample", "DemoServer",
-                .product(name: "Strata", package: "Strata"), .product(name: "StrataTesting", package: "Strata"),
+                .product(name: "Strata", package: "Strata"), .product(name: "StrataOutbox", package: "Strata"), .product(name: "StrataTesting", package: "Strata"),
             ],
             path: "Examples/S2-PostsRepository/Tests"
         ),
         .target(
             name: "CrossCuttingExample",
-            dependencies: [.product(name: "Strata", package: "Strata"), .product(name: "Logging", package: "swift-log")],
+            dependencies: [.product(name: "Strata", package: "Strata"), .product(name: "StrataQueries", package: "Strata"), .product(name: "Logging", package: "swift-log")],
             path: "Examples/S3-CrossCutting/Sources"
         ),
         .testTarget(
             name: "CrossCuttingExampleTests",
             dependencies: [
                 "CrossCuttingExample",
-                .product(name: "Strata", package: "Strata"), .product(name: "StrataTesting", package: "Strata"),
+                .product(name: "Strata", package: "Strata"), .product(name: "StrataQueries", package: "Strata"), .product(name: "StrataTesting", package: "Strata"),
             ],
             path: "Examples/S3-CrossCutting/Tests"
         ),
@@ -197,7 +197,10 @@ let package = Package(
         // A helper process the crash-safety tests start and kill with SIGKILL while it writes.
         .executableTarget(
             name: "strata-crash-writer",
-            dependencies: [.product(name: "Strata", package: "Strata"), .product(name: "StrataSQLite", package: "Strata")],
+            dependencies: [
+                .product(name: "Strata", package: "Strata"), .product(name: "StrataOutbox", package: "Strata"),
+                .product(name: "StrataSQLite", package: "Strata"),
+            ],
             path: "Tests/CrashWriter"
         ),
         // Coverage-guided fuzzing (scripts/fuzz.sh): the targets, the `strata-fuzz` executable that
@@ -207,7 +210,7 @@ let package = Package(
             name: "StrataFuzzTargets",
             dependencies: [
                 "StrataProxy", "StrataCLI", "StrataDemo", "DemoServer",
-                .product(name: "Strata", package: "Strata"),
+                .product(name: "Strata", package: "Strata"), .product(name: "StrataOutbox", package: "Strata"),
                 .product(name: "StrataPostgres", package: "Strata"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -228,7 +231,7 @@ let package = Package(
             name: "StrataIntegrationTests",
             dependencies: [
                 "DemoServer", "StrataDemo", "OfflineFirstExample", "StrataCLI", "strata", "strata-crash-writer",
-                .product(name: "Strata", package: "Strata"),
+                .product(name: "Strata", package: "Strata"), .product(name: "StrataOutbox", package: "Strata"), .product(name: "StrataQueries", package: "Strata"),
                 .product(name: "StrataSQLite", package: "Strata"),
                 .product(name: "StrataTesting", package: "Strata"),
                 .product(name: "StrataAsyncHTTPClient", package: "Strata"),

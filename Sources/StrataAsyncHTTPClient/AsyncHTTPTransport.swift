@@ -99,8 +99,8 @@ public struct AsyncHTTPTransport: HTTPTransport {
             // The body's iterator exists before any early exit: when it goes away unfinished (this
             // function returns or throws), AsyncHTTPClient fails the request and closes the
             // connection, so a refused or cut body is not downloaded on. A body that was never
-            // iterated is not always cancelled at once (a CI run saw the server send the whole
-            // declared gigabyte after this check had thrown).
+            // iterated is not always cancelled at once (the server may send the whole declared body
+            // after this check has thrown).
             var chunks = response.body.makeAsyncIterator()
             if let limit, let declared, declared > limit {
                 if truncates { return HTTPReply(response: head, body: Data(), url: response.url ?? url, isBodyTruncated: true) }

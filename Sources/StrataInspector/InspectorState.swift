@@ -1,6 +1,8 @@
 #if Inspector
 import Foundation
 import Strata
+import StrataOutbox
+import StrataQueries
 
 /// Everything the inspector shows at one moment, as its JSON API sends it (`GET …/api/state`, and
 /// the export).

@@ -5,6 +5,8 @@ import Logging
 import NIOCore
 import ServiceLifecycle
 import Strata
+import StrataOutbox
+import StrataQueries
 
 /// The inspector of a running app: every live query with its state, provenance, chain and value;
 /// the loads in flight and a timeline of recent ones; the outboxes' entries and dead letters; the

@@ -233,9 +233,8 @@ final class PostgresBackplaneCore: Sendable {
         for subscriber in subscribers { subscriber.finish() }
         guard let runner else { return }
         // Waits for the listening task, for at most 5 s: it ends at once when cancelled, unless
-        // something it awaits ignores cancellation (a PostgresNIO query never answered, as the
-        // heartbeat's once was). Past the bound the task is left, cancelled, with a warning; it
-        // holds no connection.
+        // something it awaits ignores cancellation (a PostgresNIO query never answered). Past the
+        // bound the task is left, cancelled, with a warning; it holds no connection.
         if case .deadline = await raceAgainstDeadline(clock: ContinuousClock(), duration: .seconds(5), { await runner.value }) {
             logger.warning(
                 "the backplane's listening task did not stop within 5 s of its shutdown: left behind, cancelled",
@@ -361,7 +360,7 @@ final class PostgresBackplaneCore: Sendable {
     ///
     /// The check runs through `raceAgainstDeadline`, not a task group: a query written just as the
     /// connection closed is never answered by PostgresNIO, and a group would wait for it forever
-    /// (a listening task once hung that way, which hung the backplane's shutdown with it).
+    /// (and the backplane's shutdown with it).
     private func heartbeat(on connection: PostgresConnection) async throws {
         while true {
             try await Task.sleep(for: heartbeatInterval)

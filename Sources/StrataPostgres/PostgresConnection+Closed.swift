@@ -24,7 +24,7 @@ extension PostgresConnection {
     /// Runs `body` between `BEGIN` and `COMMIT`, with `ROLLBACK` when it throws, each sent only
     /// while the connection is open (``queryUnlessClosed(_:logger:)``). Throws the error of the
     /// step that failed. PostgresNIO's `withTransaction` sends its `ROLLBACK` whatever the state of
-    /// the connection: after a connection closed under the body, it waited forever, and kept the
+    /// the connection: after a connection closed under the body, it waits forever, and keeps the
     /// pool's lease with it.
     func transactionUnlessClosed<R: Sendable>(
         logger: Logger, _ body: (PostgresConnection) async throws -> R

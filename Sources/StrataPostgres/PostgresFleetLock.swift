@@ -11,7 +11,7 @@ import PostgresNIO
 /// ```swift
 /// let shared = try PostgresStore<Feed>(url: url)
 /// let fleetLock = try PostgresFleetLock(for: shared)
-/// let remote = api.coalescedAcrossProcesses(in: cache, key: "feed", freshness: .maxAge(.minutes(5)), lock: fleetLock)
+/// let remote = api.coalescedAcrossProcesses(in: cache, key: "feed", freshness: .maxAge(.seconds(5 * 60)), lock: fleetLock)
 /// ```
 ///
 /// - **One connection of its own**, opened directly on first use (a pooled connection goes back

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import PostgresNIO
 @_spi(StrataInternals) import Strata
+import StrataOutbox
 
 /// An outbox's entries in PostgreSQL: one row per queued write, for servers (a worker whose queued
 /// writes to another service must survive a restart or a move to another host).

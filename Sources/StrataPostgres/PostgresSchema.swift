@@ -29,8 +29,8 @@ extension PostgresStore {
                 tags TEXT[] NOT NULL DEFAULT '{}'
             )
             """, logger: logger)
-        // Tables made before the server's max-age, the format version or the tags were kept gain
-        // their columns in place.
+        // A table without the columns of the server's max-age, the format version or the tags
+        // gains them in place.
         try await connection.queryUnlessClosed(#"""
             ALTER TABLE "\#(unescaped: table)"
                 ADD COLUMN IF NOT EXISTS max_age_seconds BIGINT,

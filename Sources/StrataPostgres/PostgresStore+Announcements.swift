@@ -51,7 +51,7 @@ extension PostgresStore {
 /// A notification as it travels on the channel: compact JSON, never the value.
 ///
 /// `{"i":"3f2a…","k":"feed","a":"set","t":786000000.5,"s":"node-1"}`. `i` is the sender's random
-/// instance (absent from older senders), `t` the exact `Date` (seconds since
+/// instance (absent when the sender sets none), `t` the exact `Date` (seconds since
 /// 2001, as `stored_at_seconds`). An invalidation of many entries carries no key: a tag (`g`), a key
 /// prefix (`p`), or neither for every entry, with `a` `expire` or `remove`. A key, tag or prefix too
 /// long for PostgreSQL's 8,000-byte payload limit is left out and the action becomes `all`: every

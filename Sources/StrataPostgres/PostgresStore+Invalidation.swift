@@ -24,7 +24,7 @@ extension PostgresStore: InvalidatingStore {
     /// ``TieredStore``s hear it only if it committed, and empty their memory tiers.
     ///
     /// - ``InvalidationMode/expire`` sets each row's lifetime (``CacheValidators/maxAge``) to zero and
-    ///   leaves its value and store time: reads find it stale (``Cached/isExpired``), an HTTP chain
+    ///   leaves its value and store time: reads find it stale (``CacheEntry/isExpired``), an HTTP chain
     ///   revalidates it, and a stale fallback may still serve it, within a bound counted from the
     ///   original store time.
     /// - ``InvalidationMode/remove`` deletes the rows.

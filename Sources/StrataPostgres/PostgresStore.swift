@@ -9,9 +9,9 @@ import PostgresNIO
 ///
 /// ```swift
 /// let shared = try PostgresStore<[FeedItem]>(url: "postgres://app:secret@db.internal:5432/cache")
-/// let feed = memory.loader(key: "feed", freshness: .maxAge(.minutes(1)))
-///     .fallingBack(to: shared.loader(key: "feed", freshness: .maxAge(.hours(1))))
-///     .fallingBack(to: remote.writingThrough(to: shared, key: "feed"))
+/// let feed = memory.loader(key: "feed", freshness: .maxAge(.seconds(1 * 60)))
+///     .fallingBack(to: shared.loader(key: "feed", freshness: .maxAge(.seconds(1 * 3600))))
+///     .fallingBack(to: remote.writingThrough(in: shared, key: "feed"))
 /// ```
 ///
 /// ## Lifecycle
@@ -421,9 +421,8 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     /// application's client leaves that client running.
     ///
     /// PostgresNIO's pool can fail to stop when one of its connections was closed under a running
-    /// query (what the ``queryTimeout`` watchdog does); seen under load in the query-timeout test,
-    /// where the whole test run hung. Past the bound the pool is abandoned with a warning: its
-    /// connections are closed, and the process does not wait for its bookkeeping.
+    /// query (what the ``queryTimeout`` watchdog does). Past the bound the pool is abandoned with a
+    /// warning: its connections are closed, and the process does not wait for its bookkeeping.
     public func shutdown() async {
         state.withLock { $0.isShutDown = true }
         guard let runner else { return }  // the application's client: not the store's to stop
@@ -441,9 +440,9 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     /// rows it can decode (a key both use is loaded by each and written over by the last). Raise
     /// it when the stored value's encoding changes; set it before the store's first use.
     ///
-    /// - Important: Stores of Strata releases before this property existed read every row whatever
-    ///   its version (and delete one they cannot decode). Run this release everywhere at version 0
-    ///   before any process raises it.
+    /// - Important: A store that does not check `format_version` reads every row whatever its
+    ///   version (and deletes one it cannot decode). Raise the version only once every process that
+    ///   shares the table runs a store that checks it.
     public var formatVersion: Int32 {
         get { state.withLock { $0.formatVersion } }
         set { state.withLock { $0.formatVersion = newValue } }
@@ -475,7 +474,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     /// then deleted and logged at `warning`).
     /// - Throws: `StoreError` when the database is unreachable or the query fails.
     @concurrent
-    public func retrieve(_ key: String) async throws -> Cached<Value>? {
+    public func retrieve(_ key: String) async throws -> CacheEntry<Value>? {
         let now = now()
         let staleAccess = now.addingTimeInterval(-Self.accessGranularity)
         let version = formatVersion
@@ -513,7 +512,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     /// logged). Keys with no row are absent.
     /// - Throws: `StoreError` (operation `retrieve`) when the database is unreachable or the query fails.
     @concurrent
-    public func retrieveMany(_ keys: [String]) async throws -> [String: Cached<Value>] {
+    public func retrieveMany(_ keys: [String]) async throws -> [String: CacheEntry<Value>] {
         let keys = Array(Set(keys))
         guard !keys.isEmpty else { return [:] }
         let now = now()
@@ -542,7 +541,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
             }
             return reads
         }
-        var entries: [String: Cached<Value>] = [:]
+        var entries: [String: CacheEntry<Value>] = [:]
         for (key, read) in reads {
             if let entry = await entry(from: read, key: key) { entries[key] = entry }
         }
@@ -551,7 +550,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
 
     /// The entry a row read holds, or `nil` for no row or a row that no longer decodes (that row is
     /// then deleted and logged).
-    private func entry(from read: RowRead?, key: String) async -> Cached<Value>? {
+    private func entry(from read: RowRead?, key: String) async -> CacheEntry<Value>? {
         switch read {
         case nil:
             return nil
@@ -569,7 +568,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
             }
             do {
                 let value = try codec.decode(bytes)
-                return Cached(
+                return CacheEntry(
                     value: value, storedAt: Date(timeIntervalSinceReferenceDate: seconds),
                     validators: CacheValidators(etag: etag, lastModified: lastModified, maxAge: maxAge))
             } catch {
@@ -585,7 +584,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     /// - Throws: `StoreError` when the value does not encode, the database is unreachable or the
     ///   statement fails; the previous row is then untouched.
     @concurrent
-    public func insert(_ entry: Cached<Value>, for key: String) async throws {
+    public func insert(_ entry: CacheEntry<Value>, for key: String) async throws {
         _ = try await insertUnlessNewer(entry, for: key)
     }
 
@@ -593,7 +592,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     /// `key` stored later (it stays, and nothing is announced). A value over the limit is not
     /// stored, and counts as not refused (`true`): no later row is there.
     @concurrent
-    public func insertUnlessNewer(_ entry: Cached<Value>, for key: String) async throws -> Bool {
+    public func insertUnlessNewer(_ entry: CacheEntry<Value>, for key: String) async throws -> Bool {
         let bytes: Data
         do {
             bytes = try codec.encode(entry.value)
@@ -785,9 +784,8 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
         do {
             // The operation and its watchdog race; the first to finish answers. The operation runs in
             // a task of its own that the call does not wait for once the watchdog has given up:
-            // PostgresNIO's pool does not always let go of a lease it cannot serve (seen under load
-            // after the watchdog closed a connection under a running query), and the store's bound
-            // must not depend on it. The abandoned operation is cancelled and its connection closed.
+            // PostgresNIO's pool does not always let go of a lease it cannot serve (after the watchdog
+            // closed a connection under a running query), and the store's bound must not depend on it. The abandoned operation is cancelled and its connection closed.
             let race = Locked(Race())
             return try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in

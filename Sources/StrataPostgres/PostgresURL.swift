@@ -70,14 +70,13 @@ enum PostgresURL {
     /// `url` as an error shows it, without its credentials: redacted as a URL when it is one with a
     /// scheme and a host; otherwise (`://user:password@host`, `user:password@host/db`: a relative
     /// reference to Foundation, which Redaction does not take for a URL) with everything before its
-    /// last `@` replaced. Found by fuzzing (the `postgres-url` target): a URL missing its scheme put
-    /// its password in the error, and so in logs.
+    /// last `@` replaced, so a URL missing its scheme never puts its password in the error, and so in
+    /// logs.
     static func shown(_ url: String) -> String {
         if let parsed = URL(string: url), parsed.scheme?.isEmpty == false, parsed.host?.isEmpty == false {
             var shown = Redaction.redactedString(for: parsed)
-            // The path or query may hold the credentials again (`…@host//user:password@…`, found by
-            // fuzzing): what looks like user information goes, and so does the password wherever else
-            // it appears.
+            // The path or query may hold the credentials again (`…@host//user:password@…`): what
+            // looks like user information goes, and so does the password wherever else it appears.
             if Array(shown.utf8).contains(UInt8(ascii: "@")) { shown = atRemoved(shown) }
             for secret in [parsed.password(percentEncoded: false), parsed.password(percentEncoded: true)] {
                 if let secret, !secret.isEmpty { shown = shown.replacingOccurrences(of: secret, with: "***") }
@@ -91,7 +90,7 @@ enum PostgresURL {
     }
 
     /// `text` without what comes before its last `@`. The `@` is found among the bytes: as a
-    /// Character it may be `@` with a combining mark after it (found by fuzzing), which
+    /// Character it may be `@` with a combining mark after it, which
     /// `lastIndex(of: "@")` does not match.
     private static func atRemoved(_ text: String) -> String {
         let bytes = Array(text.utf8)

@@ -3,6 +3,7 @@ import Foundation
 import GRDB
 import Logging
 import Strata
+import StrataOutbox
 
 /// An outbox's entries in an SQLite database: one row per queued write, in a table of its own
 /// (``tableName``) in a file of its own or in the file the application (or its `SQLiteStore`)

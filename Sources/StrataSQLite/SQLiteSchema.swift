@@ -8,7 +8,7 @@ import GRDB
 /// strata_cache_entries                      one row per cache key
 ///   key            TEXT PRIMARY KEY         the cache key
 ///   value          BLOB                     the codec's bytes
-///   stored_at      REAL                     Cached.storedAt, seconds since 2001-01-01 UTC
+///   stored_at      REAL                     CacheEntry.storedAt, seconds since 2001-01-01 UTC
 ///                                           (Foundation's reference date: the Date round-trips bit-exactly)
 ///   etag           TEXT NULL                CacheValidators.etag
 ///   last_modified  TEXT NULL                CacheValidators.lastModified

@@ -145,7 +145,7 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
     /// The entry for `key`, or `nil` when there is none or it no longer decodes (it is then deleted).
     /// - Throws: ``StoreError`` (`.retrieve`) when the database cannot be read.
     @concurrent
-    public func retrieve(_ key: String) async throws -> Cached<Value>? {
+    public func retrieve(_ key: String) async throws -> CacheEntry<Value>? {
         let row: StoredRow?
         do {
             row = try await pool.read { db in try StoredRow.fetch(key, in: db) }
@@ -153,7 +153,7 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
             throw failure(.retrieve, key: key, error)
         }
         guard let row else { return nil }
-        let decoded: Cached<Value>
+        let decoded: CacheEntry<Value>
         switch row.decode(with: codec) {
         case .success(let entry):
             decoded = entry
@@ -169,7 +169,7 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
     /// - Throws: ``StoreError`` (`.insert`) when the value does not encode or the write fails; the
     ///   previous entry is then intact.
     @concurrent
-    public func insert(_ entry: Cached<Value>, for key: String) async throws {
+    public func insert(_ entry: CacheEntry<Value>, for key: String) async throws {
         let payload: Data
         do {
             payload = try codec.encode(entry.value)
@@ -255,7 +255,7 @@ public final class SQLiteStore<Value: Sendable>: Store, Sendable {
 
     // MARK: - Maintenance
 
-    /// Deletes every entry stored before `date` (by ``Cached/storedAt``), for example to sweep entries
+    /// Deletes every entry stored before `date` (by ``CacheEntry/storedAt``), for example to sweep entries
     /// no freshness policy would serve any more.
     /// - Returns: how many entries were removed.
     /// - Throws: ``StoreError`` (`.delete`) when the write fails; nothing is then removed.
@@ -562,7 +562,7 @@ private struct StoredRow: Sendable {
         return StoredRow(value: row[0], storedAt: row[1], etag: row[2], lastModified: row[3], maxAge: row[4])
     }
 
-    func decode<Value: Sendable>(with codec: any Codec<Value>) -> Result<Cached<Value>, Corruption> {
+    func decode<Value: Sendable>(with codec: any Codec<Value>) -> Result<CacheEntry<Value>, Corruption> {
         guard case .blob(let payload) = value.storage else {
             return .failure(Corruption(description: "value is not a blob"))
         }
@@ -585,7 +585,7 @@ private struct StoredRow: Sendable {
         } catch {
             return .failure(Corruption(description: "value does not decode: \(error)"))
         }
-        return .success(Cached(
+        return .success(CacheEntry(
             value: decoded, storedAt: Date(timeIntervalSinceReferenceDate: seconds),
             validators: CacheValidators(etag: etag, lastModified: lastModified, maxAge: maxAge)))
     }

@@ -4,7 +4,7 @@
 ///
 /// ```swift
 /// let lock = InMemoryFleetLock()
-/// let nodeA = remote.coalescedAcrossProcesses(in: shared, key: "feed", freshness: .maxAge(.minutes(5)), lock: lock)
+/// let nodeA = remote.coalescedAcrossProcesses(in: shared, key: "feed", freshness: .maxAge(.seconds(5 * 60)), lock: lock)
 /// ```
 /// ``isUnavailable`` makes every `tryLock` throw, as an unreachable database does; ``breakHolds()``
 /// drops every lock, as a holder's dying connection does.

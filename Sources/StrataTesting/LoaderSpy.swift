@@ -4,7 +4,7 @@
 ///
 /// ```swift
 /// let remote = LoaderSpy<Void, [FeedItem]>(.success(items))
-/// _ = try await remote.writingThrough(to: store, key: "feed").load()
+/// _ = try await remote.writingThrough(in: store, key: "feed").load()
 /// #expect(remote.loadCount == 1)
 /// ```
 /// Results are used in order; the last one repeats. With no result stubbed a load throws

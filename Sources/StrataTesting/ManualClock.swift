@@ -7,7 +7,7 @@ import Logging
 ///
 /// ```swift
 /// let clock = ManualClock()
-/// let fresh = store.loader(key: "feed", freshness: .maxAge(.hours(24)), now: clock.wallClock)
+/// let fresh = store.loader(key: "feed", freshness: .maxAge(.seconds(24 * 3600)), now: clock.wallClock)
 /// clock.advance(by: .seconds(24 * 3600))   // exactly at max age: expired
 /// ```
 /// Sleepers wake when ``advance(by:)`` passes their deadline, or throw `CancellationError` when their
@@ -142,7 +142,7 @@ public final class ManualClock: Clock, Sendable {
     /// advancing it moves freshness, backoff and deadlines together.
     ///
     /// ```swift
-    /// let chain = remote.retrying(.exponential(attempts: 3)).writingThrough(to: store, key: "k")
+    /// let chain = remote.retrying(.exponential(attempts: 3)).writingThrough(in: store, key: "k")
     ///     .environment(clock.environment(logger: capture.logger))
     /// ```
     public func environment(logger: Logger = LoadEnvironment.defaultLogger) -> LoadEnvironment {

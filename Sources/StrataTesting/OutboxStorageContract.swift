@@ -1,5 +1,6 @@
 import Foundation
 import Strata
+import StrataOutbox
 
 /// One behaviour every `OutboxStorage` must have. Run them with ``OutboxStorageContract/verify(_:)``.
 ///

@@ -246,8 +246,8 @@ public struct StoreContract<S: Store>: Sendable where S.Value: Equatable {
         let check = Checker(contractCase: contractCase, store: describe(store))
         let (key, otherKey) = keys
         let (value, otherValue) = values
-        let first = Cached(value: value, storedAt: Date(timeIntervalSinceReferenceDate: 800_000_000.123_456))
-        let second = Cached(value: otherValue, storedAt: Date(timeIntervalSinceReferenceDate: 800_003_600.654_321))
+        let first = CacheEntry(value: value, storedAt: Date(timeIntervalSinceReferenceDate: 800_000_000.123_456))
+        let second = CacheEntry(value: otherValue, storedAt: Date(timeIntervalSinceReferenceDate: 800_003_600.654_321))
 
         switch contractCase {
         case .retrieveDeliversEmptyOnEmptyStore:
@@ -304,7 +304,7 @@ public struct StoreContract<S: Store>: Sendable where S.Value: Equatable {
             try check.same(try await store.retrieve(otherKey), second, "retrieve of the other key after a delete")
 
         case .storedAtAndValidatorsRoundTrip:
-            let annotated = Cached(
+            let annotated = CacheEntry(
                 value: value, storedAt: Date(timeIntervalSinceReferenceDate: 812_345_678.987_654_321),
                 validators: CacheValidators(
                     etag: "\"v1-ü\"", lastModified: "Wed, 21 Oct 2015 07:28:00 GMT", maxAge: .milliseconds(86_400_250)))
@@ -312,7 +312,7 @@ public struct StoreContract<S: Store>: Sendable where S.Value: Equatable {
             let read = try await store.retrieve(key)
             try check.same(read?.storedAt, annotated.storedAt, "storedAt must round-trip exactly")
             try check.same(read?.validators, annotated.validators, "validators (etag, lastModified, maxAge) must round-trip")
-            let zero = Cached(value: value, storedAt: annotated.storedAt, validators: CacheValidators(maxAge: .zero))
+            let zero = CacheEntry(value: value, storedAt: annotated.storedAt, validators: CacheValidators(maxAge: .zero))
             try await store.insert(zero, for: key)
             try check.same(try await store.retrieve(key)?.validators, zero.validators, "a zero maxAge (no-cache) must round-trip as zero, not as nil")
 
@@ -333,12 +333,12 @@ public struct StoreContract<S: Store>: Sendable where S.Value: Equatable {
             try check.same(try await store.retrieve(otherKey), second, "retrieve of another key after refreshes of a missing key")
 
         case .refreshRestampsAndKeepsTheValue:
-            let stored = Cached(
+            let stored = CacheEntry(
                 value: value, storedAt: Date(timeIntervalSinceReferenceDate: 800_000_000.25),
                 validators: CacheValidators(etag: "\"v1\"", lastModified: "Wed, 21 Oct 2015 07:28:00 GMT", maxAge: .seconds(60)))
             try await store.insert(stored, for: key)
             try await store.insert(second, for: otherKey)
-            let revalidated = Cached(
+            let revalidated = CacheEntry(
                 value: value, storedAt: Date(timeIntervalSinceReferenceDate: 800_086_400.75),
                 validators: CacheValidators(etag: "\"v2-ü\"", lastModified: "Thu, 22 Oct 2015 08:00:00 GMT", maxAge: .milliseconds(2_500)))
             try check.same(
@@ -348,7 +348,7 @@ public struct StoreContract<S: Store>: Sendable where S.Value: Equatable {
                 try await store.retrieve(key), revalidated,
                 "retrieve after refresh (new storedAt and validators, the same value)")
             try check.same(try await store.retrieve(otherKey), second, "retrieve of another key after a refresh")
-            let cleared = Cached(value: value, storedAt: Date(timeIntervalSinceReferenceDate: 800_172_800.5), validators: .none)
+            let cleared = CacheEntry(value: value, storedAt: Date(timeIntervalSinceReferenceDate: 800_172_800.5), validators: .none)
             try check.same(
                 try await store.refresh(key, storedAt: cleared.storedAt, validators: .none), true,
                 "a second refresh of a stored key")
@@ -456,8 +456,8 @@ public struct StoreContract<S: Store>: Sendable where S.Value: Equatable {
     private func verifyConcurrentMixedOperations(on store: S, check: Checker) async throws {
         let (churnedKey, keptKey) = keys
         let (value, otherValue) = values
-        func entry(_ value: S.Value, _ offset: Double, _ tag: String) -> Cached<S.Value> {
-            Cached(
+        func entry(_ value: S.Value, _ offset: Double, _ tag: String) -> CacheEntry<S.Value> {
+            CacheEntry(
                 value: value, storedAt: Date(timeIntervalSinceReferenceDate: 800_000_000 + offset),
                 validators: CacheValidators(etag: "\"\(tag)\"", lastModified: nil))
         }
@@ -516,9 +516,9 @@ public struct StoreContract<S: Store>: Sendable where S.Value: Equatable {
         }
         let (a, b) = keys
         let (value, otherValue) = values
-        let first = Cached(value: value, storedAt: Date(timeIntervalSinceReferenceDate: 800_000_000.5))
-        let second = Cached(value: otherValue, storedAt: Date(timeIntervalSinceReferenceDate: 800_000_001.5))
-        let third = Cached(value: value, storedAt: Date(timeIntervalSinceReferenceDate: 800_000_002.5), validators: CacheValidators(etag: "\"third\""))
+        let first = CacheEntry(value: value, storedAt: Date(timeIntervalSinceReferenceDate: 800_000_000.5))
+        let second = CacheEntry(value: otherValue, storedAt: Date(timeIntervalSinceReferenceDate: 800_000_001.5))
+        let third = CacheEntry(value: value, storedAt: Date(timeIntervalSinceReferenceDate: 800_000_002.5), validators: CacheValidators(etag: "\"third\""))
 
         switch contractCase {
         case .evictsLeastRecentlyUsedFirst:
@@ -528,7 +528,7 @@ public struct StoreContract<S: Store>: Sendable where S.Value: Equatable {
             try check.same(try await store.retrieve(a), nil, "retrieve of '\(a)', the least recently used of three entries inserted into a store limited to 2 (it should have been evicted)")
             try check.same(try await store.retrieve(b), second, "retrieve of '\(b)', one of the two most recently inserted entries")
             try check.same(try await store.retrieve(c), third, "retrieve of '\(c)', the most recently inserted entry")
-            let replacement = Cached(value: otherValue, storedAt: Date(timeIntervalSinceReferenceDate: 800_000_003.5))
+            let replacement = CacheEntry(value: otherValue, storedAt: Date(timeIntervalSinceReferenceDate: 800_000_003.5))
             try await store.insert(replacement, for: c)
             try check.same(try await store.retrieve(b), second, "retrieve of '\(b)' after '\(c)' was replaced in a full store (replacing an entry must not evict another)")
             try check.same(try await store.retrieve(c), replacement, "retrieve of '\(c)' after it was replaced in a full store")
@@ -595,9 +595,9 @@ public struct StoreContract<S: Store>: Sendable where S.Value: Equatable {
         /// Retrieves `key` and checks it is one of `allowed` (or missing, when that is allowed).
         @discardableResult
         func read(
-            _ store: S, _ key: S.Key, among allowed: [Cached<S.Value>], mayBeMissing: Bool, _ context: String
-        ) async throws -> Cached<S.Value>? {
-            let read: Cached<S.Value>?
+            _ store: S, _ key: S.Key, among allowed: [CacheEntry<S.Value>], mayBeMissing: Bool, _ context: String
+        ) async throws -> CacheEntry<S.Value>? {
+            let read: CacheEntry<S.Value>?
             do {
                 read = try await store.retrieve(key)
             } catch {

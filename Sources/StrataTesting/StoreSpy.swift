@@ -16,7 +16,7 @@ public final class StoreSpy<Base: Store>: Store, Sendable {
         case retrieve(Key)
         /// One ``Store/retrieveMany(_:)`` call, with its keys.
         case retrieveMany([Key])
-        case insert(Key, Cached<Value>)
+        case insert(Key, CacheEntry<Value>)
         case delete(Key)
         case refresh(Key, storedAt: Date, validators: CacheValidators)
         case removeAll
@@ -72,7 +72,7 @@ public final class StoreSpy<Base: Store>: Store, Sendable {
 
     public var origin: Origin { base.origin }
 
-    public func retrieve(_ key: Key) async throws -> Cached<Value>? {
+    public func retrieve(_ key: Key) async throws -> CacheEntry<Value>? {
         let fault = state.withLock { state -> (any Error)? in
             state.messages.append(.retrieve(key))
             return state.faults.retrieve
@@ -83,7 +83,7 @@ public final class StoreSpy<Base: Store>: Store, Sendable {
 
     /// Records the call and forwards it to the base store's own `retrieveMany` (one call, however
     /// many keys), or throws the injected `retrieve` fault.
-    public func retrieveMany(_ keys: [Key]) async throws -> [Key: Cached<Value>] {
+    public func retrieveMany(_ keys: [Key]) async throws -> [Key: CacheEntry<Value>] {
         let fault = state.withLock { state -> (any Error)? in
             state.messages.append(.retrieveMany(keys))
             return state.faults.retrieve
@@ -92,7 +92,7 @@ public final class StoreSpy<Base: Store>: Store, Sendable {
         return try await base.retrieveMany(keys)
     }
 
-    public func insert(_ entry: Cached<Value>, for key: Key) async throws {
+    public func insert(_ entry: CacheEntry<Value>, for key: Key) async throws {
         let fault = state.withLock { state -> (any Error)? in
             state.messages.append(.insert(key, entry))
             return state.faults.insert

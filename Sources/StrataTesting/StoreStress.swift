@@ -179,7 +179,7 @@ public struct StoreStress: Sendable {
                             switch roll {
                             case 0..<40:
                                 let stored = try await store.retrieve(storeKey(key))
-                                let entry = stored.map { Cached(value: unwrap($0.value), storedAt: $0.storedAt, validators: $0.validators) }
+                                let entry = stored.map { CacheEntry(value: unwrap($0.value), storedAt: $0.storedAt, validators: $0.validators) }
                                 if let problem = Self.problem(with: entry, for: key, written: written) {
                                     problems.withLock { $0.append(problem) }
                                 }
@@ -239,7 +239,7 @@ public struct StoreStress: Sendable {
     }
 
     /// What is wrong with `entry` read for `key`, or `nil` when it is one that was written.
-    static func problem(with entry: Cached<Value?>?, for key: String, written: Locked<[String: Set<Value>]>) -> String? {
+    static func problem(with entry: CacheEntry<Value?>?, for key: String, written: Locked<[String: Set<Value>]>) -> String? {
         guard let entry else { return nil }
         guard let value = entry.value else { return "'\(key)' read a value that carries no stress value" }
         guard value.isIntact else { return "'\(key)' read a damaged value (writer \(value.writer), step \(value.step))" }

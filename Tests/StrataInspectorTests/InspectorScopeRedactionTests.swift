@@ -2,6 +2,7 @@
 import Foundation
 import Testing
 @_spi(StrataInternals) import Strata
+import StrataOutbox
 @testable import StrataInspector
 
 /// An outbox entry's scope is shown with its secrets redacted (a scope is often a URL's path, or a

@@ -10,6 +10,7 @@ import Hummingbird
 import NIOCore
 import Testing
 @_spi(StrataInternals) import Strata
+import StrataQueries
 @testable import StrataInspector
 import StrataTesting
 

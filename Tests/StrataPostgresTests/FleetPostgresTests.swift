@@ -83,7 +83,7 @@ struct FleetPostgresTests {
             try await a.insert(itemB, for: "feed", storedAt: t0.addingTimeInterval(5))
             try await b.waitForBackplaneEvents(atLeast: 2)
             // Straight to the table, as another node whose write committed last would.
-            #expect(try await !a.shared.insertUnlessNewer(Cached(value: itemA, storedAt: t0), for: "feed"))
+            #expect(try await !a.shared.insertUnlessNewer(CacheEntry(value: itemA, storedAt: t0), for: "feed"))
             try await a.shared.insert(itemA, for: "feed", storedAt: t0)
             #expect(try await !a.shared.refresh("feed", storedAt: t0, validators: CacheValidators()))
             try await a.shared.delete("feed", storedAtOrBefore: t0)
@@ -350,7 +350,7 @@ struct PostgresStoreLimitsTests {
             #expect(try await store.retrieve("feed")?.value == itemA)
             let big = Item(id: 2, name: String(repeating: "x", count: 100))
             let answered = try await LoaderSpy<Void, Item>(.success(big))
-                .writingThrough(to: store, key: "feed")
+                .writingThrough(in: store, key: "feed")
                 .environment(LoadEnvironment(logger: quietLogger))
                 .load()
             #expect(answered == big, "the load answers")
@@ -416,7 +416,7 @@ struct PostgresStoreLimitsTests {
             try await new.insert(itemB, for: "feed", storedAt: t0)
             #expect(try await old.retrieve("feed") == nil, "another version's row is a miss")
             #expect(try await old.refresh("feed", storedAt: t0.addingTimeInterval(5), validators: .none) == false)
-            #expect(try await new.retrieve("feed") == Cached(value: itemB, storedAt: t0), "left in place, not re-stamped")
+            #expect(try await new.retrieve("feed") == CacheEntry(value: itemB, storedAt: t0), "left in place, not re-stamped")
             try await old.insert(itemA, for: "feed", storedAt: t0)
             #expect(try await new.retrieve("feed") == nil)
             #expect(try await old.retrieve("feed")?.value == itemA)
@@ -439,7 +439,7 @@ struct LoadingManyPostgresTests {
             try await store.insert(itemB, for: "broken", storedAt: t0)
             try await Admin.require().execute(#"UPDATE "\#(unescaped: table)" SET value = '\\x00' WHERE key = 'broken'"#)
             let entries = try await store.retrieveMany(["a", "b", "broken", "none", "a"])
-            #expect(entries == ["a": Cached(value: itemA, storedAt: t0), "b": Cached(value: itemB, storedAt: t0)])
+            #expect(entries == ["a": CacheEntry(value: itemA, storedAt: t0), "b": CacheEntry(value: itemB, storedAt: t0)])
             #expect(try await Admin.require().rowCount(in: table, key: "broken") == 0, "the broken row is discarded")
         }
     }

@@ -57,7 +57,7 @@ struct InvalidationPostgresTests {
             }
             #expect(try await store.loader(key: "feed/a", freshness: .any).environment(environment).load() == itemA)
             let failing = ClosureLoader<Void, Item>("offline") { throw URLError(.notConnectedToInternet) }
-            #expect(try await failing.servingStaleOnError(from: store, key: "feed/a", freshness: .maxAge(.hours(1)))
+            #expect(try await failing.servingStaleOnError(in: store, key: "feed/a", maxStale: .hours(1))
                 .environment(environment).load() == itemA)
         }
     }

@@ -122,12 +122,12 @@ struct PostgresFaultTests {
             firstRetryDelay: .milliseconds(100), maxRetryDelay: .milliseconds(400))
         let remote = ClosureLoader<String, Item>("remote") { key in Item(id: key.count, name: "remote \(key)") }
         let read = tiered.loader(freshness: .maxAge(.seconds(3600)))
-            .fallingBack(to: remote.writingThrough(to: tiered) { $0 })
+            .fallingBack(to: remote.writingThrough(in: tiered) { $0 })
             .coalesced()
             .environment(LoadEnvironment(logger: quietLogger))
         let progress = Progress()
         let failedReads = Locked(0)
-        let lastWrites = Locked<[String: Cached<Item>]>([:])
+        let lastWrites = Locked<[String: CacheEntry<Item>]>([:])
 
         try await withThrowingTaskGroup(of: Void.self) { group in
             // Four writers, each the only writer of its three keys; four readers of other keys
@@ -138,7 +138,7 @@ struct PostgresFaultTests {
                     while !progress.shouldStop {
                         n += 1
                         let key = "w\(writer)-\(n % 3)"
-                        let entry = Cached(value: Item(id: n, name: "writer \(writer)"), storedAt: Date())
+                        let entry = CacheEntry(value: Item(id: n, name: "writer \(writer)"), storedAt: Date())
                         try await tiered.insert(entry, for: key)
                         lastWrites.withLock { $0[key] = entry }
                         progress.count()

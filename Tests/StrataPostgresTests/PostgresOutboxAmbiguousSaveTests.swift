@@ -1,6 +1,7 @@
 #if Postgres
 import Foundation
 @_spi(StrataInternals) import Strata
+import StrataOutbox
 @testable import StrataPostgres
 import StrataTesting
 import Testing

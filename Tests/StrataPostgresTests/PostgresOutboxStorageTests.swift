@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import PostgresNIO
 @_spi(StrataInternals) import Strata
+import StrataOutbox
 @testable import StrataPostgres
 import StrataTesting
 import Testing

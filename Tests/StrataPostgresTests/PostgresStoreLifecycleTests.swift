@@ -4,6 +4,7 @@ import Logging
 import PostgresNIO
 import ServiceLifecycle
 @_spi(StrataInternals) import Strata
+import StrataOutbox
 @testable import StrataPostgres
 import StrataTesting
 import Testing
@@ -131,7 +132,7 @@ enum PostgresDocExamples {
         let shared = try PostgresStore<[FeedItem]>(url: "postgres://app:secret@db.internal:5432/cache")
         let feed = memory.loader(key: "feed", freshness: .maxAge(.minutes(1)))
             .fallingBack(to: shared.loader(key: "feed", freshness: .maxAge(.hours(1))))
-            .fallingBack(to: remote.writingThrough(to: shared, key: "feed"))
+            .fallingBack(to: remote.writingThrough(in: shared, key: "feed"))
         _ = feed
     }
 

@@ -279,7 +279,7 @@ struct PostgresRefreshTests {
             let validators = CacheValidators(etag: "\"2\"", lastModified: "Sun, 06 Nov 1994 08:49:37 GMT", maxAge: .milliseconds(1500))
             #expect(try await store.refresh("feed", storedAt: later, validators: validators))
             let entry = try #require(try await store.retrieve("feed"))
-            #expect(entry == Cached(value: itemA, storedAt: later, validators: validators))
+            #expect(entry == CacheEntry(value: itemA, storedAt: later, validators: validators))
             #expect(try await store.refresh("missing", storedAt: later, validators: validators) == false)
             #expect(try await store.retrieve("missing") == nil)
         }

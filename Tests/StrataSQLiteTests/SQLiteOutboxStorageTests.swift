@@ -3,6 +3,7 @@ import Foundation
 import GRDB
 import Logging
 @_spi(StrataInternals) import Strata
+import StrataOutbox
 import StrataSQLite
 import StrataTesting
 import Testing
@@ -87,7 +88,7 @@ struct SQLiteOutboxStorageTests {
         let store = try SQLiteStore<Item>(path: path, logger: quietLogger)
         let storage = try SQLiteOutboxStorage(path: path, logger: quietLogger)
         let entry = OutboxEntry(id: UUID(), sequence: 1, scope: "items", kind: "note", payload: Data("x".utf8), createdAt: referenceDate)
-        try await store.insert(Cached(value: itemA, storedAt: referenceDate), for: "a")
+        try await store.insert(CacheEntry(value: itemA, storedAt: referenceDate), for: "a")
         try await storage.save(entry)
         #expect(try await store.retrieve("a")?.value == itemA)
         #expect(try await storage.loadAll() == [entry])

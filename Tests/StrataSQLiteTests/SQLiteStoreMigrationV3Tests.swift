@@ -83,7 +83,7 @@ struct SQLiteStoreMigrationV3Tests {
 
         #expect(try appliedMigrations() == ["strata.cache.v1", "strata.cache.v2", "strata.cache.v3"])
         #expect(try !hasEvictionIndex(), "a store without limits does not keep the eviction index")
-        #expect(try await sut.retrieve("a") == Cached(value: itemA, storedAt: referenceDate))
+        #expect(try await sut.retrieve("a") == CacheEntry(value: itemA, storedAt: referenceDate))
         #expect(try await sut.count == 3)
         try await sut.insert(itemB, for: "d", storedAt: later)
         #expect(try lastAccess("d") == future + 4, "past the newest stamp in the file, though the clock is behind it")
@@ -91,7 +91,7 @@ struct SQLiteStoreMigrationV3Tests {
         #expect(try lastAccess("a") == future + 5)
         #expect(try await sut.refresh("c", storedAt: later, validators: CacheValidators()))
         #expect(try lastAccess("c") == future + 6)
-        #expect(try await sut.retrieve("d") == Cached(value: itemB, storedAt: later))
+        #expect(try await sut.retrieve("d") == CacheEntry(value: itemB, storedAt: later))
         #expect(try await sut.count == 4)
         let expectedBytes = try encodedSize(itemB) * 2 + payload.count * 2
         #expect(try await sut.totalBytes == expectedBytes)

@@ -66,16 +66,16 @@ struct SQLiteStoreRefreshTests {
 
         let sut = try SQLiteStore<Item>(path: path, logger: quietLogger)
 
-        #expect(try await sut.retrieve("feed") == Cached(value: itemA, storedAt: referenceDate, validators: CacheValidators(etag: "\"v1\"")))
+        #expect(try await sut.retrieve("feed") == CacheEntry(value: itemA, storedAt: referenceDate, validators: CacheValidators(etag: "\"v1\"")))
         let applied = try await rawConnection(path).read { db in
             try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY identifier")
         }
         #expect(applied == ["strata.cache.v1", "strata.cache.v2", "strata.cache.v3"])
         try await sut.insert(itemB, for: "posts", storedAt: later, validators: revalidated)
-        #expect(try await sut.retrieve("posts") == Cached(value: itemB, storedAt: later, validators: revalidated))
+        #expect(try await sut.retrieve("posts") == CacheEntry(value: itemB, storedAt: later, validators: revalidated))
         #expect(try await sut.count == 2, "the v1 totals triggers still count")
         #expect(try await sut.refresh("feed", storedAt: later, validators: revalidated))
-        #expect(try await sut.retrieve("feed") == Cached(value: itemA, storedAt: later, validators: revalidated))
+        #expect(try await sut.retrieve("feed") == CacheEntry(value: itemA, storedAt: later, validators: revalidated))
         // Opening again finds nothing to migrate.
         #expect(try await SQLiteStore<Item>(path: path, logger: quietLogger).retrieve("posts")?.validators == revalidated)
     }
@@ -125,7 +125,7 @@ struct SQLiteStoreRefreshTests {
         #expect(try column("value", of: "feed", as: Data.self) == valueBefore)
         #expect(try column("stored_at", of: "feed", as: Double.self) == later.timeIntervalSinceReferenceDate)
         #expect(try await sut.count == 1)
-        #expect(try await sut.retrieve("feed") == Cached(value: itemA, storedAt: later, validators: revalidated))
+        #expect(try await sut.retrieve("feed") == CacheEntry(value: itemA, storedAt: later, validators: revalidated))
     }
 
     @Test func refresh_ofAMissingKey_isFalse_andInsertsNoRow() async throws {
@@ -156,7 +156,7 @@ struct SQLiteStoreRefreshTests {
         try await sut.insert(itemA, for: "k3", storedAt: referenceDate)
 
         #expect(try await sut.retrieve("k2") == nil, "k2 was the least recently used once k1 was refreshed")
-        #expect(try await sut.retrieve("k1") == Cached(value: itemA, storedAt: later, validators: revalidated))
+        #expect(try await sut.retrieve("k1") == CacheEntry(value: itemA, storedAt: later, validators: revalidated))
     }
 
     @Test func failedRefresh_throwsAStoreErrorForRefresh_andKeepsTheEntry() async throws {
@@ -171,7 +171,7 @@ struct SQLiteStoreRefreshTests {
                 return error.operation == .refresh && error.key == "feed" && error.store == sut.description
             }
         }
-        #expect(try await sut.retrieve("feed") == Cached(value: itemA, storedAt: referenceDate))
+        #expect(try await sut.retrieve("feed") == CacheEntry(value: itemA, storedAt: referenceDate))
     }
 
     @Test func refresh_withANonFiniteDate_throws_andKeepsTheEntry() async throws {
@@ -182,7 +182,7 @@ struct SQLiteStoreRefreshTests {
             try await sut.refresh("feed", storedAt: Date(timeIntervalSinceReferenceDate: .nan), validators: revalidated)
         }
         #expect(error.operation == .refresh)
-        #expect(try await sut.retrieve("feed") == Cached(value: itemA, storedAt: referenceDate))
+        #expect(try await sut.retrieve("feed") == CacheEntry(value: itemA, storedAt: referenceDate))
     }
 }
 

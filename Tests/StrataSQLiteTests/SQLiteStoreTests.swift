@@ -221,7 +221,7 @@ struct SQLiteStoreTests {
         let sut = try makeSUT()
         let keys = ["", "feed", "../../etc/passwd", "ключ 🔑", String(repeating: "k", count: 10_000), "a'; DROP TABLE x; --"]
         for (index, key) in keys.enumerated() {
-            let entry = Cached(
+            let entry = CacheEntry(
                 value: Item(id: index, name: key), storedAt: referenceDate.addingTimeInterval(Double(index) + 0.123_456_789),
                 validators: CacheValidators(etag: index.isMultiple(of: 2) ? "W/\"\(index)\"" : nil, lastModified: index == 1 ? "Thu, 01 Jan 2026 00:00:00 GMT" : nil))
             try await sut.insert(entry, for: key)
@@ -290,7 +290,7 @@ struct SQLiteStoreTests {
         #expect(error.operation == .insert)
         #expect(error.key == "feed")
         #expect(error.underlying is PoisonableCodec.Poisoned)
-        #expect(try await sut.retrieve("feed") == Cached(value: itemA, storedAt: referenceDate))
+        #expect(try await sut.retrieve("feed") == CacheEntry(value: itemA, storedAt: referenceDate))
     }
 
     @Test func aWriteThatFailsLateInItsTransactionRollsBackAndKeepsThePreviousValue() async throws {
@@ -311,7 +311,7 @@ struct SQLiteStoreTests {
         #expect(error.key == "b")
         #expect(error.store == sut.description)
         #expect(error.reason.contains("disk says no"), "\(error.reason)")
-        #expect(try await sut.retrieve("b") == Cached(value: Data(repeating: 2, count: 10), storedAt: referenceDate))
+        #expect(try await sut.retrieve("b") == CacheEntry(value: Data(repeating: 2, count: 10), storedAt: referenceDate))
         #expect(try await sut.retrieve("a")?.value == Data(repeating: 1, count: 10))
         #expect(try await (sut.count, sut.totalBytes) == (2, 20))
     }
@@ -351,7 +351,7 @@ struct SQLiteStoreTests {
             #expect(retrieve.store == sut.description)
         }
 
-        #expect(try await sut.retrieve("feed") == Cached(value: itemA, storedAt: referenceDate))
+        #expect(try await sut.retrieve("feed") == CacheEntry(value: itemA, storedAt: referenceDate))
         #expect(try await sut.count == 1)
     }
 

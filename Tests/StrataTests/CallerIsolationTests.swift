@@ -24,7 +24,7 @@ struct CallerIsolationTests {
             remoteCalls.increment()
             return itemB
         }
-        .writingThrough(to: store, key: "feed")
+        .writingThrough(in: store, key: "feed")
         .coalesced()
         return store.loader(key: "feed", freshness: .maxAge(.hours(24)))
             .map { item in
@@ -36,7 +36,7 @@ struct CallerIsolationTests {
             .fallingBack(to: store.loader(key: "feed", freshness: .any).named("stale local"))
             .logged(to: quietLogger)
             .traced("load feed", tracer: NoOpTracer())
-            .metered("feed", factory: NOOPMetricsHandler.instance)
+            .metered("feed", metricsFactory: NOOPMetricsHandler.instance)
             .environment(LoadEnvironment(logger: quietLogger))
     }
 
@@ -82,15 +82,15 @@ struct CallerIsolationTests {
             // A recording tracer and a real metrics backend: with the no-op ones these operators are a
             // plain call (see the README chain's test for those).
             case .traced: AnyLoader(probe.traced("t", tracer: InMemoryTracer()))
-            case .metered: AnyLoader(probe.metered("m", factory: TestMetrics()))
+            case .metered: AnyLoader(probe.metered("m", metricsFactory: TestMetrics()))
             case .coalesced: AnyLoader(probe.coalesced())
             case .environment: AnyLoader(probe.environment(LoadEnvironment(logger: quietLogger)))
             case .tracked: AnyLoader(probe.tracked(by: DroppingAnalytics()))
             case .cached: AnyLoader(failing.cached(.cacheFirst(freshness: .maxAge(.seconds(60))), in: probeStore, key: "k"))
-            case .staleIfError: AnyLoader(probe.servingStaleOnError(from: store, key: "k"))
+            case .staleIfError: AnyLoader(probe.servingStaleOnError(in: store, key: "k"))
             case .retrying: AnyLoader(probe.retrying(.exponential(attempts: 3)))
             case .guarded: AnyLoader(probe.guarded(by: CircuitBreaker(name: "b", clock: ContinuousClock())))
-            case .writingThrough: AnyLoader(probe.writingThrough(to: store, key: "k"))
+            case .writingThrough: AnyLoader(probe.writingThrough(in: store, key: "k"))
             case .erased: AnyLoader(AnyLoader(probe))
             }
         #expect(try await loader.load() == itemA)
@@ -163,11 +163,11 @@ struct ThreadProbeStore<Base: Store>: Store {
     let base: Base
     let threads = ThreadLog()
 
-    nonisolated(nonsending) func retrieve(_ key: Base.Key) async throws -> Cached<Base.Value>? {
+    nonisolated(nonsending) func retrieve(_ key: Base.Key) async throws -> CacheEntry<Base.Value>? {
         threads.note()
         return try await base.retrieve(key)
     }
-    nonisolated(nonsending) func insert(_ entry: Cached<Base.Value>, for key: Base.Key) async throws {
+    nonisolated(nonsending) func insert(_ entry: CacheEntry<Base.Value>, for key: Base.Key) async throws {
         try await base.insert(entry, for: key)
     }
     nonisolated(nonsending) func delete(_ key: Base.Key) async throws { try await base.delete(key) }

@@ -16,7 +16,7 @@ struct ChainDescriptionTests {
                 .timingOut(after: .seconds(5)).environment(\.clock, clock)
                 .retrying(.exponential(attempts: 3)).environment(\.clock, clock)
                 .guarded(by: breaker)
-                .writingThrough(to: store, key: "feed"))
+                .writingThrough(in: store, key: "feed"))
             .fallingBack(to: store.loader(key: "feed", freshness: .any).named("stale local"))
             .coalesced()
             .logged(to: Logger(label: "app.feed"))

@@ -88,12 +88,12 @@ struct ConcurrencyStoreTests {
 /// Keeps the first `storedAt` and validators ever written for a key: every later value is served
 /// with another write's metadata.
 private final class MixingStore: Store, Sendable {
-    private let entries = Locked<[String: Cached<StoreStress.Value>]>([:])
-    func retrieve(_ key: String) async throws -> Cached<StoreStress.Value>? { entries.withLock { $0[key] } }
-    func insert(_ entry: Cached<StoreStress.Value>, for key: String) async throws {
+    private let entries = Locked<[String: CacheEntry<StoreStress.Value>]>([:])
+    func retrieve(_ key: String) async throws -> CacheEntry<StoreStress.Value>? { entries.withLock { $0[key] } }
+    func insert(_ entry: CacheEntry<StoreStress.Value>, for key: String) async throws {
         entries.withLock { entries in
             if let old = entries[key] {
-                entries[key] = Cached(value: entry.value, storedAt: old.storedAt, validators: old.validators)
+                entries[key] = CacheEntry(value: entry.value, storedAt: old.storedAt, validators: old.validators)
             } else {
                 entries[key] = entry
             }
@@ -142,7 +142,7 @@ struct ConcurrencyChainTests {
             return item
         }
         let chain = store.loader(key: "feed", freshness: .maxAge(.seconds(60))).environment(\.now, { now })
-            .fallingBack(to: remote.writingThrough(to: store, key: "feed").environment(LoadEnvironment(now: { now }, logger: quietLogger)))
+            .fallingBack(to: remote.writingThrough(in: store, key: "feed").environment(LoadEnvironment(now: { now }, logger: quietLogger)))
             .fallingBack(to: store.loader(key: "feed", freshness: .any).environment(\.now, { now }))
             .coalesced()
 

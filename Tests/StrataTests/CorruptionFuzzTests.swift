@@ -48,7 +48,7 @@ struct CorruptionFuzzTests {
         var bytes: Data
         var shape: Shape
         /// The entry the bytes were made from, when they were made from one.
-        var source: Cached<[Item]>?
+        var source: CacheEntry<[Item]>?
     }
 
     static func makeInput(_ generator: inout SplitMix64, codec: any Codec<[Item]>) throws -> Input {
@@ -58,7 +58,7 @@ struct CorruptionFuzzTests {
         let items = (0..<Int.random(in: 0...6, using: &generator)).map { index in
             Item(id: Int(truncatingIfNeeded: generator.next()), name: String(repeating: "é✓x", count: index))
         }
-        let entry = Cached(
+        let entry = CacheEntry(
             value: items, storedAt: Date(timeIntervalSinceReferenceDate: Double(Int.random(in: -1_000_000_000...1_000_000_000, using: &generator))),
             validators: CacheValidators(
                 etag: Bool.random(using: &generator) ? "\"\(generator.next())\"" : nil,
@@ -118,7 +118,7 @@ struct CorruptionFuzzTests {
             }
             logs.removeAll()
 
-            let result: Cached<[Item]>?
+            let result: CacheEntry<[Item]>?
             do {
                 result = try await store.retrieve("feed")
             } catch {
@@ -138,7 +138,7 @@ struct CorruptionFuzzTests {
                 #expect(result == nil && stillThere && !warned, context)
                 outcomes["another key's entry, kept", default: 0] += 1
             } else if let parsed, let decoded {
-                #expect(result == Cached(value: decoded, storedAt: parsed.header.storedAt, validators: parsed.header.validators), context)
+                #expect(result == CacheEntry(value: decoded, storedAt: parsed.header.storedAt, validators: parsed.header.validators), context)
                 #expect(stillThere && !warned, context)
                 outcomes["read", default: 0] += 1
             } else {

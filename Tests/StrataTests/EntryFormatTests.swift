@@ -135,13 +135,13 @@ struct EntryVersionStoreTests {
         try versionOneEntry(key: "feed", storedAt: referenceDate, etag: "\"v1\"", lastModified: nil, payload: payload).write(to: file)
 
         let entry = try #require(try await store.retrieve("feed"))
-        #expect(entry == Cached(value: itemA, storedAt: referenceDate, validators: CacheValidators(etag: "\"v1\"")))
+        #expect(entry == CacheEntry(value: itemA, storedAt: referenceDate, validators: CacheValidators(etag: "\"v1\"")))
 
         let restamped = referenceDate.addingTimeInterval(60)
         #expect(try await store.refresh("feed", storedAt: restamped, validators: .init(etag: "\"v1\"", maxAge: .seconds(30))))
         let bytes = try Data(contentsOf: file)
         #expect(bytes[bytes.startIndex + 4] == 2)
-        #expect(try await store.retrieve("feed") == Cached(value: itemA, storedAt: restamped, validators: .init(etag: "\"v1\"", maxAge: .seconds(30))))
+        #expect(try await store.retrieve("feed") == CacheEntry(value: itemA, storedAt: restamped, validators: .init(etag: "\"v1\"", maxAge: .seconds(30))))
     }
 }
 

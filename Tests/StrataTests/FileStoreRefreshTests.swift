@@ -20,15 +20,15 @@ struct FileStoreRefreshTests {
     let revalidated = CacheValidators(etag: "\"v2\"", lastModified: "Thu, 22 Oct 2015 08:00:00 GMT", maxAge: .seconds(300))
     let later = referenceDate.addingTimeInterval(3_600.5)
 
-    /// Defect 7: an insert that lands between refresh's read and its write must survive. The hook
-    /// runs inside refresh after the read; it starts an insert and waits until that insert has either
-    /// finished (no lock: the old code) or is waiting for the write lock, so the interleaving is
+    /// An insert that lands between refresh's read and its write must survive. The hook runs inside
+    /// refresh after the read; it starts an insert and waits until that insert has either finished
+    /// (a refresh without the write lock) or is waiting for the write lock, so the interleaving is
     /// certain rather than left to timing.
     @Test(arguments: [nil, 10] as [Int?])
     func insertDuringRefresh_isNotOverwrittenWithTheValueRefreshRead(countLimit: Int?) async throws {
         let sut = makeSUT(countLimit: countLimit)
         try await sut.insert(itemA, for: "feed", storedAt: referenceDate)
-        let newer = Cached(value: itemB, storedAt: later.addingTimeInterval(60), validators: CacheValidators(etag: "\"v3\""))
+        let newer = CacheEntry(value: itemB, storedAt: later.addingTimeInterval(60), validators: CacheValidators(etag: "\"v3\""))
         let insertArrived = DispatchSemaphore(value: 0)
         let insert = Locked<Task<Void, any Error>?>(nil)
         sut.hooks.withLock { hooks in
@@ -63,7 +63,7 @@ struct FileStoreRefreshTests {
         let after = try #require(EntryEnvelope.decode(try Data(contentsOf: sut.fileURL(for: "feed"))))
         #expect(after.payload == before.payload)
         #expect(after.header == .init(key: "feed", storedAt: later, validators: revalidated))
-        #expect(try await sut.retrieve("feed") == Cached(value: itemA, storedAt: later, validators: revalidated))
+        #expect(try await sut.retrieve("feed") == CacheEntry(value: itemA, storedAt: later, validators: revalidated))
         #expect(codec.counts == .init(encodes: 1, decodes: 1))
     }
 
@@ -76,7 +76,7 @@ struct FileStoreRefreshTests {
 
         #expect(try await sut.refresh("feed", storedAt: later, validators: revalidated))
         #expect(codec.counts == .init(encodes: 0, decodes: 0))
-        #expect(try await other.retrieve("feed") == Cached(value: "not an item", storedAt: later, validators: revalidated))
+        #expect(try await other.retrieve("feed") == CacheEntry(value: "not an item", storedAt: later, validators: revalidated))
     }
 
     @Test func refresh_writesThroughATemporaryFile_leavingNoneBehind_withMode0600() async throws {
@@ -126,7 +126,7 @@ struct FileStoreRefreshTests {
                 return error.operation == .refresh && error.key == "feed" && error.store == sut.description
             }
         }
-        #expect(try await sut.retrieve("feed") == Cached(value: itemA, storedAt: referenceDate))
+        #expect(try await sut.retrieve("feed") == CacheEntry(value: itemA, storedAt: referenceDate))
     }
 
     @Test func refresh_countsAsAUse_forEviction() async throws {
@@ -138,7 +138,7 @@ struct FileStoreRefreshTests {
         try await sut.insert(itemA, for: "k3", storedAt: referenceDate)
 
         #expect(try await sut.retrieve("k2") == nil, "k2 was the least recently used once k1 was refreshed")
-        #expect(try await sut.retrieve("k1") == Cached(value: itemA, storedAt: later, validators: revalidated))
+        #expect(try await sut.retrieve("k1") == CacheEntry(value: itemA, storedAt: later, validators: revalidated))
         #expect(try await sut.retrieve("k3")?.value == itemA)
     }
 

@@ -101,7 +101,7 @@ struct StoreLoaderTests {
         try await store.insert(itemA, for: "feed", storedAt: clock.date)
         clock.advance(by: .seconds(48 * 3600))
         _ = try? await store.loader(key: "feed", freshness: .maxAge(.hours(24))).environment(\.now, clock.wallClock).load()
-        #expect(store.messages == [.insert("feed", Cached(value: itemA, storedAt: clock.startDate)), .retrieve("feed")])
+        #expect(store.messages == [.insert("feed", CacheEntry(value: itemA, storedAt: clock.startDate)), .retrieve("feed")])
     }
 
     @Test func keyedLoader_readsTheInputsKey() async throws {

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 @testable @_spi(StrataInternals) import Strata
+@testable import StrataOutbox
 import StrataTesting
 import Testing
 

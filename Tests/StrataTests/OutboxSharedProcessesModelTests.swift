@@ -1,5 +1,6 @@
 import Foundation
 @testable import Strata
+@testable import StrataOutbox
 import StrataTesting
 import Testing
 
@@ -7,7 +8,7 @@ import Testing
 /// process has its own ``OutboxStateMachine`` and claimant, the storage (entries, scope claims, the
 /// sequence) is shared and each of its operations is atomic, as the real storages make them. Seeded
 /// random interleavings of enqueues, saves, claims, deliveries, discoveries, crashes and relaunches;
-/// after every step and at the end it checks what the issue promises: a write is sent once (twice
+/// after every step and at the end it checks what a shared outbox promises: a write is sent once (twice
 /// only when its process died with its request on the way), writes of one scope arrive in the order
 /// they were acknowledged, and every acknowledged write arrives.
 @Suite("One outbox, several processes: the model")

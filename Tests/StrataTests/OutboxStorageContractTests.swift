@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable @_spi(StrataInternals) import Strata
+@testable import StrataOutbox
 import StrataTesting
 
 /// Every outbox storage runs the same contract, unchanged.

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import MetricsTestKit
 @testable @_spi(StrataInternals) import Strata
+@testable import StrataOutbox
 import StrataTesting
 import Testing
 

@@ -3,6 +3,7 @@ import PropertyBased
 import Testing
 
 @_spi(StrataInternals) @testable import Strata
+@testable import StrataOutbox
 import StrataTesting
 
 /// Properties that are the specification of a codec, an encoding or a parser, checked on generated

@@ -167,7 +167,7 @@ final class FaultyStore: Store, Sendable {
     struct Untyped: Error {}
 
     let flaw: Flaw
-    private let entries = Locked<[String: Cached<Item>]>([:])
+    private let entries = Locked<[String: CacheEntry<Item>]>([:])
     private let fault = Locked<StoreError.Operation?>(nil)
 
     init(flaw: Flaw) { self.flaw = flaw }
@@ -196,7 +196,7 @@ final class FaultyStore: Store, Sendable {
 
     private var isFaulted: Bool { fault.withLock { $0 != nil } }
 
-    func retrieve(_ key: String) async throws -> Cached<Item>? {
+    func retrieve(_ key: String) async throws -> CacheEntry<Item>? {
         if let error = failure(.retrieve, key) {
             if flaw == .failedRetrieveDeletes { entries.withLock { $0[key] = nil } }
             throw error
@@ -205,7 +205,7 @@ final class FaultyStore: Store, Sendable {
         return entries.withLock { $0[key] }
     }
 
-    func insert(_ entry: Cached<Item>, for key: String) async throws {
+    func insert(_ entry: CacheEntry<Item>, for key: String) async throws {
         if let error = failure(.insert, key) {
             if flaw == .failedInsertDeletesPrevious { entries.withLock { $0[key] = nil } }
             throw error
@@ -229,7 +229,7 @@ final class FaultyStore: Store, Sendable {
 /// Its first operation waits until a second one begins, so the overlap is certain, not left to timing.
 final class UnsynchronisedStore: Store, Sendable {
     private struct State: Sendable {
-        var entries: [String: Cached<Item>] = [:]
+        var entries: [String: CacheEntry<Item>] = [:]
         var inFlight = 0
         var started = 0
         var damaged = false
@@ -257,7 +257,7 @@ final class UnsynchronisedStore: Store, Sendable {
 
     private func end() { state.withLock { $0.inFlight -= 1 } }
 
-    func retrieve(_ key: String) async throws -> Cached<Item>? {
+    func retrieve(_ key: String) async throws -> CacheEntry<Item>? {
         await begin()
         defer { end() }
         return state.withLock { state in
@@ -267,7 +267,7 @@ final class UnsynchronisedStore: Store, Sendable {
         }
     }
 
-    func insert(_ entry: Cached<Item>, for key: String) async throws {
+    func insert(_ entry: CacheEntry<Item>, for key: String) async throws {
         await begin()
         defer { end() }
         state.withLock { $0.entries[key] = entry }
@@ -283,15 +283,15 @@ final class UnsynchronisedStore: Store, Sendable {
 /// Evicts in insertion order and ignores reads: right for "evicts the oldest", wrong for recency.
 final class FIFOStore: Store, Sendable {
     private let countLimit: Int
-    private let entries = Locked<[(key: String, entry: Cached<Item>)]>([])
+    private let entries = Locked<[(key: String, entry: CacheEntry<Item>)]>([])
 
     init(countLimit: Int) { self.countLimit = countLimit }
 
-    func retrieve(_ key: String) async throws -> Cached<Item>? {
+    func retrieve(_ key: String) async throws -> CacheEntry<Item>? {
         entries.withLock { $0.first { $0.key == key }?.entry }
     }
 
-    func insert(_ entry: Cached<Item>, for key: String) async throws {
+    func insert(_ entry: CacheEntry<Item>, for key: String) async throws {
         entries.withLock { entries in
             if let index = entries.firstIndex(where: { $0.key == key }) {
                 entries[index].entry = entry
@@ -333,7 +333,7 @@ final class RefreshFlawedStore: Store, Sendable {
     }
 
     private struct Entry: Sendable {
-        var cached: Cached<Item>
+        var cached: CacheEntry<Item>
         var deleted = false
     }
 
@@ -342,7 +342,7 @@ final class RefreshFlawedStore: Store, Sendable {
 
     init(flaw: Flaw) { self.flaw = flaw }
 
-    func retrieve(_ key: String) async throws -> Cached<Item>? {
+    func retrieve(_ key: String) async throws -> CacheEntry<Item>? {
         entries.withLock { entries in
             guard let entry = entries[key], !entry.deleted else { return nil }
             var cached = entry.cached
@@ -351,7 +351,7 @@ final class RefreshFlawedStore: Store, Sendable {
         }
     }
 
-    func insert(_ entry: Cached<Item>, for key: String) async throws {
+    func insert(_ entry: CacheEntry<Item>, for key: String) async throws {
         var entry = entry
         if flaw == .dropsMaxAge { entry.validators.maxAge = nil }
         entries.withLock { $0[key] = Entry(cached: entry) }

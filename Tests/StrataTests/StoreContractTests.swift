@@ -142,9 +142,9 @@ enum UnusableDirectory {
 
 /// Keeps only the first value ever inserted for a key: breaks "insert overrides".
 final class ForgetfulStore: Store, Sendable {
-    private let entries = Locked<[String: Cached<Item>]>([:])
-    func retrieve(_ key: String) async throws -> Cached<Item>? { entries.withLock { $0[key] } }
-    func insert(_ entry: Cached<Item>, for key: String) async throws {
+    private let entries = Locked<[String: CacheEntry<Item>]>([:])
+    func retrieve(_ key: String) async throws -> CacheEntry<Item>? { entries.withLock { $0[key] } }
+    func insert(_ entry: CacheEntry<Item>, for key: String) async throws {
         entries.withLock { if $0[key] == nil { $0[key] = entry } }
     }
     func delete(_ key: String) async throws { entries.withLock { $0[key] = nil } }

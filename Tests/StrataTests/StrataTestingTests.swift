@@ -39,10 +39,10 @@ struct ManualClockTests {
         #expect(clock.sleeperCount == 0)
     }
 
-    /// Defect 5: a cancellation landing after `sleep`'s cancellation check but before the sleeper
-    /// registered was lost, and the sleeper slept forever. The seam cancels the sleeping task exactly
+    /// A cancellation landing after `sleep`'s cancellation check but before the sleeper registers
+    /// must not be lost (the sleeper would sleep forever). The seam cancels the sleeping task exactly
     /// in that window; right after the registration step it advances the clock, so a sleeper that
-    /// registered anyway (the old code) wakes normally and the test fails instead of hanging.
+    /// registered anyway wakes normally and the test fails instead of hanging.
     @Test func sleepCancelledBetweenItsCheckAndItsRegistration_throwsCancellation() async throws {
         let clock = ManualClock()
         clock.registrationHooks.withLock { hooks in
@@ -183,9 +183,9 @@ struct TestKitTests {
         #expect(!spy.complete(0, with: .success(8)), "a load completes once")
     }
 
-    /// Defect 5: `waitForLoads` returned once the load had started but before it was held, so a
-    /// `complete` right after it found nothing and the load (and the test) hung. In many rounds the
-    /// old code loses that race at least once; a load left held is cancelled so nothing hangs.
+    /// `waitForLoads` must not return once the load has started but before it is held: a `complete`
+    /// right after it would find nothing, and the load (and the test) would hang. Many rounds make
+    /// that race likely to show at least once; a load left held is cancelled so nothing hangs.
     @Test func loaderSpy_aLoadWaitedForIsAlwaysHeld_soCompleteFindsIt() async throws {
         var missed = 0
         for round in 0..<2_000 {

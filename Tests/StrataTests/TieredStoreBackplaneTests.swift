@@ -124,7 +124,7 @@ struct TieredStoreBackplaneTests {
         try await shared.base.insert("v2", for: "feed", storedAt: t0.addingTimeInterval(1))
         backplane.send(change("feed", .set, at: t0.addingTimeInterval(1)))
         try await b.waitForBackplaneEvents(atLeast: 1)
-        shared.releaseReads(with: Cached(value: "v1", storedAt: t0))  // what it read before A wrote
+        shared.releaseReads(with: CacheEntry(value: "v1", storedAt: t0))  // what it read before A wrote
         #expect(try await read.value?.value == "v1")
         #expect(b.memory.immediateEntry(for: "feed") == nil, "not kept: a change came while it ran")
         #expect(b.backplaneStatistics.fillsSkipped == 1)
@@ -152,7 +152,7 @@ final class GatedStore<Base: Store>: Store where Base.Key: Sendable {
     let base: Base
     private struct State {
         var hold = false
-        var held: [CheckedContinuation<Cached<Value>?, Never>] = []
+        var held: [CheckedContinuation<CacheEntry<Value>?, Never>] = []
         var waiters = ConditionWaiters<Int>()
         var holdInserts = false
         var heldInserts: [CheckedContinuation<Void, Never>] = []
@@ -171,7 +171,7 @@ final class GatedStore<Base: Store>: Store where Base.Key: Sendable {
         try await state.wait(in: \.waiters, current: { $0.held.count }, until: { $0 >= count })
     }
 
-    func releaseReads(with entry: Cached<Value>?) {
+    func releaseReads(with entry: CacheEntry<Value>?) {
         let held = state.withLock { state in
             defer { state.held = [] }
             return state.held
@@ -179,7 +179,7 @@ final class GatedStore<Base: Store>: Store where Base.Key: Sendable {
         for continuation in held { continuation.resume(returning: entry) }
     }
 
-    func retrieve(_ key: Key) async throws -> Cached<Value>? {
+    func retrieve(_ key: Key) async throws -> CacheEntry<Value>? {
         guard holdReads else { return try await base.retrieve(key) }
         return await withCheckedContinuation { continuation in
             state.withLock { state in
@@ -207,7 +207,7 @@ final class GatedStore<Base: Store>: Store where Base.Key: Sendable {
         for continuation in held { continuation.resume() }
     }
 
-    func insert(_ entry: Cached<Value>, for key: Key) async throws {
+    func insert(_ entry: CacheEntry<Value>, for key: Key) async throws {
         if holdInserts {
             await withCheckedContinuation { continuation in
                 state.withLock { state in

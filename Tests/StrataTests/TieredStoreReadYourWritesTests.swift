@@ -23,7 +23,7 @@ struct TieredStoreReadYourWritesTests {
         try await shared.waitForHeldReads(1)
         // The node's own PUT lands while its GET reads the shared tier.
         try await node.insert("the PUT", for: "k", storedAt: t0.addingTimeInterval(1))
-        shared.releaseReads(with: Cached(value: "before the PUT", storedAt: t0))
+        shared.releaseReads(with: CacheEntry(value: "before the PUT", storedAt: t0))
         #expect(try await read.value?.value == "before the PUT", "the read answers what it read")
         #expect(node.memory.immediateEntry(for: "k")?.value == "the PUT", "but never keeps it over the write")
         shared.holdReads = false
@@ -70,7 +70,7 @@ struct TieredStoreReadYourWritesTests {
         // A newer entry reaches the memory tier by a path the coherence does not see (the memory
         // tier is the app's own, too).
         try await node.memory.insert("newer", for: "k", storedAt: t0.addingTimeInterval(5))
-        shared.releaseReads(with: Cached(value: "older", storedAt: t0))
+        shared.releaseReads(with: CacheEntry(value: "older", storedAt: t0))
         _ = try await read.value
         #expect(node.memory.immediateEntry(for: "k")?.value == "newer")
     }

@@ -406,9 +406,9 @@ final class InvalidatingFiles: InvalidatingStore, Sendable {
     }
 
     var origin: Origin { spy.origin }
-    func retrieve(_ key: String) async throws -> Cached<String>? { try await spy.retrieve(key) }
-    func immediateEntry(for key: String) -> Cached<String>? { spy.immediateEntry(for: key) }
-    func insert(_ entry: Cached<String>, for key: String) async throws { try await spy.insert(entry, for: key) }
+    func retrieve(_ key: String) async throws -> CacheEntry<String>? { try await spy.retrieve(key) }
+    func immediateEntry(for key: String) -> CacheEntry<String>? { spy.immediateEntry(for: key) }
+    func insert(_ entry: CacheEntry<String>, for key: String) async throws { try await spy.insert(entry, for: key) }
     func delete(_ key: String) async throws { try await spy.delete(key) }
     func refresh(_ key: String, storedAt: Date, validators: CacheValidators) async throws -> Bool {
         try await spy.refresh(key, storedAt: storedAt, validators: validators)

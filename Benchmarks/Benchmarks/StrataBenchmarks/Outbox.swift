@@ -6,6 +6,7 @@ import GRDB
 import Glibc
 #endif
 @_spi(StrataInternals) import Strata
+import StrataOutbox
 import StrataSQLite
 import StrataTesting
 

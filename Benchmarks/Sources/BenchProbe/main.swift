@@ -8,6 +8,8 @@
 import BenchmarkFixtures
 import Foundation
 @_spi(StrataInternals) import Strata
+import StrataOutbox
+import StrataQueries
 import GRDB
 import StrataSQLite
 #if canImport(Glibc)
@@ -101,7 +103,7 @@ func run() async throws {
         case .named: try await loop(hit.named("local"))
         case .map: try await loop(hit.map { $0 })
         case .mapError: try await loop(hit.mapError { $0 })
-        case .fallingBack: try await loop(hit.fallingBack(to: remote.writingThrough(to: memory, key: Scenarios.feedKey)))
+        case .fallingBack: try await loop(hit.fallingBack(to: remote.writingThrough(in: memory, key: Scenarios.feedKey)))
         }
     case "chain5", "chain5-baseline", "readme-chain", "main-chain5", "main-chain5-baseline", "main-readme-chain",
          "chain5-uncoalesced", "main-chain5-uncoalesced":

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Strata
+import StrataOutbox
 
 /// The baseline of the SQLite outbox enqueue scenario: raw GRDB inserting the row `SQLiteOutboxStorage`
 /// writes for one queued HTTP write — the same nine columns, the same index, and the entry's JSON

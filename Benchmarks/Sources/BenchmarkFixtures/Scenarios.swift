@@ -21,7 +21,7 @@ public enum Scenarios {
     ///
     /// ```
     /// memory.loader(key: "feed")                      ← the hit: MemoryStore through a StoreLoader
-    ///     .fallingBack(to: remote.writingThrough(to: memory))     ← the tier a miss would reach (never on a hit)
+    ///     .fallingBack(to: remote.writingThrough(in: memory))     ← the tier a miss would reach (never on a hit)
     ///     .logged(to: silentLogger)                   ← level disabled: a plain call
     ///     .coalesced()                                ← single-flight
     /// ```
@@ -29,7 +29,7 @@ public enum Scenarios {
     public static func chain5(memory: MemoryStore<String, [Article]>) -> some Loader<Void, [Article]> {
         let remote = ClosureLoader<Void, [Article]>("remote") { throw NotReached() }
         return memory.loader(key: feedKey, freshness: .any)
-            .fallingBack(to: remote.writingThrough(to: memory, key: feedKey))
+            .fallingBack(to: remote.writingThrough(in: memory, key: feedKey))
             .logged(to: silentLogger)
             .coalesced()
     }
@@ -40,7 +40,7 @@ public enum Scenarios {
     public static func chain5Uncoalesced(memory: MemoryStore<String, [Article]>) -> some Loader<Void, [Article]> {
         let remote = ClosureLoader<Void, [Article]>("remote") { throw NotReached() }
         return memory.loader(key: feedKey, freshness: .any).named("local")
-            .fallingBack(to: remote.writingThrough(to: memory, key: feedKey))
+            .fallingBack(to: remote.writingThrough(in: memory, key: feedKey))
             .logged(to: silentLogger)
     }
 
@@ -71,9 +71,9 @@ public enum Scenarios {
             .timingOut(after: .seconds(5))
             .retrying(.exponential(attempts: 3))
             .guarded(by: api)
-            .writingThrough(to: store, key: "feed")
+            .writingThrough(in: store, key: "feed")
             .coalesced()
-        return store.loader(key: "feed", freshness: .maxAge(.hours(24))).named("fresh local")
+        return store.loader(key: "feed", freshness: .maxAge(.seconds(24 * 3600))).named("fresh local")
             .fallingBack(to: remote.named("remote"))
             .fallingBack(to: store.loader(key: "feed", freshness: .any).named("stale local"))
             .logged()

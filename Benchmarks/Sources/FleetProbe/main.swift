@@ -121,8 +121,8 @@ for listeners in [2, 10, 100] {
     for round in 0..<rounds {
         // Every reader holds the old copy; the writer replaces it; how long until the last reader dropped it.
         let storedAt = Date(timeIntervalSinceReferenceDate: 800_000_000 + Double(round))
-        for (reader, _) in readers { try await reader.memory.insert(Cached(value: row, storedAt: storedAt), for: "post") }
-        try await writer.insert(Cached(value: row, storedAt: storedAt.addingTimeInterval(0.5)), for: "post")
+        for (reader, _) in readers { try await reader.memory.insert(CacheEntry(value: row, storedAt: storedAt), for: "post") }
+        try await writer.insert(CacheEntry(value: row, storedAt: storedAt.addingTimeInterval(0.5)), for: "post")
         let committed = ContinuousClock.now
         events += 1
         for (reader, _) in readers { try await reader.waitForBackplaneEvents(atLeast: events) }
@@ -162,9 +162,9 @@ for coordination in Coordination.allCases {
         let freshness = FreshnessPolicy.maxAge(.seconds(60))
         switch coordination {
         case .none:
-            processes.append(shared.loader(key: key, freshness: freshness).fallingBack(to: upstream.writingThrough(to: shared, key: key)))
+            processes.append(shared.loader(key: key, freshness: freshness).fallingBack(to: upstream.writingThrough(in: shared, key: key)))
         case .perProcess:
-            processes.append(shared.loader(key: key, freshness: freshness).fallingBack(to: upstream.writingThrough(to: shared, key: key)).coalesced())
+            processes.append(shared.loader(key: key, freshness: freshness).fallingBack(to: upstream.writingThrough(in: shared, key: key)).coalesced())
         case .fleet:
             let lock = try PostgresFleetLock(for: shared, node: "p\(index)", logger: quiet)
             locks.append(lock)

@@ -38,8 +38,8 @@ guard arguments.count == 2 else {
 }
 let store = FileStore<[Article]>(directory: URL(fileURLWithPath: arguments[1], isDirectory: true))
 let remote = ClosureLoader<Void, [Article]>("remote") { throw Unreachable() }
-let feed = store.loader(key: "feed", freshness: .maxAge(.hours(24 * 365 * 100)))
-    .fallingBack(to: remote.writingThrough(to: store, key: "feed"))
+let feed = store.loader(key: "feed", freshness: .maxAge(.seconds(24 * 365 * 100 * 3600)))
+    .fallingBack(to: remote.writingThrough(in: store, key: "feed"))
     .fallingBack(to: store.loader(key: "feed", freshness: .any))
     .coalesced()
     .logged(to: Logger(label: "relaunch"), level: .debug)

@@ -1,5 +1,6 @@
 import Foundation
 import Strata
+import StrataQueries
 
 /// `SoakQueries [LOADS] [KEYS]`: a `QueryClient` through LOADS loads (a million by default) over KEYS
 /// keys (1,000), on the real clock, with everything a long-lived app does to it: observers that come

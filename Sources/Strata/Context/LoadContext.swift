@@ -34,7 +34,7 @@ public struct LoadContext: Sendable {
     /// The clocks and logger the load uses.
     public var environment: LoadEnvironment
     /// The innermost recorder listening to the load (each one forwards to its parent), if any.
-    @usableFromInline var recorder: LoadRecorder?
+    @usableFromInline package var recorder: LoadRecorder?
     /// The innermost ``Loader/named(_:)`` around the running loader.
     @usableFromInline var tierName: String?
     /// Copies stored at or before this instant are not fresh: a tier with a freshness policy (not
@@ -111,7 +111,7 @@ public struct LoadContext: Sendable {
     /// This context with `recorder` as the innermost recorder (it must have this context's recorder
     /// as its parent, as ``LoadRecorder`` made by ``recorder(onEvent:onWrite:)`` has).
     @usableFromInline
-    func recording(into recorder: LoadRecorder) -> LoadContext {
+    package func recording(into recorder: LoadRecorder) -> LoadContext {
         var context = self
         context.recorder = recorder
         return context
@@ -120,7 +120,7 @@ public struct LoadContext: Sendable {
     /// A recorder whose parent is this context's recorder; `onEvent` is called with each event and
     /// this context's environment.
     @usableFromInline
-    func recorder(
+    package func recorder(
         onEvent: (@Sendable (LoadEvent, LoadEnvironment) -> Void)? = nil, onWrite: (@Sendable () -> Void)? = nil
     ) -> LoadRecorder {
         LoadRecorder(parent: recorder, environment: environment, onEvent: onEvent, onWrite: onWrite)

@@ -4,14 +4,14 @@ import Logging
 /// What every operator in a chain reads from its surroundings: the wall clock, the clock it waits
 /// on, and the logger it reports to. Given once, for a whole chain.
 ///
-/// Operators no longer take `now:`, `clock:` or `logger:` one by one. Set the environment once, at
+/// Operators take no `now:`, `clock:` or `logger:` of their own. Set the environment once, at
 /// the outside of the chain, and every operator inside reads it while it loads:
 ///
 /// ```swift
 /// let feed = HTTPLoader(url: feedURL).decoding([FeedItem].self)
 ///     .timingOut(after: .seconds(5))
 ///     .retrying(.exponential(attempts: 3))
-///     .writingThrough(to: files, key: "feed")
+///     .writingThrough(in: files, key: "feed")
 ///     .fallingBack(to: files.loader(key: "feed"))
 ///     .environment(LoadEnvironment(logger: Logger(label: "app.feed")))
 /// ```
@@ -25,7 +25,7 @@ import Logging
 ///   starts (a timeout's race, a background revalidation, a coalesced flight, which runs in the
 ///   environment of the caller that started it). Closures given to operators (`map`, `key:`) are
 ///   not loaders and do not see it.
-///   Code outside a chain, such as ``Store/value(for:freshness:)`` or a ``StaleWhileRevalidatingLoader/values(_:)``
+///   Code outside a chain, such as ``Store/value(for:freshness:)`` or a ``StaleWhileRevalidatingSource/values(_:)``
 ///   stream, reads it from the surrounding task: wrap the call in `environment.bound { … }`.
 /// - Stores are configured once, at their own initialiser (a `logger:` there), because a store
 ///   outlives and is shared by many chains.
@@ -102,7 +102,7 @@ public struct LoadEnvironment: Sendable {
     func isSame(as other: LoadEnvironment) -> Bool { storage === other.storage }
 
     /// Runs `body` with this environment as the current task's, for code outside a chain that reads
-    /// it (``Store/value(for:freshness:)``, a ``StaleWhileRevalidatingLoader/values(_:)`` stream, a
+    /// it (``Store/value(for:freshness:)``, a ``StaleWhileRevalidatingSource/values(_:)`` stream, a
     /// test).
     ///
     /// ```swift

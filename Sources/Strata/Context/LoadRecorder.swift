@@ -4,7 +4,7 @@ import Foundation
 /// ``LoadContext`` (``LoadContext/record(_:)``); a loader of your own calls
 /// ``LoadRecorder/record(_:)``, which reaches the same recorders through the task's context.
 ///
-/// Recorders nest: an observing operator (``Loader/logged(to:level:failureLevel:)``, ``Loader/metered(_:factory:)``, …)
+/// Recorders nest: an observing operator (``Loader/logged(to:level:failureLevel:)``, ``Loader/metered(_:metricsFactory:)``, …)
 /// installs its own for the part of the chain it wraps, and every event also reaches the recorders
 /// outside it.
 public struct LoadRecorder: Sendable {
@@ -42,7 +42,7 @@ public struct LoadRecorder: Sendable {
 
     /// The events recorded so far, in order.
     @usableFromInline
-    var events: [LoadEvent] {
+    package var events: [LoadEvent] {
         state.withLock { state in state.first.map { [$0] + state.rest } ?? [] }
     }
 

@@ -18,7 +18,7 @@ public struct FreshnessContext: Sendable {
 /// Decides whether a cached entry may be served.
 ///
 /// ```swift
-/// store.loader(key: "feed", freshness: .maxAge(.hours(24)))   // S4's TwentyFourHoursPolicy
+/// store.loader(key: "feed", freshness: .maxAge(.seconds(24 * 3600)))   // S4's TwentyFourHoursPolicy
 /// store.loader(key: "feed", freshness: .any)                 // S4's NullPolicy
 /// store.loader(key: "feed", freshness: .custom("same day") { calendar.isDate($0.storedAt, inSameDayAs: $0.now) })
 /// ```
@@ -62,6 +62,11 @@ public struct FreshnessPolicy: Sendable, CustomStringConvertible {
     /// Anything cached is acceptable, however old (S4's `NullPolicy`).
     public static let any = FreshnessPolicy(predicate: { _ in true }, description: "any age", acceptsAnyAge: true)
 
+    /// The policy of a staleness bound: `.maxAge(bound)`, or `.any` when there is none (`nil`).
+    package static func staleness(_ bound: Duration?) -> FreshnessPolicy {
+        bound.map { .maxAge($0) } ?? .any
+    }
+
     /// Whether an entry stored at `storedAt` may be served at `now`.
     @inlinable
     public func isFresh(storedAt: Date, now: Date) -> Bool {
@@ -71,9 +76,9 @@ public struct FreshnessPolicy: Sendable, CustomStringConvertible {
 
 extension FreshnessPolicy {
     /// Whether this policy accepts `entry` at `now`: ``FreshnessPolicy/any`` accepts every entry;
-    /// any other policy, an entry no invalidation expired (``Cached/isExpired``) whose age it accepts.
+    /// any other policy, an entry no invalidation expired (``CacheEntry/isExpired``) whose age it accepts.
     @inlinable
-    public func accepts<Value>(_ entry: Cached<Value>, now: Date) -> Bool {
+    public func accepts<Value>(_ entry: CacheEntry<Value>, now: Date) -> Bool {
         acceptsAnyAge || (!entry.isExpired && isFresh(storedAt: entry.storedAt, now: now))
     }
 }

@@ -36,7 +36,7 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
     public let policy: FreshnessPolicy
     @usableFromInline let key: KeySource<Input, S.Key>
     /// The tier as a chain shows it (`MemoryStore [max age 1d]`), made once: a recorded load names
-    /// its tier with it, and formatting it per load cost more than the memory hit.
+    /// its tier with it, and formatting it per load would cost more than the memory hit.
     public let description: String
 
     init(store: S, policy: FreshnessPolicy, keySource key: KeySource<Input, S.Key>) {
@@ -76,7 +76,7 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
     public func load(_ input: Input, in context: LoadContext) async throws -> S.Value {
         let key = key(input)
         // Descriptions are built only on the paths that report them, never on a plain hit.
-        let cached: Cached<S.Value>?
+        let cached: CacheEntry<S.Value>?
         do {
             cached = try await store.retrieve(key)
         } catch is CancellationError {
@@ -100,10 +100,10 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
     }
 
     /// Judges `cached`'s age (unless the policy accepts any) and records what served it.
-    /// `@inlinable` so a chain specialises it: unspecialised, it looked up `Cached`'s metadata and
-    /// copied the entry through value witnesses on every recorded hit.
+    /// `@inlinable` so a chain specialises it: unspecialised, it would look up `CacheEntry`'s metadata
+    /// and copy the entry through value witnesses on every recorded hit.
     @inlinable
-    func serve(_ cached: Cached<S.Value>, key: S.Key, in context: LoadContext) throws -> S.Value {
+    func serve(_ cached: CacheEntry<S.Value>, key: S.Key, in context: LoadContext) throws -> S.Value {
         let now = context.environment.now()
         if !policy.acceptsAnyAge, !isFresh(cached, now: now, in: context) {
             throw CacheLoadError.expired(
@@ -115,16 +115,16 @@ public struct StoreLoader<S: Store, Input: Sendable>: Loader {
     }
 
     /// Whether the policy accepts `cached` at `now`, it was stored after the context's
-    /// ``LoadContext/revalidatingSince``, and no invalidation expired it (``Cached/isExpired``).
+    /// ``LoadContext/revalidatingSince``, and no invalidation expired it (``CacheEntry/isExpired``).
     @inlinable
-    func isFresh(_ cached: Cached<S.Value>, now: Date, in context: LoadContext) -> Bool {
+    func isFresh(_ cached: CacheEntry<S.Value>, now: Date, in context: LoadContext) -> Bool {
         if let since = context.revalidatingSince, cached.storedAt <= since { return false }
         return !cached.isExpired && policy.isFresh(storedAt: cached.storedAt, now: now)
     }
 
     /// Records that `cached` served the load, aged at `now`.
     @inlinable
-    func record(_ cached: Cached<S.Value>, now: Date, in context: LoadContext) {
+    func record(_ cached: CacheEntry<S.Value>, now: Date, in context: LoadContext) {
         context.record(.served(Provenance(
             origin: store.origin, tier: context.tierName(default: description), storedAt: cached.storedAt,
             age: max(.zero, Duration.between(cached.storedAt, now)))))
@@ -137,7 +137,7 @@ extension Store {
     /// A loader that serves the entry for `key` while `policy` accepts it.
     ///
     /// ```swift
-    /// let freshLocal = store.loader(key: "feed", freshness: .maxAge(.hours(24)))
+    /// let freshLocal = store.loader(key: "feed", freshness: .maxAge(.seconds(24 * 3600)))
     /// let anyLocal = store.loader(key: "feed", freshness: .any)
     /// ```
     public func loader(key: Key, freshness policy: FreshnessPolicy = .any) -> StoreLoader<Self, Void> {

@@ -3,7 +3,7 @@ import Foundation
 /// How the resilience operators read an ``HTTPError``: the one statement of which HTTP failures are
 /// transient (``isTransientFailure``) and which count as an outage (``countsAsOutage``). Retrying,
 /// the circuit breaker and their guides link here. (The outbox classifies writes by its own rule:
-/// ``OutboxFailure/Class``.)
+/// `OutboxFailure/Class`.)
 extension HTTPError: FailureClassifying {
     /// No response, and HTTP 408, 429 and 5xx, are transient; other statuses, decoding failures, an
     /// invalid request and a body over the size limit are not.
@@ -30,7 +30,7 @@ extension HTTPError: FailureClassifying {
     }
 
     /// The response's `Retry-After`, whatever its status: delay-seconds or an HTTP-date.
-    func retryAfter(now: Date) -> Duration? {
+    package func retryAfter(now: Date) -> Duration? {
         guard case .status(_, _, let fields, _) = self,
               let value = fields[.retryAfter]?.trimmingCharacters(in: .whitespaces)
         else { return nil }

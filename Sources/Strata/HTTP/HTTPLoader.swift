@@ -144,7 +144,7 @@ extension HTTPLoader where Input: Encodable {
 /// Throws the ``HTTPError`` a reply to `request` stands for: ``HTTPError/status(code:url:headerFields:body:)``
 /// for a status outside 200–299 (its body's first 64 KiB, with the request's secrets masked) and
 /// ``HTTPError/bodyTooLarge(url:limit:received:contentLength:)`` for a body over the request's limit.
-func checkReply(
+package func checkReply(
     _ reply: HTTPReply, to request: HTTPRequest, url: URL?, options: HTTPRequestOptions, allowing allowed: Set<Int> = []
 ) throws {
     if let limit = options.maxBodyBytes, reply.body.count > limit {

@@ -50,7 +50,7 @@ extension HTTPRequest {
 
     /// The URL Strata reports for this request (in errors and logs): its `url`, or a URL made of its
     /// path alone when it has no scheme or authority.
-    var reportedURL: URL {
+    package var reportedURL: URL {
         url ?? URL(string: path ?? "/") ?? URL(fileURLWithPath: "/")
     }
 }

@@ -84,8 +84,7 @@ func redactedURLStringImplementation(_ url: URL) -> String {
     let redactedPath = Redaction.redactingPathTokens(inPath: path)
     if redactedPath != path {
         // The setter traps on a character a path may not hold, or on a `%` that no longer starts an
-        // escape (a token redacted out of `%5Btoken`: found by fuzzing `postgres-url`): both are
-        // percent-encoded first.
+        // escape (a token redacted out of `%5Btoken`): both are percent-encoded first.
         guard let encoded = pathEscapesMended(redactedPath).addingPercentEncoding(withAllowedCharacters: pathCharacters) else {
             return "<url>"
         }
@@ -95,7 +94,7 @@ func redactedURLStringImplementation(_ url: URL) -> String {
 }
 
 /// A one-line account of a `DecodingError`: what was wrong, and where.
-func describeDecodingError(_ error: any Error) -> String {
+package func describeDecodingError(_ error: any Error) -> String {
     guard let decodingError = error as? DecodingError else { return "\(error)" }
     func path(_ context: DecodingError.Context) -> String {
         let components = context.codingPath.map { key in key.intValue.map { "[\($0)]" } ?? ".\(key.stringValue)" }

@@ -28,8 +28,8 @@ import FoundationNetworking
 /// cancellation (two hops on the session's work queue, then `stopLoading()`) removes libcurl's handle,
 /// which closes the connection. What libcurl read between the crossing chunk and that moment is
 /// downloaded, queued for the delegate and dropped there (never added to the body): as much as the
-/// network delivers while the delegate and the work queue catch up (on loopback, with a 1 MiB limit, 40–140 MB were measured; the more the
-/// machine is loaded, the more). The client cannot shorten this: FoundationNetworking offers no
+/// network delivers while the delegate and the work queue catch up (on a fast link, many times the
+/// limit; the more the machine is loaded, the more). The client cannot shorten this: FoundationNetworking offers no
 /// hook on libcurl's thread.
 ///
 /// ## TLS

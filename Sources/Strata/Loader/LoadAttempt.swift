@@ -20,7 +20,7 @@ public final class LoadAttempt: Sendable {
 
     /// The key every attempt of this logical load sends (an enclosing retry's key when there is one).
     /// Kept as a `UUID` and formatted only when a request asks for it: formatting costs a `printf`,
-    /// which every coalesced read paid when the string was made up front.
+    /// which a read that sends no write should not pay.
     /// Made on first use (an enclosing attempt's when there is one): most attempts (a coalesced memory
     /// hit) never send a write, and making a random `UUID` costs more than the rest of the attempt.
     var idempotencyKey: String { idempotencyUUID.uuidString }

@@ -12,7 +12,7 @@
 /// - Errors are typed by the layer that failed (``HTTPError``, ``CacheLoadError``, ``FallbackError``,
 ///   ``StoreError`` …) so a caller can tell which tier failed and why.
 ///
-/// Operators such as ``Loader/fallingBack(to:)`` or ``Loader/writingThrough(to:key:)-(_,S.Key)`` return concrete
+/// Operators such as ``Loader/fallingBack(to:)`` or ``Loader/writingThrough(in:key:)-(_,S.Key)`` return concrete
 /// generic types, so a composed chain is specialised by the compiler. Use ``AnyLoader`` only where a
 /// caller must store loaders of different concrete types.
 public protocol Loader<Input, Output>: Sendable {
@@ -101,8 +101,8 @@ extension Loader {
     }
 
     /// The load when there was no immediate answer, out of line: the hit path around it stays small
-    /// enough for the caller to inline (measured: a `map` whose slow path was inlined made its
-    /// callers' closures too big to inline, an async frame per hit).
+    /// enough for the caller to inline (a `map` whose slow path is inlined makes its callers' closures
+    /// too big to inline, an async frame per hit).
     @usableFromInline @inline(never)
     nonisolated(nonsending) func loadAfterImmediately(_ input: Input, in context: LoadContext) async throws -> Output {
         try await load(input, in: context)

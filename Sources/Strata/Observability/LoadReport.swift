@@ -1,5 +1,5 @@
 /// How one load ended, as seen by an observing operator (``Loader/logged(to:level:failureLevel:)``,
-/// ``Loader/metered(_:factory:)``, ``Loader/traced(_:tracer:)``, ``Loader/tracked(by:)``).
+/// ``Loader/metered(_:metricsFactory:)``, ``Loader/traced(_:tracer:)``, ``Loader/tracked(by:)``).
 public struct LoadReport: Sendable, CustomStringConvertible {
     /// How a load ended.
     public enum Outcome: Sendable {

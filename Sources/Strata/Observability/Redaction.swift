@@ -73,8 +73,7 @@ public enum Redaction {
     /// Both passes are repeated until neither changes anything (at most four rounds), so redacting
     /// twice gives what redacting once did: each pass can reshape what the other sees (a token the text
     /// pass removes from the middle of a segment leaves the rest as segments of their own; a segment
-    /// replaced after a `\` takes the escape's letter with it, and the value before it then runs on;
-    /// both found by fuzzing).
+    /// replaced after a `\` takes the escape's letter with it, and the value before it then runs on).
     public static func redactingSecrets(inPath path: String) -> String {
         var current = path
         for _ in 0..<4 {
@@ -149,7 +148,7 @@ public enum Redaction {
     /// `secretKey`, `credentials`, `clientSecret`, `refresh_token`, `Set-Cookie`, `X-Amz-Signature`
     /// are; `name`, `key`, `session`, `author` are not. Matches are by substring, so `tokenCount` and
     /// `tokenizer` are too (their numbers are kept: see ``Redaction``).
-    static func isSecretName(_ name: some StringProtocol) -> Bool {
+    package static func isSecretName(_ name: some StringProtocol) -> Bool {
         var name = String(name)
         return name.withUTF8 { isSecretName($0[...]) }
     }
@@ -681,8 +680,8 @@ private struct RedactionScanner {
         let content = start + quoteLength
         var index = content
         // A backslash never escapes a line break: the value ends at the line's end (skipping the
-        // break carried the value over into the next line's name, whose secret then survived:
-        // found by fuzzing `redaction`).
+        // break would carry the value over into the next line's name, whose secret would then
+        // survive).
         if quoteLength == 1 {
             while index < count, bytes[index] != quote, !Self.isLineBreak(bytes[index]) {
                 let escapes = bytes[index] == UInt8(ascii: "\\") && byte(index + 1).map { !Self.isLineBreak($0) } == true

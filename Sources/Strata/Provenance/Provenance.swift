@@ -11,8 +11,8 @@ public struct Provenance: Sendable, Hashable, CustomStringConvertible {
     /// How old the value was when it was served: `now - storedAt` for cached values, zero for fresh ones,
     /// `nil` when unknown (bundled data).
     public var age: Duration?
-    /// How many queued writes (an ``Outbox``'s pending entries) were applied on top of the value by
-    /// ``Loader/overlayingPending(_:scope:apply:)``; 0 when it is the source's value as it is.
+    /// How many queued writes (an `Outbox`'s pending entries) were applied on top of the value by
+    /// `overlayingPending(_:scope:apply:)`; 0 when it is the source's value as it is.
     public var pendingWrites: Int
 
     public init(origin: Origin, tier: String, storedAt: Date? = nil, age: Duration? = nil, pendingWrites: Int = 0) {
@@ -34,7 +34,7 @@ public struct Provenance: Sendable, Hashable, CustomStringConvertible {
 /// The tier that served the value: the last `.served` event after the last `.tierFailed` one. A tier
 /// that reported `.served` and then failed (a response that did not decode) is not the one that served.
 @usableFromInline
-func servingProvenance(in events: [LoadEvent]) -> Provenance? {
+package func servingProvenance(in events: [LoadEvent]) -> Provenance? {
     for event in events.reversed() {
         switch event {
         case .served(let provenance): return provenance

@@ -13,23 +13,22 @@ import Foundation
 /// (beyond it jobs queue, first in first out), and a thread that stays idle for `idleTimeout` ends.
 /// A job never waits behind another job while the pool is below its maximum, so a `flock` held by
 /// another process delays only the operations that need that lock.
-@_spi(StrataInternals)
-public final class BlockingIOPool: Sendable {
+package final class BlockingIOPool: Sendable {
     /// The pool the stores use.
-    public static let shared = BlockingIOPool(maximumThreads: 64, idleTimeout: .seconds(10))
+    package static let shared = BlockingIOPool(maximumThreads: 64, idleTimeout: .seconds(10))
 
     /// What the pool is doing, for tests and diagnostics.
-    public struct Statistics: Sendable, Equatable {
+    package struct Statistics: Sendable, Equatable {
         /// Threads alive now.
-        public var threads: Int
+        package var threads: Int
         /// Threads waiting for a job now.
-        public var idle: Int
+        package var idle: Int
         /// Jobs submitted and not yet started.
-        public var queued: Int
+        package var queued: Int
         /// Threads started since the pool was created.
-        public var threadsStarted: Int
+        package var threadsStarted: Int
         /// Most threads alive at once.
-        public var peakThreads: Int
+        package var peakThreads: Int
     }
 
     private struct State: Sendable {
@@ -59,16 +58,16 @@ public final class BlockingIOPool: Sendable {
     }
 
     /// Most threads the pool runs at once.
-    public let maximumThreads: Int
+    package let maximumThreads: Int
     /// How long a thread with nothing to do waits before it ends.
-    public let idleTimeout: Duration
+    package let idleTimeout: Duration
     private let state = Locked(State())
 
     /// Creates a pool that starts threads as jobs need them.
     /// - Parameters:
     ///   - maximumThreads: most threads at once; further jobs wait for one to finish.
     ///   - idleTimeout: how long an idle thread lives.
-    public init(maximumThreads: Int, idleTimeout: Duration) {
+    package init(maximumThreads: Int, idleTimeout: Duration) {
         precondition(maximumThreads > 0, "maximumThreads must be positive")
         precondition(idleTimeout > .zero, "idleTimeout must be positive")
         self.maximumThreads = maximumThreads
@@ -79,7 +78,7 @@ public final class BlockingIOPool: Sendable {
     ///
     /// `body` runs to the end even when the calling task is cancelled meanwhile: a file write is
     /// never abandoned halfway. Check for cancellation before calling, if it matters.
-    public func run<Result: Sendable, Failure: Error>(
+    package func run<Result: Sendable, Failure: Error>(
         _ body: @escaping @Sendable () throws(Failure) -> Result
     ) async throws(Failure) -> Result {
         let outcome: Swift.Result<Result, Failure> = await withCheckedContinuation { continuation in
@@ -95,7 +94,7 @@ public final class BlockingIOPool: Sendable {
     }
 
     /// What the pool is doing now.
-    public var statistics: Statistics {
+    package var statistics: Statistics {
         state.withLock { state in
             Statistics(
                 threads: state.threads, idle: state.idle.count, queued: state.queued,

@@ -15,8 +15,8 @@ import Foundation
 /// ```
 /// The key is kept so a store can tell its own entry from another key's (hash collisions, copied
 /// files); the payload length makes any truncation detectable. Anything that does not parse is
-/// corrupt, and so is any version other than 1 and 2. Version 1 entries (written before `maxAge`
-/// existed) read with `maxAge == nil`.
+/// corrupt, and so is any version other than 1 and 2. Version 1 entries, which have no `maxAge`
+/// field, read with `maxAge == nil`.
 enum EntryEnvelope {
     static let magic: [UInt8] = Array("STRA".utf8)
     /// The version written.
@@ -34,7 +34,7 @@ enum EntryEnvelope {
 
     /// The bytes of `entry` under `key`, its value encoded by `codec`; a value that does not encode
     /// throws the ``StoreError`` of an insert into `store`.
-    static func encode<Value>(_ entry: Cached<Value>, key: String, codec: any Codec<Value>, store: String) throws(StoreError) -> Data {
+    static func encode<Value>(_ entry: CacheEntry<Value>, key: String, codec: any Codec<Value>, store: String) throws(StoreError) -> Data {
         let payload: Data
         do {
             payload = try codec.encode(entry.value)

@@ -38,7 +38,7 @@ import Musl
 /// than twice as many records as live entries) drops entries whose files are gone, adopts files it
 /// does not know, and sweeps temporary files left behind by a crash mid-write. Stores with limits in
 /// several processes share the journal under `flock`; an entry one evicts is simply a miss to the others.
-/// A store without limits keeps no index and writes exactly the files it always did.
+/// A store without limits keeps no index and writes only the entry files.
 ///
 /// ```swift
 /// let store = FileStore<[FeedItem]>(directory: cachesDirectory.appending(path: "feed"))
@@ -135,11 +135,11 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
         directory.appendingPathComponent(SHA256.hexDigest(key), isDirectory: false)
     }
 
-    public func retrieve(_ key: String) async throws -> Cached<Value>? {
+    public func retrieve(_ key: String) async throws -> CacheEntry<Value>? {
         try await BlockingIOPool.shared.run { try self.retrieveNow(key) }
     }
 
-    public func insert(_ entry: Cached<Value>, for key: String) async throws {
+    public func insert(_ entry: CacheEntry<Value>, for key: String) async throws {
         try await BlockingIOPool.shared.run { try self.insertNow(entry, for: key) }
     }
 
@@ -181,7 +181,7 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
     // another process holds the index), so the methods above run them on the blocking-I/O pool,
     // never on a thread of the cooperative pool.
 
-    private func retrieveNow(_ key: String) throws(StoreError) -> Cached<Value>? {
+    private func retrieveNow(_ key: String) throws(StoreError) -> CacheEntry<Value>? {
         let name = EntryName(key: key)
         let path = directoryPath + "/" + name.fileName
         let contents: (data: Data, inode: UInt64)?
@@ -208,14 +208,14 @@ public final class FileStore<Value: Sendable>: Store, Sendable {
         do {
             let value = try codec.decode(payload)
             index?.recordAccess(name)
-            return Cached(value: value, storedAt: header.storedAt, validators: header.validators)
+            return CacheEntry(value: value, storedAt: header.storedAt, validators: header.validators)
         } catch {
             discardCorrupt(name, path: path, inode: contents.inode, key: key, reason: "payload does not decode: \(error)")
             return nil
         }
     }
 
-    private func insertNow(_ entry: Cached<Value>, for key: String) throws(StoreError) {
+    private func insertNow(_ entry: CacheEntry<Value>, for key: String) throws(StoreError) {
         let bytes = try EntryEnvelope.encode(entry, key: key, codec: codec, store: description)
         do {
             try POSIXFile.createDirectory(directoryPath, mode: 0o700)

@@ -178,8 +178,7 @@ enum IndexJournal {
 
     /// The largest entry size a record may name (1 TiB): no entry this store writes comes near it,
     /// and the index adds sizes up, so a record naming more is damage, not a size. (A record naming
-    /// `Int.max`, with a valid checksum, overflowed the index's total and trapped: found by fuzzing
-    /// `file-index`.)
+    /// `Int.max`, with a valid checksum, would overflow the index's total and trap.)
     static let maxEntrySize: UInt64 = 1 << 40
 
     /// The record in the first ``recordSize`` bytes of `raw`; `nil` when it is damaged.

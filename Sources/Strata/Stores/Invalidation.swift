@@ -23,7 +23,7 @@ public enum CacheSelection: Sendable, Hashable, CustomStringConvertible {
 public enum InvalidationMode: String, Sendable, Hashable, CaseIterable {
     /// The entries stay, marked expired: their lifetime (``CacheValidators/maxAge``) becomes zero, so
     /// every freshness policy but ``FreshnessPolicy/any`` finds them stale, an HTTP chain revalidates
-    /// them, and the fallback tiers (``Loader/servingStaleOnError(from:key:freshness:)``) may still
+    /// them, and the fallback tiers (``Loader/servingStaleOnError(in:key:maxStale:)``) may still
     /// serve them. Their store time is untouched, so no staleness bound is extended.
     case expire
     /// The entries are removed.
@@ -66,7 +66,7 @@ public protocol InvalidatingStore: Store {
     func invalidate(_ selection: CacheSelection, as mode: InvalidationMode) async throws -> Int
 }
 
-extension Cached {
+extension CacheEntry {
     /// Whether an invalidation (``InvalidationMode/expire``), or a server's `max-age=0`, ended this
     /// entry's lifetime: its ``CacheValidators/maxAge`` is zero. Such an entry is stale under every
     /// freshness policy but ``FreshnessPolicy/any``.

@@ -22,7 +22,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Store
     /// The maximum total cost; `nil` for no limit.
     public let costLimit: Int?
     private let cost: @Sendable (Value) -> Int
-    @usableFromInline let state: InlinableLocked<ClockTable<Key, Cached<Value>>>
+    @usableFromInline let state: InlinableLocked<ClockTable<Key, CacheEntry<Value>>>
 
     /// Creates an empty store.
     /// - Parameters:
@@ -41,18 +41,18 @@ public final class MemoryStore<Key: Hashable & Sendable, Value: Sendable>: Store
     public var origin: Origin { .memory }
 
     @inlinable
-    public func retrieve(_ key: Key) async throws -> Cached<Value>? {
+    public func retrieve(_ key: Key) async throws -> CacheEntry<Value>? {
         state.withLock { $0.lookup(key) }
     }
 
     /// The entry for `key`, read synchronously (the same lookup ``retrieve(_:)`` does, without an
     /// `async` call): what a chain's hit path (``Loader/loadImmediately(_:in:)``) reads.
     @inlinable
-    public func immediateEntry(for key: Key) -> Cached<Value>? {
+    public func immediateEntry(for key: Key) -> CacheEntry<Value>? {
         state.withLock { $0.lookup(key) }
     }
 
-    public func insert(_ entry: Cached<Value>, for key: Key) async throws {
+    public func insert(_ entry: CacheEntry<Value>, for key: Key) async throws {
         let entryCost = max(0, cost(entry.value))
         state.withLock { table in
             if let costLimit, entryCost > costLimit {

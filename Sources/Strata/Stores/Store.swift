@@ -29,7 +29,7 @@ public protocol Store<Key, Value>: Sendable {
     associatedtype Value: Sendable
 
     /// The entry stored for `key`, or `nil` when there is none (or it was unreadable).
-    nonisolated(nonsending) func retrieve(_ key: Key) async throws -> Cached<Value>?
+    nonisolated(nonsending) func retrieve(_ key: Key) async throws -> CacheEntry<Value>?
     /// The entry for `key` when the store can read it without suspending or blocking (it is held in
     /// memory); `nil` when there is none or reading it would take I/O.
     ///
@@ -37,9 +37,9 @@ public protocol Store<Key, Value>: Sendable {
     /// default answers `nil`: only a store that holds its entries in memory, such as ``MemoryStore``,
     /// implements it. It must agree with ``retrieve(_:)``: an entry it returns is the one `retrieve`
     /// would return at that moment.
-    func immediateEntry(for key: Key) -> Cached<Value>?
+    func immediateEntry(for key: Key) -> CacheEntry<Value>?
     /// Stores `entry` under `key`, replacing any previous entry.
-    nonisolated(nonsending) func insert(_ entry: Cached<Value>, for key: Key) async throws
+    nonisolated(nonsending) func insert(_ entry: CacheEntry<Value>, for key: Key) async throws
     /// Removes the entry for `key`; succeeds when there is none.
     nonisolated(nonsending) func delete(_ key: Key) async throws
     /// Re-stamps the entry for `key` with `storedAt` and `validators` without rewriting its value
@@ -61,7 +61,7 @@ public protocol Store<Key, Value>: Sendable {
     /// The default reads the keys one by one. A store that can read many in one round trip
     /// (`PostgresStore`: one `SELECT … WHERE key = ANY(…)`; ``TieredStore``: the memory tier, then
     /// the shared tier once for the rest) implements it; see `loadingMany(in:freshness:)`.
-    nonisolated(nonsending) func retrieveMany(_ keys: [Key]) async throws -> [Key: Cached<Value>]
+    nonisolated(nonsending) func retrieveMany(_ keys: [Key]) async throws -> [Key: CacheEntry<Value>]
 
     /// The kind of source this store is, reported as the ``Provenance/origin`` of values it serves.
     ///
@@ -73,13 +73,13 @@ public protocol Store<Key, Value>: Sendable {
 extension Store {
     /// Reading takes I/O: the hit path asks ``retrieve(_:)``.
     @inlinable
-    public func immediateEntry(for key: Key) -> Cached<Value>? {
+    public func immediateEntry(for key: Key) -> CacheEntry<Value>? {
         nil
     }
 
     /// Stores `value` under `key`, stamped with `storedAt`.
     public func insert(_ value: Value, for key: Key, storedAt: Date, validators: CacheValidators = .none) async throws {
-        try await insert(Cached(value: value, storedAt: storedAt, validators: validators), for: key)
+        try await insert(CacheEntry(value: value, storedAt: storedAt, validators: validators), for: key)
     }
 
     /// Reads the entry for `key` and inserts it again with `storedAt` and `validators`; `false` when
@@ -101,8 +101,8 @@ extension Store {
     public var origin: Origin { .disk }
 
     /// Reads the keys one by one (each once).
-    public func retrieveMany(_ keys: [Key]) async throws -> [Key: Cached<Value>] {
-        var entries: [Key: Cached<Value>] = [:]
+    public func retrieveMany(_ keys: [Key]) async throws -> [Key: CacheEntry<Value>] {
+        var entries: [Key: CacheEntry<Value>] = [:]
         for key in Set(keys) {
             if let entry = try await retrieve(key) { entries[key] = entry }
         }

@@ -44,10 +44,10 @@ public final class UserDefaultsStore<Value: Sendable>: Store, Sendable {
     public var origin: Origin { .disk }
 
     // UserDefaults is documented thread-safe but is not `Sendable` on every platform; a store holds
-    // only the suite name and opens the suite object on each call. On Linux, concurrent calls lost
-    // writes (a value set, then read back by the same task as missing: the store contract's
-    // concurrency case, about one run in six on a loaded machine), so every call, from opening the
-    // suite to the last access, runs under one process-wide lock. The data is small by design.
+    // only the suite name and opens the suite object on each call. On Linux, concurrent calls can
+    // lose writes (a value set, then read back by the same task as missing), so every call, from
+    // opening the suite to the last access, runs under one process-wide lock. The data is small by
+    // design.
     private func withDefaults<Result>(_ body: (UserDefaults) throws -> Result) throws -> Result {
         try userDefaultsLock.withLock { calls in
             calls &+= 1
@@ -64,7 +64,7 @@ public final class UserDefaultsStore<Value: Sendable>: Store, Sendable {
     }
 
     @concurrent
-    public func retrieve(_ key: String) async throws -> Cached<Value>? {
+    public func retrieve(_ key: String) async throws -> CacheEntry<Value>? {
         try withDefaults { defaults in
             let defaultsKey = keyPrefix + key
             guard let object = defaults.object(forKey: defaultsKey) else { return nil }
@@ -85,12 +85,12 @@ public final class UserDefaultsStore<Value: Sendable>: Store, Sendable {
                 discardCorrupt(defaultsKey, key: key, reason: "payload does not decode: \(error)", in: defaults)
                 return nil
             }
-            return Cached(value: value, storedAt: header.storedAt, validators: header.validators)
+            return CacheEntry(value: value, storedAt: header.storedAt, validators: header.validators)
         }
     }
 
     @concurrent
-    public func insert(_ entry: Cached<Value>, for key: String) async throws {
+    public func insert(_ entry: CacheEntry<Value>, for key: String) async throws {
         let data = try EntryEnvelope.encode(entry, key: key, codec: codec, store: description)
         try withDefaults { $0.set(data, forKey: keyPrefix + key) }
     }
@@ -137,8 +137,8 @@ public final class UserDefaultsStore<Value: Sendable>: Store, Sendable {
 }
 
 /// Serialises every ``UserDefaultsStore`` call in the process (see `withDefaults`), and counts them.
-/// (It guards a count rather than nothing: ThreadSanitizer reported an access race on a lock whose
-/// state was the empty tuple, a zero-sized value with no storage of its own.)
+/// (It guards a count rather than nothing: ThreadSanitizer reports an access race on a lock whose
+/// state is the empty tuple, a zero-sized value with no storage of its own.)
 private let userDefaultsLock = Locked<UInt64>(0)
 
 extension UserDefaultsStore: CustomStringConvertible {

@@ -5,7 +5,7 @@
 /// ``resumeReached(_:)`` with the lock held; both resume continuations, which never blocks.
 ///
 /// A waiter here ignores its task's cancellation and has no time bound. The test kit's waits
-/// (`ManualClock`, `LoaderSpy`, ``Coalescer``) use ``ConditionWaiters`` with
+/// (`ManualClock`, `LoaderSpy`, ``LoadsInFlight``) use ``ConditionWaiters`` with
 /// ``waitCancellably(register:withdraw:)`` and ``withWaitTimeout(_:_:timedOut:)`` instead.
 @_spi(StrataInternals)
 public struct CountWaiters: Sendable {

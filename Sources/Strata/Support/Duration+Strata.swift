@@ -1,25 +1,29 @@
 import Foundation
 
-/// Every `Duration` helper of the library, in one place: the units the public API reads in
+/// Every `Duration` helper of the library, in one place: the units its own code and tests read in
 /// (`.minutes`, `.hours`, `.days`), ages for people, and conversions to and from wall-clock time.
+///
+/// The units are `package`, not public: an app that declares the same helpers (many do) would
+/// otherwise meet an ambiguous `.minutes(5)` as soon as it imports Strata. Public examples write
+/// `.seconds(5 * 60)`.
 extension Duration {
-    /// `minutes` minutes: `.maxAge(.minutes(5))`.
-    public static func minutes(_ minutes: Int) -> Duration { .seconds(minutes * 60) }
+    /// `minutes` minutes: `.minutes(5)`.
+    package static func minutes(_ minutes: Int) -> Duration { .seconds(minutes * 60) }
 
     /// `minutes` minutes, fractional: `.minutes(1.5)` is 90 seconds.
-    public static func minutes(_ minutes: Double) -> Duration { .seconds(minutes * 60) }
+    package static func minutes(_ minutes: Double) -> Duration { .seconds(minutes * 60) }
 
-    /// `hours` hours: `.maxAge(.hours(24))`.
-    public static func hours(_ hours: Int) -> Duration { .seconds(hours * 3600) }
+    /// `hours` hours: `.hours(24)`.
+    package static func hours(_ hours: Int) -> Duration { .seconds(hours * 3600) }
 
     /// `hours` hours, fractional: `.hours(0.5)` is 30 minutes.
-    public static func hours(_ hours: Double) -> Duration { .seconds(hours * 3600) }
+    package static func hours(_ hours: Double) -> Duration { .seconds(hours * 3600) }
 
     /// `days` days of 24 hours (not calendar days: no daylight-saving shifts): `.days(7)`.
-    public static func days(_ days: Int) -> Duration { .seconds(days * 86_400) }
+    package static func days(_ days: Int) -> Duration { .seconds(days * 86_400) }
 
     /// `days` days of 24 hours, fractional.
-    public static func days(_ days: Double) -> Duration { .seconds(days * 86_400) }
+    package static func days(_ days: Double) -> Duration { .seconds(days * 86_400) }
 }
 
 extension Duration {
@@ -43,7 +47,7 @@ extension Duration {
 extension Duration {
     /// The duration between two wall-clock dates (negative when `end` is before `start`).
     @usableFromInline
-    static func between(_ start: Date, _ end: Date) -> Duration {
+    package static func between(_ start: Date, _ end: Date) -> Duration {
         let interval = end.timeIntervalSince(start)
         // Whole nanoseconds, through an integer: `.seconds(Double)` converts exactly, at several
         // times the cost, and every recorded cache hit ages its entry.
@@ -54,7 +58,7 @@ extension Duration {
 
 extension Duration {
     /// The duration in seconds, as a `Double`.
-    var seconds: Double {
+    package var seconds: Double {
         // `components` once: each reading divides a 128-bit count (a live query asks on every step).
         let parts = components
         return Double(parts.seconds) + Double(parts.attoseconds) / 1e18

@@ -14,7 +14,7 @@ import Musl
 ///
 /// Why not the standard types: `Synchronization.Mutex` needs macOS 15 / iOS 18 and Strata supports older
 /// Apple systems; on Linux, ThreadSanitizer cannot see `Mutex`'s futex hand-off and reports races inside
-/// `withLock` (tried; see the CHANGELOG). `OSAllocatedUnfairLock` exists only on Apple platforms, and
+/// `withLock`. `OSAllocatedUnfairLock` exists only on Apple platforms, and
 /// this package is tested on Linux only. One implementation everywhere keeps what CI checks identical
 /// to what ships.
 @_spi(StrataInternals)

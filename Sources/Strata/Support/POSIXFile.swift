@@ -8,16 +8,22 @@ import Musl
 #endif
 
 /// The few POSIX file operations FileStore needs, with errno turned into readable errors.
-enum POSIXFile {
-    struct Failure: Error, CustomStringConvertible {
-        var call: String
-        var path: String
-        var code: Int32
-        var description: String { "\(call)(\(path)): \(String(cString: strerror(code))) (errno \(code))" }
+package enum POSIXFile {
+    package struct Failure: Error, CustomStringConvertible {
+        package var call: String
+        package var path: String
+        package var code: Int32
+        package var description: String { "\(call)(\(path)): \(String(cString: strerror(code))) (errno \(code))" }
+
+        package init(call: String, path: String, code: Int32) {
+            self.call = call
+            self.path = path
+            self.code = code
+        }
     }
 
     /// The contents of `path` and its inode, or `nil` when it does not exist.
-    static func read(_ path: String) throws -> (data: Data, inode: UInt64)? {
+    package static func read(_ path: String) throws -> (data: Data, inode: UInt64)? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         if fd < 0 {
             if errno == ENOENT || errno == ENOTDIR { return nil }
@@ -49,14 +55,14 @@ enum POSIXFile {
     /// Writes `data` to a new file at `temporaryPath` (mode `mode`, never following or replacing an
     /// existing file), flushes it to disk, then atomically renames it over `path`. On any failure the
     /// temporary file is removed and `path` is untouched.
-    static func writeAtomically(_ data: Data, to path: String, via temporaryPath: String, mode: mode_t, sync: Bool) throws {
+    package static func writeAtomically(_ data: Data, to path: String, via temporaryPath: String, mode: mode_t, sync: Bool) throws {
         try writeNew(data, at: temporaryPath, mode: mode, sync: sync)
         try commit(temporaryPath, to: path, sync: sync)
     }
 
     /// Writes `data` to a new file at `temporaryPath` (mode `mode`, never following or replacing an
     /// existing file) and flushes it when `sync`; on failure nothing is left at `temporaryPath`.
-    static func writeNew(_ data: Data, at temporaryPath: String, mode: mode_t, sync: Bool) throws {
+    package static func writeNew(_ data: Data, at temporaryPath: String, mode: mode_t, sync: Bool) throws {
         let fd = open(temporaryPath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode)
         guard fd >= 0 else { throw Failure(call: "open", path: temporaryPath, code: errno) }
         var succeeded = false
@@ -69,7 +75,7 @@ enum POSIXFile {
 
     /// Renames `temporaryPath` over `path` (flushing the directory entry when `sync`); on failure the
     /// temporary file is removed and `path` is untouched.
-    static func commit(_ temporaryPath: String, to path: String, sync: Bool) throws {
+    package static func commit(_ temporaryPath: String, to path: String, sync: Bool) throws {
         guard rename(temporaryPath, path) == 0 else {
             let code = errno
             unlink(temporaryPath)
@@ -79,7 +85,7 @@ enum POSIXFile {
     }
 
     /// Writes all of `data` at the current offset of `fd`.
-    static func writeAll(_ data: some DataProtocol & ContiguousBytes, to fd: Int32, path: String) throws {
+    package static func writeAll(_ data: some DataProtocol & ContiguousBytes, to fd: Int32, path: String) throws {
         let writeError: Int32? = data.withUnsafeBytes { buffer -> Int32? in
             var written = 0
             while written < buffer.count {
@@ -106,7 +112,7 @@ enum POSIXFile {
     }
 
     /// Removes `path`; succeeds when it does not exist.
-    static func remove(_ path: String) throws {
+    package static func remove(_ path: String) throws {
         if unlink(path) != 0, errno != ENOENT {
             throw Failure(call: "unlink", path: path, code: errno)
         }
@@ -114,7 +120,7 @@ enum POSIXFile {
 
     /// Removes `path` only if it is still the file with `inode` (so a corrupt file is removed without
     /// racing away a valid one another process just renamed into place).
-    static func remove(_ path: String, ifInode inode: UInt64) {
+    package static func remove(_ path: String, ifInode inode: UInt64) {
         var info = stat()
         guard stat(path, &info) == 0, UInt64(info.st_ino) == inode else { return }
         unlink(path)
@@ -122,14 +128,14 @@ enum POSIXFile {
 
     /// Removes `path` when it is a regular file last modified more than `age` seconds before `now`
     /// (a symbolic link is not followed, and not removed). Returns whether it removed it.
-    static func removeIfOlder(_ path: String, than age: TimeInterval, now: TimeInterval) -> Bool {
+    package static func removeIfOlder(_ path: String, than age: TimeInterval, now: TimeInterval) -> Bool {
         var info = stat()
         guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return false }
         return now - modificationTime(info) > age && unlink(path) == 0
     }
 
     /// When the file `info` describes was last modified, in seconds since 1970.
-    static func modificationTime(_ info: stat) -> TimeInterval {
+    package static func modificationTime(_ info: stat) -> TimeInterval {
         #if canImport(Darwin)
         Double(info.st_mtimespec.tv_sec) + Double(info.st_mtimespec.tv_nsec) / 1e9
         #else
@@ -138,7 +144,7 @@ enum POSIXFile {
     }
 
     /// The names in directory `path` (without `.` and `..`).
-    static func fileNames(in path: String) throws -> [String] {
+    package static func fileNames(in path: String) throws -> [String] {
         guard let directory = opendir(path) else { throw Failure(call: "opendir", path: path, code: errno) }
         defer { closedir(directory) }
         var names: [String] = []
@@ -156,7 +162,7 @@ enum POSIXFile {
     }
 
     /// Creates `path` and its parents with `mode` when missing.
-    static func createDirectory(_ path: String, mode: mode_t) throws {
+    package static func createDirectory(_ path: String, mode: mode_t) throws {
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
             if isDirectory.boolValue { return }

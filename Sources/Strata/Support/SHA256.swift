@@ -60,7 +60,7 @@ public enum SHA256 {
     }
 
     /// The digest of `message` as 64 lowercase hexadecimal characters.
-    static func hexDigest<Bytes: Collection>(of message: Bytes) -> String where Bytes.Element == UInt8 {
+    package static func hexDigest<Bytes: Collection>(of message: Bytes) -> String where Bytes.Element == UInt8 {
         let hexDigits = Array("0123456789abcdef")
         var out = ""
         out.reserveCapacity(64)

@@ -3,7 +3,7 @@ import Testing
 @testable @_spi(StrataInternals) import Strata
 import StrataTesting
 
-/// Defect 1: `retry` must not send a non-idempotent request twice, and `coalesced` must not merge two.
+/// `retry` must not send a non-idempotent request twice, and `coalesced` must not merge two.
 @Suite("Non-idempotent requests under retry and coalesced")
 struct IdempotencyTests {
     let clock = ManualClock()

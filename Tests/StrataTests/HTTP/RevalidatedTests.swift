@@ -144,7 +144,7 @@ struct RevalidatedTests {
             .retrieve("item"),
             .refresh("item", storedAt: clock.date, validators: .init(etag: etag, lastModified: lastModified, maxAge: .seconds(10))),
         ])
-        #expect(try await store.base.retrieve("item") == Cached(
+        #expect(try await store.base.retrieve("item") == CacheEntry(
             value: itemA, storedAt: clock.date, validators: .init(etag: etag, lastModified: lastModified, maxAge: .seconds(10))))
         #expect(served.provenance.origin == .remote)
         #expect(served.provenance.age == .zero)
@@ -238,7 +238,7 @@ struct RevalidatedTests {
         let served = try await sut.loadServed()
 
         #expect(served.value == itemB)
-        #expect(try await store.base.retrieve("item") == Cached(
+        #expect(try await store.base.retrieve("item") == CacheEntry(
             value: itemB, storedAt: clock.date, validators: .init(etag: "\"v2\"", lastModified: lastModified, maxAge: .seconds(300))))
         #expect(served.provenance.origin == .remote)
         #expect(served.provenance.age == .zero)
@@ -474,7 +474,7 @@ struct StoreRefreshTests {
         let later = referenceDate.addingTimeInterval(300)
         #expect(try await store.refresh("k", storedAt: later, validators: .init(etag: "\"b\"", maxAge: .seconds(5))))
 
-        #expect(try await store.retrieve("k") == Cached(value: itemA, storedAt: later, validators: .init(etag: "\"b\"", maxAge: .seconds(5))))
+        #expect(try await store.retrieve("k") == CacheEntry(value: itemA, storedAt: later, validators: .init(etag: "\"b\"", maxAge: .seconds(5))))
     }
 
     @Test func defaultImplementation_ofAMissingKey_isFalseAndStoresNothing() async throws {
@@ -494,7 +494,7 @@ struct StoreRefreshTests {
         #expect(store.keys == ["a", "b"])
         #expect(store.count == 2)
         let entry = try await store.retrieve("a")
-        #expect(entry == Cached(value: itemA, storedAt: referenceDate + 60, validators: .init(lastModified: "x")))
+        #expect(entry == CacheEntry(value: itemA, storedAt: referenceDate + 60, validators: .init(lastModified: "x")))
     }
 
     @Test func fileStore_refreshOfAMissingKey_createsNoFile() async throws {
@@ -536,17 +536,17 @@ final class ScriptedHTTPClient: HTTPTransport, Sendable {
 
 /// A store with no `refresh` of its own, so the protocol's default implementation runs.
 final class PlainStore: Store, Sendable {
-    private let entries = Locked<[String: Cached<Item>]>([:])
-    func retrieve(_ key: String) async throws -> Cached<Item>? { entries.withLock { $0[key] } }
-    func insert(_ entry: Cached<Item>, for key: String) async throws { entries.withLock { $0[key] = entry } }
+    private let entries = Locked<[String: CacheEntry<Item>]>([:])
+    func retrieve(_ key: String) async throws -> CacheEntry<Item>? { entries.withLock { $0[key] } }
+    func insert(_ entry: CacheEntry<Item>, for key: String) async throws { entries.withLock { $0[key] = entry } }
     func delete(_ key: String) async throws { entries.withLock { $0[key] = nil } }
 }
 
 /// A store whose entry disappears when it is refreshed (as if deleted by another task meanwhile).
 final class DeletingOnRefreshStore: Store, Sendable {
-    private let entries = Locked<[String: Cached<Item>]>([:])
-    func retrieve(_ key: String) async throws -> Cached<Item>? { entries.withLock { $0[key] } }
-    func insert(_ entry: Cached<Item>, for key: String) async throws { entries.withLock { $0[key] = entry } }
+    private let entries = Locked<[String: CacheEntry<Item>]>([:])
+    func retrieve(_ key: String) async throws -> CacheEntry<Item>? { entries.withLock { $0[key] } }
+    func insert(_ entry: CacheEntry<Item>, for key: String) async throws { entries.withLock { $0[key] = entry } }
     func delete(_ key: String) async throws { entries.withLock { $0[key] = nil } }
     func refresh(_ key: String, storedAt: Date, validators: CacheValidators) async throws -> Bool {
         entries.withLock { $0[key] = nil }

@@ -37,7 +37,7 @@ struct LoadImmediatelyTests {
     /// The README's shape: fresh memory → remote (write-through) → any-age memory.
     func chain(_ store: MemoryStore<String, Item>, remote: LoaderSpy<Void, Item>) -> some Loader<Void, Item> {
         store.loader(key: "feed", freshness: .maxAge(.seconds(60))).named("fresh local")
-            .fallingBack(to: remote.originating(from: .remote).writingThrough(to: store, key: "feed").named("remote"))
+            .fallingBack(to: remote.originating(from: .remote).writingThrough(in: store, key: "feed").named("remote"))
             .fallingBack(to: store.loader(key: "feed").named("stale local"))
     }
 
@@ -79,7 +79,7 @@ struct LoadImmediatelyTests {
         let metrics = TestMetrics()
         let logs = LogCapture()
         let sut = chain(store, remote: remote)
-            .logged(to: logs.logger).tracked(by: reports).metered("feed", factory: metrics)
+            .logged(to: logs.logger).tracked(by: reports).metered("feed", metricsFactory: metrics)
             .environment(clock.environment())
 
         #expect(sut.loadImmediately(()) == nil)
@@ -102,7 +102,7 @@ struct LoadImmediatelyTests {
         let logs = LogCapture(level: .debug)
         let tracer = InMemoryTracer()
         let sut = chain(store, remote: LoaderSpy(.success(itemB)))
-            .logged(to: logs.logger).tracked(by: reports).metered("feed", factory: metrics).traced("load feed", tracer: tracer)
+            .logged(to: logs.logger).tracked(by: reports).metered("feed", metricsFactory: metrics).traced("load feed", tracer: tracer)
             .environment(clock.environment())
 
         #expect(sut.loadImmediately(()) == itemA)
@@ -158,7 +158,7 @@ struct LoadImmediatelyTests {
         let logs = LogCapture(level: .debug)
         let tracer = InMemoryTracer()
         let sut = store.loader(key: "feed").named("local")
-            .logged(to: logs.logger).tracked(by: reports).metered("feed", factory: metrics).traced("inner", tracer: tracer)
+            .logged(to: logs.logger).tracked(by: reports).metered("feed", metricsFactory: metrics).traced("inner", tracer: tracer)
             .map { (_: Item) -> Item in throw TransformFailed() }
         #expect(sut.loadImmediately(()) == nil)
         #expect(reports.all.isEmpty)
@@ -193,7 +193,7 @@ struct LoadImmediatelyTests {
         case "retrying": hit.retrying(.constant(attempts: 2, delay: .zero)).eraseToAnyLoader()
         case "timingOut": hit.timingOut(after: .seconds(1)).eraseToAnyLoader()
         case "guarded": hit.guarded(by: CircuitBreaker(name: "b")).eraseToAnyLoader()
-        case "writingThrough": hit.writingThrough(to: MemoryStore<String, Item>(), key: "copy").eraseToAnyLoader()
+        case "writingThrough": hit.writingThrough(in: MemoryStore<String, Item>(), key: "copy").eraseToAnyLoader()
         case "aLoaderOfYourOwn": ClosureLoader("mine") { try await hit.load() }.eraseToAnyLoader()
         default: AnyLoader("closure") { try await hit.load() }
         }

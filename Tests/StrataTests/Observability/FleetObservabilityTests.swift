@@ -18,9 +18,9 @@ struct FleetObservabilityTests {
         let store = MemoryStore<String, String>()
         try await store.insert("cached", for: "feed", storedAt: clock.date)
         let remote = LoaderSpy<Void, String>(.success("fresh"), holdsLoads: true)
-        let refreshing = remote.refreshingAhead(in: store, key: "feed", maxAge: .seconds(100))
+        let refreshing = remote.refreshingAhead(.maxAge(.seconds(100)), in: store, key: "feed")
         let metrics = TestMetrics()
-        let loader = refreshing.metered("feed", factory: metrics).environment(clock.environment(logger: quietLogger))
+        let loader = refreshing.metered("feed", metricsFactory: metrics).environment(clock.environment(logger: quietLogger))
         clock.advance(by: .seconds(85))
         let first = try await loader.loadServed()
         let second = try await loader.loadServed()
@@ -40,8 +40,8 @@ struct FleetObservabilityTests {
         let environment = clock.environment(logger: quietLogger)
 
         let slow = LoaderSpy<Void, String>(.success("fresh"), holdsLoads: true)
-        let soft = slow.servingStaleAfter(.milliseconds(200), from: store, key: "feed", freshness: .maxAge(.hours(1)))
-        let early = Task { try await soft.metered("soft", factory: metrics).environment(environment).loadServed() }
+        let soft = slow.servingStaleAfter(.milliseconds(200), in: store, key: "feed", maxStale: .hours(1))
+        let early = Task { try await soft.metered("soft", metricsFactory: metrics).environment(environment).loadServed() }
         try await slow.waitForLoads(count: 1)
         try await clock.waitForSleepers(count: 2)
         clock.advance(by: .milliseconds(200))
@@ -54,8 +54,8 @@ struct FleetObservabilityTests {
         try await soft.waitForBackgroundLoads()
 
         let failing = ClosureLoader<Void, String>("offline") { throw URLError(.notConnectedToInternet) }
-        let fallback = try await failing.servingStaleOnError(from: store, key: "feed")
-            .metered("fallback", factory: metrics).environment(environment).loadServed()
+        let fallback = try await failing.servingStaleOnError(in: store, key: "feed")
+            .metered("fallback", metricsFactory: metrics).environment(environment).loadServed()
         #expect(fallback.events.contains { if case .servedStale(_, .loadFailed) = $0 { true } else { false } })
         #expect(try metrics.expectCounter("strata_stale_served_total", [("loader", "fallback"), ("reason", "load_failed")]).totalValue == 1)
     }
@@ -68,7 +68,7 @@ struct FleetObservabilityTests {
         let remote = LoaderSpy<Void, String>(.success("fresh"), holdsLoads: true)
         func process(timeout: Duration) -> some Loader<Void, String> {
             remote.coalescedAcrossProcesses(in: store, key: "feed", freshness: .maxAge(.seconds(60)), lock: lock, timeout: timeout)
-                .metered("feed", factory: metrics)
+                .metered("feed", metricsFactory: metrics)
                 .environment(clock.environment(logger: quietLogger))
         }
         let holder = Task { try await process(timeout: .seconds(1)).loadServed() }
@@ -109,7 +109,7 @@ struct FleetObservabilityTests {
         let backplane = ScriptedBackplane(node: "b")
         let tiered = TieredStore(
             memory: MemoryStore(), shared: shared, backplane: backplane, environment: clock.environment(logger: quietLogger),
-            metrics: metrics, metricsName: "feeds")
+            metricsFactory: metrics, metricsName: "feeds")
         let store = ("store", "feeds")
         try await shared.base.insert("v", for: "k", storedAt: clock.date)
         #expect(try await tiered.retrieve("k")?.value == "v")   // shared hit, kept in memory

@@ -29,7 +29,7 @@ struct LoggedTests {
         let store = MemoryStore<String, Int>()
         let remote = LoaderSpy<Void, Int>(.success(42), name: "remote").originating(from: .remote)
         return store.loader(key: "k", freshness: .maxAge(.seconds(60))).named("fresh local")
-            .fallingBack(to: remote.writingThrough(to: store, key: "k").named("remote"))
+            .fallingBack(to: remote.writingThrough(in: store, key: "k").named("remote"))
     }
 
     /// The owners' rule: a load its first tier answers is `debug`; one that left it is `level`.

@@ -7,7 +7,7 @@ import Tracing
 @testable @_spi(StrataInternals) import Strata
 import StrataTesting
 
-@Suite("metered(_:factory:)")
+@Suite("metered(_:metricsFactory:)")
 struct MeteredTests {
     let clock = ManualClock()
 
@@ -19,7 +19,7 @@ struct MeteredTests {
             .failure(HTTPError.transport(url: URL(string: "https://x")!, reason: "reset", underlying: nil)), .success(2))
         let sut = store.loader(freshness: .any).environment(\.now, clock.wallClock)
             .fallingBack(to: remote.originating(from: .remote).retrying(.constant(attempts: 2, delay: .zero)).environment(\.clock, clock))
-            .metered("feed", factory: metrics)
+            .metered("feed", metricsFactory: metrics)
 
         _ = try await sut.load("hit")
         _ = try await sut.load("miss")
@@ -34,7 +34,7 @@ struct MeteredTests {
 
     @Test func countsErrorsByType() async throws {
         let metrics = TestMetrics()
-        let sut = StubLoader<Void, Int>(.failure(TestError())).metered("feed", factory: metrics)
+        let sut = StubLoader<Void, Int>(.failure(TestError())).metered("feed", metricsFactory: metrics)
         _ = try? await sut.load()
         #expect(try metrics.expectCounter("strata_errors_total", [("loader", "feed"), ("error", "TestError")]).totalValue == 1)
         #expect(try metrics.expectCounter("strata_loads_total", [("loader", "feed"), ("outcome", "failed")]).totalValue == 1)

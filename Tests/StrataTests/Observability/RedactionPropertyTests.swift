@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable @_spi(StrataInternals) import Strata
+@testable import StrataQueries
 import StrataTesting
 
 /// `Redaction.redactingSecrets(in:)` ends a URL, a query value and a named value where they end in

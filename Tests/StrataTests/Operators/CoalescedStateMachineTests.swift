@@ -4,10 +4,10 @@ import Testing
 /// The coalescer's decisions, event by event, with plain tokens for waiters: no tasks, no
 /// continuations, no lock. Each test is one interleaving, including the racy ones. The leader runs
 /// the load in its own task, so it is never a waiter: it leads, then finishes.
-@Suite("CoalescerStateMachine")
+@Suite("CoalescedStateMachine")
 struct CoalescedStateMachineTests {
     /// Waiters are named tokens.
-    typealias Machine = CoalescerStateMachine<String, String>
+    typealias Machine = CoalescedStateMachine<String, String>
 
     /// A machine with a load for "k" led as flight 0.
     func leading() -> Machine {
@@ -125,7 +125,7 @@ struct CoalescedStateMachineTests {
         #expect(finished(&machine, flight: 1) == ["a"])
     }
 
-    /// `Coalescer` resumes `UnsafeContinuation`s: a waiter answered twice would be undefined
+    /// `LoadsInFlight` resumes `UnsafeContinuation`s: a waiter answered twice would be undefined
     /// behaviour, and one never answered would hang its caller. So, over many random interleavings of
     /// every event (arrivals, joins, finishes, cancellations, writes, on two keys): no waiter is ever
     /// handed out twice, and once every load has finished, every waiter that was stored has been

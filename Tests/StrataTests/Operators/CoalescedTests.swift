@@ -178,11 +178,11 @@ struct CoalescedTests {
         #expect("\(sut)" == "coalesced\n└── remote")
     }
 
-    // MARK: Shared state (defect 3) and priority (defect 2)
+    // MARK: Shared state and priority
 
     @Test func chainsBuiltWithOneCoalescerShareTheirLoads() async throws {
         let base = LoaderSpy<Int, String>(.success("post"), holdsLoads: true)
-        let flights = Coalescer<String>()
+        let flights = LoadsInFlight<String>()
         // A chain built anew for each use, as in a computed property or a SwiftUI body.
         func chain() -> CoalescedLoader<LoaderSpy<Int, String>, Int> { base.coalesced(in: flights) }
         let first = Task { try await chain().load(7) }
@@ -197,7 +197,7 @@ struct CoalescedTests {
 
     @Test func aSingleResourcesChainsShareOneCoalescer_typedByTheValueAlone() async throws {
         let base = LoaderSpy<Void, String>(.success("feed"), holdsLoads: true)
-        let flights = Coalescer<String>()
+        let flights = LoadsInFlight<String>()
         // Two chains over the same feed, each built with the shared coalescer, and a keyed chain
         // whose loads are never the feed's.
         let keyed = LoaderSpy<Int, String>(.success("post"))

@@ -24,8 +24,8 @@ struct EnvironmentTests {
             .fallingBack(to: remote
                 .retrying(retryingOnce())
                 .timingOut(after: .seconds(300))
-                .writingThrough(to: store, key: "feed")
-                .writingThrough(to: failingStore, key: "feed"))
+                .writingThrough(in: store, key: "feed")
+                .writingThrough(in: failingStore, key: "feed"))
             .environment(clock.environment(logger: logs.logger))
 
         let load = Task { try await sut.load() }
@@ -49,10 +49,10 @@ struct EnvironmentTests {
         let failing = StoreSpy(MemoryStore<String, Item>())
         failing.faults.insert = TestError("read-only")
         let quiet = LoaderSpy<Void, Item>(.success(itemA))
-            .writingThrough(to: failing, key: "thumbnail")
+            .writingThrough(in: failing, key: "thumbnail")
             .environment(\.logger, inner.logger)
         let sut = quiet
-            .writingThrough(to: failing, key: "feed")
+            .writingThrough(in: failing, key: "feed")
             .environment(clock.environment(logger: outer.logger))
 
         _ = try await sut.load()
@@ -65,7 +65,7 @@ struct EnvironmentTests {
         let store = StoreSpy(MemoryStore<String, Item>())
         let later = clock.date.addingTimeInterval(3600)
         let sut = LoaderSpy<Void, Item>(.success(itemA))
-            .writingThrough(to: store, key: "feed")
+            .writingThrough(in: store, key: "feed")
             .environment(\.now, { later })
             .retrying(retryingOnce())
             .environment(clock.environment())
@@ -80,7 +80,7 @@ struct EnvironmentTests {
     @Test func withoutAnEnvironment_operatorsUseTheLiveOne() async throws {
         let store = MemoryStore<String, Item>()
         let before = Date()
-        _ = try await LoaderSpy<Void, Item>(.success(itemA)).writingThrough(to: store, key: "feed").load()
+        _ = try await LoaderSpy<Void, Item>(.success(itemA)).writingThrough(in: store, key: "feed").load()
         let stamped = try #require(try await store.retrieve("feed")?.storedAt)
         #expect(stamped >= before && stamped <= Date())
         #expect(LoadEnvironment.current.logger.label == "strata")
@@ -90,7 +90,7 @@ struct EnvironmentTests {
     @Test func coalescedFlight_runsInTheEnvironmentOfTheCallerThatStartedIt() async throws {
         let store = StoreSpy(MemoryStore<String, Item>())
         let remote = LoaderSpy<Void, Item>(.success(itemA), holdsLoads: true)
-        let sut = remote.writingThrough(to: store, key: "feed").coalesced().environment(clock.environment())
+        let sut = remote.writingThrough(in: store, key: "feed").coalesced().environment(clock.environment())
 
         clock.advance(by: .seconds(42))
         let first = Task { try await sut.load() }

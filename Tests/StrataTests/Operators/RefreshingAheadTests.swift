@@ -5,17 +5,17 @@ import StrataTesting
 
 /// Refresh ahead with a real memory store and a manual clock: hits, the background refresh a late
 /// hit starts (one per key), an expired copy loaded now, and the fail-safe quiet period.
-@Suite("refreshingAhead(in:key:maxAge:refreshAfter:failSafe:)", .timeLimit(.minutes(1)))
+@Suite("refreshingAhead(_:in:key:)", .timeLimit(.minutes(1)))
 struct RefreshingAheadTests {
     let clock = ManualClock()
 
     /// A feed cached for 100 s, refreshed ahead from 80 s, over `remote`.
     func feed(_ remote: LoaderSpy<Void, String>, store: MemoryStore<String, String>) -> some Loader<Void, String> {
-        remote.refreshingAhead(in: store, key: "feed", maxAge: .seconds(100)).environment(clock.environment(logger: quietLogger))
+        remote.refreshingAhead(.maxAge(.seconds(100)), in: store, key: "feed").environment(clock.environment(logger: quietLogger))
     }
 
     func refreshing(_ remote: LoaderSpy<Void, String>, store: MemoryStore<String, String>) -> RefreshingAheadLoader<LoaderSpy<Void, String>, MemoryStore<String, String>> {
-        remote.refreshingAhead(in: store, key: "feed", maxAge: .seconds(100))
+        remote.refreshingAhead(.maxAge(.seconds(100)), in: store, key: "feed")
     }
 
     @Test func aYoungCopy_isAHit_andTheRemoteIsNotCalled() async throws {
@@ -106,11 +106,11 @@ struct RefreshingAheadTests {
     }
 }
 
-/// ``RefreshAheadStateMachine`` alone: seeded random interleavings of reads at any age, refreshes
+/// ``RefreshingAheadStateMachine`` alone: seeded random interleavings of reads at any age, refreshes
 /// ending either way, and time passing, with the invariants checked after every step.
 @Suite("refreshingAhead: its state machine")
 struct RefreshAheadStateMachineTests {
-    typealias Machine = RefreshAheadStateMachine<Int>
+    typealias Machine = RefreshingAheadStateMachine<Int>
 
     static let start = Date(timeIntervalSinceReferenceDate: 800_000_000)
 

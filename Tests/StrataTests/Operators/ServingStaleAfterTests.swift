@@ -6,14 +6,14 @@ import StrataTesting
 /// The soft timeout on a manual clock, with a real memory store: a slow load answered with the
 /// stale copy (and the callers joined to it at the same moment), the load going on to update the
 /// store, the hard timeout, and the staleness bound measured from the copy's own store time.
-@Suite("servingStaleAfter(_:from:key:freshness:hardTimeout:)", .timeLimit(.minutes(1)))
+@Suite("servingStaleAfter(_:in:key:maxStale:hardTimeout:)", .timeLimit(.minutes(1)))
 struct ServingStaleAfterTests {
     let clock = ManualClock()
     let store = MemoryStore<String, String>()
 
     func soft(_ remote: LoaderSpy<Void, String>) -> ServingStaleAfterLoader<LoaderSpy<Void, String>, MemoryStore<String, String>> {
         remote.servingStaleAfter(
-            .milliseconds(200), from: store, key: "feed", freshness: .maxAge(.seconds(3600)), hardTimeout: .seconds(5))
+            .milliseconds(200), in: store, key: "feed", maxStale: .seconds(3600), hardTimeout: .seconds(5))
     }
 
     func call(_ loader: ServingStaleAfterLoader<LoaderSpy<Void, String>, MemoryStore<String, String>>) -> Task<Served<String>, any Error> {
@@ -132,10 +132,10 @@ struct ServingStaleAfterTests {
     }
 }
 
-/// `SoftTimeoutFlights` alone: seeded random interleavings of arrivals (with a copy or not), soft
+/// `ServingStaleAfterFlights` alone: seeded random interleavings of arrivals (with a copy or not), soft
 /// timeouts, ends and cancellations, checking after every step that every caller is answered at
 /// most once, never early without a copy, and that none is left waiting once its flight ended.
-@Suite("SoftTimeoutFlights: one load per key, every caller answered once")
+@Suite("ServingStaleAfterFlights: one load per key, every caller answered once")
 struct SoftTimeoutFlightsTests {
     static let seeds = ProcessInfo.processInfo.environment["STRATA_INTERLEAVING_SEEDS"].flatMap { UInt64($0) } ?? 1_000
 
@@ -146,7 +146,7 @@ struct SoftTimeoutFlightsTests {
         for seed in 0..<Self.seeds {
             await Task.yield()  // between seeds: a long synchronous search would hold a cooperative thread
             var random = SplitMix64(seed: seed)
-            var machine = SoftTimeoutFlights<String>()
+            var machine = ServingStaleAfterFlights<String>()
             var waiting: [UInt64: (key: String, flight: UInt64, hasCopy: Bool)] = [:]
             var answered: Set<UInt64> = []
             var running: [String: UInt64] = [:]

@@ -4,18 +4,18 @@ import Testing
 import StrataTesting
 
 /// S0's `CachingFeedRepository`, as `staleIfError(in:key:)`.
-@Suite("servingStaleOnError(from:key:freshness:)")
+@Suite("servingStaleOnError(in:key:maxStale:)")
 struct ServingStaleOnErrorTests {
     let clock = ManualClock()
     let store = StoreSpy(MemoryStore<String, Item>())
 
-    func makeSUT(_ remote: LoaderSpy<Void, Item>, freshness: FreshnessPolicy = .any) -> EnvironmentLoader<ServingStaleOnErrorLoader<LoaderSpy<Void, Item>, StoreSpy<MemoryStore<String, Item>>>> {
-        remote.servingStaleOnError(from: store, key: "feed", freshness: freshness).environment(LoadEnvironment(now: clock.wallClock, logger: quietLogger))
+    func makeSUT(_ remote: LoaderSpy<Void, Item>, maxStale: Duration? = nil) -> EnvironmentLoader<ServingStaleOnErrorLoader<LoaderSpy<Void, Item>, StoreSpy<MemoryStore<String, Item>>>> {
+        remote.servingStaleOnError(in: store, key: "feed", maxStale: maxStale).environment(LoadEnvironment(now: clock.wallClock, logger: quietLogger))
     }
 
     @Test func savesFreshValuesOnSuccess() async throws {
         _ = try await makeSUT(LoaderSpy(.success(itemA))).load()
-        #expect(store.messages == [.insert("feed", Cached(value: itemA, storedAt: clock.date))])
+        #expect(store.messages == [.insert("feed", CacheEntry(value: itemA, storedAt: clock.date))])
     }
 
     @Test func returnsFreshValuesOnSuccess() async throws {
@@ -57,7 +57,7 @@ struct ServingStaleOnErrorTests {
         clock.advance(by: .seconds(7 * 86_400))
 
         await #expect(throws: TestError("offline")) {
-            try await makeSUT(LoaderSpy(.failure(TestError("offline"))), freshness: .maxAge(.days(7))).load()
+            try await makeSUT(LoaderSpy(.failure(TestError("offline"))), maxStale: .days(7)).load()
         }
     }
 
@@ -75,11 +75,11 @@ struct ServingStaleOnErrorTests {
     }
 }
 
-@Suite("servingStaleOnError(from:key:freshness:) and cancellation")
+@Suite("servingStaleOnError(in:key:maxStale:) and cancellation")
 struct ServingStaleOnErrorCancellationTests {
     @Test func cancellationDuringTheCacheRead_isReportedAsCancellation() async throws {
         let store = CancellingStore()
-        let sut = StubLoader<Void, Item>(.failure(TestError("offline"))).servingStaleOnError(from: store, key: "feed")
+        let sut = StubLoader<Void, Item>(.failure(TestError("offline"))).servingStaleOnError(in: store, key: "feed")
         // In a task of its own: cancelling the test's own task would end the test as "cancelled".
         let load = Task { try await sut.load() }
         await #expect(throws: CancellationError.self) { try await load.value }
@@ -88,11 +88,11 @@ struct ServingStaleOnErrorCancellationTests {
 
 /// A store whose read is cancelled (it cancels its own task, as a caller would mid-read).
 final class CancellingStore: Store, Sendable {
-    func retrieve(_ key: String) async throws -> Cached<Item>? {
+    func retrieve(_ key: String) async throws -> CacheEntry<Item>? {
         withUnsafeCurrentTask { $0?.cancel() }
         throw CancellationError()
     }
-    func insert(_ entry: Cached<Item>, for key: String) async throws {}
+    func insert(_ entry: CacheEntry<Item>, for key: String) async throws {}
     func delete(_ key: String) async throws {}
 }
 

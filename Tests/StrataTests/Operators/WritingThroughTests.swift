@@ -3,19 +3,19 @@ import Testing
 @testable import Strata
 import StrataTesting
 
-@Suite("writingThrough(to:key:)")
+@Suite("writingThrough(in:key:)")
 struct WritingThroughTests {
     let clock = ManualClock()
 
     func makeSUT(_ remote: LoaderSpy<Void, Item>) -> (EnvironmentLoader<WritingThroughLoader<LoaderSpy<Void, Item>, StoreSpy<MemoryStore<String, Item>>>>, StoreSpy<MemoryStore<String, Item>>) {
         let store = StoreSpy(MemoryStore<String, Item>())
-        return (remote.writingThrough(to: store, key: "feed").environment(LoadEnvironment(now: clock.wallClock, logger: quietLogger)), store)
+        return (remote.writingThrough(in: store, key: "feed").environment(LoadEnvironment(now: clock.wallClock, logger: quietLogger)), store)
     }
 
     @Test func onSuccess_writesTheValueStampedWithNowAndReturnsIt() async throws {
         let (sut, store) = makeSUT(LoaderSpy(.success(itemA)))
         #expect(try await sut.load() == itemA)
-        #expect(store.messages == [.insert("feed", Cached(value: itemA, storedAt: clock.date))])
+        #expect(store.messages == [.insert("feed", CacheEntry(value: itemA, storedAt: clock.date))])
     }
 
     @Test func onFailure_passesTheErrorThroughAndWritesNothing() async throws {
@@ -29,7 +29,7 @@ struct WritingThroughTests {
         let store = StoreSpy(MemoryStore<String, Item>())
         try await store.base.insert(itemB, for: "feed", storedAt: referenceDate)
         store.faults.insert = TestError("disk full")
-        let sut = LoaderSpy<Void, Item>(.success(itemA)).writingThrough(to: store, key: "feed").environment(\.logger, logs.logger)
+        let sut = LoaderSpy<Void, Item>(.success(itemA)).writingThrough(in: store, key: "feed").environment(\.logger, logs.logger)
 
         let served = try await sut.loadServed()
 
@@ -60,7 +60,7 @@ struct WritingThroughTests {
         let store = StoreSpy(MemoryStore<String, Item>())
 
         // In a task of its own: cancelling the test's own task would end the test as "cancelled".
-        let load = Task { try await base.writingThrough(to: store, key: "feed").load() }
+        let load = Task { try await base.writingThrough(in: store, key: "feed").load() }
         await #expect(throws: CancellationError.self) { try await load.value }
         #expect(store.messages.isEmpty)
     }
@@ -68,9 +68,9 @@ struct WritingThroughTests {
     @Test func keyedForm_derivesTheKeyFromTheInput() async throws {
         let store = StoreSpy(MemoryStore<String, Item>())
         let sut = ClosureLoader { (id: Int) in Item(id: id, name: "post") }
-            .writingThrough(to: store) { id in "post-\(id)" }.environment(\.now, clock.wallClock)
+            .writingThrough(in: store) { id in "post-\(id)" }.environment(\.now, clock.wallClock)
 
         _ = try await sut.load(7)
-        #expect(store.messages == [.insert("post-7", Cached(value: Item(id: 7, name: "post"), storedAt: clock.date))])
+        #expect(store.messages == [.insert("post-7", CacheEntry(value: Item(id: 7, name: "post"), storedAt: clock.date))])
     }
 }

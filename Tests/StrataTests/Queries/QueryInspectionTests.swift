@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable @_spi(StrataInternals) import Strata
+@testable import StrataQueries
 import StrataTesting
 
 /// What an inspector reads of a client: every query's state, chain and value (secrets redacted),

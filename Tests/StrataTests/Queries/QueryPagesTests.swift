@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 @testable @_spi(StrataInternals) import Strata
+@testable import StrataOutbox
+@testable import StrataQueries
 import StrataTesting
 
 /// Paged queries (a feed): one entry holding its pages, `fetchNextPage()`, what a refetch reloads,

@@ -2,6 +2,7 @@ import Foundation
 import Observation
 import Testing
 @testable @_spi(StrataInternals) import Strata
+@testable import StrataQueries
 import StrataTesting
 
 /// The promises of live queries that a hostile schedule, a dropped network or a second caller used
@@ -226,7 +227,7 @@ struct QueryPromisesTests {
         return store
     }
 
-    /// Issue 40, point 4, for a cache: an extension (another process, here another instance on the
+    /// A change from elsewhere: an extension (another process, here another instance on the
     /// same files) stores a value; the app is told (the platform's cross-process notification, see
     /// the guide "Offline writes") and invalidates the key; the screen shows the extension's value.
     @Test("a value another process stored on the same files reaches the screen once the app is told")
@@ -571,7 +572,7 @@ struct QueryPromisesTests {
         clock.advance(by: .seconds(61))
         query.refetch()
         try await remote.waitForLoads(count: 2)
-        try await live.caughtUp()
+        try await live.waitUntilCaughtUp()
         remote.complete(1, with: .success(itemA))
         try await live.settled()
         seen = Dictionary(uniqueKeysWithValues: counts.map { ($0.name, $0.count) })
@@ -621,7 +622,7 @@ extension Query {
 /// A store whose writes suspend until the test releases them.
 final class HeldWrites<Value: Sendable>: Store, Sendable {
     typealias Key = String
-    private let state = Locked<(entries: [String: Cached<Value>], waiting: [CheckedContinuation<Void, Never>], holding: Bool, writes: Int)>(([:], [], false, 0))
+    private let state = Locked<(entries: [String: CacheEntry<Value>], waiting: [CheckedContinuation<Void, Never>], holding: Bool, writes: Int)>(([:], [], false, 0))
     private let arrived = AsyncStream<Void>.makeStream()
 
     var isHolding: Bool { state.withLock { $0.holding } }
@@ -639,9 +640,9 @@ final class HeldWrites<Value: Sendable>: Store, Sendable {
         for continuation in waiting { continuation.resume() }
     }
 
-    func retrieve(_ key: String) async throws -> Cached<Value>? { state.withLock { $0.entries[key] } }
+    func retrieve(_ key: String) async throws -> CacheEntry<Value>? { state.withLock { $0.entries[key] } }
 
-    func insert(_ entry: Cached<Value>, for key: String) async throws {
+    func insert(_ entry: CacheEntry<Value>, for key: String) async throws {
         await withCheckedContinuation { continuation in
             state.withLock { state in
                 state.holding = true

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 @testable @_spi(StrataInternals) import Strata
+@testable import StrataOutbox
+@testable import StrataQueries
 import StrataTesting
 
 @Suite("QueryStateMachine: a live query's decisions, without tasks")

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable @_spi(StrataInternals) import Strata
+@testable import StrataQueries
 import StrataTesting
 
 @Suite("QueryClient and Query: live query state", .timeLimit(.minutes(1)))
@@ -19,7 +20,7 @@ struct QueryTests {
     /// The offline-first chain: a fresh memory copy, else the remote (written through), else any copy.
     func chain(_ store: MemoryStore<String, Item>, remote: LoaderSpy<Void, Item>) -> some Loader<Void, Item> {
         store.loader(key: "feed", freshness: .maxAge(.minutes(5))).named("fresh local")
-            .fallingBack(to: remote.originating(from: .remote).writingThrough(to: store, key: "feed").named("remote"))
+            .fallingBack(to: remote.originating(from: .remote).writingThrough(in: store, key: "feed").named("remote"))
             .fallingBack(to: store.loader(key: "feed").named("stale local"))
     }
 

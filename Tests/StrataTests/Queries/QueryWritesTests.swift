@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 @testable @_spi(StrataInternals) import Strata
+@testable import StrataOutbox
+@testable import StrataQueries
 import StrataTesting
 
 /// Live queries and the outbox: pending writes shown in the value, rolled back only when refused
@@ -164,7 +166,7 @@ struct QueryWritesTests {
         let store = MemoryStore<String, [Item]>()
         let remote = LoaderSpy<Void, [Item]>(.success([itemA]), .failure(TestError()))
         // The server's copy, written through; any copy when the server cannot answer.
-        let chain = remote.originating(from: .remote).writingThrough(to: store, key: "feed").named("remote")
+        let chain = remote.originating(from: .remote).writingThrough(in: store, key: "feed").named("remote")
             .fallingBack(to: store.loader(key: "feed").named("stale local"))
         let query = client().query(["feed"], policy: QueryPolicy(staleAfter: .minutes(5)), pendingWrites: pendingPosts(outbox), chain: chain)
         let observing = Task { for await _ in query.snapshots() {} }

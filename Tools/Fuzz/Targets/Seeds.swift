@@ -2,6 +2,7 @@
 import Foundation
 import HTTPTypes
 @testable import Strata
+@testable import StrataOutbox
 @testable import StrataProxy
 
 /// The inputs each target's corpus started from: the shapes the parser is meant for, edge cases from

@@ -2,6 +2,7 @@
 import Foundation
 import NIOCore
 @_spi(StrataInternals) @testable import Strata
+@testable import StrataOutbox
 @testable import StrataProxy
 
 /// The parsers of bytes read back from disk or a database, which a crash, a full disk, another

@@ -306,8 +306,8 @@ public final class DemoServer: Sendable {
         held.forEach { $0.resume() }
         // A graceful shutdown, never a cancellation first: cancelled while the kernel had handed it
         // connections it had not yet taken, the server dropped them unclosed, and SwiftNIO traps on
-        // that ("Deinited NIOAsyncWriter without calling finish()", apple/swift-nio#3481; it took the
-        // whole test process down). Shut down gracefully, the listener closes and every connection
+        // that ("Deinited NIOAsyncWriter without calling finish()", apple/swift-nio#3481), which ends
+        // the whole process. Shut down gracefully, the listener closes and every connection
         // accepted is served; the group cancels what is left (a request waiting out a latency fault)
         // after `stopGrace`.
         // And before it, stop accepting: a connection accepted while the listener closes can reach
@@ -515,8 +515,8 @@ public final class DemoServer: Sendable {
     /// Held until ``releaseHeldRequests()``, ``goOffline()`` or the cancellation of the handler's task
     /// (the server stopping), whichever comes first. Not held at all when one of them came between the
     /// admission and now: a handler runs on the shared cooperative pool and may get here well after
-    /// its request was read, after the server began to stop (issue 20: held then, it kept `stop()`
-    /// from returning, for good).
+    /// its request was read, after the server began to stop (held then, it would keep `stop()` from
+    /// returning, for good).
     func waitAsFaultsAsk(_ admitted: Admitted) async throws {
         if admitted.faults.holdRequests {
             let id = state.withLock { state -> UInt64 in

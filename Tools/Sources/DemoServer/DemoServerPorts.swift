@@ -12,8 +12,8 @@ import NIOCore
 /// A server that goes offline closes its socket and must come back on the same port, and a client
 /// that reaches that port meanwhile must be refused. With a port the kernel picked (port 0), the
 /// kernel is free to give the closed port to the next `bind(0)` of this process or any other: a
-/// test's client then reached another test's server (an injected 500 where a refused connection was
-/// expected, "connection lost" where "connection refused" was). The kernel never picks a port in this
+/// test's client would then reach another test's server (an injected 500 where a refused connection is
+/// expected, "connection lost" where "connection refused" is). The kernel never picks a port in this
 /// range for `bind(0)` or for a client's local port, and this process hands each out once, so an
 /// offline server's port stays unanswered. A port another process holds fails to bind, and the
 /// server tries the next one (``attempts`` in all).

@@ -1,5 +1,6 @@
 import Foundation
 import Strata
+import StrataOutbox
 
 /// One outbox entry as `strata outbox list` shows it: a line for people, an object for `--json`.
 /// URLs and errors have their secrets masked (``Redaction``); bodies are not shown.

@@ -1,5 +1,6 @@
 import Foundation
 import Strata
+import StrataOutbox
 
 /// A view of an outbox storage that shows one entry: what `strata send` hands a second ``Outbox`` so
 /// that its immediate attempt delivers the write it just queued and nothing else (not the writes

@@ -1,5 +1,6 @@
 import Foundation
 import Strata
+import StrataOutbox
 
 /// How the CLI's outbox sends HTTP writes: the library's HTTP handler (``Outbox/registerHTTP(transport:options:idempotencyKeyHeader:conflicts:authorize:refreshAuthorization:)``,
 /// `Idempotency-Key` on every attempt, `If-Match` from the base version) through an

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Strata
+import StrataOutbox
 import StrataPostgres
 import StrataSQLite
 

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Strata
+import StrataOutbox
 
 /// `strata outbox list|drain|retry|discard|count`: the outbox `strata send` fills, seen and acted on.
 public struct OutboxTool: Sendable {

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Strata
+import StrataOutbox
 
 /// `strata send`: queues an HTTP write in the durable outbox, then tries to send it at once.
 ///

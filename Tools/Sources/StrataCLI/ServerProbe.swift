@@ -1,5 +1,6 @@
 import Foundation
 @_spi(StrataInternals) import Strata
+import StrataQueries
 
 /// How `strata watch` notices that the server went away and finds it again, without a storm of
 /// requests.

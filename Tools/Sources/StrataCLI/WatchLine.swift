@@ -1,5 +1,6 @@
 import Foundation
 import Strata
+import StrataQueries
 
 /// One line of `strata watch`: a snapshot of the live query as a person reads it, or as one JSON
 /// object a script reads.

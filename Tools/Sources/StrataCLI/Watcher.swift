@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 @_spi(StrataInternals) import Strata
+import StrataQueries
 
 /// `strata watch`: a live query on one URL, one line per change of its snapshot, until the task
 /// running it is cancelled.

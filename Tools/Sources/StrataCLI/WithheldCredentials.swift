@@ -1,5 +1,6 @@
 import Foundation
 import Strata
+import StrataOutbox
 
 /// The credentials of an HTTP write queued by the CLI: never written to the outbox, only named there.
 ///

@@ -99,10 +99,10 @@ final class CachingProxy: Sendable {
     private let flights = Locked(Flights())
 
     /// The flights of this node: one upstream request per key at a time (a miss, a revalidation
-    /// or a refresh ahead), decided by the library's `SoftTimeoutFlights`, as
+    /// or a refresh ahead), decided by the library's `ServingStaleAfterFlights`, as
     /// `servingStaleAfter` decides its loads.
     private struct Flights: Sendable {
-        var machine = SoftTimeoutFlights<String>()
+        var machine = ServingStaleAfterFlights<String>()
         var waiters: [UInt64: CheckedContinuation<FlightOutcome, Never>] = [:]
         /// The waiter that started each flight (a refresh ahead has none).
         var leaders: [UInt64: UInt64] = [:]
@@ -175,7 +175,7 @@ final class CachingProxy: Sendable {
 
     /// The age of `entry` when it is fresh and not near the end of its lifetime (a refresh ahead
     /// starts on the full path): then it is a hit of the memory tier, counted here.
-    private func immediateHitAge(_ entry: Cached<StoredResponse>) -> Duration? {
+    private func immediateHitAge(_ entry: CacheEntry<StoredResponse>) -> Duration? {
         let age = SharedCachePolicy.currentAge(initialAge: entry.value.initialAge, responseTime: entry.storedAt, now: Date())
         let lifetime = entry.validators.maxAge ?? .zero
         guard lifetime > age else { return nil }
@@ -295,7 +295,7 @@ final class CachingProxy: Sendable {
     /// A shared tier that is down is a miss here: the upstream answers.
     /// A target whose responses vary has an index under its key: the request's variant is read
     /// from the key the index names for its values.
-    private func lookup(_ key: String, for head: HTTPRequest, known: Cached<StoredResponse>? = nil) async -> Cached<StoredResponse>? {
+    private func lookup(_ key: String, for head: HTTPRequest, known: CacheEntry<StoredResponse>? = nil) async -> CacheEntry<StoredResponse>? {
         var found = known
         if found == nil { found = try? await cache.retrieve(key) }
         if let names = found?.value.variantNames {
@@ -308,7 +308,7 @@ final class CachingProxy: Sendable {
 
     /// Whether `entry` may answer `head` by its `Vary` values; free for a response that does not
     /// vary (most of them: the hit path builds no fields for it).
-    func matchesVary(_ entry: Cached<StoredResponse>, _ head: HTTPRequest) -> Bool {
+    func matchesVary(_ entry: CacheEntry<StoredResponse>, _ head: HTTPRequest) -> Bool {
         entry.value.varyValues.isEmpty
             || SharedCachePolicy.matchesVary(storedRequestValues: entry.value.varyValues, request: selecting(head))
     }
@@ -351,7 +351,7 @@ final class CachingProxy: Sendable {
     ///   their request, which satisfies `no-cache` and `max-age=0`); an unchanged stale copy
     ///   answers those that may have it (the upstream failed); the rest fetch for themselves (the
     ///   answer was not shareable: private, or varying on fields they send otherwise).
-    private func fly(_ key: String, head: HTTPRequest, stale: Cached<StoredResponse>?, tier: String) async -> Answer {
+    private func fly(_ key: String, head: HTTPRequest, stale: CacheEntry<StoredResponse>?, tier: String) async -> Answer {
         let arrived = Date()
         let usable = stale.map { mayServeStale($0) && Self.requestAllowsStale(head) } ?? false
         switch await joinFlight(key, hasCopy: usable, start: { id, leader in
@@ -390,9 +390,9 @@ final class CachingProxy: Sendable {
     }
 
     /// The failure `answer` as the flight's other waiters get it. A body streamed from the upstream
-    /// can be read once, by the leader's response: another response iterating it too trapped the
-    /// process (NIO allows one iterator; found by Benchmarks/soak/soak.sh, where a 503 from a failing
-    /// upstream reached a flight's waiters). They get the status and fields, with a short body.
+    /// can be read once, by the leader's response: another response iterating it too would trap the
+    /// process (NIO allows one iterator; a 503 from a failing upstream reaches every waiter of the
+    /// flight). They get the status and fields, with a short body.
     static func shareable(_ answer: Answer) -> Answer {
         guard answer.streamed != nil else { return answer }
         var fields = answer.fields
@@ -407,7 +407,7 @@ final class CachingProxy: Sendable {
     /// Runs flight `id` of `key`: the upstream request (for a miss, in the key's fleet-lock turn),
     /// and the soft timeout; then answers its waiters.
     private func startFlight(
-        _ id: UInt64, key: String, head: HTTPRequest, stale: Cached<StoredResponse>?, tier: String, leader: UInt64?
+        _ id: UInt64, key: String, head: HTTPRequest, stale: CacheEntry<StoredResponse>?, tier: String, leader: UInt64?
     ) {
         let timer: Task<Void, Never>? = settings.softTimeout.map { softTimeout in
             Task {
@@ -478,7 +478,7 @@ final class CachingProxy: Sendable {
 
     /// One background revalidation per key, started by a hit near the end of its lifetime: a
     /// flight no request waits for. A stale request for the key that comes while it runs joins it.
-    private func refreshAhead(_ key: String, entry: Cached<StoredResponse>, head: HTTPRequest) {
+    private func refreshAhead(_ key: String, entry: CacheEntry<StoredResponse>, head: HTTPRequest) {
         let started = flights.withLock { state -> UInt64? in
             let waiter = state.machine.nextWaiter()
             switch state.machine.arrived(key, waiter: waiter, hasCopy: true) {
@@ -500,7 +500,7 @@ final class CachingProxy: Sendable {
     /// Whether `entry` may be served stale now (the upstream failed, or is slower than the soft
     /// timeout): it allows it, and it is within ``Settings/maxStale`` past its lifetime (or its own
     /// RFC 5861 `stale-if-error` window, when longer), counted from its store time.
-    private func mayServeStale(_ entry: Cached<StoredResponse>) -> Bool {
+    private func mayServeStale(_ entry: CacheEntry<StoredResponse>) -> Bool {
         guard entry.value.mayServeStale else { return false }
         let lifetime = entry.validators.maxAge ?? .zero
         let age = SharedCachePolicy.currentAge(initialAge: entry.value.initialAge, responseTime: entry.storedAt, now: Date())
@@ -520,7 +520,7 @@ final class CachingProxy: Sendable {
     /// validated at or after it: after the request came, which is what `no-cache` and `max-age=0`
     /// ask for), else `nil`.
     private func freshAnswer(
-        _ entry: Cached<StoredResponse>, to head: HTTPRequest, cache status: String, orStoredSince since: Date? = nil
+        _ entry: CacheEntry<StoredResponse>, to head: HTTPRequest, cache status: String, orStoredSince since: Date? = nil
     ) -> Answer? {
         let age = SharedCachePolicy.currentAge(initialAge: entry.value.initialAge, responseTime: entry.storedAt, now: Date())
         let lifetime = entry.validators.maxAge ?? .zero
@@ -537,7 +537,7 @@ final class CachingProxy: Sendable {
     /// RFC 9111 allows when `store`, and answers; a failure is answered from `stale` when it may be
     /// served stale.
     private func fetch(
-        _ head: HTTPRequest, key: String, stale: Cached<StoredResponse>?, staleTier: String = "shared", store: Bool
+        _ head: HTTPRequest, key: String, stale: CacheEntry<StoredResponse>?, staleTier: String = "shared", store: Bool
     ) async -> Answer {
         var outgoing = upstreamRequest(head, method: .get, dropConditionals: true)
         if let stale {
@@ -607,7 +607,7 @@ final class CachingProxy: Sendable {
                 etag: response.headerFields[.eTag], lastModified: response.headerFields[.lastModified], maxAge: plan.lifetime)
             do {
                 if plan.varyFieldNames.isEmpty {
-                    try await cache.insert(Cached(value: stored, storedAt: responseTime, validators: validators), for: key)
+                    try await cache.insert(CacheEntry(value: stored, storedAt: responseTime, validators: validators), for: key)
                 } else {
                     try await storeVariant(stored, names: plan.varyFieldNames, storedAt: responseTime, validators: validators, key: key)
                 }
@@ -620,7 +620,7 @@ final class CachingProxy: Sendable {
             }
             var live = stored
             live.headerFields = response.headerFields   // this client's answer keeps its cookie
-            return answer(Cached(value: live, storedAt: responseTime, validators: validators), age: age, cache: status, tier: "upstream", to: head)
+            return answer(CacheEntry(value: live, storedAt: responseTime, validators: validators), age: age, cache: status, tier: "upstream", to: head)
         case .doNotStore(let reason):
             metrics.count { $0.notStored += 1 }
             if store, (200..<300).contains(response.status.code) || response.status.code == 404,
@@ -647,7 +647,7 @@ final class CachingProxy: Sendable {
         _ stored: StoredResponse, names: [String], storedAt: Date, validators: CacheValidators, key: String
     ) async throws {
         let digest = Self.variantDigest(stored.varyValues)
-        try await cache.insert(Cached(value: stored, storedAt: storedAt, validators: validators), for: Self.variantKey(key, digest: digest))
+        try await cache.insert(CacheEntry(value: stored, storedAt: storedAt, validators: validators), for: Self.variantKey(key, digest: digest))
         var digests = [digest]
         if let index = try? await cache.retrieve(key), index.value.variantNames == names {
             digests += index.value.variantDigests.filter { $0 != digest }
@@ -655,7 +655,7 @@ final class CachingProxy: Sendable {
         let evicted = digests.count > settings.maxVariants ? Array(digests[settings.maxVariants...]) : []
         digests = Array(digests.prefix(settings.maxVariants))
         try await cache.insert(
-            Cached(value: .variantIndex(names: names, digests: digests), storedAt: storedAt, validators: CacheValidators(maxAge: validators.maxAge)),
+            CacheEntry(value: .variantIndex(names: names, digests: digests), storedAt: storedAt, validators: CacheValidators(maxAge: validators.maxAge)),
             for: key)
         for old in evicted { try? await cache.delete(Self.variantKey(key, digest: old)) }
     }
@@ -703,7 +703,7 @@ final class CachingProxy: Sendable {
         }
     }
 
-    private func serveStale(_ stale: Cached<StoredResponse>, tier: String, to head: HTTPRequest) -> Answer {
+    private func serveStale(_ stale: CacheEntry<StoredResponse>, tier: String, to head: HTTPRequest) -> Answer {
         metrics.count { $0.staleServed[.upstreamError, default: 0] += 1 }
         let age = SharedCachePolicy.currentAge(initialAge: stale.value.initialAge, responseTime: stale.storedAt, now: Date())
         return answer(stale, age: age, cache: "STALE", tier: tier, to: head)
@@ -808,7 +808,7 @@ final class CachingProxy: Sendable {
 
     /// The answer from a stored response aged `age`: `Age`, `X-Cache`, the node, and a `304` when
     /// the client's conditional request matches.
-    private func answer(_ entry: Cached<StoredResponse>, age: Duration, cache status: String, tier: String, to head: HTTPRequest) -> Answer {
+    private func answer(_ entry: CacheEntry<StoredResponse>, age: Duration, cache status: String, tier: String, to head: HTTPRequest) -> Answer {
         var fields = entry.value.headerFields
         fields[.age] = "\(max(0, age.components.seconds))"
         fields[.xCache] = status
@@ -852,7 +852,7 @@ final class CachingProxy: Sendable {
         let registration = Locked(Registration())
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<FlightOutcome, Never>) in
-                let arrival = flights.withLock { state -> SoftTimeoutFlights<String>.Arrival in
+                let arrival = flights.withLock { state -> ServingStaleAfterFlights<String>.Arrival in
                     let arrival = state.machine.arrived(key, waiter: waiter, hasCopy: hasCopy)
                     if arrival != .answerCopy { state.waiters[waiter] = continuation }
                     if case .start(let id) = arrival { state.leaders[id] = waiter }

@@ -6,9 +6,9 @@ import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
 
 /// Answers a plain GET of a fresh memory-tier entry on the connection's event loop, before the
-/// request reaches the async server: no hop to the concurrency pool and back (about a third of a
-/// hit's CPU time, see docs/BENCHMARKS.md), and no conversion of the request into swift-http-types'
-/// `HTTPRequest` or of the answer out of it (another tenth). It sits between NIO's HTTP/1 codec and
+/// request reaches the async server: no hop to the concurrency pool and back, and no conversion of
+/// the request into swift-http-types' `HTTPRequest` or of the answer out of it (both a large share of
+/// a hit's CPU time: see docs/BENCHMARKS.md). It sits between NIO's HTTP/1 codec and
 /// the conversion to swift-http-types (``Installer`` puts it there), so it reads NIO's request heads
 /// and writes NIO's response heads. Everything else passes through untouched
 /// (``CachingProxy/immediateHit(_:)-(HTTPRequestHead)`` says which requests qualify).

@@ -336,7 +336,7 @@ struct AdminResponder<Context: RequestContext>: RouterMiddleware {
 /// It is read once. AsyncHTTPClient sends a request again when its pooled connection closes before
 /// the request went out (a connection the upstream, or a network in between, reset), and asks the
 /// body for another iterator; the client's body can be iterated only once (a second iterator traps
-/// the process: found by the partition checker's upstream resets). So the client's body is asked
+/// the process). So the client's body is asked
 /// for its iterator at the first read of any of this body's iterators, once: an attempt that read
 /// nothing leaves the body to the next, and a read by a second iterator after the first read
 /// fails with ``SentOnce`` (that upstream request fails, and the client gets a 502).

@@ -37,7 +37,7 @@ struct ProxySharedTier: InvalidatingStore, NewestStoreTimeWins, CustomStringConv
         }
     }
 
-    func retrieve(_ key: String) async throws -> Cached<StoredResponse>? {
+    func retrieve(_ key: String) async throws -> CacheEntry<StoredResponse>? {
         switch backing {
         case .postgres(let store): try await store.retrieve(key)
         case .files(let store): try await store.retrieve(key)
@@ -45,11 +45,11 @@ struct ProxySharedTier: InvalidatingStore, NewestStoreTimeWins, CustomStringConv
         }
     }
 
-    func insert(_ entry: Cached<StoredResponse>, for key: String) async throws {
+    func insert(_ entry: CacheEntry<StoredResponse>, for key: String) async throws {
         _ = try await insertUnlessNewer(entry, for: key)
     }
 
-    func insertUnlessNewer(_ entry: Cached<StoredResponse>, for key: String) async throws -> Bool {
+    func insertUnlessNewer(_ entry: CacheEntry<StoredResponse>, for key: String) async throws -> Bool {
         switch backing {
         case .postgres(let store): return try await store.insertUnlessNewer(entry, for: key)
         case .files(let store):

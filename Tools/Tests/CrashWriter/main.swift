@@ -42,6 +42,7 @@
 // payload. The tests rebuild the payload from the sequence number and check both.
 import Foundation
 import Strata
+import StrataOutbox
 import StrataSQLite
 #if canImport(Glibc)
 import Glibc

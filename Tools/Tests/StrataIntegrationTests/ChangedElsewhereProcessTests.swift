@@ -1,13 +1,15 @@
 import Foundation
 import Testing
 @_spi(StrataInternals) import Strata
+import StrataOutbox
+import StrataQueries
 import StrataTesting
 
-/// A change another process makes reaches this process's live queries once this process is told
-/// (issue 40, point 4), with a real second process: `strata-crash-writer` stands in for a share
+/// A change another process makes reaches this process's live queries once this process is told,
+/// with a real second process: `strata-crash-writer` stands in for a share
 /// extension or a widget, on the same files. On iOS the telling is a Darwin notification (the guide
 /// "Offline writes"); here the test calls what the notification's handler would.
-@Suite("A change made by another process reaches the screen", .serialized, .timeLimit(.minutes(2)))
+@Suite("A change made by another process reaches the screen", .serialized, .timeLimit(.seconds(2 * 60)))
 struct ChangedElsewhereProcessTests {
     /// What the writer's queued HTTP writes carry that the screen shows: the post's title.
     struct Post: Decodable {

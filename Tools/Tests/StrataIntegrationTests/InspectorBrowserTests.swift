@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import Testing
 @_spi(StrataInternals) import Strata
+import StrataQueries
 import StrataInspector
 import StrataTesting
 
@@ -10,7 +11,7 @@ import StrataTesting
 /// `/inspector` served by the inspector's own application on 127.0.0.1, while a live query loads the
 /// demo server's feed over real HTTP. The test clicks as a person would and asserts the DOM after each
 /// step; the screenshots of the key steps are kept (`.build/artifacts/screenshots/`).
-@Suite("The inspector in headless Chromium", .timeLimit(.minutes(2)), .serialized)
+@Suite("The inspector in headless Chromium", .timeLimit(.seconds(2 * 60)), .serialized)
 struct InspectorBrowserTests {
     @Test("the page lists the live query, shows its chain and value, and its Invalidate refetches exactly once")
     func invalidateFromThePage_refetchesOnce() async throws {

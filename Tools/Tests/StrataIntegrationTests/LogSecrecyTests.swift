@@ -34,7 +34,7 @@ enum Secrets {
 
 /// Logs, error messages and `strata fetch` reports never contain credentials, tokens, cookies or
 /// `Authorization` values — not even when the server echoes them back in an error page.
-@Suite("log secrecy", .timeLimit(.minutes(3)))
+@Suite("log secrecy", .timeLimit(.seconds(3 * 60)))
 struct LogSecrecyTests {
     /// Every line captured, with its metadata.
     static func text(_ capture: LogCapture) -> String {
@@ -54,7 +54,7 @@ struct LogSecrecyTests {
             let remote = HTTPLoader(url: url, headerFields: sendsHeaders ? Secrets.headers : [:])
                 .decoding([FeedItem].self)
                 .retrying(.constant(attempts: 2, delay: .seconds(1))).environment(\.clock, clock)
-                .writingThrough(to: store, key: key).environment(LoadEnvironment(now: clock.wallClock, logger: capture.logger))
+                .writingThrough(in: store, key: key).environment(LoadEnvironment(now: clock.wallClock, logger: capture.logger))
             let chain = store.loader(key: key, freshness: .maxAge(.seconds(60))).environment(\.now, clock.wallClock)
                 .fallingBack(to: remote)
                 .fallingBack(to: store.loader(key: key, freshness: .any).environment(\.now, clock.wallClock))

@@ -2,10 +2,11 @@ import Foundation
 import PostsRepositoryExample
 import Testing
 @_spi(StrataInternals) import Strata
+import StrataOutbox
 import StrataDemo
 
 /// `strata demo --scenario offline-write` runs this scenario; the test checks what each step reports.
-@Suite("strata demo: offline-write", .timeLimit(.minutes(1)))
+@Suite("strata demo: offline-write", .timeLimit(.seconds(1 * 60)))
 struct OfflineWriteScenarioTests {
     @Test func narratesQueuedPendingRelaunchedDeliveredOnceAndPendingGone() async throws {
         let lines = Locked<[String]>([])

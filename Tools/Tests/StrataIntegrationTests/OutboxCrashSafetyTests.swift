@@ -4,11 +4,12 @@ import DemoServer
 import StrataTesting
 import Testing
 @_spi(StrataInternals) import Strata
+import StrataOutbox
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// The outbox's kill loops (issue 14, point 10; issue 40, point 2), two tests that run side by side.
+/// The outbox's kill loops, two tests that run side by side.
 /// - Queueing: two `strata-crash-writer` processes queue writes into one outbox on disk at once while
 ///   this test kills both with SIGKILL at random moments.
 /// - Replaying: a queue of 600 writes is drained to the real demo server (which honours
@@ -23,7 +24,7 @@ import Glibc
 ///
 /// `STRATA_CRASH_SEED` replays a run; `STRATA_CRASH_KILLS` changes the number of queueing kills (70),
 /// `STRATA_CRASH_REPLAY_ROUNDS` the rounds the replay drains (200, three writes each).
-@Suite("Crash safety: SIGKILL while queueing and replaying writes", .timeLimit(.minutes(8)))
+@Suite("Crash safety: SIGKILL while queueing and replaying writes", .timeLimit(.seconds(8 * 60)))
 struct OutboxCrashSafetyTests {
     /// `STRATA_CRASH_SEED` (what the messages print, so a run can be replayed), and the generator's
     /// seed drawn from it.

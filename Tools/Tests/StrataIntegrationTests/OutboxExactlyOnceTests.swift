@@ -1,13 +1,14 @@
 import Foundation
 import Testing
 @_spi(StrataInternals) import Strata
+import StrataOutbox
 import DemoServer
 import StrataTesting
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// Exactly-once with the real parts (issue 14, point 2): a real ``Outbox`` over a
+/// Exactly-once with the real parts: a real ``Outbox`` over a
 /// ``FileOutboxStorage`` in a temporary directory, HTTP writes through ``URLSessionHTTPClient``, and a
 /// real server that applies the first attempt, then drops the connection without answering (the
 /// lost acknowledgement). The outbox sees a transport failure, keeps the write, retries it after its
@@ -17,7 +18,7 @@ import Glibc
 /// control: the same scenario applies the write twice, so the check can fail), and a small Python
 /// `http.server` this project did not write in Swift (Tools/Tests/Servers/idempotent_server.py).
 /// Time moves on the outbox's manual clock; nothing waits for real time.
-@Suite("Outbox: exactly once when the acknowledgement is lost", .timeLimit(.minutes(1)))
+@Suite("Outbox: exactly once when the acknowledgement is lost", .timeLimit(.seconds(1 * 60)))
 struct OutboxExactlyOnceTests {
     /// The outbox of one test: real files, a manual clock, a 10 s first backoff without jitter.
     struct Fixture {

@@ -1,15 +1,16 @@
 import Foundation
 import Strata
+import StrataOutbox
 import StrataTesting
 import Testing
 @testable import StrataCLI
 
-/// One outbox shared by several processes (issue 40): `strata send` processes, ten at once, queue writes
+/// One outbox shared by several processes: `strata send` processes, ten at once, queue writes
 /// into one file outbox, SQLite file or PostgreSQL table while the server cannot be reached, then several
 /// `strata outbox drain` processes drain it at once, against a Python server that applies every
 /// request it gets (Tools/Tests/Servers/write_recorder.py: no Idempotency-Key ledger), so a write
 /// sent twice is applied twice and counted.
-@Suite("one outbox, several processes", .serialized, .timeLimit(.minutes(5)))
+@Suite("one outbox, several processes", .serialized, .timeLimit(.seconds(5 * 60)))
 struct OutboxSharedProcessesTests {
     enum Kind: String, CaseIterable, Sendable, CustomTestStringConvertible {
         case file, sqlite, postgres

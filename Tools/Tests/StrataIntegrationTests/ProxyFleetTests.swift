@@ -14,7 +14,7 @@ import Testing
     "strata proxy: a fleet of processes on one PostgreSQL",
     .enabled(if: SharedCacheTests.postgresURL != nil || ProcessInfo.processInfo.environment["CI"] == "true",
              SharedCacheTests.postgresSkipReason),
-    .serialized, .timeLimit(.minutes(3)))
+    .serialized, .timeLimit(.seconds(3 * 60)))
 struct ProxyFleetTests {
     /// The origin server, a separate Python process.
     struct Origin {
@@ -212,7 +212,7 @@ struct ProxyFleetTests {
         try JSONDecoder().decode(Item.self, from: reply.body)
     }
 
-    // MARK: Point 3: a remote called once per fleet
+    // MARK: A remote called once per fleet
 
     @Test("150 concurrent misses of one key over three nodes: one upstream call, every client answered with it")
     func aStampedeOverThreeNodes_callsTheUpstreamOnce() async throws {
@@ -267,7 +267,7 @@ struct ProxyFleetTests {
         }
     }
 
-    // MARK: Point 2: coherence
+    // MARK: Coherence
 
     @Test("a PUT through node 1 reaches nodes 2 and 3: their memory copies go, and their next read is the new version")
     func aWriteOnOneNode_reachesTheOthers() async throws {
@@ -296,7 +296,7 @@ struct ProxyFleetTests {
         }
     }
 
-    // MARK: Point 5: tags and clearing
+    // MARK: Tags and clearing
 
     @Test("invalidate by tag on node 1: expire keeps a stale copy every node revalidates; remove deletes; clear empties the table")
     func invalidation_actsOnTheWholeFleet() async throws {
@@ -330,7 +330,7 @@ struct ProxyFleetTests {
         }
     }
 
-    // MARK: Point 9: a shared cache in RFC 9111's sense
+    // MARK: A shared cache in RFC 9111's sense
 
     @Test("private, no-store and Set-Cookie answers are never stored (a public one is, without its cookie); one user's answer never reaches another")
     func privateAnswers_areNeverShared() async throws {
@@ -419,7 +419,7 @@ struct ProxyFleetTests {
         }
     }
 
-    // MARK: Point 4: the latency features, in the proxy
+    // MARK: The latency features, in the proxy
 
     @Test("a stale response whose revalidation is slower than the soft timeout is served stale at once; the revalidation goes on and stores")
     func softTimeout_servesStale_andTheRevalidationGoesOn() async throws {
@@ -473,7 +473,7 @@ struct ProxyFleetTests {
 }
 
 /// What `strata proxy` refuses before it starts.
-@Suite("strata proxy: arguments", .timeLimit(.minutes(1)))
+@Suite("strata proxy: arguments", .timeLimit(.seconds(1 * 60)))
 struct ProxyArgumentTests {
     @Test("an --admin-host other than loopback needs --admin-token: the controls would otherwise answer anyone who reaches the port")
     func aReachableAdminHost_needsAnAdminToken() async throws {

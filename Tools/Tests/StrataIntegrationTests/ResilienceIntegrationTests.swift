@@ -8,7 +8,7 @@ import StrataDemo
 import StrataTesting
 
 /// timeout, circuitBreaker, coalesced and the observers against the real in-process server.
-@Suite("resilience against a real server", .timeLimit(.minutes(3)))
+@Suite("resilience against a real server", .timeLimit(.seconds(3 * 60)))
 struct ResilienceIntegrationTests {
     @Test func aResponseSlowerThanTheTimeoutIsCancelledAndAFallbackServes() async throws {
         try await withDemoServer { server in
@@ -111,7 +111,7 @@ struct ResilienceIntegrationTests {
             let secretURL = URL(string: "http://user:hunter2@127.0.0.1:\(server.port)/feed?token=abc123")!
             let chain = HTTPLoader(url: secretURL).decoding([FeedItem].self)
                 .retrying(.constant(attempts: 2, delay: .seconds(1))).environment(\.clock, clock)
-                .metered("feed", factory: metrics)
+                .metered("feed", metricsFactory: metrics)
                 .logged(to: capture.logger)
 
             let load = Task { try await chain.load() }

@@ -94,11 +94,11 @@ enum FaultStoreKind: String, CaseIterable, CustomTestStringConvertible, Sendable
 
 /// Server faults against a real in-process server: each fails with its typed error (or the chain's
 /// fallback serves), and the copy already cached in a real store is never touched.
-@Suite("server faults", .timeLimit(.minutes(3)))
+@Suite("server faults", .timeLimit(.seconds(3 * 60)))
 struct ServerFaultTests {
     /// The good copy every test starts with: not what the server serves, stamped an hour before the
     /// test's clock, with validators of its own.
-    static let goodCopy = Cached(
+    static let goodCopy = CacheEntry(
         value: updatedFeed, storedAt: Date(timeIntervalSince1970: 1_700_000_000),
         validators: CacheValidators(etag: "\"good-copy\"", lastModified: "Tue, 14 Nov 2023 22:13:20 GMT", maxAge: .seconds(60)))
 
@@ -111,7 +111,7 @@ struct ServerFaultTests {
         HTTPLoader(url: server.feedURL, maxBodyBytes: ServerFault.bodyLimit, transport: URLSessionHTTPClient())
             .decoding([FeedItem].self)
             .timingOut(after: ServerFault.timeout).environment(\.clock, clock)
-            .writingThrough(to: store, key: "feed").environment(LoadEnvironment(now: clock.wallClock, logger: quietLogger))
+            .writingThrough(in: store, key: "feed").environment(LoadEnvironment(now: clock.wallClock, logger: quietLogger))
     }
 
     /// Runs `load` against the faulty server, driving the manual clock past the deadline for the slow
@@ -135,7 +135,7 @@ struct ServerFaultTests {
     }
 
     /// The entry and (for the file store) the file's bytes: what must not change.
-    static func snapshot(_ store: some Store<String, [FeedItem]>) async throws -> (Cached<[FeedItem]>?, Data?) {
+    static func snapshot(_ store: some Store<String, [FeedItem]>) async throws -> (CacheEntry<[FeedItem]>?, Data?) {
         let entry = try await store.retrieve("feed")
         let bytes = (store as? FileStore<[FeedItem]>).flatMap { try? Data(contentsOf: $0.fileURL(for: "feed")) }
         return (entry, bytes)
@@ -216,7 +216,7 @@ struct ServerFaultTests {
         #expect(entry.storedAt == clock.date)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.seconds(1 * 60)))
     func oversizedChunkedBody_isRefusedAfterAboutTheLimit_withoutReadingTheRest() async throws {
         try await withDemoServer { server in
             // A terabyte, generated as it is sent: no client reads it to the end.

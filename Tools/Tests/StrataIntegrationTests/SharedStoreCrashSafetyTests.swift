@@ -8,7 +8,7 @@ import StrataTesting
 import Glibc
 #endif
 
-/// The kill loop with two writer processes on one store (issue 40, point 3): an app and its
+/// The kill loop with two writer processes on one store: an app and its
 /// extension, or two server workers, writing one cache folder or one SQLite file at once.
 ///
 /// Two `strata-crash-writer`s write self-validating values, each to its own key (`a`, `b`) and both to
@@ -24,7 +24,7 @@ import Glibc
 /// - the store still takes and returns a new write.
 ///
 /// `STRATA_CRASH_SEED` replays a run; `STRATA_CRASH_SHARED_KILLS` changes the kills per store (40).
-@Suite("Crash safety: two processes writing one store", .serialized, .timeLimit(.minutes(8)))
+@Suite("Crash safety: two processes writing one store", .serialized, .timeLimit(.seconds(8 * 60)))
 struct SharedStoreCrashSafetyTests {
     /// The one-writer loop's (`STRATA_CRASH_SEED`).
     static let seed = CrashSafetyTests.seed

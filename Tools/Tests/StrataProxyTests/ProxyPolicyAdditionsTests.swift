@@ -3,7 +3,7 @@ import Strata
 @testable import StrataProxy
 import Testing
 
-/// What issue 38 added to the shared-cache rules: credentials kept for `Vary` only as digests,
+/// Shared-cache rules beyond the basics: credentials kept for `Vary` only as digests,
 /// RFC 9213's targeted fields, RFC 5861's windows in the plan, a refusal that is one request's own.
 @Suite("SharedCachePolicy: credentials, targeted fields, RFC 5861")
 struct ProxyPolicyAdditionsTests {

@@ -22,7 +22,7 @@ import Logging
 ///    A `206 Partial Content` is served but not stored.
 /// 5. **Anything else** fails with the typed ``HTTPError`` (`status`, `transport`, `decoding`), and
 ///    the stored entry is untouched, so a ``Loader/fallingBack(to:)`` or
-///    ``Loader/servingStaleOnError(from:key:freshness:)`` after this tier can serve it.
+///    ``Loader/servingStaleOnError(in:key:maxStale:)`` after this tier can serve it.
 ///
 /// A failed store read is treated as a miss (logged at `warning`); a failed write or re-stamp is
 /// logged, recorded as ``LoadEvent/cacheWriteFailed(store:key:error:)``, and never fails the load.
@@ -92,7 +92,7 @@ public struct RevalidatedLoader<Input: Sendable, S: Store>: Loader {
     }
 
     /// Whether `entry` may be served at `now` without asking the server.
-    func isFresh(_ entry: Cached<S.Value>, at now: Date) -> Bool {
+    func isFresh(_ entry: CacheEntry<S.Value>, at now: Date) -> Bool {
         guard policy.isFresh(storedAt: entry.storedAt, now: now) else { return false }
         guard honorsCacheControl, let serverMaxAge = entry.validators.maxAge else { return true }
         let age = Duration.between(entry.storedAt, now)
@@ -101,7 +101,7 @@ public struct RevalidatedLoader<Input: Sendable, S: Store>: Loader {
 
     /// The stored entry, or `nil` when there is none or the store cannot be read (a cache that fails
     /// to read must not stop the request).
-    private func readEntry(_ key: S.Key, logger: Logger) async throws -> Cached<S.Value>? {
+    private func readEntry(_ key: S.Key, logger: Logger) async throws -> CacheEntry<S.Value>? {
         do {
             return try await store.retrieve(key)
         } catch {
@@ -114,7 +114,7 @@ public struct RevalidatedLoader<Input: Sendable, S: Store>: Loader {
     }
 
     /// Serves a 304: re-stamps the entry with the merged validators unless the answer says `no-store`.
-    private func confirm(_ cached: Cached<S.Value>, key: S.Key, fields: HTTPFields, at receivedAt: Date, in context: LoadContext) async {
+    private func confirm(_ cached: CacheEntry<S.Value>, key: S.Key, fields: HTTPFields, at receivedAt: Date, in context: LoadContext) async {
         let logger = context.environment.logger
         let tier = context.tierName(default: description)
         // Confirmed by the server just now: reported like a fresh fetch (no stored-at, age zero).
@@ -211,7 +211,7 @@ extension HTTPLoader {
     ///
     /// ```swift
     /// let feed = HTTPLoader(url: feedURL)
-    ///     .revalidated(in: store, key: "feed", freshness: .maxAge(.minutes(5)), decoding: [FeedItem].self)
+    ///     .revalidated(in: store, key: "feed", freshness: .maxAge(.seconds(5 * 60)), decoding: [FeedItem].self)
     /// ```
     /// - Parameters:
     ///   - store: where values and their validators are kept.
@@ -235,7 +235,7 @@ extension HTTPLoader {
     ///
     /// ```swift
     /// let posts = HTTPLoader.get { (id: Int) in baseURL.appending(path: "posts/\(id)") }
-    ///     .revalidated(in: postStore, freshness: .maxAge(.minutes(1))) { id in "post-\(id)" } decode: { reply in
+    ///     .revalidated(in: postStore, freshness: .maxAge(.seconds(1 * 60))) { id in "post-\(id)" } decode: { reply in
     ///         try JSONDecoder().decode(Post.self, from: reply.body)
     ///     }
     /// ```
@@ -259,7 +259,7 @@ extension HTTPLoader {
     ///
     /// ```swift
     /// let posts = HTTPLoader.get { (id: Int) in baseURL.appending(path: "posts/\(id)") }
-    ///     .revalidated(in: postStore, freshness: .maxAge(.minutes(1)), decoding: Post.self) { id in "post-\(id)" }
+    ///     .revalidated(in: postStore, freshness: .maxAge(.seconds(1 * 60)), decoding: Post.self) { id in "post-\(id)" }
     /// ```
     /// - Parameters:
     ///   - store: where values and their validators are kept.

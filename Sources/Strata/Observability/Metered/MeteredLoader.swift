@@ -188,8 +188,15 @@ extension Loader {
     /// ```
     /// - Parameters:
     ///   - name: the `loader` dimension of every metric.
-    ///   - factory: where metrics go; the process's bootstrapped `MetricsSystem.factory` by default.
-    public func metered(_ name: String, factory: any MetricsFactory = MetricsSystem.factory) -> MeteredLoader<Self> {
+    ///   - metricsFactory: where metrics go; the process's bootstrapped `MetricsSystem.factory` by
+    ///     default. Every type that reports metrics takes it under this label.
+    public func metered(_ name: String, metricsFactory: any MetricsFactory = MetricsSystem.factory) -> MeteredLoader<Self> {
+        MeteredLoader(base: self, name: name, factory: metricsFactory)
+    }
+
+    /// The former spelling of `metered(_:metricsFactory:)`.
+    @available(*, deprecated, renamed: "metered(_:metricsFactory:)")
+    public func metered(_ name: String, factory: any MetricsFactory) -> MeteredLoader<Self> {
         MeteredLoader(base: self, name: name, factory: factory)
     }
 }

@@ -4,14 +4,14 @@
 ///
 /// | preset | reads | on a remote failure | chain it stands for |
 /// |---|---|---|---|
-/// | ``cacheFirst(freshness:)`` | the cache while `freshness` accepts it, else the remote (and caches it) | a ``FallbackError`` naming both tiers | `store.loader(freshness: f).fallingBack(to: remote.writingThrough(to: store))` |
-/// | ``networkFirst(freshness:)`` | the remote (and caches it) | the cached copy if `freshness` accepts it (RFC 5861 stale-if-error), else the original error | `remote.servingStaleOnError(from: store, freshness: f)` |
+/// | ``cacheFirst(freshness:)`` | the cache while `freshness` accepts it, else the remote (and caches it) | a ``FallbackError`` naming both tiers | `store.loader(freshness: f).fallingBack(to: remote.writingThrough(in: store))` |
+/// | ``networkFirst(freshness:)`` | the remote (and caches it) | the cached copy if `freshness` accepts it (RFC 5861 stale-if-error), else the original error | `remote.servingStaleOnError(in: store, key: k)` (with `f` as its staleness bound) |
 /// | ``cacheOnly(freshness:)`` | the cache only | — | `store.loader(freshness: f)` |
-/// | ``networkOnly`` | the remote (and caches it) | the error | `remote.writingThrough(to: store)` |
+/// | ``networkOnly`` | the remote (and caches it) | the error | `remote.writingThrough(in: store)` |
 ///
 /// For cache-and-network (stale-while-revalidate), see ``Loader/staleWhileRevalidating(in:key:freshness:)``.
 public enum CachePolicy: Sendable, CustomStringConvertible {
-    /// Serve the cached value while `freshness` accepts it (`.maxAge(.hours(1))`); otherwise load,
+    /// Serve the cached value while `freshness` accepts it (`.maxAge(.seconds(1 * 3600))`); otherwise load,
     /// cache and serve.
     case cacheFirst(freshness: FreshnessPolicy)
     /// Load, cache and serve; when the load fails, serve a cached copy `freshness` accepts (any

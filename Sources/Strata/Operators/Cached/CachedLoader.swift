@@ -73,7 +73,7 @@ extension Loader {
     ///
     /// ```swift
     /// let feed = remote.cached(.cacheFirst(freshness: .maxAge(.seconds(24 * 3600))), in: store, key: "feed")
-    /// let posts = remotePosts.cached(.networkFirst(freshness: .maxAge(.days(7))), in: store) { id in "post-\(id)" }
+    /// let posts = remotePosts.cached(.networkFirst(freshness: .maxAge(.seconds(7 * 86_400))), in: store) { id in "post-\(id)" }
     /// ```
     public func cached<S: Store>(
         _ policy: CachePolicy, in store: S, key: S.Key

@@ -5,9 +5,9 @@
 ///   or the same error, and the events the shared load recorded (so each caller's
 ///   ``Loader/loadServed()`` tells the same provenance), after a ``LoadEvent/coalesced(tier:)`` for
 ///   those who joined.
-/// - The loads in flight live in its ``Coalescer``. `coalesced()` makes a new one per call, so a chain
+/// - The loads in flight live in its ``LoadsInFlight``. `coalesced()` makes a new one per call, so a chain
 ///   **rebuilt for each use** (a computed property, a SwiftUI `body`) never coalesces: make a
-///   ``Coalescer`` once and pass it to `coalesced(in:)`.
+///   ``LoadsInFlight`` once and pass it to `coalesced(in:)`.
 /// - A write is never shared: once the shared load reports a non-idempotent request (``HTTPLoader``
 ///   does, through ``LoadAttempt/noteNonIdempotentRequest(hasIdempotencyKey:)``), nobody joins it and callers that had joined send their own.
 /// - The shared load runs in the task of the caller that started it (the *leader*): no task is
@@ -33,9 +33,9 @@ public struct CoalescedLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
     public let base: Base
     @usableFromInline let key: @Sendable (Input) -> Key
     /// The loads in flight this loader shares (with every chain built with the same coalescer).
-    public let flights: Coalescer<Output>
+    public let flights: LoadsInFlight<Output>
 
-    init(base: Base, key: @escaping @Sendable (Input) -> Key, flights: Coalescer<Output>) {
+    init(base: Base, key: @escaping @Sendable (Input) -> Key, flights: LoadsInFlight<Output>) {
         self.base = base
         self.key = key
         self.flights = flights
@@ -51,8 +51,7 @@ public struct CoalescedLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
     ///   the callers come or the task is cancelled.
     /// - Throws: `CancellationError` as soon as the waiting task is cancelled; ``WaitTimeoutError``
     ///   when `timeout` passes first, naming how many had registered.
-    @_spi(StrataInternals)
-    public func waitForWaiters(count: Int, timeout: Duration? = nil) async throws {
+    package func awaitWaiters(count: Int, timeout: Duration? = nil) async throws {
         try await flights.waitForRegistrations(count: count, timeout: timeout)
     }
 
@@ -125,7 +124,7 @@ public struct CoalescedLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
         return try result.get()
     }
 
-    @usableFromInline typealias Outcome = Coalescer<Output>.Outcome
+    @usableFromInline typealias Outcome = LoadsInFlight<Output>.Outcome
 }
 
 extension CoalescedLoader: LoaderDescribing {
@@ -141,9 +140,9 @@ extension Loader where Input: Hashable {
     ///
     /// The loads in flight belong to `flights`. Without one, the loader this returns has its own: a
     /// chain **built again** for each use (a computed property, a SwiftUI `body`) then never shares a
-    /// load. Make a ``Coalescer`` once and pass it (`coalesced(in: flights)`): every chain built with
+    /// load. Make a ``LoadsInFlight`` once and pass it (`coalesced(in: flights)`): every chain built with
     /// it shares its loads in flight, however often it is rebuilt.
-    public func coalesced(in flights: Coalescer<Output> = Coalescer()) -> CoalescedLoader<Self, Input> {
+    public func coalesced(in flights: LoadsInFlight<Output> = LoadsInFlight()) -> CoalescedLoader<Self, Input> {
         CoalescedLoader(base: self, key: { $0 }, flights: flights)
     }
 }
@@ -151,7 +150,7 @@ extension Loader where Input: Hashable {
 extension Loader where Input == Void {
     /// Makes concurrent loads share one call to this loader (single-flight), through `flights` when
     /// given (made once, shared by every chain built with it).
-    public func coalesced(in flights: Coalescer<Output> = Coalescer()) -> CoalescedLoader<Self, SingleResource> {
+    public func coalesced(in flights: LoadsInFlight<Output> = LoadsInFlight()) -> CoalescedLoader<Self, SingleResource> {
         CoalescedLoader(base: self, key: { _ in SingleResource() }, flights: flights)
     }
 }
@@ -160,7 +159,7 @@ extension Loader {
     /// Makes concurrent loads whose inputs have the same `key` share one call to this loader; through
     /// `flights` when given (made once and shared, so a chain rebuilt for each use still coalesces).
     public func coalesced<Key: Hashable & Sendable>(
-        by key: @escaping @Sendable (Input) -> Key, in flights: Coalescer<Output> = Coalescer()
+        by key: @escaping @Sendable (Input) -> Key, in flights: LoadsInFlight<Output> = LoadsInFlight()
     ) -> CoalescedLoader<Self, Key> {
         CoalescedLoader(base: self, key: key, flights: flights)
     }

@@ -109,12 +109,12 @@ public struct CoalescedAcrossProcessesLoader<Base: Loader, S: Store, Lock: Fleet
     }
 
     private enum TurnResult: Sendable {
-        case stored(Cached<Output>)
+        case stored(CacheEntry<Output>)
         case loaded(Output)
     }
 
     /// The store's entry for `key` when the freshness accepts it, else `nil`.
-    private func freshEntry(_ key: S.Key, in context: LoadContext) async -> Cached<Output>? {
+    private func freshEntry(_ key: S.Key, in context: LoadContext) async -> CacheEntry<Output>? {
         guard let cached = try? await store.retrieve(key) else { return nil }
         guard freshness.accepts(cached, now: context.environment.now()) else { return nil }
         return cached
@@ -142,8 +142,8 @@ extension Loader {
     ///
     /// ```swift
     /// let remote = HTTPLoader(url: feedURL).decoding(Feed.self)
-    ///     .coalescedAcrossProcesses(in: cache, key: "feed", freshness: .maxAge(.minutes(5)), lock: fleetLock)
-    /// let feed = cache.loader(key: "feed", freshness: .maxAge(.minutes(5)))
+    ///     .coalescedAcrossProcesses(in: cache, key: "feed", freshness: .maxAge(.seconds(5 * 60)), lock: fleetLock)
+    /// let feed = cache.loader(key: "feed", freshness: .maxAge(.seconds(5 * 60)))
     ///     .fallingBack(to: remote)
     ///     .coalesced()
     /// ```

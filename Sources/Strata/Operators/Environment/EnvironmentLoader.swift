@@ -15,8 +15,8 @@ public struct EnvironmentLoader<Base: Loader>: Loader {
     }
 
     /// `@inlinable`: the outermost operator of most chains, so the whole chain inside it is
-    /// specialised in the caller's module (an opaque call here left every operator below it generic,
-    /// paying a metadata lookup per generic type per load).
+    /// specialised in the caller's module (an opaque call here would leave every operator below it
+    /// generic, paying a metadata lookup per generic type per load).
     @inlinable @inline(__always)
     public func load(_ input: Input) async throws -> Output {
         try await loadTryingImmediately(input)
@@ -49,7 +49,7 @@ extension Loader {
     /// ```swift
     /// let feed = remote
     ///     .retrying(.exponential(attempts: 3))
-    ///     .writingThrough(to: files, key: "feed")
+    ///     .writingThrough(in: files, key: "feed")
     ///     .environment(LoadEnvironment(logger: appLogger))
     /// ```
     public func environment(_ environment: LoadEnvironment) -> EnvironmentLoader<Self> {
@@ -60,7 +60,7 @@ extension Loader {
     ///
     /// ```swift
     /// // This one cache reports to its own logger; the rest of the chain keeps the outer one.
-    /// let thumbnails = remote.writingThrough(to: thumbnailStore, key: "t").environment(\.logger, quietLogger)
+    /// let thumbnails = remote.writingThrough(in: thumbnailStore, key: "t").environment(\.logger, quietLogger)
     /// ```
     public func environment<Value: Sendable>(
         _ field: WritableKeyPath<LoadEnvironment, Value> & Sendable, _ value: Value

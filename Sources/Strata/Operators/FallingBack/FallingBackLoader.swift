@@ -83,7 +83,7 @@ extension Loader {
     ///
     /// ```swift
     /// let feed = freshLocal
-    ///     .fallingBack(to: remote.writingThrough(to: store, key: "feed"))
+    ///     .fallingBack(to: remote.writingThrough(in: store, key: "feed"))
     ///     .fallingBack(to: staleLocal)
     ///     .fallingBack(to: bundledDefault)
     /// ```

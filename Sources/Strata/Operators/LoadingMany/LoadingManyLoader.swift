@@ -42,7 +42,7 @@ where Base.Input == [S.Key], Base.Output == [S.Key: S.Value] {
         let unique = keys.filter { seen.insert($0).inserted }
         guard !unique.isEmpty else { return [:] }
         let environment = context.environment
-        var stored: [S.Key: Cached<S.Value>] = [:]
+        var stored: [S.Key: CacheEntry<S.Value>] = [:]
         do {
             stored = try await store.retrieveMany(unique)
         } catch {
@@ -89,7 +89,7 @@ extension Loader {
     ///
     /// ```swift
     /// let users = api.usersByID                      // Loader<[String], [String: User]>, one request
-    ///     .loadingMany(in: cache, freshness: .maxAge(.minutes(10)))
+    ///     .loadingMany(in: cache, freshness: .maxAge(.seconds(10 * 60)))
     /// let team = try await users.load(["u1", "u2", "u7"])
     /// ```
     ///

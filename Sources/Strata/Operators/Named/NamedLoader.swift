@@ -44,7 +44,7 @@ extension Loader {
     /// Names this loader: errors (``FallbackError``), provenance and descriptions show `name`.
     ///
     /// ```swift
-    /// let freshLocal = store.loader(key: "feed", freshness: .maxAge(.hours(24))).named("fresh local")
+    /// let freshLocal = store.loader(key: "feed", freshness: .maxAge(.seconds(24 * 3600))).named("fresh local")
     /// ```
     @inlinable
     public func named(_ name: String) -> NamedLoader<Self> {

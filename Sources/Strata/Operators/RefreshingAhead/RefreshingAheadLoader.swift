@@ -2,14 +2,14 @@ import Foundation
 
 /// Refresh ahead: a cached copy in the last part of its life answers at once and starts one
 /// background refresh for its key, so a key read often is refreshed before it expires and no reader
-/// waits for the remote; built by `refreshingAhead(in:key:maxAge:refreshAfter:failSafe:)`.
+/// waits for the remote; built by `refreshingAhead(_:in:key:)`.
 ///
 /// - A copy younger than `refreshAfter` is served (a hit).
 /// - A copy between `refreshAfter` and `maxAge` old is served too, and the first such read starts
 ///   a background load of this loader that writes its answer to the store. Reads trigger it, never
 ///   a timer; while it runs, further reads of the key are plain hits.
 /// - An expired copy, or none, is loaded now from this loader (and written to the store), as
-///   `writingThrough(to:key:)` does.
+///   `writingThrough(in:key:)` does.
 /// - After a background refresh fails (logged), the key is not refreshed in the background again
 ///   for `failSafe` (30 s by default): a failing remote is not called on every read. The copy
 ///   keeps its own store time, so it still expires at `maxAge` from when it was stored.
@@ -34,12 +34,12 @@ public struct RefreshingAheadLoader<Base: Loader, S: Store>: Loader where S.Valu
     /// The state machine, shared by every copy of the loader, and who waits for its refreshes.
     final class Decisions: Sendable {
         struct State: Sendable {
-            var machine = RefreshAheadStateMachine<S.Key>()
+            var machine = RefreshingAheadStateMachine<S.Key>()
             var waiters = ConditionWaiters<Int>()
         }
         let state = Locked(State())
 
-        func copyRead(_ key: S.Key, age: Duration, refreshAfter: Duration, maxAge: Duration, now: Date) -> RefreshAheadStateMachine<S.Key>.Decision {
+        func copyRead(_ key: S.Key, age: Duration, refreshAfter: Duration, maxAge: Duration, now: Date) -> RefreshingAheadStateMachine<S.Key>.Decision {
             state.withLock { $0.machine.copyRead(key, age: age, refreshAfter: refreshAfter, maxAge: maxAge, now: now) }
         }
 
@@ -74,7 +74,7 @@ public struct RefreshingAheadLoader<Base: Loader, S: Store>: Loader where S.Valu
 
     public func load(_ input: Input, in context: LoadContext) async throws -> Output {
         let key = key(input)
-        let cached: Cached<Output>?
+        let cached: CacheEntry<Output>?
         do {
             cached = try await store.retrieve(key)
         } catch {
@@ -134,35 +134,49 @@ extension RefreshingAheadLoader: LoaderDescribing {
 }
 
 extension Loader {
-    /// Serves a cached copy younger than `maxAge` at once and, once it is `refreshAfter` old (by
-    /// default 80 % of `maxAge`), refreshes it in the background on the first read, one refresh per
-    /// key; an expired copy, or none, is loaded from this loader and written to `store`.
+    /// Serves a cached copy younger than the policy's `maxAge` at once and, once it is `refreshAfter`
+    /// old (by default 80 % of `maxAge`), refreshes it in the background on the first read, one
+    /// refresh per key; an expired copy, or none, is loaded from this loader and written to `store`.
     ///
     /// ```swift
-    /// let feed = remote.refreshingAhead(in: store, key: { "feed-\($0)" }, maxAge: .minutes(10))
+    /// let feed = remote.refreshingAhead(.maxAge(.seconds(10 * 60)), in: store, key: { "feed-\($0)" })
     /// // 0–8 min: hits. 8–10 min: hits, and the first read refreshes in the background. 10 min: loads.
     /// ```
     ///
     /// - Parameters:
+    ///   - policy: when a copy expires, when a read also refreshes it, and how long a failed refresh
+    ///     holds the next one back.
     ///   - store: where the copies are read and the answers written.
     ///   - key: the store key of an input.
-    ///   - maxAge: the age from which a copy is expired and loaded anew.
-    ///   - refreshAfter: the age from which a read also refreshes the copy in the background;
-    ///     `nil`: 80 % of `maxAge`. At least zero, less than `maxAge`.
-    ///   - failSafe: after a background refresh fails, how long the key is not refreshed in the
-    ///     background (30 s): the copy is served meanwhile, until it expires.
+    public func refreshingAhead<S: Store>(
+        _ policy: RefreshingAheadPolicy, in store: S, key: @escaping @Sendable (Input) -> S.Key
+    ) -> RefreshingAheadLoader<Self, S> where S.Value == Output {
+        RefreshingAheadLoader(
+            base: self, store: store, key: key, maxAge: policy.maxAge, refreshAfter: policy.refreshAfter,
+            failSafe: policy.failSafe)
+    }
+
+    /// `refreshingAhead(_:in:key:)` with one key for every input.
+    public func refreshingAhead<S: Store>(
+        _ policy: RefreshingAheadPolicy, in store: S, key: S.Key
+    ) -> RefreshingAheadLoader<Self, S> where S.Value == Output {
+        refreshingAhead(policy, in: store, key: { _ in key })
+    }
+
+    /// The former spelling of `refreshingAhead(_:in:key:)`, with the policy's parts as arguments.
+    @available(*, deprecated, message: "use refreshingAhead(.maxAge(_:refreshAfter:failSafe:), in:key:)")
     public func refreshingAhead<S: Store>(
         in store: S, key: @escaping @Sendable (Input) -> S.Key, maxAge: Duration,
         refreshAfter: Duration? = nil, failSafe: Duration = .seconds(30)
     ) -> RefreshingAheadLoader<Self, S> where S.Value == Output {
-        RefreshingAheadLoader(
-            base: self, store: store, key: key, maxAge: maxAge, refreshAfter: refreshAfter ?? maxAge / 5 * 4, failSafe: failSafe)
+        refreshingAhead(.maxAge(maxAge, refreshAfter: refreshAfter, failSafe: failSafe), in: store, key: key)
     }
 
-    /// `refreshingAhead(in:key:maxAge:refreshAfter:failSafe:)` with one key for every input.
+    /// The former spelling of `refreshingAhead(_:in:key:)`, with the policy's parts as arguments.
+    @available(*, deprecated, message: "use refreshingAhead(.maxAge(_:refreshAfter:failSafe:), in:key:)")
     public func refreshingAhead<S: Store>(
         in store: S, key: S.Key, maxAge: Duration, refreshAfter: Duration? = nil, failSafe: Duration = .seconds(30)
     ) -> RefreshingAheadLoader<Self, S> where S.Value == Output {
-        refreshingAhead(in: store, key: { _ in key }, maxAge: maxAge, refreshAfter: refreshAfter, failSafe: failSafe)
+        refreshingAhead(.maxAge(maxAge, refreshAfter: refreshAfter, failSafe: failSafe), in: store, key: { _ in key })
     }
 }

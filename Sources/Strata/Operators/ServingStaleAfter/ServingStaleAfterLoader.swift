@@ -2,7 +2,7 @@ import Foundation
 
 /// A soft timeout: with a stale copy at hand, a slow load is answered with the copy after
 /// `softTimeout`, while the load goes on in the background up to `hardTimeout` and updates the
-/// store; built by `servingStaleAfter(_:from:key:freshness:hardTimeout:)`.
+/// store; built by `servingStaleAfter(_:in:key:maxStale:hardTimeout:)`.
 ///
 /// - Each key has at most one load in flight. A caller that arrives while it runs joins it, and
 ///   every caller holding a usable copy gets that copy at the same moment: `softTimeout` after the
@@ -45,7 +45,7 @@ public struct ServingStaleAfterLoader<Base: Loader, S: Store>: Loader where S.Va
     /// The flights, shared by every copy of the loader, and the continuations of their callers.
     final class Flights: Sendable {
         struct State: Sendable {
-            var machine = SoftTimeoutFlights<S.Key>()
+            var machine = ServingStaleAfterFlights<S.Key>()
             var continuations: [UInt64: CheckedContinuation<Outcome, any Error>] = [:] {
                 didSet { callerWaiters.resumeSatisfied(by: continuations.count) }
             }
@@ -96,7 +96,7 @@ public struct ServingStaleAfterLoader<Base: Loader, S: Store>: Loader where S.Va
     public func load(_ input: Input, in context: LoadContext) async throws -> Output {
         let key = key(input)
         let environment = context.environment
-        var copy: Cached<Output>?
+        var copy: CacheEntry<Output>?
         do {
             copy = try await store.retrieve(key)
         } catch {
@@ -112,7 +112,7 @@ public struct ServingStaleAfterLoader<Base: Loader, S: Store>: Loader where S.Va
         let registration = Locked<(flight: UInt64?, cancelled: Bool)>((nil, false))
         let outcome: Outcome = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Outcome, any Error>) in
-                let arrival = flights.state.withLock { state -> SoftTimeoutFlights<S.Key>.Arrival in
+                let arrival = flights.state.withLock { state -> ServingStaleAfterFlights<S.Key>.Arrival in
                     let arrival = state.machine.arrived(key, waiter: waiter, hasCopy: copy != nil)
                     if arrival != .answerCopy { state.continuations[waiter] = continuation }
                     if case .start = arrival {
@@ -228,16 +228,36 @@ extension Loader {
     /// lets the load go on in the background, up to `hardTimeout`, to update the store.
     ///
     /// ```swift
-    /// let feed = store.loader(key: "feed", freshness: .maxAge(.minutes(5)))
-    ///     .fallingBack(to: remote.servingStaleAfter(.milliseconds(300), from: store, key: "feed", freshness: .maxAge(.hours(6))))
+    /// let feed = store.loader(key: "feed", freshness: .maxAge(.seconds(5 * 60)))
+    ///     .fallingBack(to: remote.servingStaleAfter(.milliseconds(300), in: store, key: "feed", maxStale: .seconds(6 * 3600)))
     /// ```
     ///
     /// - Parameters:
     ///   - softTimeout: how long a caller with a usable copy waits for the load.
     ///   - store: where the copies are read and the answers written.
     ///   - key: the store key of an input.
-    ///   - freshness: which copies are usable, by their own store time (the total staleness bound).
+    ///   - maxStale: the oldest copy that may be served, by its own store time (the total staleness
+    ///     bound); `nil` serves a copy of any age.
     ///   - hardTimeout: how long the load may run in all (30 s); more than `softTimeout`.
+    public func servingStaleAfter<S: Store>(
+        _ softTimeout: Duration, in store: S, key: @escaping @Sendable (Input) -> S.Key, maxStale: Duration?,
+        hardTimeout: Duration = .seconds(30)
+    ) -> ServingStaleAfterLoader<Self, S> where S.Value == Output {
+        ServingStaleAfterLoader(
+            base: self, store: store, key: key, softTimeout: softTimeout, hardTimeout: hardTimeout,
+            freshness: .staleness(maxStale))
+    }
+
+    /// `servingStaleAfter(_:in:key:maxStale:hardTimeout:)` with one key for every input.
+    public func servingStaleAfter<S: Store>(
+        _ softTimeout: Duration, in store: S, key: S.Key, maxStale: Duration?, hardTimeout: Duration = .seconds(30)
+    ) -> ServingStaleAfterLoader<Self, S> where S.Value == Output {
+        servingStaleAfter(softTimeout, in: store, key: { _ in key }, maxStale: maxStale, hardTimeout: hardTimeout)
+    }
+
+    /// The former spelling of `servingStaleAfter(_:in:key:maxStale:hardTimeout:)`, whose `freshness:`
+    /// bounded the staleness of the copy served.
+    @available(*, deprecated, message: "use servingStaleAfter(_:in:key:maxStale:hardTimeout:)")
     public func servingStaleAfter<S: Store>(
         _ softTimeout: Duration, from store: S, key: @escaping @Sendable (Input) -> S.Key, freshness: FreshnessPolicy,
         hardTimeout: Duration = .seconds(30)
@@ -246,10 +266,13 @@ extension Loader {
             base: self, store: store, key: key, softTimeout: softTimeout, hardTimeout: hardTimeout, freshness: freshness)
     }
 
-    /// `servingStaleAfter(_:from:key:freshness:hardTimeout:)` with one key for every input.
+    /// The former spelling of `servingStaleAfter(_:in:key:maxStale:hardTimeout:)` with one key.
+    @available(*, deprecated, message: "use servingStaleAfter(_:in:key:maxStale:hardTimeout:)")
     public func servingStaleAfter<S: Store>(
         _ softTimeout: Duration, from store: S, key: S.Key, freshness: FreshnessPolicy, hardTimeout: Duration = .seconds(30)
     ) -> ServingStaleAfterLoader<Self, S> where S.Value == Output {
-        servingStaleAfter(softTimeout, from: store, key: { _ in key }, freshness: freshness, hardTimeout: hardTimeout)
+        ServingStaleAfterLoader(
+            base: self, store: store, key: { _ in key }, softTimeout: softTimeout, hardTimeout: hardTimeout,
+            freshness: freshness)
     }
 }

@@ -37,7 +37,7 @@ public struct ServingStaleOnErrorLoader<Base: Loader, S: Store>: Loader where S.
         } catch {
             try rethrowIfCancelled(error)
             context.record(.tierFailed(tier: base.chainSummary, error: error))
-            let cached: Cached<Output>?
+            let cached: CacheEntry<Output>?
             do {
                 cached = try await store.retrieve(key)
             } catch {
@@ -71,20 +71,37 @@ extension ServingStaleOnErrorLoader: LoaderDescribing {
 
 extension Loader {
     /// Saves fresh values to `store`, serves the saved copy when this loader fails, and rethrows the
-    /// original error when there is no usable copy (S0's `CachingFeedRepository`).
+    /// original error when there is no usable copy.
     ///
     /// - Parameters:
     ///   - store: where fresh values are saved and stale ones read.
     ///   - key: the key the value is saved under.
-    ///   - freshness: which saved copy may be served after a failure (RFC 5861 `stale-if-error`),
-    ///     for example `.maxAge(.days(7))`; `.any` (the default) serves a copy of any age.
+    ///   - maxStale: the oldest copy that may be served after a failure (RFC 5861 `stale-if-error`),
+    ///     for example `.seconds(7 * 86_400)`; `nil` (the default) serves a copy of any age.
+    public func servingStaleOnError<S: Store>(
+        in store: S, key: S.Key, maxStale: Duration? = nil
+    ) -> ServingStaleOnErrorLoader<Self, S> where S.Value == Output {
+        ServingStaleOnErrorLoader(base: self, store: store, key: { _ in key }, freshness: .staleness(maxStale))
+    }
+
+    /// The keyed form of `servingStaleOnError(in:key:maxStale:)`: the cache key comes from the input.
+    public func servingStaleOnError<S: Store>(
+        in store: S, maxStale: Duration? = nil, key: @escaping @Sendable (Input) -> S.Key
+    ) -> ServingStaleOnErrorLoader<Self, S> where S.Value == Output {
+        ServingStaleOnErrorLoader(base: self, store: store, key: key, freshness: .staleness(maxStale))
+    }
+
+    /// The former spelling of `servingStaleOnError(in:key:maxStale:)`, whose `freshness:` bounded the
+    /// staleness of the copy served.
+    @available(*, deprecated, message: "use servingStaleOnError(in:key:maxStale:)")
     public func servingStaleOnError<S: Store>(
         from store: S, key: S.Key, freshness: FreshnessPolicy = .any
     ) -> ServingStaleOnErrorLoader<Self, S> where S.Value == Output {
         ServingStaleOnErrorLoader(base: self, store: store, key: { _ in key }, freshness: freshness)
     }
 
-    /// The keyed form of ``servingStaleOnError(from:key:freshness:)``: the cache key comes from the input.
+    /// The former spelling of the keyed `servingStaleOnError(in:maxStale:key:)`.
+    @available(*, deprecated, message: "use servingStaleOnError(in:maxStale:key:)")
     public func servingStaleOnError<S: Store>(
         from store: S, freshness: FreshnessPolicy = .any, key: @escaping @Sendable (Input) -> S.Key
     ) -> ServingStaleOnErrorLoader<Self, S> where S.Value == Output {

@@ -44,12 +44,12 @@ extension Loader {
     /// Writes every loaded value to `store` under `key` (write-through).
     ///
     /// ```swift
-    /// let remote = HTTPLoader(url: feedURL).decoding([FeedItem].self).writingThrough(to: store, key: "feed")
+    /// let remote = HTTPLoader(url: feedURL).decoding([FeedItem].self).writingThrough(in: store, key: "feed")
     /// ```
     /// - Parameters:
     ///   - store: where values are written.
     ///   - key: the key every value is written under.
-    public func writingThrough<S: Store>(to store: S, key: S.Key) -> WritingThroughLoader<Self, S> where S.Value == Output {
+    public func writingThrough<S: Store>(in store: S, key: S.Key) -> WritingThroughLoader<Self, S> where S.Value == Output {
         WritingThroughLoader(base: self, store: store, key: { _ in key })
     }
 
@@ -58,11 +58,26 @@ extension Loader {
     /// ```swift
     /// let posts = HTTPLoader.get { (id: Int) in baseURL.appendingPathComponent("posts/\(id)") }
     ///     .decoding(Post.self)
-    ///     .writingThrough(to: store) { id in "post-\(id)" }
+    ///     .writingThrough(in: store) { id in "post-\(id)" }
     /// ```
+    public func writingThrough<S: Store>(
+        in store: S, key: @escaping @Sendable (Input) -> S.Key
+    ) -> WritingThroughLoader<Self, S> where S.Value == Output {
+        WritingThroughLoader(base: self, store: store, key: key)
+    }
+
+    /// The former spelling of `writingThrough(in:key:)`: every operator names the store it
+    /// reads and writes with `in:`.
+    @available(*, deprecated, renamed: "writingThrough(in:key:)")
+    public func writingThrough<S: Store>(to store: S, key: S.Key) -> WritingThroughLoader<Self, S> where S.Value == Output {
+        writingThrough(in: store, key: key)
+    }
+
+    /// The former spelling of the keyed `writingThrough(in:key:)`.
+    @available(*, deprecated, renamed: "writingThrough(in:key:)")
     public func writingThrough<S: Store>(
         to store: S, key: @escaping @Sendable (Input) -> S.Key
     ) -> WritingThroughLoader<Self, S> where S.Value == Output {
-        WritingThroughLoader(base: self, store: store, key: key)
+        writingThrough(in: store, key: key)
     }
 }

@@ -1,8 +1,7 @@
 import Foundation
 
-/// A compact binary encoding for `Codable` values: several times faster to decode than JSON, for disk
-/// caches whose cost is decoding (a 325 KB feed file reads in tens of microseconds and decodes as JSON
-/// in milliseconds).
+/// A compact binary encoding for `Codable` values: faster to decode than JSON, for disk caches whose
+/// cost is decoding rather than reading the file (see docs/BENCHMARKS.md).
 ///
 /// ```swift
 /// let store = FileStore<[FeedItem]>(directory: caches, codec: BinaryCodec())
@@ -27,13 +26,10 @@ import Foundation
 /// start; the decoder parses each distinct URL once). Keys are written in the order the value encodes
 /// them; decoding in the same order is a sequential read, any other order falls back to a lookup.
 ///
-/// Version 1 (before the key table) wrote each key's text in every entry; its bytes are now a miss,
-/// like any other version's.
-///
-/// Bytes that are not a version-1 encoding of the right shape — another format, another version, a
+/// Bytes that are not a version-2 encoding of the right shape — another format, another version, a
 /// damaged file, a different type — throw `DecodingError`, so stores treat them as a miss. The
 /// checksum catches damage that would still parse. JSON stays Strata's default codec; choose this one
-/// where load time matters (see docs/BENCHMARKS.md once measured).
+/// where load time matters (see docs/BENCHMARKS.md).
 public struct BinaryCodec<Value: Codable>: Codec {
     public init() {}
 

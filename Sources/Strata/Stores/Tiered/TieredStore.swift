@@ -7,7 +7,7 @@ import Logging
 ///
 /// ```swift
 /// let cache = TieredStore(memory: MemoryStore(countLimit: 10_000), shared: postgresStore)
-/// let feed = remote.cached(.cacheFirst(freshness: .maxAge(.minutes(5))), in: cache, key: "feed")
+/// let feed = remote.cached(.cacheFirst(freshness: .maxAge(.seconds(5 * 60))), in: cache, key: "feed")
 /// ```
 ///
 /// - **Reads** go L1, then L2. An L2 hit fills L1 with the entry as stored, its store time kept,
@@ -34,7 +34,7 @@ import Logging
 /// - **L2 down**: while L2 is known to be down, one read per `downProbeInterval` tries it (a
 ///   probe); the others are misses at once instead of each paying its connect timeout.
 /// - ``removeAll()`` clears both and forgets waiting writes; it throws if L2 cannot be cleared.
-/// - **Other nodes' writes**: given a ``Backplane`` (``init(memory:shared:backplane:environment:firstRetryDelay:maxRetryDelay:sharedTierWriting:downProbeInterval:maxWaitingWrites:metrics:metricsName:)``),
+/// - **Other nodes' writes**: given a ``Backplane`` (``init(memory:shared:backplane:environment:firstRetryDelay:maxRetryDelay:sharedTierWriting:downProbeInterval:maxWaitingWrites:metricsFactory:metricsName:)``),
 ///   the store drops a memory copy older than a change another node announces for its key, never
 ///   keeps in memory an entry whose read started before such a change arrived, and empties the
 ///   memory tier each time the backplane (re)starts listening, since changes may have been missed.
@@ -60,7 +60,7 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
 
     /// What a write does to the shared tier.
     enum Write: Sendable {
-        case insert(Cached<Value>)
+        case insert(CacheEntry<Value>)
         /// Deleted at this time: a row stored later is not removed by a repair.
         case delete(at: Date)
         case refresh(storedAt: Date, validators: CacheValidators)
@@ -125,7 +125,7 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     /// `firstRetryDelay`, doubling up to `maxRetryDelay`, on `environment`'s clock (and at once
     /// when `shared` answers a read); failures are logged to `environment`'s logger.
     ///
-    /// With `metrics`, the store reports its hits per tier, misses, the shared tier's failures, the
+    /// With `metricsFactory`, the store reports its hits per tier, misses, the shared tier's failures, the
     /// writes waiting for it and its backplane's events to swift-metrics, each with the dimension
     /// `store: metricsName` (see `TieredStoreMetrics` in the source for the names).
     ///
@@ -139,7 +139,7 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
         firstRetryDelay: Duration = .seconds(1), maxRetryDelay: Duration = .seconds(60),
         sharedTierWriting: SharedTierWriting = .awaited, downProbeInterval: Duration = .seconds(1),
         maxWaitingWrites: Int? = nil,
-        metrics: (any MetricsFactory)? = nil, metricsName: String = "tiered"
+        metricsFactory: (any MetricsFactory)? = nil, metricsName: String = "tiered"
     ) {
         precondition(downProbeInterval >= .zero, "TieredStore: downProbeInterval must not be negative")
         precondition(maxWaitingWrites.map { $0 > 0 } ?? true, "TieredStore: maxWaitingWrites must be positive")
@@ -152,7 +152,22 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
         self.sharedTierWriting = sharedTierWriting
         self.downProbeInterval = downProbeInterval
         self.sharedKeepsNewest = shared is any NewestStoreTimeWins
-        self.metrics = metrics.map { TieredStoreMetrics(name: metricsName, factory: $0) }
+        self.metrics = metricsFactory.map { TieredStoreMetrics(name: metricsName, factory: $0) }
+    }
+
+    /// The former spelling of `init(memory:shared:environment:firstRetryDelay:maxRetryDelay:sharedTierWriting:downProbeInterval:maxWaitingWrites:metricsFactory:metricsName:)`.
+    @available(*, deprecated, message: "the metrics factory is passed as metricsFactory:")
+    public convenience init(
+        memory: Memory, shared: Shared, environment: LoadEnvironment = .live,
+        firstRetryDelay: Duration = .seconds(1), maxRetryDelay: Duration = .seconds(60),
+        sharedTierWriting: SharedTierWriting = .awaited, downProbeInterval: Duration = .seconds(1),
+        maxWaitingWrites: Int? = nil,
+        metrics: any MetricsFactory, metricsName: String = "tiered"
+    ) {
+        self.init(
+            memory: memory, shared: shared, environment: environment, firstRetryDelay: firstRetryDelay,
+            maxRetryDelay: maxRetryDelay, sharedTierWriting: sharedTierWriting, downProbeInterval: downProbeInterval,
+            maxWaitingWrites: maxWaitingWrites, metricsFactory: metrics, metricsName: metricsName)
     }
 
     deinit {
@@ -187,7 +202,7 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     /// Inlinable: an app's call is specialised for its tiers, so a hit a memory tier answers without
     /// suspending (``MemoryStore``) costs about what that tier's own read does.
     @inlinable
-    public func retrieve(_ key: Key) async throws -> Cached<Value>? {
+    public func retrieve(_ key: Key) async throws -> CacheEntry<Value>? {
         if let hit = memory.immediateEntry(for: key) {
             metrics?.memoryHits.increment()
             return hit
@@ -196,7 +211,7 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     }
 
     @usableFromInline
-    func retrieveAfterImmediateMiss(_ key: Key) async throws -> Cached<Value>? {
+    func retrieveAfterImmediateMiss(_ key: Key) async throws -> CacheEntry<Value>? {
         if let hit = try await memory.retrieve(key) {
             metrics?.memoryHits.increment()
             return hit
@@ -253,14 +268,14 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     }
 
     @inlinable
-    public func immediateEntry(for key: Key) -> Cached<Value>? {
+    public func immediateEntry(for key: Key) -> CacheEntry<Value>? {
         memory.immediateEntry(for: key)
     }
 
     /// The memory tier's entries, then the shared tier's for the rest in one ``Store/retrieveMany(_:)``
     /// (kept in memory as a single read's would be). A shared tier that fails is a miss for the rest.
-    public func retrieveMany(_ keys: [Key]) async throws -> [Key: Cached<Value>] {
-        var entries: [Key: Cached<Value>] = [:]
+    public func retrieveMany(_ keys: [Key]) async throws -> [Key: CacheEntry<Value>] {
+        var entries: [Key: CacheEntry<Value>] = [:]
         var rest: [Key] = []
         for key in Set(keys) {
             if let hit = try await memory.retrieve(key) { entries[key] = hit } else { rest.append(key) }
@@ -283,7 +298,7 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
 
     /// Keeps `entry` in the memory tier and sends it to the shared tier, unless the memory tier
     /// holds an entry of `key` stored later (then nothing changes: the latest store time wins).
-    public func insert(_ entry: Cached<Value>, for key: Key) async throws {
+    public func insert(_ entry: CacheEntry<Value>, for key: Key) async throws {
         let actions = try await withTurn(key, cancellable: false) { () async throws -> [SharedTierWrites<Key, Write>.Action] in
             if let held = try await memoryEntry(key), held.storedAt > entry.storedAt { return [] }
             if state.withLock({ $0.coherence.isOutdated(key, storedAt: entry.storedAt) }) { return [] }
@@ -324,7 +339,7 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     }
 
     /// The memory tier's entry for `key`, without suspending when the tier can answer so.
-    private func memoryEntry(_ key: Key) async throws -> Cached<Value>? {
+    private func memoryEntry(_ key: Key) async throws -> CacheEntry<Value>? {
         if let held = memory.immediateEntry(for: key) { return held }
         return try await memory.retrieve(key)
     }
@@ -475,7 +490,7 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     /// L2 would), unless a change of its key (another node's, or this node's own write) arrived
     /// while the read ran, a write of the key has not reached the shared tier yet, or the memory
     /// tier holds an entry stored later.
-    private func fill(_ entry: Cached<Value>, for key: Key, readStartedAt started: UInt64) async {
+    private func fill(_ entry: CacheEntry<Value>, for key: Key, readStartedAt started: UInt64) async {
         func mayFill() -> Bool {
             state.withLock { state in
                 let may = state.coherence.mayFill(key, readStartedAt: started, storedAt: entry.storedAt)
@@ -537,7 +552,7 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
         do {
             // A repair first reads the row: another process may have stored a later one meanwhile.
             // A shared tier that keeps the newest itself decides in its own statement.
-            var current: Cached<Value>?
+            var current: CacheEntry<Value>?
             if send.isRepair, !sharedKeepsNewest { current = try await shared.retrieve(send.key) }
             switch send.write {
             case .insert(let entry):
@@ -632,18 +647,18 @@ extension TieredStore where Key == String {
     ///
     /// The store follows the backplane from here on, in a task of its own that ends when the store
     /// is released; it keeps the backplane for as long as it lives. The other parameters are as in
-    /// ``init(memory:shared:environment:firstRetryDelay:maxRetryDelay:sharedTierWriting:downProbeInterval:maxWaitingWrites:metrics:metricsName:)``.
+    /// ``init(memory:shared:environment:firstRetryDelay:maxRetryDelay:sharedTierWriting:downProbeInterval:maxWaitingWrites:metricsFactory:metricsName:)``.
     public convenience init(
         memory: Memory, shared: Shared, backplane: some Backplane, environment: LoadEnvironment = .live,
         firstRetryDelay: Duration = .seconds(1), maxRetryDelay: Duration = .seconds(60),
         sharedTierWriting: SharedTierWriting = .awaited, downProbeInterval: Duration = .seconds(1),
         maxWaitingWrites: Int? = nil,
-        metrics: (any MetricsFactory)? = nil, metricsName: String = "tiered"
+        metricsFactory: (any MetricsFactory)? = nil, metricsName: String = "tiered"
     ) {
         self.init(
             memory: memory, shared: shared, environment: environment, firstRetryDelay: firstRetryDelay,
             maxRetryDelay: maxRetryDelay, sharedTierWriting: sharedTierWriting, downProbeInterval: downProbeInterval,
-            maxWaitingWrites: maxWaitingWrites, metrics: metrics, metricsName: metricsName)
+            maxWaitingWrites: maxWaitingWrites, metricsFactory: metricsFactory, metricsName: metricsName)
         let identity = BackplaneIdentity(node: backplane.node, instance: backplane.instance)
         let events = backplane.events()
         let task = Task { [weak self] in
@@ -766,5 +781,5 @@ public protocol NewestStoreTimeWins<Key, Value>: Store {
     /// Stores `entry` under `key` unless the store holds an entry of `key` stored later, as
     /// ``Store/insert(_:for:)`` does: `false` only when a later entry is there (a value the store
     /// declines for another reason, such as its size, is not a refusal).
-    func insertUnlessNewer(_ entry: Cached<Value>, for key: Key) async throws -> Bool
+    func insertUnlessNewer(_ entry: CacheEntry<Value>, for key: Key) async throws -> Bool
 }

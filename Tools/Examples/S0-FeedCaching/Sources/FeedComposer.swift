@@ -54,7 +54,7 @@ public enum FeedComposer {
     ) -> some FeedRepository {
         let remote = RemoteFeedRepository(url: feedURL, client: client).loader
         return LoggingFeedRepository(
-            decoratee: StrataFeedRepository(remote.servingStaleOnError(from: store, key: key).environment(LoadEnvironment(now: now, logger: logger))),
+            decoratee: StrataFeedRepository(remote.servingStaleOnError(in: store, key: key).environment(LoadEnvironment(now: now, logger: logger))),
             logger: logger)
     }
 

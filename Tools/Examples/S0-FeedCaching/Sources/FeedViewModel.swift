@@ -1,5 +1,6 @@
 import Observation
 import Strata
+import StrataQueries
 
 /// Drives a feed screen: a live query of the feed, loading through ``LoadFeedUseCase``, and a
 /// ``State`` any view can render (SwiftUI, the command line, a web page).

@@ -6,7 +6,7 @@ import Strata
 /// protocol:
 ///
 /// ```swift
-/// let repository = StrataFeedRepository(remote.loader.servingStaleOnError(from: store, key: "feed"))
+/// let repository = StrataFeedRepository(remote.loader.servingStaleOnError(in: store, key: "feed"))
 /// ```
 public struct StrataFeedRepository<Base: Loader>: FeedRepository where Base.Input == Void, Base.Output == [FeedItem] {
     /// The wrapped loader.
@@ -52,7 +52,7 @@ extension FeedRepository {
     /// This repository as a Strata `Loader<Void, [FeedItem]>`.
     ///
     /// ```swift
-    /// let cached = myRepository.asLoader().servingStaleOnError(from: store, key: "feed")
+    /// let cached = myRepository.asLoader().servingStaleOnError(in: store, key: "feed")
     /// ```
     public func asLoader() -> FeedRepositoryLoader<Self> {
         FeedRepositoryLoader(repository: self)

@@ -22,7 +22,7 @@ struct CachingFeedRepositoryTests {
         case .handWrittenDecorator:
             CachingFeedRepository(decoratee: StrataFeedRepository(remote), cache: cache)
         case .strataStaleIfError:
-            StrataFeedRepository(remote.servingStaleOnError(from: cache, key: "feed").environment(\.logger, quietLogger))
+            StrataFeedRepository(remote.servingStaleOnError(in: cache, key: "feed").environment(\.logger, quietLogger))
         }
     }
 
@@ -127,7 +127,7 @@ struct CachingFeedRepositoryTests {
             case .handWrittenDecorator:
                 CachingFeedRepository(decoratee: StrataFeedRepository(remote), cache: cache)
             case .strataStaleIfError:
-                StrataFeedRepository(remote.servingStaleOnError(from: cache.store, key: cache.key).environment(LoadEnvironment(now: clock.wallClock, logger: quietLogger)))
+                StrataFeedRepository(remote.servingStaleOnError(in: cache.store, key: cache.key).environment(LoadEnvironment(now: clock.wallClock, logger: quietLogger)))
             }
 
             let served = try await LoadFeedUseCase(repository: sut).loadServed()

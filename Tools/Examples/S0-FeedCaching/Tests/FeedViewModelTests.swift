@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import Strata
+import StrataQueries
 import StrataTesting
 import FeedCachingExample
 

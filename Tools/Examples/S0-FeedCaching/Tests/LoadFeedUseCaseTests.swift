@@ -32,7 +32,7 @@ struct LoadFeedUseCaseTests {
         try await store.insert(cached, for: "feed", storedAt: Date())
         let failing = StrataFeedRepository(LoaderSpy<Void, [FeedItem]>(.failure(TestError("offline"))))
 
-        let feed = try await failing.asLoader().servingStaleOnError(from: store, key: "feed").environment(\.logger, quietLogger).load()
+        let feed = try await failing.asLoader().servingStaleOnError(in: store, key: "feed").environment(\.logger, quietLogger).load()
 
         #expect(feed == cached)
     }

@@ -33,7 +33,7 @@ final class FeedCacheSpy: FeedCacheStore, Store, Sendable {
 
     private struct State {
         var messages: [Message] = []
-        var stored: Cached<[FeedItem]>?
+        var stored: CacheEntry<[FeedItem]>?
         var saveError: (any Error)?
         var loadError: (any Error)?
     }
@@ -42,7 +42,7 @@ final class FeedCacheSpy: FeedCacheStore, Store, Sendable {
 
     /// A cache holding `feed` (saved at `storedAt`), or nothing.
     init(holding feed: [FeedItem]? = nil, storedAt: Date = Date(timeIntervalSince1970: 1_767_225_600)) {
-        state.withLock { $0.stored = feed.map { Cached(value: $0, storedAt: storedAt) } }
+        state.withLock { $0.stored = feed.map { CacheEntry(value: $0, storedAt: storedAt) } }
     }
 
     /// Every message so far, in order.
@@ -58,7 +58,7 @@ final class FeedCacheSpy: FeedCacheStore, Store, Sendable {
     // MARK: FeedCacheStore
 
     func save(_ items: [FeedItem]) async throws {
-        try record(.save(items), then: Cached(value: items, storedAt: Date()))
+        try record(.save(items), then: CacheEntry(value: items, storedAt: Date()))
     }
 
     func load() async throws -> [FeedItem] {
@@ -67,11 +67,11 @@ final class FeedCacheSpy: FeedCacheStore, Store, Sendable {
 
     // MARK: Store
 
-    func retrieve(_ key: String) async throws -> Cached<[FeedItem]>? {
+    func retrieve(_ key: String) async throws -> CacheEntry<[FeedItem]>? {
         try retrieve()
     }
 
-    func insert(_ entry: Cached<[FeedItem]>, for key: String) async throws {
+    func insert(_ entry: CacheEntry<[FeedItem]>, for key: String) async throws {
         try record(.save(entry.value), then: entry)
     }
 
@@ -82,7 +82,7 @@ final class FeedCacheSpy: FeedCacheStore, Store, Sendable {
         }
     }
 
-    private func retrieve() throws -> Cached<[FeedItem]>? {
+    private func retrieve() throws -> CacheEntry<[FeedItem]>? {
         let (stored, error) = state.withLock { state in
             state.messages.append(.load)
             return (state.stored, state.loadError)
@@ -91,7 +91,7 @@ final class FeedCacheSpy: FeedCacheStore, Store, Sendable {
         return stored
     }
 
-    private func record(_ message: Message, then entry: Cached<[FeedItem]>) throws {
+    private func record(_ message: Message, then entry: CacheEntry<[FeedItem]>) throws {
         let error = state.withLock { state -> (any Error)? in
             state.messages.append(message)
             if state.saveError == nil { state.stored = entry }

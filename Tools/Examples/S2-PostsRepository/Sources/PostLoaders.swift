@@ -1,5 +1,6 @@
 import Foundation
 import Strata
+import StrataOutbox
 
 /// The same repository reads and writes written as Strata chains instead of decorator classes.
 ///
@@ -9,14 +10,14 @@ import Strata
 ///
 /// ```swift
 /// store.loader(freshness: .any).mapInput { "post-\($0)" }
-///     .fallingBack(to: remote.writingThrough(to: store) { "post-\($0)" })
+///     .fallingBack(to: remote.writingThrough(in: store) { "post-\($0)" })
 /// ```
 ///
 /// Both forms use the keys of ``StorePostCache/key(for:)``, so they can share a store. They differ
 /// in one way: when neither the cache nor the server has the post, the chain throws Strata's
 /// `FallbackError` naming both tiers ("cached post: nothing cached …; remote: HTTP 404 …"), while
 /// the decorator throws ``PostRepoError/notFound(id:)``. The chain also takes a freshness policy, so
-/// `.maxAge(.hours(1))` turns "cached forever" into "cached for an hour" without a new type.
+/// `.maxAge(.seconds(1 * 3600))` turns "cached forever" into "cached for an hour" without a new type.
 public enum PostLoaders {
     /// `GET {baseURL}/posts/{id}`, decoded as a ``Post``.
     public static func remote(
@@ -49,7 +50,7 @@ public enum PostLoaders {
         store.loader(freshness: policy)
             .mapInput { (id: Int) in StorePostCache<S>.key(for: id) }
             .named("cached post")
-            .fallingBack(to: remote.writingThrough(to: store) { StorePostCache<S>.key(for: $0) }.named("remote"))
+            .fallingBack(to: remote.writingThrough(in: store) { StorePostCache<S>.key(for: $0) }.named("remote"))
             .environment(\.now, now)
     }
 

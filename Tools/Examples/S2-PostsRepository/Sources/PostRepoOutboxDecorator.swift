@@ -1,5 +1,6 @@
 import Foundation
 import Strata
+import StrataOutbox
 
 /// Makes "Post" work offline: a create the server cannot take now is queued in a Strata `Outbox`
 /// and sent later, once, even if the app is killed in between.

@@ -1,5 +1,6 @@
 import Foundation
 import Strata
+import StrataOutbox
 
 /// The one place where the app chooses its posts stack.
 ///

@@ -37,8 +37,8 @@ struct PostCacheTests {
         await cache.store(post: second)
 
         #expect(store.messages == [
-            .insert("post-1", Cached(value: hello, storedAt: referenceDate)),
-            .insert("post-2", Cached(value: second, storedAt: referenceDate)),
+            .insert("post-1", CacheEntry(value: hello, storedAt: referenceDate)),
+            .insert("post-2", CacheEntry(value: second, storedAt: referenceDate)),
         ])
     }
 

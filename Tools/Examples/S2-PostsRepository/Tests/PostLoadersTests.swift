@@ -75,7 +75,7 @@ struct PostLoadersTests {
         let clock = ManualClock()
         let spy = PostRepoSpy(posts: [hello])
         let chain = PostLoaders.cacheFirst(
-            remote: remote(spy), store: MemoryStore<String, Post>(), policy: .maxAge(.hours(1)), now: clock.wallClock)
+            remote: remote(spy), store: MemoryStore<String, Post>(), policy: .maxAge(.seconds(1 * 3600)), now: clock.wallClock)
 
         _ = try await chain.load(1)
         clock.advance(by: .seconds(3599))

@@ -1,5 +1,6 @@
 import Observation
 import Strata
+import StrataQueries
 
 /// The items screen's state, platform-neutral: a SwiftUI view, a command-line printer or a web page
 /// can render it.

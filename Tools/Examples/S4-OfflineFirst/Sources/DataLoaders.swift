@@ -33,7 +33,7 @@ public protocol CachePolicy: Sendable {
 /// Local data is valid for 24 hours after it was saved (exactly 24 hours old is expired).
 public struct TwentyFourHoursPolicy: CachePolicy {
     public init() {}
-    public var freshness: FreshnessPolicy { .maxAge(.hours(24)) }
+    public var freshness: FreshnessPolicy { .maxAge(.seconds(24 * 3600)) }
 }
 
 /// Anything cached is acceptable, however old.
@@ -60,7 +60,7 @@ public struct LocalDataStore: Sendable {
     }
 
     /// What is saved, with its timestamp (for tests and diagnostics).
-    public func saved() async throws -> Cached<Data>? { try await store.retrieve(Self.key) }
+    public func saved() async throws -> CacheEntry<Data>? { try await store.retrieve(Self.key) }
 }
 
 /// Serves local data while `cachePolicy` accepts it; `emptyCache` / `expiredCache` otherwise.
@@ -141,7 +141,7 @@ public struct DefaultLoader: DataLoader {
     }
 }
 
-/// The article's cache decorator: Strata's write-through `writingThrough(to:key:)` under the article's name,
+/// The article's cache decorator: Strata's write-through `writingThrough(in:key:)` under the article's name,
 /// stamping entries with the store's own clock (`LocalDataStore(directory:now:)`).
 public typealias DataLoaderCacheDecorator<Decoratee: DataLoader> = EnvironmentLoader<WritingThroughLoader<Decoratee, FileStore<Data>>>
 
@@ -160,6 +160,6 @@ extension DataLoader {
     /// Saves what this loader fetches into `store`: the article's `remote.cache()`, with the store it
     /// writes to named at the composition root instead of hidden inside the remote loader.
     public func cache(in store: LocalDataStore) -> DataLoaderCacheDecorator<Self> {
-        writingThrough(to: store.store, key: LocalDataStore.key).environment(\.now, store.now)
+        writingThrough(in: store.store, key: LocalDataStore.key).environment(\.now, store.now)
     }
 }

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import PostsRepositoryExample
 @_spi(StrataInternals) import Strata
+import StrataOutbox
 
 /// Offline writes, step by step: S2's posts repository in its production configuration, with its
 /// outbox in real files and the real demo server, on a simulated clock.

@@ -46,7 +46,7 @@ public struct ResilienceScenario: Sendable {
         let feed = HTTPLoader(url: server.feedURL, transport: client).decoding([FeedItem].self)
             .timingOut(after: .seconds(2))
             .guarded(by: breaker)
-            .writingThrough(to: store, key: "feed")
+            .writingThrough(in: store, key: "feed")
             .named("remote")
             .fallingBack(to: store.loader(key: "feed").named("cache"))
             .coalesced()

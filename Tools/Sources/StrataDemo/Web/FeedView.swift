@@ -1,6 +1,8 @@
 import DemoServer
 import Foundation
 @_spi(StrataInternals) import Strata
+import StrataOutbox
+import StrataQueries
 
 /// What the demo's page shows at one moment, as `GET /api/feed` and each server-sent event carry
 /// it: the items, where they came from and how old they are, what the query is doing, and the

@@ -4,6 +4,8 @@ import Hummingbird
 import Logging
 import OfflineFirstExample
 @_spi(StrataInternals) import Strata
+import StrataOutbox
+import StrataQueries
 import StrataInspector
 
 /// `strata demo --web`: the S4 offline-first feed as a page a person drives. The demo server's
@@ -68,7 +70,7 @@ public final class FeedWebDemo: Sendable {
             // Stale after the S4 chain's own 24 h: a day later, the badge says so. The chain is the
             // offline policy (its local tiers answer without the network), so the query does not
             // pause for it: a refresh offline runs the chain, and the stale local copy answers.
-            policy: QueryPolicy(staleAfter: .hours(24), networkMode: .always),
+            policy: QueryPolicy(staleAfter: .seconds(24 * 3600), networkMode: .always),
             paging: Paging(firstCursor: 1, maxPages: 10, refetch: .allPages) { $0.next },
             pendingWrites: Self.pendingPosts(outbox),
             page: PostsPageLoader(server: server, directory: directory, clock: clock, transport: transport, logger: quiet))
