@@ -57,7 +57,7 @@ let package = Package(
         .target(
             name: "StrataDemo",
             dependencies: [
-                .product(name: "Strata", package: "Strata"), .product(name: "StrataOutbox", package: "Strata"), .product(name: "StrataQueries", package: "Strata"), .product(name: "StrataTesting", package: "Strata"),
+                .product(name: "Strata", package: "Strata"), .product(name: "StrataOutbox", package: "Strata"), .product(name: "StrataQueries", package: "Strata"),
                 "DemoServer",
                 "FeedCachingExample",
                 "FileFeedStoreExample",

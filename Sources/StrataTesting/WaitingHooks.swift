@@ -1,4 +1,4 @@
-import Strata
+@_spi(StrataInternals) import Strata
 import StrataQueries
 
 // Waits a test needs to order its steps without sleeping: each suspends until the object under test

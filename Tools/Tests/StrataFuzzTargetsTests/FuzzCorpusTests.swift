@@ -5,7 +5,7 @@ import Testing
 /// Every committed fuzz corpus, replayed by the built `strata-fuzz` (in a process of its own, so a
 /// target's servers end with it): each input that ever broke a property is in its target's corpus,
 /// so this is the fuzzers' regression test. `scripts/fuzz.sh` runs the fuzzers themselves.
-@Suite("fuzz corpora", .timeLimit(.seconds(5 * 60)))
+@Suite("fuzz corpora", .timeLimit(.minutes(5)))
 struct FuzzCorpusTests {
     static let corpusRoot = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

@@ -16,7 +16,7 @@ final class CapturedOutput: Sendable {
     var stderr: @Sendable (String) -> Void { { line in self.err.withLock { $0.append(line) } } }
 }
 
-@Suite("strata fetch", .timeLimit(.seconds(3 * 60)))
+@Suite("strata fetch", .timeLimit(.minutes(3)))
 final class FetchTests {
     let directory: TemporaryDirectory
     let clock = ManualClock()
@@ -149,7 +149,7 @@ final class FetchTests {
     }
 }
 
-@Suite("strata command line", .timeLimit(.seconds(3 * 60)))
+@Suite("strata command line", .timeLimit(.minutes(3)))
 struct CommandLineTests {
     @Test(arguments: [
         ("500ms", Duration.milliseconds(500)), ("30s", .seconds(30)), ("10m", .seconds(600)), ("2h", .seconds(7200)),
@@ -191,7 +191,7 @@ struct CommandLineTests {
     }
 }
 
-@Suite("strata serve controls", .timeLimit(.seconds(3 * 60)))
+@Suite("strata serve controls", .timeLimit(.minutes(3)))
 struct ServeControlTests {
     @Test func commandsChangeTheRunningServer() async throws {
         try await withDemoServer { server in
@@ -368,7 +368,7 @@ struct Child {
 }
 
 /// The built `strata` binary, run as separate processes: `serve` in one, `fetch` in another.
-@Suite("strata, two processes", .timeLimit(.seconds(3 * 60)))
+@Suite("strata, two processes", .timeLimit(.minutes(3)))
 struct TwoProcessTests {
     /// The `strata` executable built next to this test binary.
     static func executable() throws -> URL {

@@ -9,7 +9,7 @@ import StrataTesting
 /// with a real second process: `strata-crash-writer` stands in for a share
 /// extension or a widget, on the same files. On iOS the telling is a Darwin notification (the guide
 /// "Offline writes"); here the test calls what the notification's handler would.
-@Suite("A change made by another process reaches the screen", .serialized, .timeLimit(.seconds(2 * 60)))
+@Suite("A change made by another process reaches the screen", .serialized, .timeLimit(.minutes(2)))
 struct ChangedElsewhereProcessTests {
     /// What the writer's queued HTTP writes carry that the screen shows: the post's title.
     struct Post: Decodable {

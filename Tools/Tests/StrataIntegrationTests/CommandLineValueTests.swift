@@ -6,7 +6,7 @@ import Testing
 /// Every number, duration and size the `strata` command takes is refused with exit status 64 and a
 /// message naming the option when it is out of range: overflow, NaN, infinity, negative, zero where
 /// zero makes no sense. None of them traps.
-@Suite("strata command-line values", .timeLimit(.seconds(3 * 60)))
+@Suite("strata command-line values", .timeLimit(.minutes(3)))
 struct CommandLineValueTests {
     static let url = "http://127.0.0.1:9/feed"
 

@@ -15,7 +15,7 @@ import Glibc
 /// the one in flight, complete and valid, and take a new write.
 ///
 /// `STRATA_CRASH_SEED` replays a run; `STRATA_CRASH_KILLS` changes the number of kills (200 by default).
-@Suite("Crash safety: SIGKILL while writing", .serialized, .timeLimit(.seconds(8 * 60)))
+@Suite("Crash safety: SIGKILL while writing", .serialized, .timeLimit(.minutes(8)))
 struct CrashSafetyTests {
     static let seed: UInt64 = ProcessInfo.processInfo.environment["STRATA_CRASH_SEED"].flatMap { UInt64($0) } ?? 20_260_101
     static let kills = ProcessInfo.processInfo.environment["STRATA_CRASH_KILLS"].flatMap { Int($0) } ?? 200

@@ -5,7 +5,7 @@ import DemoServer
 import StrataDemo
 
 /// `strata demo --scenario cross-cutting` runs this scenario; the test checks what each step reports.
-@Suite("S3 CrossCutting: strata demo --scenario cross-cutting", .timeLimit(.seconds(1 * 60)))
+@Suite("S3 CrossCutting: strata demo --scenario cross-cutting", .timeLimit(.minutes(1)))
 struct CrossCuttingScenarioTests {
     @Test func narratesAnalyticsAddedAroundTheServiceAndDeliveryOnMain() async throws {
         let lines = Locked<[String]>([])

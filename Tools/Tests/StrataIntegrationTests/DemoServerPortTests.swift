@@ -15,7 +15,7 @@ import Testing
 /// With ports the kernel picks, an offline server's port can go to the next server a parallel test
 /// starts: a client expecting "connection refused" then reaches another test's server (a lost
 /// connection, or that test's injected HTTP 500).
-@Suite("Demo server: ports", .timeLimit(.seconds(2 * 60)))
+@Suite("Demo server: ports", .timeLimit(.minutes(2)))
 struct DemoServerPortTests {
     @Test func anOfflineServersPortIsGivenToNoOtherServer_andItsClientsAreRefused() async throws {
         let server = try await DemoServer.start()

@@ -11,7 +11,7 @@ import Testing
 /// hold *after* `goOffline()` released the held requests (its request read before the stop, its task
 /// run after it) must not be held: nothing would resume it, `stop()` would never return, and the
 /// test would hang with every task suspended, no thread blocked and no timer pending.
-@Suite("Demo server: stopping while a request is on its way to the hold", .timeLimit(.seconds(3 * 60)))
+@Suite("Demo server: stopping while a request is on its way to the hold", .timeLimit(.minutes(3)))
 struct DemoServerStopTests {
     /// The interleaving of the stall, driven step by step: the request's handler is paused just
     /// before the server admits it (the server's `random` draw, taken before admission), the server

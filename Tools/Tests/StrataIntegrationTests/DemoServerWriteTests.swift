@@ -11,7 +11,7 @@ import Glibc
 /// it (a repeat gets the recorded answer, not applied again; a different request with the key gets
 /// 422; a repeat while the first is in flight gets 409), and the write faults (5xx, drop after apply,
 /// 409, 422) that hit writes only.
-@Suite("Demo server: writes, Idempotency-Key, write faults", .timeLimit(.seconds(1 * 60)))
+@Suite("Demo server: writes, Idempotency-Key, write faults", .timeLimit(.minutes(1)))
 struct DemoServerWriteTests {
     static func post(_ server: DemoServer, key: String?, json: String = #"{"title":"t","body":"b"}"#) -> (HTTPRequest, Data) {
         var request = HTTPRequest(method: .post, url: server.baseURL.appendingPathComponent("posts"))

@@ -5,7 +5,7 @@ import StrataDemo
 import StrataTesting
 
 /// `strata demo --scenario resilience` runs this scenario; the test checks what each step reports.
-@Suite("strata demo --scenario resilience", .timeLimit(.seconds(3 * 60)))
+@Suite("strata demo --scenario resilience", .timeLimit(.minutes(3)))
 struct ResilienceDemoTests {
     @Test func coalescesTimesOutBreaksAndRecovers() async throws {
         let lines = Locked<[String]>([])

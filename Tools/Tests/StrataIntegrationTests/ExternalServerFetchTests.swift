@@ -8,7 +8,7 @@ import StrataTesting
 /// its server as a child process on a free port of 127.0.0.1, waits until the port accepts (bounded),
 /// and stops it. Time moves through the binary's hidden `--now`, so "ten minutes later" takes no time;
 /// the server's own clock and the files' modification times are real.
-@Suite("strata fetch against other servers", .timeLimit(.seconds(3 * 60)))
+@Suite("strata fetch against other servers", .timeLimit(.minutes(3)))
 struct ExternalServerFetchTests {
     /// The time of the first fetch; later fetches pass `--now` this plus some minutes.
     static let start = Date(timeIntervalSince1970: 1_893_456_000)  // 2030-01-01T00:00:00Z

@@ -7,7 +7,7 @@ import StrataTesting
 
 /// `strata demo --scenario feed-caching` runs this scenario (S0 FeedCaching against the real demo
 /// server); the test checks what each step observed.
-@Suite("S0 FeedCaching: strata demo --scenario feed-caching", .timeLimit(.seconds(3 * 60)))
+@Suite("S0 FeedCaching: strata demo --scenario feed-caching", .timeLimit(.minutes(3)))
 struct FeedCachingScenarioTests {
     @Test func narratesOnlineThenCachedThenTheOriginalErrorWithTheRightSourceAndNetworkUse() async throws {
         let lines = Locked<[String]>([])

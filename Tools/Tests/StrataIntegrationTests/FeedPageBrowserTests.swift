@@ -8,7 +8,7 @@ import Testing
 /// the feed page served by the demo on 127.0.0.1, drives the offline-first story with the keyboard
 /// and the mouse, and asserts the DOM after each step; the inspector beside it refetches once when
 /// asked. Screenshots of the key steps are kept (`.build/artifacts/screenshots/`).
-@Suite("The web demo in headless Chromium", .timeLimit(.seconds(3 * 60)), .serialized)
+@Suite("The web demo in headless Chromium", .timeLimit(.minutes(3)), .serialized)
 struct FeedPageBrowserTests {
     /// Runs `body` with the demo served and a browser of `width`×`height`; ends both after.
     func withDemoInBrowser(width: Int = 1280, height: Int = 900, _ body: (FeedWebDemo, WebDriver, URL) async throws -> Void) async throws {

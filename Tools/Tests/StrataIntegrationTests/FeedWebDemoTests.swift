@@ -12,7 +12,7 @@ import Testing
 /// `strata demo --web` without a browser: its JSON API and its event stream over real HTTP, the
 /// feed loaded through S4's chain from the in-process demo server into real files, posts through
 /// an outbox in real files. Every wait is on an event the demo sends; the clock is simulated.
-@Suite("The web demo's API and events", .timeLimit(.seconds(1 * 60)), .serialized)
+@Suite("The web demo's API and events", .timeLimit(.minutes(1)), .serialized)
 struct FeedWebDemoTests {
     /// Runs `body` with a started demo served on a free port of 127.0.0.1; stops it after.
     static func withWebDemo(_ body: (FeedWebDemo, URL) async throws -> Void) async throws {

@@ -8,7 +8,7 @@ import StrataTesting
 /// `strata fetch` revalidates instead of downloading again: past `--max-age` it sends the stored
 /// validators, serves the cached body on 304 and re-stamps it, and follows the server's
 /// `Cache-Control`. Run in-process against the demo server, the wall clock moved by hand.
-@Suite("strata fetch revalidation", .timeLimit(.seconds(3 * 60)))
+@Suite("strata fetch revalidation", .timeLimit(.minutes(3)))
 final class FetchRevalidationTests {
     let directory: TemporaryDirectory
     let clock = ManualClock()

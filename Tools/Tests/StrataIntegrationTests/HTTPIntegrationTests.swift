@@ -5,7 +5,7 @@ import DemoServer
 import StrataTesting
 
 /// URLSessionHTTPClient and HTTPLoader against the real demo server.
-@Suite("HTTP against a real server", .timeLimit(.seconds(3 * 60)))
+@Suite("HTTP against a real server", .timeLimit(.minutes(3)))
 struct HTTPIntegrationTests {
     @Test func get_decodesTheFeed() async throws {
         try await withDemoServer { server in
@@ -106,7 +106,7 @@ struct HTTPIntegrationTests {
     }
 }
 
-@Suite("retry against a real server", .timeLimit(.seconds(3 * 60)))
+@Suite("retry against a real server", .timeLimit(.minutes(3)))
 struct RetryIntegrationTests {
     @Test func serviceUnavailableWithRetryAfter_isRetriedAfterTheServersDelay() async throws {
         try await withDemoServer { server in

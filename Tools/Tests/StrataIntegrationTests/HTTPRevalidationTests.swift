@@ -6,7 +6,7 @@ import StrataTesting
 
 /// The revalidating HTTP cache against the real demo server (ETag, Last-Modified, 304) and a real
 /// FileStore in a temporary directory, with the wall clock moved by hand.
-@Suite("HTTP revalidation, end to end", .timeLimit(.seconds(3 * 60)))
+@Suite("HTTP revalidation, end to end", .timeLimit(.minutes(3)))
 final class HTTPRevalidationTests {
     let directory: TemporaryDirectory
     let clock = ManualClock()

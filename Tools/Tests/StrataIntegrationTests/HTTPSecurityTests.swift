@@ -8,7 +8,7 @@ import StrataTesting
 
 /// HTTPS certificate validation is never disabled: a server with a self-signed certificate is refused
 /// with a typed transport error, and no source file handles authentication challenges.
-@Suite("HTTPS security", .timeLimit(.seconds(3 * 60)))
+@Suite("HTTPS security", .timeLimit(.minutes(3)))
 struct HTTPSecurityTests {
     static func openssl() throws -> URL {
         let candidates = ["/usr/bin/openssl", "/usr/local/bin/openssl", "/opt/homebrew/bin/openssl"]

@@ -25,7 +25,7 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
 
 /// The ``HTTPTransport`` contract, the same cases against both transports and the real in-process
 /// server: what comes back, and which ``HTTPError`` each failure is.
-@Suite("HTTP transport contract", .timeLimit(.seconds(3 * 60)))
+@Suite("HTTP transport contract", .timeLimit(.minutes(3)))
 struct HTTPTransportContractTests {
     static let bodyLimit = 1024 * 1024
 
@@ -128,7 +128,7 @@ struct HTTPTransportContractTests {
 
     // Serialized, as the next test: each case streams an endless body until the client closes, and
     // many at once on two cores starved every other suite in the process.
-    @Test(.serialized, .timeLimit(.seconds(1 * 60)), arguments: TransportKind.allCases, [true, false])
+    @Test(.serialized, .timeLimit(.minutes(1)), arguments: TransportKind.allCases, [true, false])
     func bodyOverTheLimit_isBodyTooLarge_andTheTransferEnds(kind: TransportKind, declaresLength: Bool) async throws {
         try await withDemoServer { server in
             server.faults = .init(oversizedBody: Self.endlessBody, declaresOversizedLength: declaresLength)
@@ -152,7 +152,7 @@ struct HTTPTransportContractTests {
         }
     }
 
-    @Test(.serialized, .timeLimit(.seconds(1 * 60)), arguments: TransportKind.allCases, [true, false])
+    @Test(.serialized, .timeLimit(.minutes(1)), arguments: TransportKind.allCases, [true, false])
     func bodyOverTheLimit_withTruncate_returnsTheStatusAndTheBodyCutAtTheLimit_andTheTransferEnds(
         kind: TransportKind, declaresLength: Bool
     ) async throws {

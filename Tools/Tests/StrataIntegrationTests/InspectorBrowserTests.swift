@@ -11,7 +11,7 @@ import StrataTesting
 /// `/inspector` served by the inspector's own application on 127.0.0.1, while a live query loads the
 /// demo server's feed over real HTTP. The test clicks as a person would and asserts the DOM after each
 /// step; the screenshots of the key steps are kept (`.build/artifacts/screenshots/`).
-@Suite("The inspector in headless Chromium", .timeLimit(.seconds(2 * 60)), .serialized)
+@Suite("The inspector in headless Chromium", .timeLimit(.minutes(2)), .serialized)
 struct InspectorBrowserTests {
     @Test("the page lists the live query, shows its chain and value, and its Invalidate refetches exactly once")
     func invalidateFromThePage_refetchesOnce() async throws {

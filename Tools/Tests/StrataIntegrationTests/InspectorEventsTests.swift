@@ -11,7 +11,7 @@ import Testing
 
 /// The inspector's JSON and event API without a browser, mounted in the web demo: S4's chain per
 /// page over the demo server, an outbox in real files, a circuit breaker. Every wait is on an event.
-@Suite("The inspector's state and events, on the web demo", .timeLimit(.seconds(1 * 60)), .serialized)
+@Suite("The inspector's state and events, on the web demo", .timeLimit(.minutes(1)), .serialized)
 struct InspectorEventsTests {
     static func state(_ base: URL, token: String) async throws -> InspectorState {
         var request = URLRequest(url: base.appendingPathComponent("inspector/api/state"))

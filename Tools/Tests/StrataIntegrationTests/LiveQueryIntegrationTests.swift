@@ -12,7 +12,7 @@ typealias ListedPost = PostsRepositoryExample.Post
 /// Live queries with the real parts: the in-process demo server (Hummingbird) over real HTTP
 /// (`URLSessionHTTPClient`), an outbox in real files, and the query's own state machine. The clock
 /// is a manual one; nothing waits for real time.
-@Suite("Live queries against the demo server", .timeLimit(.seconds(1 * 60)))
+@Suite("Live queries against the demo server", .timeLimit(.minutes(1)))
 struct LiveQueryIntegrationTests {
     /// The posts list with the outbox's pending drafts appended (id 0: not numbered yet).
     static func pendingDrafts(_ outbox: Outbox) -> PendingWrites<[ListedPost]> {

@@ -34,7 +34,7 @@ enum Secrets {
 
 /// Logs, error messages and `strata fetch` reports never contain credentials, tokens, cookies or
 /// `Authorization` values — not even when the server echoes them back in an error page.
-@Suite("log secrecy", .timeLimit(.seconds(3 * 60)))
+@Suite("log secrecy", .timeLimit(.minutes(3)))
 struct LogSecrecyTests {
     /// Every line captured, with its metadata.
     static func text(_ capture: LogCapture) -> String {

@@ -15,7 +15,7 @@ import Glibc
 /// What the inspector and the web demo listen on when nobody says: loopback only. Each is
 /// started with its defaults and asked for over 127.0.0.1 (accepted) and over this machine's
 /// other IPv4 address (refused: nothing listens there).
-@Suite("Inspector and web demo: loopback unless told otherwise", .timeLimit(.seconds(1 * 60)), .serialized)
+@Suite("Inspector and web demo: loopback unless told otherwise", .timeLimit(.minutes(1)), .serialized)
 struct LoopbackTests {
     /// This machine's non-loopback IPv4 address: without one, "not reachable from elsewhere"
     /// cannot be observed, and the test says so instead of passing.

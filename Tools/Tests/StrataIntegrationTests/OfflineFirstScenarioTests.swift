@@ -10,7 +10,7 @@ import Testing
 /// scenario builds it, over the feed, against a real Hummingbird server on 127.0.0.1 and a real
 /// FileStore in a temporary directory, with time moved by a manual clock. The seven requirements
 /// each, then `strata demo --scenario offline-first` itself.
-@Suite("S4 OfflineFirst: the chain against the demo server, and strata demo --scenario offline-first", .timeLimit(.seconds(3 * 60)))
+@Suite("S4 OfflineFirst: the chain against the demo server, and strata demo --scenario offline-first", .timeLimit(.minutes(3)))
 final class OfflineFirstScenarioTests {
     let directory: TemporaryDirectory
     let clock = ManualClock()

@@ -6,7 +6,7 @@ import StrataOutbox
 import StrataDemo
 
 /// `strata demo --scenario offline-write` runs this scenario; the test checks what each step reports.
-@Suite("strata demo: offline-write", .timeLimit(.seconds(1 * 60)))
+@Suite("strata demo: offline-write", .timeLimit(.minutes(1)))
 struct OfflineWriteScenarioTests {
     @Test func narratesQueuedPendingRelaunchedDeliveredOnceAndPendingGone() async throws {
         let lines = Locked<[String]>([])

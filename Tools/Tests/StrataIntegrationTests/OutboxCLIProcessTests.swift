@@ -6,7 +6,7 @@ import StrataTesting
 
 /// The built `strata` binary's `send` and `outbox`, run as separate processes: against the demo
 /// server in this process, and against Python's `http.server`, a server this project did not write.
-@Suite("strata send and outbox, as processes", .timeLimit(.seconds(3 * 60)))
+@Suite("strata send and outbox, as processes", .timeLimit(.minutes(3)))
 struct OutboxCLIProcessTests {
     /// `strata send … --data -` with `input` on standard input (a shell redirects a file into it).
     static func send(withStdin input: String, _ arguments: [String], in directory: TemporaryDirectory) async throws

@@ -48,7 +48,7 @@ struct StoredOutboxFile {
 /// `strata send` and `strata outbox`, run in-process (``Sender``, ``OutboxTool``) against the real
 /// demo server, with the outbox in real files in a temporary cache directory. Time is a manual clock:
 /// it stamps entries and decides which are due; nothing waits for it.
-@Suite("strata send and strata outbox", .timeLimit(.seconds(3 * 60)))
+@Suite("strata send and strata outbox", .timeLimit(.minutes(3)))
 final class OutboxCLITests {
     let directory: TemporaryDirectory
     let clock = ManualClock()
@@ -608,7 +608,7 @@ final class OutboxCLITests {
 }
 
 /// The parsing and help of `strata send` and `strata outbox`.
-@Suite("strata send and outbox: command line", .timeLimit(.seconds(3 * 60)))
+@Suite("strata send and outbox: command line", .timeLimit(.minutes(3)))
 struct OutboxCommandLineTests {
     @Test(arguments: [
         ["send", "GET", "http://example.com/x"], ["send", "POST", "notaurl"], ["send", "POST", "ftp://example.com/x"],

@@ -24,7 +24,7 @@ import Glibc
 ///
 /// `STRATA_CRASH_SEED` replays a run; `STRATA_CRASH_KILLS` changes the number of queueing kills (70),
 /// `STRATA_CRASH_REPLAY_ROUNDS` the rounds the replay drains (200, three writes each).
-@Suite("Crash safety: SIGKILL while queueing and replaying writes", .timeLimit(.seconds(8 * 60)))
+@Suite("Crash safety: SIGKILL while queueing and replaying writes", .timeLimit(.minutes(8)))
 struct OutboxCrashSafetyTests {
     /// `STRATA_CRASH_SEED` (what the messages print, so a run can be replayed), and the generator's
     /// seed drawn from it.

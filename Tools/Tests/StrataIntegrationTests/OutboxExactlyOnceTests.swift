@@ -18,7 +18,7 @@ import Glibc
 /// control: the same scenario applies the write twice, so the check can fail), and a small Python
 /// `http.server` this project did not write in Swift (Tools/Tests/Servers/idempotent_server.py).
 /// Time moves on the outbox's manual clock; nothing waits for real time.
-@Suite("Outbox: exactly once when the acknowledgement is lost", .timeLimit(.seconds(1 * 60)))
+@Suite("Outbox: exactly once when the acknowledgement is lost", .timeLimit(.minutes(1)))
 struct OutboxExactlyOnceTests {
     /// The outbox of one test: real files, a manual clock, a 10 s first backoff without jitter.
     struct Fixture {

@@ -12,7 +12,7 @@ import StrataTesting
 /// because the client closes the connection once it has the status, as the server sees it.
 // Serialized: each case streams an endless body until the client closes; many at once on two
 // cores starved every other suite in the process (a PostgreSQL read went unanswered for 30 s).
-@Suite("Outbox: the status of an answer over the body limit decides", .serialized, .timeLimit(.seconds(1 * 60)))
+@Suite("Outbox: the status of an answer over the body limit decides", .serialized, .timeLimit(.minutes(1)))
 struct OutboxLargeAnswerTests {
     static let limit = 32 * 1024
     static let answerSize = 1 << 40

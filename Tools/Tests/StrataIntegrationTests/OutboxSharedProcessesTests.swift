@@ -10,7 +10,7 @@ import Testing
 /// `strata outbox drain` processes drain it at once, against a Python server that applies every
 /// request it gets (Tools/Tests/Servers/write_recorder.py: no Idempotency-Key ledger), so a write
 /// sent twice is applied twice and counted.
-@Suite("one outbox, several processes", .serialized, .timeLimit(.seconds(5 * 60)))
+@Suite("one outbox, several processes", .serialized, .timeLimit(.minutes(5)))
 struct OutboxSharedProcessesTests {
     enum Kind: String, CaseIterable, Sendable, CustomTestStringConvertible {
         case file, sqlite, postgres

@@ -30,7 +30,7 @@ enum PostgresBinaries {
 /// schedule of faults and the same choices of every client; what the processes do in between is
 /// their own timing.
 @Suite(
-    "strata proxy: the fleet under partitions, checked like Jepsen", .serialized, .timeLimit(.seconds(30 * 60)),
+    "strata proxy: the fleet under partitions, checked like Jepsen", .serialized, .timeLimit(.minutes(30)),
     .enabled(if: PostgresBinaries.directory != nil || ProcessInfo.processInfo.environment["CI"] == "true",
              "PostgreSQL's binaries (Debian's postgresql package) are not installed"))
 struct PartitionTests {

@@ -4,7 +4,7 @@ import Testing
 import StrataDemo
 
 /// `strata demo --scenario posts-repository` runs this scenario; the test checks what each step reports.
-@Suite("S2 PostsRepository: strata demo --scenario posts-repository", .timeLimit(.seconds(3 * 60)))
+@Suite("S2 PostsRepository: strata demo --scenario posts-repository", .timeLimit(.minutes(3)))
 struct PostsRepositoryScenarioTests {
     @Test func narratesMockThenProduction_withCacheHitsOfflineReadsAndNotFound() async throws {
         let lines = Locked<[String]>([])

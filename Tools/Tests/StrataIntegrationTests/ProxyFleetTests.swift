@@ -14,7 +14,7 @@ import Testing
     "strata proxy: a fleet of processes on one PostgreSQL",
     .enabled(if: SharedCacheTests.postgresURL != nil || ProcessInfo.processInfo.environment["CI"] == "true",
              SharedCacheTests.postgresSkipReason),
-    .serialized, .timeLimit(.seconds(3 * 60)))
+    .serialized, .timeLimit(.minutes(3)))
 struct ProxyFleetTests {
     /// The origin server, a separate Python process.
     struct Origin {
@@ -473,7 +473,7 @@ struct ProxyFleetTests {
 }
 
 /// What `strata proxy` refuses before it starts.
-@Suite("strata proxy: arguments", .timeLimit(.seconds(1 * 60)))
+@Suite("strata proxy: arguments", .timeLimit(.minutes(1)))
 struct ProxyArgumentTests {
     @Test("an --admin-host other than loopback needs --admin-token: the controls would otherwise answer anyone who reaches the port")
     func aReachableAdminHost_needsAnAdminToken() async throws {

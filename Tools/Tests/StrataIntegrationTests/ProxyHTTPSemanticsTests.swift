@@ -9,7 +9,7 @@ import Testing
 /// that belong to one request, RFC 5861's windows, RFC 9213's targeted fields, the clients'
 /// forwarding fields, credentials kept for `Vary` only as digests.
 @Suite(
-    "strata proxy: HTTP semantics", .serialized, .timeLimit(.seconds(2 * 60)),
+    "strata proxy: HTTP semantics", .serialized, .timeLimit(.minutes(2)),
     .enabled(if: SharedCacheTests.postgresURL != nil || ProcessInfo.processInfo.environment["CI"] == "true",
              SharedCacheTests.postgresSkipReason))
 struct ProxyHTTPSemanticsTests {

@@ -11,7 +11,7 @@ import Testing
 /// public port would reach, a node with no PostgreSQL or a PostgreSQL that does not answer, and a
 /// flood of distinct large responses.
 @Suite(
-    "strata proxy under hostile traffic", .serialized, .timeLimit(.seconds(3 * 60)),
+    "strata proxy under hostile traffic", .serialized, .timeLimit(.minutes(3)),
     .enabled(if: SharedCacheTests.postgresURL != nil || ProcessInfo.processInfo.environment["CI"] == "true",
              SharedCacheTests.postgresSkipReason))
 struct ProxyHostileTrafficTests {
@@ -433,7 +433,7 @@ struct ProxyHostileTrafficTests {
 /// Three nodes under load while PostgreSQL goes away and comes back (a TCP relay between the nodes
 /// and the database closes every connection and refuses new ones) and the upstream slows.
 @Suite(
-    "strata proxy: the fleet while PostgreSQL goes away", .serialized, .timeLimit(.seconds(3 * 60)),
+    "strata proxy: the fleet while PostgreSQL goes away", .serialized, .timeLimit(.minutes(3)),
     .enabled(if: SharedCacheTests.postgresURL != nil || ProcessInfo.processInfo.environment["CI"] == "true",
              SharedCacheTests.postgresSkipReason))
 struct ProxyDatabaseFaultTests {

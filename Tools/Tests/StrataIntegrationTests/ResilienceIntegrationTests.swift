@@ -8,7 +8,7 @@ import StrataDemo
 import StrataTesting
 
 /// timeout, circuitBreaker, coalesced and the observers against the real in-process server.
-@Suite("resilience against a real server", .timeLimit(.seconds(3 * 60)))
+@Suite("resilience against a real server", .timeLimit(.minutes(3)))
 struct ResilienceIntegrationTests {
     @Test func aResponseSlowerThanTheTimeoutIsCancelledAndAFallbackServes() async throws {
         try await withDemoServer { server in

@@ -8,7 +8,7 @@ import StrataTesting
 
 /// `strata fetch --max-body`: sizes parse, a larger body fails the remote tier (and is never cached),
 /// the next tier serves.
-@Suite("response size limit in strata fetch", .timeLimit(.seconds(3 * 60)))
+@Suite("response size limit in strata fetch", .timeLimit(.minutes(3)))
 struct ResponseSizeTests {
     @Test(arguments: [
         ("8MB", 8 * 1_048_576), ("512KB", 512 * 1024), ("1GB", 1_073_741_824), ("1048576", 1_048_576),

@@ -11,7 +11,7 @@ import Glibc
 
 /// `strata serve --write-fault …`: the switch, its live command, and the line printed for each
 /// write with the `Idempotency-Key` it carried.
-@Suite("strata serve: write faults and Idempotency-Key", .timeLimit(.seconds(3 * 60)))
+@Suite("strata serve: write faults and Idempotency-Key", .timeLimit(.minutes(3)))
 struct ServeWriteFaultTests {
     @Test(arguments: [
         ("503", DemoServer.WriteFault.status(503, retryAfterSeconds: nil)),

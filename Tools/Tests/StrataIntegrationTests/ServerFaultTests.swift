@@ -94,7 +94,7 @@ enum FaultStoreKind: String, CaseIterable, CustomTestStringConvertible, Sendable
 
 /// Server faults against a real in-process server: each fails with its typed error (or the chain's
 /// fallback serves), and the copy already cached in a real store is never touched.
-@Suite("server faults", .timeLimit(.seconds(3 * 60)))
+@Suite("server faults", .timeLimit(.minutes(3)))
 struct ServerFaultTests {
     /// The good copy every test starts with: not what the server serves, stamped an hour before the
     /// test's clock, with validators of its own.
@@ -216,7 +216,7 @@ struct ServerFaultTests {
         #expect(entry.storedAt == clock.date)
     }
 
-    @Test(.timeLimit(.seconds(1 * 60)))
+    @Test(.timeLimit(.minutes(1)))
     func oversizedChunkedBody_isRefusedAfterAboutTheLimit_withoutReadingTheRest() async throws {
         try await withDemoServer { server in
             // A terabyte, generated as it is sent: no client reads it to the end.

@@ -6,7 +6,7 @@ import StrataTesting
 
 /// Two `strata fetch` processes, one after the other, on one cache: the second is served from what
 /// the first saved, whichever store holds it.
-@Suite("strata fetch --store: a cache shared across processes", .timeLimit(.seconds(3 * 60)))
+@Suite("strata fetch --store: a cache shared across processes", .timeLimit(.minutes(3)))
 struct SharedCacheTests {
     static let postgresURL = ProcessInfo.processInfo.environment["STRATA_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
     static let postgresSkipReason: Comment = "STRATA_POSTGRES_URL is not set; run eval \"$(scripts/postgres.sh start)\""

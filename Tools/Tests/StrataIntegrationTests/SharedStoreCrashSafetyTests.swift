@@ -24,7 +24,7 @@ import Glibc
 /// - the store still takes and returns a new write.
 ///
 /// `STRATA_CRASH_SEED` replays a run; `STRATA_CRASH_SHARED_KILLS` changes the kills per store (40).
-@Suite("Crash safety: two processes writing one store", .serialized, .timeLimit(.seconds(8 * 60)))
+@Suite("Crash safety: two processes writing one store", .serialized, .timeLimit(.minutes(8)))
 struct SharedStoreCrashSafetyTests {
     /// The one-writer loop's (`STRATA_CRASH_SEED`).
     static let seed = CrashSafetyTests.seed

@@ -5,7 +5,7 @@ import Testing
 /// The shipped `strata` command (and the demo inside it) must not link the test kit: StrataTesting
 /// is for tests only. Checked twice: in the package's target graph (a dependency declared but not yet
 /// used counts too) and in the built binary's symbols (any other way the kit could get in).
-@Suite("strata links no test kit", .timeLimit(.seconds(3 * 60)))
+@Suite("strata links no test kit", .timeLimit(.minutes(3)))
 struct ShippedBinaryTests {
     /// The Tools package's directory: this file is `Tools/Tests/StrataIntegrationTests/…`.
     static let toolsPackage = URL(fileURLWithPath: #filePath)

@@ -9,7 +9,7 @@ import Glibc
 /// Store security checked in a process of its own, so its umask and home directory can be hostile
 /// without touching the test process: `strata-crash-writer` runs with umask 000 (anything created
 /// with the default mode would be world-writable) and hostile keys passed as hexadecimal UTF-8.
-@Suite("Store security in a fresh process", .timeLimit(.seconds(3 * 60)))
+@Suite("Store security in a fresh process", .timeLimit(.minutes(3)))
 struct StoreSecurityProcessTests {
     static let hostileKeys = [
         "../../etc/passwd", "/etc/passwd", "..", "", "a\0b", String(repeating: "../", count: 3_400) + "x", "ключ 🔑",

@@ -10,7 +10,7 @@ import StrataTesting
 /// (the ``Watcher`` on a manual clock, every line checked, every request counted) and as the built
 /// binary (real time, JSON lines, ended by SIGINT). No test sleeps: each waits, with a bound, for a
 /// line, a sleeper on the manual clock, or a port.
-@Suite("strata watch", .timeLimit(.seconds(3 * 60)))
+@Suite("strata watch", .timeLimit(.minutes(3)))
 struct WatchTests {
     /// The interval of the in-process watches.
     static let every = Duration.seconds(10)

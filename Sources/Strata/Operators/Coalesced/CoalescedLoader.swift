@@ -51,7 +51,11 @@ public struct CoalescedLoader<Base: Loader, Key: Hashable & Sendable>: Loader {
     ///   the callers come or the task is cancelled.
     /// - Throws: `CancellationError` as soon as the waiting task is cancelled; ``WaitTimeoutError``
     ///   when `timeout` passes first, naming how many had registered.
-    package func awaitWaiters(count: Int, timeout: Duration? = nil) async throws {
+    ///
+    /// Tests call it as `waitForWaiters(count:timeout:)`, from StrataTesting; the demo's narrated
+    /// scenario in the sibling Tools package calls it through the SPI.
+    @_spi(StrataInternals)
+    public func awaitWaiters(count: Int, timeout: Duration? = nil) async throws {
         try await flights.waitForRegistrations(count: count, timeout: timeout)
     }
 

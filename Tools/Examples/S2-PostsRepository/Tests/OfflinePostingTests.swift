@@ -8,7 +8,7 @@ import StrataTesting
 
 /// The production configuration's offline create against the real demo server, with the outbox in
 /// real files: queued while the server is down, still queued after a relaunch, created once.
-@Suite("S2 PostsRepository: offline posting against a real server", .timeLimit(.seconds(1 * 60)))
+@Suite("S2 PostsRepository: offline posting against a real server", .timeLimit(.minutes(1)))
 struct OfflinePostingTests {
     /// One launch of the app: a new outbox and repository over the same directories.
     struct Launch {

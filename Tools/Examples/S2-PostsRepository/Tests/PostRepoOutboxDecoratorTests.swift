@@ -6,7 +6,7 @@ import StrataOutbox
 import StrataTesting
 
 /// The offline create, with a spy for the wrapped repository and an outbox in memory on a manual clock.
-@Suite("S2 PostsRepository: PostRepoOutboxDecorator", .timeLimit(.seconds(1 * 60)))
+@Suite("S2 PostsRepository: PostRepoOutboxDecorator", .timeLimit(.minutes(1)))
 struct PostRepoOutboxDecoratorTests {
     static let postsURL = URL(string: "https://api.example.com/posts")!
     static let unreachable = HTTPError.transport(url: postsURL, reason: "could not connect (connection refused)", underlying: nil)
@@ -164,7 +164,7 @@ struct PostRepoOutboxDecoratorTests {
     }
 }
 
-@Suite("S2 PostsRepository: posts lists with pending creates", .timeLimit(.seconds(1 * 60)))
+@Suite("S2 PostsRepository: posts lists with pending creates", .timeLimit(.minutes(1)))
 struct PendingCreatesListTests {
     @Test func aListShowsQueuedPostsAfterTheServersSaysPendingAndDropsThemOnceDelivered() async throws {
         let server = InMemoryPostRepo(posts: [hello])

@@ -9,7 +9,7 @@ import StrataTesting
 /// The composition root and the view models it builds. The tests run on the main actor, like a UI;
 /// `@Observable` needs macOS 14 / iOS 17, hence the availability on each test.
 @MainActor
-@Suite("S3 CrossCutting: UIComposer and view models", .timeLimit(.seconds(1 * 60)))
+@Suite("S3 CrossCutting: UIComposer and view models", .timeLimit(.minutes(1)))
 struct ComposerTests {
     // MARK: Items screen
 

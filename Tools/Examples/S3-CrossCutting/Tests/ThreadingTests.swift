@@ -8,7 +8,7 @@ import StrataTesting
 /// services (its async `main` drives the main executor through `dispatch_main()`); the time limit
 /// turns a regression into a failure instead of a hang. "On main" is checked as "on the main queue":
 /// see ``testQueueTag`` for why not `Thread.isMainThread`.
-@Suite("S3 CrossCutting: threading decorators", .timeLimit(.seconds(1 * 60)))
+@Suite("S3 CrossCutting: threading decorators", .timeLimit(.minutes(1)))
 struct ThreadingTests {
     // MARK: MainDispatchQueueDecorator
 

@@ -75,7 +75,7 @@ public struct ResilienceScenario: Sendable {
         var sent = client.requestCount
         let results = try await withThrowingTaskGroup(of: Served<[FeedItem]>.self) { group in
             for _ in 0..<50 { group.addTask { try await feed.loadServed() } }
-            try await feed.base.base.waitForWaiters(count: 50)
+            try await feed.base.base.awaitWaiters(count: 50)
             await server.waitForRequests(count: 1)
             server.faults = .none
             server.releaseHeldRequests()
