@@ -63,3 +63,22 @@ struct NamedTests {
         #expect(try await sut.loadServed().provenance.tier == "MemoryStore [any age]")
     }
 }
+
+@Suite("named(_:): names in errors and provenance")
+struct NamedProvenanceTests {
+    @Test func named_namesTheTierInErrorsAndProvenance() async throws {
+        let sut = StubLoader<Void, Int>(.failure(TestError("x"))).named("remote")
+            .fallingBack(to: ClosureLoader { 1 }.originating(from: .bundled).named("defaults"))
+
+        let served = try await sut.loadServed()
+        #expect(served.provenance.tier == "defaults")
+        #expect(served.provenance.origin == .bundled)
+        #expect(sut.chainSummary == "remote → defaults")
+    }
+
+    @Test func named_isAPlainForwardWhenNotRecording() async throws {
+        let spy = LoaderSpy<Int, Int>(.success(5))
+        #expect(try await spy.named("x").load(1) == 5)
+        #expect(spy.inputs == [1])
+    }
+}

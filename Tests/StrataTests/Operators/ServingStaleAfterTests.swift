@@ -136,7 +136,7 @@ struct ServingStaleAfterTests {
 /// timeouts, ends and cancellations, checking after every step that every caller is answered at
 /// most once, never early without a copy, and that none is left waiting once its flight ended.
 @Suite("ServingStaleAfterFlights: one load per key, every caller answered once")
-struct SoftTimeoutFlightsTests {
+struct ServingStaleAfterFlightsTests {
     static let seeds = ProcessInfo.processInfo.environment["STRATA_INTERLEAVING_SEEDS"].flatMap { UInt64($0) } ?? 1_000
 
     struct Violation: Error, CustomStringConvertible { var description: String }
