@@ -49,7 +49,7 @@ let package = Package(
             name: "BenchProbe",
             dependencies: [
                 "BenchmarkFixtures",
-                .product(name: "Strata", package: "Strata"), .product(name: "StrataOutbox", package: "Strata"), .product(name: "StrataQueries", package: "Strata"),
+                .product(name: "Strata", package: "Strata"), .product(name: "StrataOutbox", package: "Strata"), .product(name: "StrataQueries", package: "Strata"), .product(name: "StrataTesting", package: "Strata"),
                 .product(name: "StrataSQLite", package: "Strata"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]

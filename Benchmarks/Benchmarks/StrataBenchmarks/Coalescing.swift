@@ -2,6 +2,7 @@ import Benchmark
 import BenchmarkFixtures
 import Foundation
 @_spi(StrataInternals) import Strata
+import StrataTesting
 
 /// The upstream calls a coalescing benchmark made in one iteration (must be exactly 1 for `.strata`).
 let upstreamCalls = BenchmarkMetric.custom("upstreamCalls", polarity: .prefersSmaller, useScalingFactor: false)

@@ -2,6 +2,7 @@ import Benchmark
 import BenchmarkFixtures
 import Foundation
 @_spi(StrataInternals) import Strata
+import StrataTesting
 import StrataQueries
 
 /// Live queries (issue 22): a screen's read of an observed, cached query from the main actor against

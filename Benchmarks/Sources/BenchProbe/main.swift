@@ -10,6 +10,7 @@ import Foundation
 @_spi(StrataInternals) import Strata
 import StrataOutbox
 import StrataQueries
+import StrataTesting
 import GRDB
 import StrataSQLite
 #if canImport(Glibc)
