@@ -106,7 +106,7 @@ extension Outbox {
         }
     }
 
-    /// ``readBackOrThrow(_:)``; on a failure (logged) the scope is held back and `false` returned.
+    /// `readBackOrThrow(_:)`; on a failure (logged) the scope is held back and `false` returned.
     private func readBack(_ scope: String) async -> Bool {
         do {
             try await readBackOrThrow(scope)
@@ -132,7 +132,7 @@ extension Outbox {
 
     /// Tells the outbox that another process changed its storage (queued, delivered, retried or
     /// discarded a write): it reads the storage again, so the writes queued there show up in
-    /// ``entries()``, ``status`` and ``observeWrites(_:)`` (a live query's pending writes) and are
+    /// `entries()`, `status` and `observeWrites(_:)` (a live query's pending writes) and are
     /// drained here too, and the writes delivered there leave. Call it from the platform's
     /// cross-process signal: on Apple platforms a Darwin notification your app and its extensions
     /// post after they queue (`CFNotificationCenterGetDarwinNotifyCenter`), or when the app comes to

@@ -50,13 +50,13 @@ public struct OutboxRequest: Sendable, Hashable, Codable {
 }
 
 extension Outbox {
-    /// The kind of HTTP writes (``enqueue(_:body:scope:baseVersion:id:invalidates:)``).
+    /// The kind of HTTP writes (`enqueue(_:body:scope:baseVersion:id:invalidates:)`).
     public static let httpKind = "http"
 
     /// `Idempotency-Key`: the header HTTP writes carry their key in, unless `registerHTTP` is told another.
     public static let idempotencyKeyField = HTTPField.Name("Idempotency-Key")!
 
-    /// Registers the handler for HTTP writes (kind ``httpKind``): sends the stored request through
+    /// Registers the handler for HTTP writes (kind `httpKind`): sends the stored request through
     /// `transport` with `Idempotency-Key: <entry id>` (the same on every attempt; a key the request
     /// was queued with is kept instead) and, when the write
     /// has a base version, `If-Match`. A 2xx delivers it; other statuses are classified as
@@ -64,18 +64,18 @@ extension Outbox {
     /// secrets masked).
     ///
     /// The status decides before the size of the body: every attempt asks the transport for
-    /// ``HTTPRequestOptions/OversizedBody/truncate``, so a body over the limit is cut there (the
+    /// `HTTPRequestOptions/OversizedBody/truncate`, so a body over the limit is cut there (the
     /// transfer ends) and the answer still counts. A 2xx with a large body was applied by the server:
     /// the write is delivered. A 401, 409 or 412 with a large body reaches `refreshAuthorization` or
-    /// the conflict policy as ``HTTPError/status(code:url:headerFields:body:)`` with the body cut at
+    /// the conflict policy as `HTTPError/status(code:url:headerFields:body:)` with the body cut at
     /// the limit (empty when a `Content-Length` over it decided). A transport of your own that ignores
-    /// the option and throws ``HTTPError/bodyTooLarge(url:limit:received:contentLength:)`` gives the
+    /// the option and throws `HTTPError/bodyTooLarge(url:limit:received:contentLength:)` gives the
     /// outbox no status: the write is parked.
     /// - Parameters:
-    ///   - transport: what sends the requests (wrap it with ``HTTPTransport/reportingReachability(to:)``
+    ///   - transport: what sends the requests (wrap it with `reportingReachability(to:)`
     ///     so that any successful request to a host starts the writes waiting for it).
     ///   - options: the request options of every attempt (timeout, largest body read; its
-    ///     ``HTTPRequestOptions/oversizedBody`` is always ``HTTPRequestOptions/OversizedBody/truncate``).
+    ///     `HTTPRequestOptions/oversizedBody` is always `HTTPRequestOptions/OversizedBody/truncate`).
     ///   - idempotencyKeyHeader: the header that carries the key.
     ///   - conflicts: what a 409 or 412 does.
     ///   - authorize: adds credentials to each attempt's request (they are never stored).
@@ -119,7 +119,7 @@ extension Outbox {
         }
     }
 
-    /// Queues an HTTP write: saved when this returns, sent (by the handler ``registerHTTP(transport:options:idempotencyKeyHeader:conflicts:authorize:refreshAuthorization:)``
+    /// Queues an HTTP write: saved when this returns, sent (by the handler `registerHTTP(transport:options:idempotencyKeyHeader:conflicts:authorize:refreshAuthorization:)`
     /// registers) when the server can be reached.
     /// - Parameters:
     ///   - request: the write, with an absolute URL; credentials in it are not stored.
@@ -130,7 +130,7 @@ extension Outbox {
     ///     request already carries is taken as the base version when this is `nil`, so the conflict
     ///     policy applies to it too.
     ///   - id: the entry's id, which makes this call idempotent (see
-    ///     ``enqueue(kind:scope:payload:host:baseVersion:id:invalidates:)``). When `nil` and the request carries
+    ///     `enqueue(kind:scope:payload:host:baseVersion:id:invalidates:)`). When `nil` and the request carries
     ///     an `Idempotency-Key` that is a UUID, that UUID is the id: queueing the same request again
     ///     after an error answers with the same entry.
     ///   - invalidates: the live query tags and key prefixes its delivery invalidates

@@ -8,15 +8,15 @@ extension Outbox {
         var refreshAuthorization: (@Sendable () async throws -> Void)?
     }
 
-    /// Registers the handler for writes of `kind`. Register every kind before ``run()`` or
-    /// ``drain()``: an entry whose kind has no handler is parked (``DeadLetter/Reason/unknownKind``),
+    /// Registers the handler for writes of `kind`. Register every kind before `run()` or
+    /// `drain()`: an entry whose kind has no handler is parked (``DeadLetter/Reason/unknownKind``),
     /// and goes back to the queue when its kind is registered later, even when the two happen at
     /// the same moment.
     /// - Parameters:
     ///   - kind: the name writes are queued under; the same in every process that drains the storage.
     ///   - conflicts: what a 409/412 (or an ``OutboxConflictError``) does to a write of this kind.
     ///   - refreshAuthorization: run after a 401, before the write is sent once more.
-    ///   - handler: sends one write and returns a ``Receipt``, or throws what went wrong.
+    ///   - handler: sends one write and returns a `Receipt`, or throws what went wrong.
     public func register(
         _ kind: String,
         conflicts: OutboxConflictPolicy = .manual,
@@ -32,7 +32,7 @@ extension Outbox {
     }
 
     /// Registers a handler for writes of `kind` whose payload is `Write` as JSON (queued with
-    /// ``enqueue(_:kind:scope:host:baseVersion:id:invalidates:)``). A payload that does not decode parks the write
+    /// `enqueue(_:kind:scope:host:baseVersion:id:invalidates:)`). A payload that does not decode parks the write
     /// (``DeadLetter/Reason/unreadablePayload``).
     public func register<Write: Decodable & Sendable>(
         _ kind: String, as type: Write.Type,
@@ -56,7 +56,7 @@ extension Outbox {
     }
 
     /// Puts writes parked for want of a handler back in the queue; a failure is logged (they stay
-    /// parked, and ``retry(_:)`` can put them back later). A write retried, discarded or revived
+    /// parked, and `retry(_:)` can put them back later). A write retried, discarded or revived
     /// meanwhile is left alone.
     func revive(_ entries: [OutboxEntry]) async {
         for entry in entries {

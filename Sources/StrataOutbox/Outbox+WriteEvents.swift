@@ -19,7 +19,7 @@ public enum OutboxWriteEvent: Sendable, Hashable {
     case discarded(OutboxEntry)
 }
 
-/// An observation made by ``Outbox/observeWrites(_:)``; ``cancel()`` ends it.
+/// An observation made by ``Outbox/observeWrites(_:)``; `cancel()` ends it.
 public struct OutboxWriteObservation: Sendable, Hashable {
     let id: UUID
     weak let outbox: Outbox?

@@ -14,7 +14,7 @@ import Metrics
 /// try await outbox.enqueue(request, body: json)          // durable when it returns; sent when possible
 /// ```
 ///
-/// - **Durable.** ``enqueue(kind:scope:payload:host:baseVersion:id:invalidates:)`` returns once the write is saved
+/// - **Durable.** `enqueue(kind:scope:payload:host:baseVersion:id:invalidates:)` returns once the write is saved
 ///   in the ``OutboxStorage``; it is removed only after its handler reported it delivered, so a
 ///   process killed at any point sends it after relaunch.
 /// - **Once.** Every attempt of one write carries the same key (``OutboxEntry/idempotencyKey``; HTTP
@@ -26,7 +26,7 @@ import Metrics
 ///   scopes run in parallel, and a scope that keeps failing never holds up another.
 /// - **Failures.** Each attempt's failure has a class (``OutboxFailure/Class``, where the rule is
 ///   stated once). Transient ones are retried with a jittered backoff
-///   (``OutboxRetryPolicy``, honouring `Retry-After`), not at all while ``connectivityChanged(isOnline:)``
+///   (``OutboxRetryPolicy``, honouring `Retry-After`), not at all while `connectivityChanged(isOnline:)`
 ///   says the device is offline, and at once when it comes back. A bare 409 right after an attempt
 ///   that got no answer is taken for "still being applied" and retried, a bounded number of times
 ///   (``OutboxRetryPolicy/inFlightConflictRetries``). A handler that runs past the outbox's
@@ -34,13 +34,13 @@ import Metrics
 ///   hook, then sends once more. 409/412 go to the kind's ``OutboxConflictPolicy``. Any other
 ///   failure parks the write as a dead letter (``DeadLetter``) with the status and body: nothing is
 ///   ever dropped silently, not even at the ``OutboxRetention`` limit.
-/// - **Visible.** ``status``, ``statusUpdates()``, ``waitUntilDrained(timeout:)``, the dead letters
-///   (``deadLetters()``, ``retry(_:)``, ``discard(_:)``), a log line per parked write, and metrics
+/// - **Visible.** `status`, `statusUpdates()`, `waitUntilDrained(timeout:)`, the dead letters
+///   (`deadLetters()`, `retry(_:)`, `discard(_:)`), a log line per parked write, and metrics
 ///   (`strata_outbox_*`, dimension `outbox`).
-/// - **Read your writes.** ``Loader/overlayingPending(_:scope:apply:)`` shows a read with its pending
+/// - **Read your writes.** `overlayingPending(_:scope:apply:)` shows a read with its pending
 ///   writes applied, with provenance that says "pending (n)".
 ///
-/// Time comes from the outbox's ``LoadEnvironment`` (`now` stamps entries; backoffs wait on `clock`),
+/// Time comes from the outbox's `LoadEnvironment` (`now` stamps entries; backoffs wait on `clock`),
 /// so tests drive it with a manual clock.
 public final class Outbox: Sendable, CustomStringConvertible {
     /// Where the entries are kept.
@@ -92,7 +92,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
         }
     }
 
-    /// Sends one write; throws what went wrong (an ``HTTPError``, an ``OutboxConflictError``, any error:
+    /// Sends one write; throws what went wrong (an `HTTPError`, an ``OutboxConflictError``, any error:
     /// see ``Outbox`` for how each is treated).
     public typealias Handler = @Sendable (Delivery) async throws -> Receipt
 
@@ -210,7 +210,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
         }
     }
 
-    /// Queues `write` as JSON for the handler registered as `kind` with ``register(_:as:conflicts:refreshAuthorization:handler:)``.
+    /// Queues `write` as JSON for the handler registered as `kind` with `register(_:as:conflicts:refreshAuthorization:handler:)`.
     @discardableResult
     public func enqueue<Write: Encodable>(
         _ write: Write, kind: String, scope: String, host: String? = nil, baseVersion: String? = nil, id: UUID? = nil,
@@ -333,7 +333,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
     // MARK: Triggers
 
     /// Tells the outbox whether the device is online. Offline, nothing is attempted; back online,
-    /// writes that failed for want of an answer are due at once and a running ``run()`` drains.
+    /// writes that failed for want of an answer are due at once and a running `run()` drains.
     public func connectivityChanged(isOnline: Bool) {
         let now = environment.now()
         let cameOnline = state.withLock { $0.machine.connectivityChanged(isOnline: isOnline, now: now) }
@@ -342,7 +342,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
     }
 
     /// Follows a connectivity signal (a path monitor's updates, a test's stream): calls
-    /// ``connectivityChanged(isOnline:)`` with each value until the sequence ends or the task is cancelled.
+    /// `connectivityChanged(isOnline:)` with each value until the sequence ends or the task is cancelled.
     ///
     /// ```swift
     /// Task { await outbox.follow(connectivity: reachability.updates) }   // an AsyncSequence of Bool
@@ -358,9 +358,9 @@ public final class Outbox: Sendable, CustomStringConvertible {
     }
 
     /// Tells the outbox that `host` just answered a request: writes to it that could not reach it at
-    /// all are due at once, and a running ``run()`` drains. Writes that *timed out* keep their
+    /// all are due at once, and a running `run()` drains. Writes that *timed out* keep their
     /// backoff: the host answering something else does not mean it is done with a slow write.
-    /// ``HTTPTransport/reportingReachability(to:)`` calls it after every successful response.
+    /// `reportingReachability(to:)` calls it after every successful response.
     public func hostAnswered(_ host: String) {
         let now = environment.now()
         let due = state.withLock { $0.machine.hostAnswered(host, now: now) }
@@ -368,7 +368,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
     }
 
     /// Delivers every write that is due now, scopes in parallel, and returns when none is left due
-    /// (the rest wait for a backoff, for connectivity, or are parked). ``run()`` calls it; call it
+    /// (the rest wait for a backoff, for connectivity, or are parked). `run()` calls it; call it
     /// yourself from a background task (`BGTaskScheduler`) or a server's service loop.
     /// - Throws: ``OutboxError/storage(_:)`` when the entries could not be read.
     @discardableResult
@@ -428,7 +428,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
     }
 
     /// Waits until every write that was queued when it was called has left the queue: delivered,
-    /// or parked. Something must be draining meanwhile (``run()`` or ``drain()``).
+    /// or parked. Something must be draining meanwhile (`run()` or `drain()`).
     /// - Throws: ``OutboxError/drainTimedOut(remaining:timeout:)`` after `timeout` on the outbox's
     ///   clock; `CancellationError` when the calling task is cancelled.
     public func waitUntilDrained(timeout: Duration) async throws {
@@ -487,11 +487,11 @@ public final class Outbox: Sendable, CustomStringConvertible {
         var registrations: [String: Registration] = [:]
         var observers: [UUID: AsyncStream<OutboxStatus>.Continuation] = [:]
         var drainWaiters: [UUID: DrainWaiter] = [:]
-        /// Calls waiting for another call's first save of an id (``waitForSave(of:)``).
+        /// Calls waiting for another call's first save of an id (`waitForSave(of:)`).
         var saveWaiters: [UUID: ConditionWaiters<Bool>] = [:]
         var wakeWaiters: [UUID: CheckedContinuation<Void, Never>] = [:]
         var wakeRequested = false
-        /// Who is told of each write's changes, and what is still to tell them (``observeWrites(_:)``).
+        /// Who is told of each write's changes, and what is still to tell them (`observeWrites(_:)`).
         var writeEvents = WriteEventFeed()
     }
 
@@ -546,10 +546,10 @@ public final class Outbox: Sendable, CustomStringConvertible {
         changed()
     }
 
-    /// Whether a ``run()`` waits for a wake-up now (for tests).
+    /// Whether a `run()` waits for a wake-up now (for tests).
     var isWaitingForWork: Bool { state.withLock { !$0.wakeWaiters.isEmpty } }
 
-    /// Wakes a waiting ``run()`` (or makes its next wait return at once).
+    /// Wakes a waiting `run()` (or makes its next wait return at once).
     func wake() {
         let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             if state.wakeWaiters.isEmpty {
@@ -562,7 +562,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
         for waiter in waiters { waiter.resume() }
     }
 
-    /// Returns on ``wake()``, at `date` (on the environment's clock), or when the task is cancelled.
+    /// Returns on `wake()`, at `date` (on the environment's clock), or when the task is cancelled.
     private func waitForWork(until date: Date?) async {
         let clock = environment.clock
         let delay = date.map { Duration.between(environment.now(), $0) }
@@ -611,7 +611,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
 
 /// Why an ``Outbox`` call failed.
 public enum OutboxError: Error, Sendable, CustomStringConvertible {
-    /// The storage failed (the underlying error is usually a ``StoreError``); for `enqueue`, the write
+    /// The storage failed (the underlying error is usually a `StoreError`); for `enqueue`, the write
     /// was not queued: nothing is stored under its id.
     case storage(any Error)
     /// `enqueue` could not tell whether the write was stored: its save failed and reading it back

@@ -44,7 +44,7 @@ public struct OutboxClaimant: Sendable, Hashable, Codable, CustomStringConvertib
         return kill(claimant.processID, 0) != 0 && errno == ESRCH
     }
 
-    /// This process's host identity (see ``host``).
+    /// This process's host identity (see `host`).
     static let hostIdentity: String = {
         #if os(Linux)
         let boot = (try? String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8))?

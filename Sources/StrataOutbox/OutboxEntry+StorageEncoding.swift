@@ -12,7 +12,7 @@ extension OutboxEntry {
         return try encoder.encode(self)
     }
 
-    /// The entry in bytes that ``encodedForStorage()`` made.
+    /// The entry in bytes that `encodedForStorage()` made.
     /// - Throws: `DecodingError` when they are not such an entry.
     public init(storageEncoding data: Data) throws {
         let decoder = JSONDecoder()

@@ -5,7 +5,7 @@ import Foundation
 ///
 /// An entry is persisted by the outbox's ``OutboxStorage`` before ``Outbox/enqueue(kind:scope:payload:host:baseVersion:id:invalidates:)``
 /// returns, and removed only once its handler reported it delivered. A write that cannot be
-/// delivered is never removed: it is *parked* (a dead letter, ``State-swift.enum/parked(_:)``) until
+/// delivered is never removed: it is *parked* (a dead letter, `State-swift.enum/parked(_:)`) until
 /// someone retries or discards it.
 public struct OutboxEntry: Sendable, Hashable, Codable, Identifiable {
     /// A UUIDv7 (time-ordered, RFC 9562): unique across processes, and the `Idempotency-Key` every
@@ -42,7 +42,7 @@ public struct OutboxEntry: Sendable, Hashable, Codable, Identifiable {
     public var state: State
     /// How many times the request was changed and sent again after the server refused it for good (a
     /// merge, or "client wins" dropping the precondition): each change gets a new
-    /// ``idempotencyKey``, derived from the id, because the server remembers the old key with its
+    /// `idempotencyKey`, derived from the id, because the server remembers the old key with its
     /// refusal. 0 for a write sent as it was queued.
     public var keyRevision: Int
     /// Bare 409s answered to this write while an earlier attempt may still be applied (it got no
@@ -51,7 +51,7 @@ public struct OutboxEntry: Sendable, Hashable, Codable, Identifiable {
     public var inFlightConflicts: Int
     /// What the write changes, named for the reads that show it: live query tags or key prefixes
     /// (`"posts"`, `"posts/42"`, a key's parts joined by `/`). When the write is delivered, a
-    /// ``QueryClient`` following the outbox invalidates every query with one of these tags or a key
+    /// `QueryClient` following the outbox invalidates every query with one of these tags or a key
     /// under one of these prefixes. Kept with the entry, so a write delivered after a relaunch still
     /// invalidates what it names. Empty: the write names nothing.
     public var invalidates: [String]
@@ -120,7 +120,7 @@ public struct OutboxEntry: Sendable, Hashable, Codable, Identifiable {
     }
 
     /// The `Idempotency-Key` header value: the lowercase UUID string, and after the request was
-    /// changed and sent again (``keyRevision`` above 0), that string with `-r` and the revision, so
+    /// changed and sent again (`keyRevision` above 0), that string with `-r` and the revision, so
     /// the server sees a new request it has not refused yet, still traceable to the write.
     public var idempotencyKey: String {
         keyRevision == 0 ? id.uuidString.lowercased() : "\(id.uuidString.lowercased())-r\(keyRevision)"
@@ -206,7 +206,7 @@ public struct OutboxFailure: Sendable, Hashable, Codable, CustomStringConvertibl
 
     /// The class of the failure.
     public var `class`: Class
-    /// The error, in words (secrets masked as in ``HTTPError``).
+    /// The error, in words (secrets masked as in `HTTPError`).
     public var message: String
     /// The HTTP status, if the server answered.
     public var status: Int?

@@ -3,7 +3,7 @@ import Foundation
 
 /// When an ``Outbox`` tries a write again after a transient failure, and when it gives up on one.
 ///
-/// Waits grow exponentially from ``initialDelay`` to ``maxDelay``, each randomised by ``jitter`` so
+/// Waits grow exponentially from `initialDelay` to `maxDelay`, each randomised by `jitter` so
 /// many clients coming back online together do not retry in lockstep; a `Retry-After` (429, 503) is
 /// honoured when it asks for longer. The attempt count is kept across relaunches.
 public struct OutboxRetryPolicy: Sendable {
@@ -11,7 +11,7 @@ public struct OutboxRetryPolicy: Sendable {
     public var initialDelay: Duration
     /// Each further wait is the previous one times this.
     public var multiplier: Double
-    /// No computed wait is longer than this (a `Retry-After` may be, up to ``maxRetryAfter``).
+    /// No computed wait is longer than this (a `Retry-After` may be, up to `maxRetryAfter`).
     public var maxDelay: Duration
     /// How much of each wait is randomised, 0 to 1: a wait `d` becomes a value in `d * (1 - jitter) ... d`.
     public var jitter: Double

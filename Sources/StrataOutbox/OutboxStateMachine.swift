@@ -12,8 +12,8 @@ import Foundation
 ///   delivered, and only once it is saved (a write whose save is in flight or unresolved holds
 ///   its scope), so delivery order per scope is sequence order.
 /// - Every write is in exactly one phase.
-/// - A write leaves only through ``delivered(_:)``/``removed(_:)`` (after its acknowledgement, or a
-///   conflict the server won) or ``discardFinished(_:removed:)``; a discarded id never comes back.
+/// - A write leaves only through `delivered(_:)`/`removed(_:)` (after its acknowledgement, or a
+///   conflict the server won) or `discardFinished(_:removed:)`; a discarded id never comes back.
 struct OutboxStateMachine: Sendable {
     /// Where a write is.
     enum Phase: Sendable, Hashable {
@@ -74,7 +74,7 @@ struct OutboxStateMachine: Sendable {
     private(set) var parkedCount = 0
     private(set) var nextSequence: UInt64 = 1
     private(set) var busyScopes: Set<String> = []
-    /// Busy scopes to read back from the shared storage before their next write (``needsReread(_:)``).
+    /// Busy scopes to read back from the shared storage before their next write (`needsReread(_:)`).
     private var scopesToReadBack: Set<String> = []
     private(set) var registeredKinds: Set<String> = []
     /// Ids discarded in this process: nothing brings them back.
@@ -123,7 +123,7 @@ struct OutboxStateMachine: Sendable {
 
     /// Every entry of a shared storage, read because another process said it changed something
     /// (``Outbox/storageChangedElsewhere()``): for each scope not being drained here, what
-    /// ``reconcile(scope:stored:)`` does for a claimed one (writes gone from the storage leave,
+    /// `reconcile(scope:stored:)` does for a claimed one (writes gone from the storage leave,
     /// versions changed elsewhere are taken, writes queued elsewhere join). Writes in flight here are
     /// left alone, and a write delivered here does not come back. Returns the writes that left and
     /// those that joined.
@@ -149,7 +149,7 @@ struct OutboxStateMachine: Sendable {
     /// The storage's entries of `scope`, read right after this outbox claimed the scope (it is busy
     /// here): a pending or parked write the storage no longer holds left it elsewhere (delivered or
     /// discarded by another process) and leaves here; one the storage holds in another version (an
-    /// attempt counted, parked, retried elsewhere: ``changedElsewhere(stored:known:)``) takes that
+    /// attempt counted, parked, retried elsewhere: `changedElsewhere(stored:known:)`) takes that
     /// version; one this outbox does not know
     /// joins. Writes in flight here (saving, delivering, requeueing, discarding) are left alone.
     /// Returns the writes that left and those that joined.
@@ -195,7 +195,7 @@ struct OutboxStateMachine: Sendable {
     }
 
     /// Whether the busy `scope` must be read back from the shared storage before its next write (this
-    /// process queued into it while it was drained; see ``enqueue(id:kind:scope:payload:host:baseVersion:invalidates:now:sequence:)``).
+    /// process queued into it while it was drained; see `enqueue(id:kind:scope:payload:host:baseVersion:invalidates:now:sequence:)`).
     func needsReread(_ scope: String) -> Bool {
         busyScopes.contains(scope) && scopesToReadBack.contains(scope)
     }
@@ -210,13 +210,13 @@ struct OutboxStateMachine: Sendable {
     // MARK: Queueing
 
     enum EnqueueDecision: Sendable, Hashable {
-        /// A new write: save it, then report with ``saveFinished(_:_:)``.
+        /// A new write: save it, then report with `saveFinished(_:_:)`.
         case save(OutboxEntry)
         /// The id is already in the outbox: the same entry as before.
         case existing(OutboxEntry)
         /// The id's first save is in flight in another call: wait for its outcome.
         case wait
-        /// The id's earlier save has an unknown outcome: read it back, then ``saveFinished(_:_:)``.
+        /// The id's earlier save has an unknown outcome: read it back, then `saveFinished(_:_:)`.
         case resolve(OutboxEntry)
         /// The id was discarded in this process.
         case discarded
@@ -286,7 +286,7 @@ struct OutboxStateMachine: Sendable {
     // MARK: Draining
 
     /// Claims up to the free slots among scopes whose head is due (oldest head first), skipping
-    /// `excluded`; they stay busy until ``releaseScope(_:)``.
+    /// `excluded`; they stay busy until `releaseScope(_:)`.
     mutating func claimDueScopes(now: Date, excluding excluded: Set<String>) -> [String] {
         guard isOnline else { return [] }
         let room = configuration.maxConcurrentScopes - busyScopes.count
@@ -379,7 +379,7 @@ struct OutboxStateMachine: Sendable {
     }
 
     /// The last writes delivered here, so that a read of a shared storage made before one of those
-    /// deliveries (``discovered(_:)``, ``refreshed(_:)``) does not bring it back.
+    /// deliveries (`discovered(_:)`, `refreshed(_:)`) does not bring it back.
     private(set) var recentlyDelivered: Set<UUID> = []
     private var recentlyDeliveredOrder: [UUID] = []
     static let recentlyDeliveredLimit = 1_024
@@ -437,7 +437,7 @@ struct OutboxStateMachine: Sendable {
     /// Starts putting a parked write back in the queue, at its end (a new sequence), due `now`,
     /// attempts reset. `onlyIfUnknownKind`: a revive, which applies only to writes parked for want of
     /// a handler. `sequence`: the one the storage issued, when it is shared by processes. Save the
-    /// returned entry, then ``requeueFinished(_:saved:)``.
+    /// returned entry, then `requeueFinished(_:saved:)`.
     mutating func beginRequeue(
         _ id: UUID, now: Date, onlyIfUnknownKind: Bool = false, sequence: UInt64? = nil
     ) -> Result<OutboxEntry, OperatorError> {
@@ -471,7 +471,7 @@ struct OutboxStateMachine: Sendable {
         }
     }
 
-    /// Starts removing a parked write for good; remove it from the storage, then ``discardFinished(_:removed:)``.
+    /// Starts removing a parked write for good; remove it from the storage, then `discardFinished(_:removed:)`.
     mutating func beginDiscard(_ id: UUID) -> Result<OutboxEntry, OperatorError> {
         guard let record = records[id] else { return .failure(.notFound) }
         switch record.phase {
@@ -536,7 +536,7 @@ struct OutboxStateMachine: Sendable {
     }
 
     /// Pending writes past the retention's age in free scopes (parked by a drain even while offline).
-    /// They are marked as delivering: park each, then ``parked(_:)``.
+    /// They are marked as delivering: park each, then `parked(_:)`.
     mutating func claimExpired(now: Date) -> [(OutboxEntry, DeadLetter)] {
         guard configuration.retention.maxAge != nil else { return [] }
         var expired: [(OutboxEntry, DeadLetter)] = []
@@ -599,9 +599,9 @@ struct OutboxStateMachine: Sendable {
 
     /// What to do after a failed attempt.
     enum FailureDecision: Sendable {
-        /// Wait for `entry.nextAttemptAt`, then try again (save `entry`, then ``deferred(_:)``).
+        /// Wait for `entry.nextAttemptAt`, then try again (save `entry`, then `deferred(_:)`).
         case retryLater(OutboxEntry)
-        /// Park it (save, then ``parked(_:)``).
+        /// Park it (save, then `parked(_:)`).
         case park(OutboxEntry, DeadLetter)
         /// Run the auth-refresh hook, then send `entry` again.
         case refreshAuthorization(OutboxEntry)

@@ -14,28 +14,28 @@ import Musl
 /// (`PostgresOutboxStorage`, StrataPostgres), or memory (``MemoryOutboxStorage``, for previews and tests).
 ///
 /// ## Contract
-/// - ``save(_:)`` is durable and atomic: when it returns, the entry survives a crash or power loss,
+/// - `save(_:)` is durable and atomic: when it returns, the entry survives a crash or power loss,
 ///   and a crash during it leaves either the previous version of the entry or the new one, never a
 ///   torn mix. A failed save leaves the previous version.
-/// - ``remove(_:)`` of a missing id succeeds.
+/// - `remove(_:)` of a missing id succeeds.
 /// - A save of an entry exactly as already stored (a retried save) leaves one entry, unchanged.
-/// - ``loadAll()`` returns every entry saved and not removed, in any order. An entry it cannot read
+/// - `loadAll()` returns every entry saved and not removed, in any order. An entry it cannot read
 ///   back is set aside where an operator can find it (and logged), never deleted and never a crash.
-/// - ``entry(_:)`` agrees with ``loadAll()`` for one id: the latest version saved, or `nil` when the
-///   id was never saved, was removed, or its entry cannot be read back (set aside as by ``loadAll()``).
-/// - Failures throw ``StoreError``.
+/// - `entry(_:)` agrees with `loadAll()` for one id: the latest version saved, or `nil` when the
+///   id was never saved, was removed, or its entry cannot be read back (set aside as by `loadAll()`).
+/// - Failures throw `StoreError`.
 ///
 /// ## Shared by processes
 /// A storage that several processes open at once (an app and its extensions in an App Group, two
-/// workers, `strata outbox drain` beside a running app) says so with ``isSharedByProcesses`` and
+/// workers, `strata outbox drain` beside a running app) says so with `isSharedByProcesses` and
 /// implements the four calls below, each one short, bounded operation under whatever makes it atomic
 /// across processes (a file lock, a transaction), never held while a write is being sent:
-/// - ``claim(scope:for:until:now:)`` / ``release(scope:for:)``: a scope is drained by one
+/// - `claim(scope:for:until:now:)` / `release(scope:for:)`: a scope is drained by one
 ///   ``Outbox`` at a time, whatever its process, with ``OutboxClaimRule`` deciding. A claim lapses
 ///   at its date unless renewed, and sooner when its holder's process is known to be gone.
-/// - ``entries(inScope:)``: what the storage holds for a scope now, read right after a claim so
+/// - `entries(inScope:)`: what the storage holds for a scope now, read right after a claim so
 ///   the drainer sends neither what another process delivered nor older versions of what it changed.
-/// - ``nextSequence(after:)``: sequences that increase across every process, so writes queued by
+/// - `nextSequence(after:)`: sequences that increase across every process, so writes queued by
 ///   different processes into one scope are delivered in the order they were acknowledged.
 ///
 /// ``FileOutboxStorage``, `SQLiteOutboxStorage` and `PostgresOutboxStorage` are shared by processes.
@@ -62,12 +62,12 @@ public protocol OutboxStorage: Sendable {
     func claim(scope: String, for claimant: OutboxClaimant, until expiresAt: Date, now: Date) async throws -> OutboxClaimOutcome
     /// Gives up `claimant`'s claim on `scope`, if it still holds it. The default does nothing.
     func release(scope: String, for claimant: OutboxClaimant) async throws
-    /// Every entry of `scope`, in any order. The default filters ``loadAll()``.
+    /// Every entry of `scope`, in any order. The default filters `loadAll()`.
     func entries(inScope scope: String) async throws -> [OutboxEntry]
     /// A sequence for a new write, greater than `after` and than every sequence this storage gave any
     /// process before. The default (one process) is `after + 1`.
     func nextSequence(after: UInt64) async throws -> UInt64
-    /// The last sequence ``nextSequence(after:)`` gave any process, or `nil` when unknown (the
+    /// The last sequence `nextSequence(after:)` gave any process, or `nil` when unknown (the
     /// default). A drain reads every entry for writes other processes queued only when it is past
     /// this process's own last one.
     func lastSequenceIssued() async throws -> UInt64?
@@ -167,7 +167,7 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
     }
 
     /// The entry with `id`, read from its one file, or `nil` when there is none. A file that is not
-    /// an intact entry is set aside as ``loadAll()`` does (renamed `.unreadable`, logged) and reads as
+    /// an intact entry is set aside as `loadAll()` does (renamed `.unreadable`, logged) and reads as
     /// `nil`; a file holding the entry of another id reads as `nil` and is left alone.
     /// - Throws: `StoreError` (`.retrieve`) when the file exists and cannot be read.
     public func entry(_ id: UUID) async throws -> OutboxEntry? {
@@ -323,7 +323,7 @@ extension FileOutboxStorage {
     }
 
     /// Runs `change` on the directory's coordination state under its lock (taken within
-    /// ``CoordinationFile/lockTimeout``) and writes it back when it changed.
+    /// `CoordinationFile/lockTimeout`) and writes it back when it changed.
     private func coordinated<Result: Sendable>(
         _ operation: StoreError.Operation, scope: String?, _ change: @escaping @Sendable (inout Coordination) -> Result
     ) async throws -> Result {
@@ -343,7 +343,7 @@ extension FileOutboxStorage {
 /// The `.coordination` file of a ``FileOutboxStorage`` directory, read and written whole under an
 /// exclusive `flock` held for that read and write only (microseconds): a process killed while
 /// holding it loses the lock with its descriptor, and one stopped while holding it (a debugger, a
-/// suspended app) makes the others fail after ``lockTimeout`` instead of waiting for ever.
+/// suspended app) makes the others fail after `lockTimeout` instead of waiting for ever.
 final class CoordinationFile: Sendable {
     let directory: String
     let path: String

@@ -19,10 +19,10 @@ import StrataOutbox
 /// // in the view: if let items = model.feed.value { List(items) … }; model.feed.phase …
 /// ```
 ///
-/// **A view re-renders only for what it reads.** Each of ``value``, ``status``, ``phase``,
-/// ``isStale``, ``lastError`` and ``provenance`` is observed on its own and changes only when it
+/// **A view re-renders only for what it reads.** Each of `value`, `status`, `phase`,
+/// `isStale`, `lastError` and `provenance` is observed on its own and changes only when it
 /// differs: a view that reads `value` is not re-rendered when a refresh starts or the value ages.
-/// Reading ``snapshot`` observes every change.
+/// Reading `snapshot` observes every change.
 ///
 /// It is `Observable` by hand rather than with the `@Observable` macro: the macro names the observed
 /// property by a key path literal on every read, and for a generic class the runtime builds that key
@@ -32,12 +32,12 @@ import StrataOutbox
 @MainActor
 public final class LiveQuery<Value: Sendable & Equatable>: Observable {
     /// The query's state, as last delivered to the main actor. Reading it observes every change;
-    /// read the field a view needs (``value``, ``phase``…) to observe only that one.
+    /// read the field a view needs (`value`, `phase`…) to observe only that one.
     public var snapshot: QuerySnapshot<Value> {
         registrar.access(self, keyPath: paths.snapshot)
         return storedSnapshot
     }
-    /// The query observed (``switchTo(_:)`` changes it).
+    /// The query observed (`switchTo(_:)` changes it).
     public private(set) var query: Query<Value>
     private var storedSnapshot: QuerySnapshot<Value>
     private let registrar = ObservationRegistrar()
@@ -61,7 +61,7 @@ public final class LiveQuery<Value: Sendable & Equatable>: Observable {
     }
 
     /// Delivers `stream`'s snapshots (of `query`) to `live` on the main actor, in order, while it
-    /// lives and observes that query: after ``switchTo(_:)``, what the old stream still holds is
+    /// lives and observes that query: after `switchTo(_:)`, what the old stream still holds is
     /// dropped.
     private static func follow(_ stream: AsyncStream<Query<Value>.Published>, of query: Query<Value>, into live: LiveQuery) -> Task<Void, Never> {
         // The query is held weakly too: a live query released (and its query with it) leaves
@@ -258,5 +258,5 @@ final class LiveQueryKeyPaths<Value: Sendable & Equatable> {
     }
 }
 
-/// Every value type's ``LiveQueryKeyPaths``, by the value type.
+/// Every value type's `LiveQueryKeyPaths`, by the value type.
 @MainActor private var liveQueryKeyPaths: [ObjectIdentifier: AnyObject] = [:]

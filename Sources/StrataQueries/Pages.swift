@@ -189,7 +189,7 @@ extension QueryClient {
     /// ```
     ///
     /// - Parameters:
-    ///   - key: the query's key, as for ``query(_:tags:policy:cached:enabled:pendingWrites:chain:)``.
+    ///   - key: the query's key, as for `query(_:tags:policy:cached:enabled:pendingWrites:chain:)`.
     ///   - tags: names an invalidation can reach it by.
     ///   - policy: staleness, refetch triggers, network mode, retries, lifetime.
     ///   - paging: the first cursor, how a page names the next, how many pages are kept, what a

@@ -1,7 +1,7 @@
 @_spi(StrataInternals) import Strata
 import StrataOutbox
 
-/// How a live query shows the writes an ``Outbox`` has not delivered yet: which outbox and scope,
+/// How a live query shows the writes an `Outbox` has not delivered yet: which outbox and scope,
 /// and how a write changes the value (``QueryClient/query(_:tags:policy:cached:enabled:pendingWrites:chain:)``).
 ///
 /// ```swift
@@ -27,12 +27,12 @@ import StrataOutbox
 /// `apply` gets the writes oldest first. A delivered write may be in both the value the chain
 /// loaded and the writes (the server had it before the next load): `apply` must not add it twice
 /// (match on an id), and should be a pure function of its arguments, as it runs on every change.
-/// Do not put ``Loader/overlayingPending(_:scope:apply:)`` in the query's chain as well.
+/// Do not put `overlayingPending(_:scope:apply:)` in the query's chain as well.
 public struct PendingWrites<Value: Sendable>: Sendable {
     /// The outbox whose writes are shown.
     public let outbox: Outbox
     /// The outbox scope whose writes change this value (for HTTP writes, by default the URL's path:
-    /// ``Outbox/defaultScope(for:)``).
+    /// `Outbox/defaultScope(for:)`).
     public let scope: String
     let apply: @Sendable (_ pending: [OutboxEntry], _ value: Value) throws -> Value
 

@@ -7,9 +7,9 @@ import StrataOutbox
 ///
 /// A query runs its chain when an observer comes to a stale value, when the network returns, when
 /// the app comes to the foreground, on an interval, when its key is invalidated, or when asked
-/// (``refetch()``): one load at a time however many triggers fire together. Its state is one
-/// ``QuerySnapshot``, observed as an `AsyncSequence` (``snapshots(bufferingNewest:)``) or, on the main actor, as an
-/// `@Observable` ``LiveQuery`` (``observed()``). The decisions are `QueryStateMachine`'s; this
+/// (`refetch()`): one load at a time however many triggers fire together. Its state is one
+/// ``QuerySnapshot``, observed as an `AsyncSequence` (`snapshots(bufferingNewest:)`) or, on the main actor, as an
+/// `@Observable` ``LiveQuery`` (`observed()`). The decisions are `QueryStateMachine`'s; this
 /// class runs them: it starts and cancels the loads, sleeps on the environment's clock, and
 /// publishes each new snapshot to the observers, in order.
 public final class Query<Value: Sendable & Equatable>: Sendable {
@@ -183,7 +183,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     }
 
     /// Makes `deliver` an observer: it gets the current snapshot, then each published one, until
-    /// ``removeObserver(_:)`` with the number returned.
+    /// `removeObserver(_:)` with the number returned.
     @usableFromInline
     func observe(_ deliver: @escaping @Sendable (Published) -> Void) -> UInt64 {
         seedFromCache()
@@ -276,7 +276,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     /// its client (woken or dropped, so the client's list follows the query's state in the query's
     /// own order), tells an inspector and queues what publishes; after it, the cancellations (a
     /// task's cancellation handlers run in `cancel()`) and the publishes, handed to observers in
-    /// order (``deliver(_:)``).
+    /// order (`deliver(_:)`).
     func send(
         _ event: QueryStateMachine<Value>.Event, prepare: ((inout State) -> Void)? = nil, then: ((inout State) -> Void)? = nil
     ) {
@@ -700,7 +700,7 @@ public struct QuerySnapshots<Value: Sendable & Equatable>: AsyncSequence, Sendab
 
 /// A query's publishes waiting to be handed to their observers after its lock, each a closure
 /// (not generic: the queue costs no lookup of the value type's metadata). One thread hands them over
-/// at a time: ``take()`` makes its caller that thread, ``takeNext()`` ends its turn when nothing is
+/// at a time: `take()` makes its caller that thread, `takeNext()` ends its turn when nothing is
 /// left.
 struct DeliveryQueue: Sendable {
     /// Publishes to hand over, oldest first: the first in a slot of its own (a send publishes

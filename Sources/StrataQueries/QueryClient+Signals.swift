@@ -12,7 +12,7 @@ import AppKit
 
 extension QueryClient {
     /// Follows `signal` (whether the network is reachable) until it ends or the calling task is
-    /// cancelled: each element is ``setOnline(_:)``. A signal that throws ends the following (logged).
+    /// cancelled: each element is `setOnline(_:)`. A signal that throws ends the following (logged).
     ///
     /// ```swift
     /// Task { await queries.follow(connectivity: QueryClient.systemConnectivity()) }   // Apple platforms
@@ -27,7 +27,7 @@ extension QueryClient {
     }
 
     /// Follows `signal` (the app came to the foreground) until it ends or the calling task is
-    /// cancelled: each element is ``enteredForeground()``.
+    /// cancelled: each element is `enteredForeground()`.
     public func follow<Signal: AsyncSequence & Sendable>(foreground signal: Signal) async {
         do {
             for try await _ in signal { enteredForeground() }
@@ -40,7 +40,7 @@ extension QueryClient {
 #if canImport(Network)
 extension QueryClient {
     /// The system's reachability as a sequence of `Bool` (an `NWPathMonitor`: `true` when the path
-    /// is satisfied), each change once; for ``follow(connectivity:)``. The monitor stops when the
+    /// is satisfied), each change once; for `follow(connectivity:)`. The monitor stops when the
     /// sequence's iteration ends.
     @available(macOS 10.14, iOS 12, tvOS 12, watchOS 5, *)
     public static func systemConnectivity() -> AsyncStream<Bool> {
@@ -64,7 +64,7 @@ extension QueryClient {
 
 #if (canImport(UIKit) && !os(watchOS)) || canImport(AppKit)
 extension QueryClient {
-    /// The app coming to the foreground, for ``follow(foreground:)``:
+    /// The app coming to the foreground, for `follow(foreground:)`:
     /// `UIApplication.willEnterForegroundNotification` with UIKit,
     /// `NSApplication.didBecomeActiveNotification` with AppKit.
     @MainActor

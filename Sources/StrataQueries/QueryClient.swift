@@ -17,7 +17,7 @@ import StrataOutbox
 /// ```
 ///
 /// Time and logging come from `environment` (a test passes a manual clock's). The signals are
-/// injected: call ``setOnline(_:)`` and ``enteredForeground()`` from the platform's own (a path
+/// injected: call `setOnline(_:)` and `enteredForeground()` from the platform's own (a path
 /// monitor, the scene phase), or from a test.
 public final class QueryClient: Sendable {
     /// The environment every query's loads run in.
@@ -38,7 +38,7 @@ public final class QueryClient: Sendable {
         /// The outboxes whose writes the queries follow, with the writes each has waiting, by scope.
         var outboxes: [ObjectIdentifier: FollowedOutbox] = [:]
         /// What an inspector reads: the recent loads, and who wants to hear of changes. Empty (and
-        /// nothing recorded) until an inspector asks (``changes()``).
+        /// nothing recorded) until an inspector asks (`changes()`).
     }
 
     struct FollowedOutbox: Sendable {
@@ -59,7 +59,7 @@ public final class QueryClient: Sendable {
         for followed in state.withLock({ Array($0.outboxes.values) }) { followed.observation.cancel() }
     }
 
-    /// Whether the client believes the network reachable (``setOnline(_:)``).
+    /// Whether the client believes the network reachable (`setOnline(_:)`).
     public var isOnline: Bool { state.withLock { $0.isOnline } }
 
     /// The query for `key`: the one there is, or a new one loading through `chain`.
@@ -85,7 +85,7 @@ public final class QueryClient: Sendable {
     ///     `paused(disabled)`, never fetching, until ``Query/setEnabled(_:)`` or a newer call
     ///     passes `true`.
     ///   - pendingWrites: an outbox's writes to show in the value until the server has them
-    ///     (``PendingWrites``); the client follows that outbox (``follow(_:)``).
+    ///     (``PendingWrites``); the client follows that outbox (`follow(_:)`).
     ///   - chain: what a load runs.
     public func query<Value: Sendable & Equatable>(
         _ key: QueryKey, tags: Set<String> = [], policy: QueryPolicy = QueryPolicy(),
@@ -191,7 +191,7 @@ public final class QueryClient: Sendable {
 
     /// Puts `query` in the list of awake queries or of dropped ones, as the query says, and returns
     /// what a woken query must learn. Called by the query under its own lock, so the list follows
-    /// the query's drops and wakings in their order (see ``QueryClientLink``).
+    /// the query's drops and wakings in their order (see `QueryClientLink`).
     private func register(_ query: any AnyQuery, awake: Bool) -> QueryClientView {
         state.withLock { state in
             let key = query.key
@@ -212,7 +212,7 @@ public final class QueryClient: Sendable {
     // MARK: Writes
 
     /// Follows `outbox`'s writes (once however often called): a delivered write invalidates every
-    /// query it names (``OutboxEntry/invalidates``: a tag, or a key prefix written as its parts
+    /// query it names (`OutboxEntry/invalidates`: a tag, or a key prefix written as its parts
     /// joined by `/`) and every query that showed it; queries with ``PendingWrites`` on this outbox
     /// show its writes as they are queued, delivered and refused. It follows for as long as the
     /// client lives (the outbox does not keep the client: keep it, as an app keeps its client).
@@ -305,7 +305,7 @@ extension OutboxWriteEvent {
 }
 
 extension QueryKey {
-    /// Whether `label` (an outbox write's ``OutboxEntry/invalidates``: parts joined by `/`) names
+    /// Whether `label` (an outbox write's `OutboxEntry/invalidates`: parts joined by `/`) names
     /// this key or a prefix of it, part by part (`posts` covers `["posts", 42]`, not
     /// `["posts/archive"]`; a part that holds a `/` cannot be named by a label).
     func isUnder(label: String) -> Bool {
@@ -407,14 +407,14 @@ extension QueryClient {
         return queries.map { $0.inspection() }.sorted { $0.key < $1.key }
     }
 
-    /// Whether an inspector follows the client (``changes()``).
+    /// Whether an inspector follows the client (`changes()`).
     var isInspected: Bool { inspection.withLock { $0.isOn } }
 
     /// How many loads the timeline's bookkeeping holds as possibly running (a test's bound).
     var runningRecordCount: Int { inspection.withLock { $0.runningCount } }
 
     /// The last loads of every query (at most 200), oldest first, with why each ran, how long it
-    /// took and how it ended. Recorded only while an inspector follows ``changes()``.
+    /// took and how it ended. Recorded only while an inspector follows `changes()`.
     public var recentLoads: [QueryLoadRecord] { inspection.withLock { $0.loads } }
 
     /// A signal for each change an inspector shows (a snapshot published, a load started or

@@ -5,7 +5,7 @@ import StrataOutbox
 /// One live query as an inspector shows it: its key and state, where its value came from, who
 /// observes it, the chain a load runs, and its value as JSON (``QueryClient/inspect()``).
 ///
-/// Secrets are redacted as in logs (``Redaction``): in the error, the chain and the provenance; in
+/// Secrets are redacted as in logs (`Redaction`): in the error, the chain and the provenance; in
 /// the value, the string of every JSON member whose name says it holds a secret (`password`,
 /// `token`, `secret`, `authorization`, `apiKey`, `cookie`, …).
 public struct QueryInspection: Sendable, Hashable, Codable {
@@ -108,10 +108,10 @@ extension QueryInspection {
         return String(decoding: clean, as: UTF8.self)
     }
 
-    /// `object` with the values of members named like a secret (``Redaction/isSecretName(_:)``:
+    /// `object` with the values of members named like a secret (`Redaction/isSecretName(_:)`:
     /// `password`, `auth_token`, `x-api-key`, `secretKey`, `credentials`…) replaced by `***` — strings,
     /// arrays and objects; a number, a boolean or `null` is kept (`tokenCount: 5`) — and every other
-    /// string passed through ``Redaction/redactingSecrets(in:)``.
+    /// string passed through `Redaction/redactingSecrets(in:)`.
     static func redact(_ object: Any) -> Any {
         switch object {
         case let dictionary as [String: Any]:

@@ -44,7 +44,7 @@ public struct QuerySnapshot<Value: Sendable>: Sendable {
     /// continues after a pause (offline, a retry's delay) keeps the reason it started with.
     public var lastFetchReason: FetchReason?
 
-    /// The number of pending writes shown in the value (``Provenance/pendingWrites``).
+    /// The number of pending writes shown in the value (`Provenance/pendingWrites`).
     public var pendingWrites: Int { provenance?.pendingWrites ?? 0 }
 
     /// Whether a load runs now.

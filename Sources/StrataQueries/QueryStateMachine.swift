@@ -12,7 +12,7 @@ import StrataOutbox
 /// - the value shown is never replaced by an older one (by the time its tier stored it);
 /// - `phase` is `fetching` exactly while a load runs, and never while the query is disabled;
 /// - an unobserved query with nothing running always has its drop scheduled;
-/// - a dropped query holds no value; any event but `dropDue` wakes it (``Action/revive`` first).
+/// - a dropped query holds no value; any event but `dropDue` wakes it (`Action/revive` first).
 /// - an invalidation holds until a load started after it answers with a value stored after it
 ///   (an answer rejected as older, or a stale tier's copy from before it, leaves it standing);
 /// - a write is shown from when it is queued until it is refused, or until a load started after
@@ -44,7 +44,7 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
         case loadFailed(flight: Int, QueryError)
         case retryDue(flight: Int)
         case dropDue
-        /// The value shown just went stale by age (``freshUntil``): the snapshot says so.
+        /// The value shown just went stale by age (`freshUntil`): the snapshot says so.
         case staleDue
         /// These writes of the query's scope wait for delivery now (the outbox was read, or the query
         /// came back to life): they replace the pending ones shown; delivered ones stay until a load
@@ -137,7 +137,7 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
     package var shownWrites: [OutboxEntry] { writes.map(\.entry) }
 
     /// When the shown value goes stale by age, if it is fresh now and observed (an observer is told
-    /// when it goes stale: ``Event/staleDue``); `nil` otherwise.
+    /// when it goes stale: `Event/staleDue`); `nil` otherwise.
     package func freshUntil(now: Date) -> Date? {
         guard observers > 0, !isInvalidated, let storedAt, configuration.staleAfter > .zero else { return nil }
         let due = storedAt.addingTimeInterval(configuration.staleAfter.seconds)
@@ -494,7 +494,7 @@ struct QueryFlight: Sendable, Equatable {
     var state: State
     /// Failed attempts of this flight so far.
     var attempts: Int
-    /// ``QueryStateMachine/starts`` when its latest attempt started (a flight that continues
+    /// `QueryStateMachine/starts` when its latest attempt started (a flight that continues
     /// after a pause or a retry's delay starts again).
     var startedAt = 0
 }

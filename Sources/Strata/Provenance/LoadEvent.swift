@@ -24,7 +24,7 @@ public enum LoadEvent: Sendable, CustomStringConvertible {
     /// the store without rewriting its value.
     case revalidated(store: String, key: String)
     /// A hit past its refresh point answered at once and started one background refresh of `key`
-    /// (``Loader/refreshingAhead(_:in:key:)-(_,S.Key,_,_,_)``).
+    /// (``Loader/refreshingAhead(_:in:key:)-(_,_,S.Key)``).
     case refreshStarted(tier: String, key: String)
     /// A stale copy answered the load, and why (``StaleReason``).
     case servedStale(tier: String, reason: StaleReason)

@@ -2,7 +2,7 @@ import Foundation
 @_spi(StrataInternals) import Strata
 
 /// A read with the pending writes of an ``Outbox`` applied on top; built by
-/// ``Loader/overlayingPending(_:scope:apply:)``.
+/// `overlayingPending(_:scope:apply:)`.
 public struct OverlayingPendingLoader<Base: Loader>: Loader {
     public typealias Input = Base.Input
     public typealias Output = Base.Output
@@ -117,7 +117,7 @@ extension OutboxEntry {
     /// The write as `Value`, decoded from JSON: the payload of a typed write, or the body of an HTTP
     /// write (kind ``Outbox/httpKind``).
     ///
-    /// `decoder` makes the decoder, as in ``Loader/decoding(_:decoder:)``: one form of decoder
+    /// `decoder` makes the decoder, as in `decoding(_:decoder:)`: one form of decoder
     /// parameter across Strata.
     public func decoded<Value: Decodable>(
         _ type: Value.Type, decoder: () -> JSONDecoder = { JSONDecoder() }
