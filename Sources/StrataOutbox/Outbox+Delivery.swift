@@ -431,6 +431,11 @@ public struct OutboxHandlerTimeoutError: Error, Sendable, CustomStringConvertibl
     public var description: String { "the write's handler ran past its deadline of \(deadline.formattedAge) and was cancelled" }
 }
 
+extension OutboxHandlerTimeoutError: TimeoutFailure {
+    /// The handler's deadline (``deadline``), as every timeout error names its limit.
+    public var timeout: Duration { deadline }
+}
+
 extension OutboxConflictPolicy {
     var kind: OutboxStateMachine.ConflictPolicyKind {
         switch self {

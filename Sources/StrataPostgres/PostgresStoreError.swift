@@ -186,6 +186,8 @@ public struct PostgresStatementTimeoutError: Error, Sendable, CustomStringConver
     static let sqlStateQueryCanceled = "57014"
 }
 
+extension PostgresStatementTimeoutError: TimeoutFailure {}
+
 /// Turning what went wrong into the `StoreError` an operation throws.
 extension PostgresStore {
     func storeError(_ operation: StoreError.Operation, key: String?, _ error: any Error, since started: ContinuousClock.Instant) -> any Error {

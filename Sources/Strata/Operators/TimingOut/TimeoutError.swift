@@ -17,3 +17,5 @@ extension TimeoutError: FailureClassifying {
     /// A timeout is transient: the next attempt may be faster.
     public var isTransientFailure: Bool { true }
 }
+
+extension TimeoutError: TimeoutFailure {}
