@@ -44,12 +44,20 @@ public struct OutboxRetryPolicy: Sendable {
 
     /// The wait after the `attempts`-th failed attempt (1 for the first), given what the server asked.
     public func delay(afterAttempt attempts: Int, requested: Duration?) -> Duration {
-        let exponent = Double(max(0, attempts - 1))
-        let base = min(Double(maxDelay.seconds), Double(initialDelay.seconds) * pow(multiplier, min(exponent, 64)))
-        let randomised = base * (1 - jitter * random())
-        let computed = Duration.seconds(randomised)
+        let computed = backoff.delay(beforeRetry: attempts, random: random())
         guard let requested else { return computed }
         return max(computed, min(requested, maxRetryAfter))
+    }
+
+    /// The waits between attempts, as the library's one `Backoff`.
+    public var backoff: Backoff {
+        get { Backoff(initialDelay: initialDelay, multiplier: multiplier, maxDelay: maxDelay, jitter: jitter) }
+        set {
+            initialDelay = newValue.initialDelay
+            multiplier = newValue.multiplier
+            maxDelay = newValue.maxDelay
+            jitter = newValue.jitter
+        }
     }
 }
 

@@ -45,6 +45,8 @@ public final class PostgresBackplane: Backplane, Sendable, CustomStringConvertib
     public let firstReconnectDelay: Duration
     /// The longest delay between attempts to connect again.
     public let maxReconnectDelay: Duration
+    /// The waits between attempts to connect again, as the library's one `Backoff`.
+    public var reconnectBackoff: Backoff { Backoff(initialDelay: firstReconnectDelay, maxDelay: maxReconnectDelay) }
 
     /// The listening machinery, which the running task holds; the backplane holds it too and
     /// stops it when released.
@@ -251,7 +253,8 @@ final class PostgresBackplaneCore: Sendable {
 
     /// Connects, listens until the connection is lost, and connects again, until cancelled.
     private func run() async {
-        var delay = firstReconnectDelay
+        let backoff = Backoff(initialDelay: firstReconnectDelay, maxDelay: maxReconnectDelay)
+        var failedConnections = 0
         var connectionID = 0
         while !Task.isCancelled {
             connectionID += 1
@@ -270,7 +273,7 @@ final class PostgresBackplaneCore: Sendable {
                 let startsBefore = state.withLock { $0.listeningStarts }
                 defer {
                     // It listened: the next loss starts the backoff again.
-                    if state.withLock({ $0.listeningStarts }) > startsBefore { delay = firstReconnectDelay }
+                    if state.withLock({ $0.listeningStarts }) > startsBefore { failedConnections = 0 }
                 }
                 try await listen(on: connection)
             } catch is CancellationError {
@@ -289,8 +292,8 @@ final class PostgresBackplaneCore: Sendable {
             }
             try? await connection?.close()
             guard !Task.isCancelled else { return }
-            do { try await Task.sleep(for: delay) } catch { return }
-            delay = min(delay * 2, maxReconnectDelay)
+            failedConnections += 1
+            do { try await Task.sleep(for: backoff.delay(beforeRetry: failedConnections, random: 0)) } catch { return }
         }
     }
 

@@ -85,10 +85,18 @@ public struct RetryPolicy: Sendable, CustomStringConvertible {
 
     /// The computed wait before retry number `retry` (1 for the first retry), jitter included.
     public func delay(beforeRetry retry: Int) -> Duration {
-        let exponent = Double(max(0, retry - 1))
-        let base = min(maxDelay / .seconds(1), initialDelay / .seconds(1) * pow(multiplier, exponent))
-        let jittered = base * (1 - jitter * min(max(random(), 0), 1))
-        return .seconds(max(0, jittered))
+        backoff.delay(beforeRetry: retry, random: random())
+    }
+
+    /// The waits between attempts, as the library's one ``Backoff``.
+    public var backoff: Backoff {
+        get { Backoff(initialDelay: initialDelay, multiplier: multiplier, maxDelay: maxDelay, jitter: jitter) }
+        set {
+            initialDelay = newValue.initialDelay
+            multiplier = newValue.multiplier
+            maxDelay = newValue.maxDelay
+            jitter = newValue.jitter
+        }
     }
 
     public var description: String {

@@ -74,6 +74,10 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     @usableFromInline let metrics: TieredStoreMetrics?
     let environment: LoadEnvironment
     let firstRetryDelay: Duration
+
+    /// The waits between the shared tier's repairs: doubling from `firstRetryDelay` up to
+    /// `maxRetryDelay`, the library's one ``Backoff``.
+    public var repairBackoff: Backoff { Backoff(initialDelay: firstRetryDelay, maxDelay: maxRetryDelay) }
     let maxRetryDelay: Duration
     /// When a write reaches the shared tier, relative to its call.
     public let sharedTierWriting: SharedTierWriting
@@ -599,7 +603,7 @@ where Memory.Key == Shared.Key, Memory.Value == Shared.Value {
     }
 
     private func scheduleRetry(afterFailures failures: Int) {
-        let delay = min(firstRetryDelay * Int(pow(2, Double(min(failures - 1, 30)))), maxRetryDelay)
+        let delay = repairBackoff.delay(beforeRetry: failures, random: 0)
         let clock = environment.clock
         let task = Task { [weak self] in
             do { try await clock.sleep(for: delay) } catch { return }
