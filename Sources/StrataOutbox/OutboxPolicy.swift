@@ -6,7 +6,7 @@ import Foundation
 /// Waits grow exponentially from `initialDelay` to `maxDelay`, each randomised by `jitter` so
 /// many clients coming back online together do not retry in lockstep; a `Retry-After` (429, 503) is
 /// honoured when it asks for longer. The attempt count is kept across relaunches.
-public struct OutboxRetryPolicy: Sendable {
+public struct OutboxRetryPolicy: Sendable, BackingOff {
     /// The wait after the first failed attempt.
     public var initialDelay: Duration
     /// Each further wait is the previous one times this.
@@ -47,17 +47,6 @@ public struct OutboxRetryPolicy: Sendable {
         let computed = backoff.delay(beforeRetry: attempts, random: random())
         guard let requested else { return computed }
         return max(computed, min(requested, maxRetryAfter))
-    }
-
-    /// The waits between attempts, as the library's one `Backoff`.
-    public var backoff: Backoff {
-        get { Backoff(initialDelay: initialDelay, multiplier: multiplier, maxDelay: maxDelay, jitter: jitter) }
-        set {
-            initialDelay = newValue.initialDelay
-            multiplier = newValue.multiplier
-            maxDelay = newValue.maxDelay
-            jitter = newValue.jitter
-        }
     }
 }
 

@@ -43,3 +43,29 @@ public struct Backoff: Sendable, Hashable, CustomStringConvertible {
         "\(initialDelay.formattedAge) ×\(multiplier) ≤ \(maxDelay.formattedAge)" + (jitter > 0 ? ", jitter \(jitter)" : "")
     }
 }
+
+/// A policy whose waits are a ``Backoff``, kept as four fields of its own (``RetryPolicy``, the
+/// outbox's retry policy).
+public protocol BackingOff {
+    /// The wait before the first retry, before jitter.
+    var initialDelay: Duration { get set }
+    /// How much each wait grows over the one before.
+    var multiplier: Double { get set }
+    /// The longest wait, before jitter.
+    var maxDelay: Duration { get set }
+    /// The largest fraction a wait is shortened by at random.
+    var jitter: Double { get set }
+}
+
+extension BackingOff {
+    /// The policy's waits, as the library's one ``Backoff``.
+    public var backoff: Backoff {
+        get { Backoff(initialDelay: initialDelay, multiplier: multiplier, maxDelay: maxDelay, jitter: jitter) }
+        set {
+            initialDelay = newValue.initialDelay
+            multiplier = newValue.multiplier
+            maxDelay = newValue.maxDelay
+            jitter = newValue.jitter
+        }
+    }
+}

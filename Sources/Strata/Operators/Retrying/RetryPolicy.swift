@@ -7,7 +7,7 @@ import Foundation
 /// remote.retrying(.exponential(attempts: 5, initialDelay: .seconds(1), maxDelay: .seconds(30)))
 /// remote.retrying(.constant(attempts: 2, delay: .milliseconds(100)))
 /// ```
-public struct RetryPolicy: Sendable, CustomStringConvertible {
+public struct RetryPolicy: Sendable, BackingOff, CustomStringConvertible {
     /// Total attempts, the first included (`1` means no retry).
     public var maxAttempts: Int
     /// The wait before the first retry.
@@ -86,17 +86,6 @@ public struct RetryPolicy: Sendable, CustomStringConvertible {
     /// The computed wait before retry number `retry` (1 for the first retry), jitter included.
     public func delay(beforeRetry retry: Int) -> Duration {
         backoff.delay(beforeRetry: retry, random: random())
-    }
-
-    /// The waits between attempts, as the library's one ``Backoff``.
-    public var backoff: Backoff {
-        get { Backoff(initialDelay: initialDelay, multiplier: multiplier, maxDelay: maxDelay, jitter: jitter) }
-        set {
-            initialDelay = newValue.initialDelay
-            multiplier = newValue.multiplier
-            maxDelay = newValue.maxDelay
-            jitter = newValue.jitter
-        }
     }
 
     public var description: String {
