@@ -132,6 +132,9 @@ let package = Package(
                 // Already in Hummingbird's graph: its servers stop by graceful shutdown.
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["Inspector"])),
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Inspector"])),
+                // Already in Hummingbird's graph: its servers run on NIOPosix's singleton event loops,
+                // which a stop lets settle before it shuts the server down.
+                .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Inspector"])),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
+import NIOPosix
 import ServiceLifecycle
 import Strata
 import StrataOutbox
@@ -188,10 +189,17 @@ public struct StrataInspector: Sendable {
         routes: @escaping (Router<Context>) -> Void, _ body: (Int) async throws -> Result
     ) async throws -> Result where Context: InitializableFromSource<ApplicationRequestContextSource> {
         let (ports, announce) = AsyncStream.makeStream(of: Int.self)
-        let app = application(host: host, port: port, serverName: serverName, routes: routes) { port in
-            announce.yield(port)
-            announce.finish()
-        }
+        let (listeners, announceListener) = AsyncStream.makeStream(of: (any Channel).self, bufferingPolicy: .bufferingNewest(1))
+        let app = application(
+            host: host, port: port, serverName: serverName, routes: routes,
+            onServerRunning: { port in
+                announce.yield(port)
+                announce.finish()
+            },
+            onListener: { channel in
+                announceListener.yield(channel)
+                announceListener.finish()
+            })
         // Stopped by a graceful shutdown, never by cancelling its task: a connection accepted just
         // as the task is cancelled would never be served, and NIO traps on it ("Deinited
         // NIOAsyncWriter without calling finish()", apple/swift-nio#3481). Gracefully, the server
@@ -216,6 +224,16 @@ public struct StrataInspector: Sendable {
         } catch {
             outcome = .failure(error)
         }
+        // First stop accepting, and let the event loops run what they had queued: a connection the
+        // listener accepted as the server stopped taking connections reaches a server that no
+        // longer serves, the same trap (seen under load, an event stream's client reconnecting).
+        var iterator = listeners.makeAsyncIterator()
+        if let listener = await iterator.next() {
+            try? await listener.setOption(ChannelOptions.autoRead, value: false).get()
+            for _ in 0..<3 {
+                for loop in MultiThreadedEventLoopGroup.singleton.makeIterator() { try? await loop.submit {}.get() }
+            }
+        }
         await group.triggerGracefulShutdown()
         _ = await running.result
         return try outcome.get()
@@ -231,13 +249,17 @@ public struct StrataInspector: Sendable {
 
     static func application<Context: RequestContext>(
         host: String, port: Int, serverName: String, routes: (Router<Context>) -> Void,
-        onServerRunning: @escaping @Sendable (Int) -> Void
+        onServerRunning: @escaping @Sendable (Int) -> Void,
+        onListener: @escaping @Sendable (any Channel) -> Void = { _ in }
     ) -> some ApplicationProtocol where Context: InitializableFromSource<ApplicationRequestContextSource> {
         let router = Router(context: Context.self)
         routes(router)
         return Application(
             router: router, configuration: .init(address: .hostname(host, port: port), serverName: serverName),
-            onServerRunning: { channel in onServerRunning(channel.localAddress?.port ?? port) }, logger: quietLogger(serverName))
+            onServerRunning: { channel in
+                onListener(channel)
+                onServerRunning(channel.localAddress?.port ?? port)
+            }, logger: quietLogger(serverName))
     }
 
     /// Refuses (`403`) a request from a peer ``allowedPeers`` does not allow, or addressed to a host

@@ -8,7 +8,7 @@ import ServiceLifecycle
 /// runs it for the life of the process and stops it on graceful shutdown.
 ///
 /// ```swift
-/// let store = try PostgresStore<[FeedItem]>(url: "postgres://app:secret@db.internal:5432/cache", maxAge: .seconds(24 * 3600))
+/// let store = try PostgresStore<[FeedItem]>(url: "postgres://app:secret@db.internal:5432/cache", options: PostgresStoreOptions(maxAge: .seconds(24 * 3600)))
 /// let group = ServiceGroup(services: [store], gracefulShutdownSignals: [.sigterm], logger: logger)
 /// try await group.run()
 /// ```

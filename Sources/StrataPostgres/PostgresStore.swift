@@ -169,6 +169,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     ///     routine messages, such as each failed connection attempt, at `debug`).
     /// - Throws: `StoreError` (operation `open`) when `table` is not a plain identifier, or
     ///   `statementTimeout` is not below `queryTimeout`.
+    @available(*, deprecated, message: "pass table, timeouts, maxAge, now and logger as options: PostgresStoreOptions(…)")
     public convenience init(
         configuration: PostgresClient.Configuration,
         table: String = "strata_cache",
@@ -216,6 +217,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     ///   - logger: where undecodable rows and sweeps go (the client logs to its own logger).
     /// - Throws: `StoreError` (operation `open`) when `table` is not a plain identifier, or
     ///   `statementTimeout` is not below `queryTimeout`.
+    @available(*, deprecated, message: "pass table, timeouts, maxAge, now and logger as options: PostgresStoreOptions(…)")
     public convenience init(
         client: PostgresClient,
         configuration: PostgresClient.Configuration,
@@ -236,6 +238,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
 
     /// Creates a store on a `PostgresClient` the application already runs, that encodes values as JSON;
     /// see ``init(client:configuration:table:codec:connectTimeout:queryTimeout:statementTimeout:maxAge:now:logger:)``.
+    @available(*, deprecated, message: "pass table, timeouts, maxAge, now and logger as options: PostgresStoreOptions(…)")
     public convenience init(
         client: PostgresClient,
         configuration: PostgresClient.Configuration,
@@ -361,6 +364,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     /// ``init(configuration:table:codec:connectTimeout:queryTimeout:statementTimeout:maxAge:now:logger:)`` for the rest.
     /// - Throws: `StoreError` (operation `open`) for a URL it cannot use, or a bad table name. The
     ///   error never contains the password.
+    @available(*, deprecated, message: "pass table, timeouts, maxAge, now and logger as options: PostgresStoreOptions(…)")
     public convenience init(
         url: String,
         table: String = "strata_cache",
@@ -381,6 +385,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     }
 
     /// Creates a store on the database at `url` that encodes values as JSON.
+    @available(*, deprecated, message: "pass table, timeouts, maxAge, now and logger as options: PostgresStoreOptions(…)")
     public convenience init(
         url: String,
         table: String = "strata_cache",
@@ -397,6 +402,7 @@ public final class PostgresStore<Value: Sendable>: Store, Sendable {
     }
 
     /// Creates a store on the database `configuration` points at that encodes values as JSON.
+    @available(*, deprecated, message: "pass table, timeouts, maxAge, now and logger as options: PostgresStoreOptions(…)")
     public convenience init(
         configuration: PostgresClient.Configuration,
         table: String = "strata_cache",

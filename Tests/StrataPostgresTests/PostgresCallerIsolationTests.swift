@@ -15,8 +15,8 @@ struct PostgresCallerIsolationTests {
         try await TestScope.run {
             let codec = ThreadNotingCodec<Item>()
             let store = try PostgresStore<Item>(
-                configuration: TestServer.configuration(), table: TestScope.table(), codec: codec,
-                connectTimeout: TestServer.connectTimeout, logger: quietLogger)
+                configuration: TestServer.configuration(), codec: codec,
+                options: PostgresStoreOptions(table: TestScope.table(), connectTimeout: TestServer.connectTimeout, logger: quietLogger))
             TestScope.onExit { await store.shutdown() }
 
             let (read, returned) = try await store.roundTripFromTheMainActor(itemA, key: "a", storedAt: referenceDate)

@@ -116,7 +116,8 @@ struct PostgresFaultTests {
 
     func loadWhileTheDatabaseStopsAndStarts(_ cluster: OwnCluster) async throws {
         let store = try PostgresStore<Item>(
-            url: cluster.url, table: TestServer.uniqueTable(), connectTimeout: .seconds(5), queryTimeout: .seconds(10), logger: quietLogger)
+            url: cluster.url,
+            options: PostgresStoreOptions(table: TestServer.uniqueTable(), connectTimeout: .seconds(5), queryTimeout: .seconds(10), logger: quietLogger))
         let tiered = TieredStore(
             memory: MemoryStore<String, Item>(), shared: store, environment: LoadEnvironment(logger: quietLogger),
             firstRetryDelay: .milliseconds(100), maxRetryDelay: .milliseconds(400))

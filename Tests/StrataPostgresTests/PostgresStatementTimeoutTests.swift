@@ -121,8 +121,8 @@ struct PostgresStatementTimeoutTests {
         try await TestScope.run {
             let table = TestScope.table()
             let store = try PostgresStore<Item>(
-                configuration: TestServer.configuration(), table: table, connectTimeout: TestServer.connectTimeout,
-                statementTimeout: .milliseconds(300), logger: quietLogger)
+                configuration: TestServer.configuration(),
+                options: PostgresStoreOptions(table: table, connectTimeout: TestServer.connectTimeout, statementTimeout: .milliseconds(300), logger: quietLogger))
             TestScope.onExit { await store.shutdown() }
             try await store.insert(itemA, for: "feed", storedAt: Date())
             try await Admin.require().client.withTransaction(logger: quietLogger) { connection in
@@ -137,12 +137,12 @@ struct PostgresStatementTimeoutTests {
 
     @Test("statementTimeout defaults to nine tenths of queryTimeout, in whole milliseconds")
     func defaults() throws {
-        let store = try PostgresStore<Item>(url: unreachableURL, logger: quietLogger)
+        let store = try PostgresStore<Item>(url: unreachableURL, options: PostgresStoreOptions(logger: quietLogger))
         #expect(store.statementTimeout == .seconds(27))
         #expect(store.statementTimeoutSetting == "27000")
-        let short = try PostgresStore<Item>(url: unreachableURL, queryTimeout: .milliseconds(1_001), logger: quietLogger)
+        let short = try PostgresStore<Item>(url: unreachableURL, options: PostgresStoreOptions(queryTimeout: .milliseconds(1_001), logger: quietLogger))
         #expect(short.statementTimeout == .milliseconds(900))
-        let exact = try PostgresStore<Item>(url: unreachableURL, statementTimeout: .microseconds(2_500_900), logger: quietLogger)
+        let exact = try PostgresStore<Item>(url: unreachableURL, options: PostgresStoreOptions(statementTimeout: .microseconds(2_500_900), logger: quietLogger))
         #expect(exact.statementTimeout == .milliseconds(2_500))
         let storage = try PostgresOutboxStorage(url: unreachableURL, queryTimeout: .seconds(10), logger: quietLogger)
         #expect(storage.statementTimeout == .seconds(9))
@@ -153,7 +153,7 @@ struct PostgresStatementTimeoutTests {
     ])
     func statementTimeoutMustBeBelowQueryTimeout(_ statementTimeout: Duration) {
         #expect {
-            try PostgresStore<Item>(url: unreachableURL, statementTimeout: statementTimeout, logger: quietLogger)
+            try PostgresStore<Item>(url: unreachableURL, options: PostgresStoreOptions(statementTimeout: statementTimeout, logger: quietLogger))
         } throws: { error in
             guard let error = error as? StoreError else { return false }
             return error.operation == .open && error.reason.contains("below queryTimeout (30 s)")

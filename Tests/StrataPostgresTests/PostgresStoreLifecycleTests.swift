@@ -19,8 +19,8 @@ struct PostgresStoreLifecycleTests {
             var configuration = try TestServer.configuration()
             configuration.database = "strata_no_such_database_5e1c"
             let store = try PostgresStore<Item>(
-                configuration: configuration, table: TestScope.table(), connectTimeout: TestServer.connectTimeout,
-                logger: quietLogger)
+                configuration: configuration,
+                options: PostgresStoreOptions(table: TestScope.table(), connectTimeout: TestServer.connectTimeout, logger: quietLogger))
             TestScope.onExit { await store.shutdown() }
             let error = await #expect(throws: StoreError.self) { try await store.retrieve("feed") }
             // At once: a typed cause comes only from the store's own connection attempt, never from
@@ -40,8 +40,8 @@ struct PostgresStoreLifecycleTests {
             let running = Task { await client.run() }
             defer { running.cancel() }
             let store = try PostgresStore<Item>(
-                client: client, configuration: configuration, table: TestScope.table(),
-                connectTimeout: TestServer.connectTimeout, logger: quietLogger)
+                client: client, configuration: configuration,
+                options: PostgresStoreOptions(table: TestScope.table(), connectTimeout: TestServer.connectTimeout, logger: quietLogger))
             try await store.insert(itemA, for: "feed", storedAt: Date())
             #expect(try await store.retrieve("feed")?.value == itemA)
             #expect(store.description.hasSuffix("/strata/\(store.table))"))
@@ -63,7 +63,8 @@ struct PostgresStoreLifecycleTests {
         let configuration = try TestServer.configuration()
         let client = PostgresClient(configuration: configuration)
         let store = try PostgresStore<Item>(
-            client: client, configuration: configuration, connectTimeout: .seconds(1), logger: quietLogger)
+            client: client, configuration: configuration,
+            options: PostgresStoreOptions(connectTimeout: .seconds(1), logger: quietLogger))
         let error = await #expect(throws: StoreError.self) { try await store.retrieve("feed") }
         // The database itself is fine (the store's own attempt connects): only the pool is not running.
         #expect(error?.reason.hasSuffix("no connection within 1 s") == true, "\(String(describing: error))")
@@ -147,7 +148,7 @@ enum PostgresDocExamples {
     }
 
     static func service(logger: Logger) async throws {
-        let store = try PostgresStore<[FeedItem]>(url: "postgres://app:secret@db.internal:5432/cache", maxAge: .hours(24))
+        let store = try PostgresStore<[FeedItem]>(url: "postgres://app:secret@db.internal:5432/cache", options: PostgresStoreOptions(maxAge: .hours(24)))
         let group = ServiceGroup(services: [store], gracefulShutdownSignals: [.sigterm], logger: logger)
         try await group.run()
     }

@@ -183,8 +183,7 @@ struct PostgresStoreServerTests {
             // store's own, for a server that does not answer at all.
             let configuration = try TestServer.configuration()
             let store = try PostgresStore<Item>(
-                configuration: configuration, tls: PostgresTLSMode(reading: configuration.tls), applicationClient: nil,
-                table: table, codec: JSONCodec<Item>(), connectTimeout: TestServer.connectTimeout, queryTimeout: .seconds(10), statementTimeout: nil, maxAge: nil, now: { Date() }, logger: quietLogger, boundsStatements: false)
+                configuration: configuration, tls: PostgresTLSMode(reading: configuration.tls), applicationClient: nil, table: table, codec: JSONCodec<Item>(), connectTimeout: TestServer.connectTimeout, queryTimeout: .seconds(10), statementTimeout: nil, maxAge: nil, now: { Date() }, logger: quietLogger, boundsStatements: false)
             TestScope.onExit { await store.shutdown() }
 
             let admin = try Admin.require()
@@ -209,8 +208,8 @@ struct PostgresStoreServerTests {
             configuration.password = "wrong-pw-91c2"
             let logs = LogCapture()
             let store = try PostgresStore<Item>(
-                configuration: configuration, table: TestScope.table(), connectTimeout: TestServer.connectTimeout,
-                logger: logs.logger)
+                configuration: configuration,
+                options: PostgresStoreOptions(table: TestScope.table(), connectTimeout: TestServer.connectTimeout, logger: logs.logger))
             TestScope.onExit { await store.shutdown() }
             let error = await #expect(throws: StoreError.self) { try await store.retrieve("feed") }
             // On the rejected attempt, not after the connect timeout (the reason below would then be
@@ -246,8 +245,8 @@ struct PostgresStoreServerTests {
     func unencodableValueKeepsPreviousRow() async throws {
         try await TestScope.run {
             let store = try PostgresStore<Double>(
-                configuration: TestServer.configuration(), table: TestScope.table(),
-                connectTimeout: TestServer.connectTimeout, logger: quietLogger)
+                configuration: TestServer.configuration(),
+                options: PostgresStoreOptions(table: TestScope.table(), connectTimeout: TestServer.connectTimeout, logger: quietLogger))
             TestScope.onExit { await store.shutdown() }
             try await store.insert(1.5, for: "ratio", storedAt: Date())
             let error = await #expect(throws: StoreError.self) {

@@ -28,7 +28,7 @@ struct PostgresStoreOfflineTests {
     ])
     func tableNameInjectionRejected(_ name: String) throws {
         let error = try #require(throws: StoreError.self, "table name \(String(reflecting: name)) was accepted") {
-            try PostgresStore<Item>(url: unreachableURL, table: name, logger: quietLogger)
+            try PostgresStore<Item>(url: unreachableURL, options: PostgresStoreOptions(table: name, logger: quietLogger))
         }
         #expect(error.operation == .open)
         #expect(error.reason.contains("not a plain identifier"))
@@ -39,7 +39,7 @@ struct PostgresStoreOfflineTests {
         "strata_cache", "_cache", "Cache2", String(repeating: "a", count: 48),
     ])
     func plainTableNamesAccepted(_ name: String) async throws {
-        let store = try PostgresStore<Item>(url: unreachableURL, table: name, logger: quietLogger)
+        let store = try PostgresStore<Item>(url: unreachableURL, options: PostgresStoreOptions(table: name, logger: quietLogger))
         #expect(store.table == name)
         await store.shutdown()
     }
@@ -47,8 +47,8 @@ struct PostgresStoreOfflineTests {
     @Test("a URL becomes a configuration; the description names host, port, database and table only")
     func urlParsing() async throws {
         let store = try PostgresStore<Item>(
-            url: "postgresql://app%40corp:p%2Fss-w0rd@db.internal:6543/cache?sslmode=disable", table: "feeds",
-            logger: quietLogger)
+            url: "postgresql://app%40corp:p%2Fss-w0rd@db.internal:6543/cache?sslmode=disable",
+            options: PostgresStoreOptions(table: "feeds", logger: quietLogger))
         #expect(store.description == "PostgresStore(db.internal:6543/cache/feeds)")
         #expect(store.origin == .sharedCache)
         await store.shutdown()
@@ -60,7 +60,7 @@ struct PostgresStoreOfflineTests {
         #expect(configuration.port == 5432)
         #expect(configuration.database == "cache")
 
-        let defaults = try PostgresStore<Item>(url: "postgres://app@[::1]", logger: quietLogger)
+        let defaults = try PostgresStore<Item>(url: "postgres://app@[::1]", options: PostgresStoreOptions(logger: quietLogger))
         #expect(defaults.description == "PostgresStore([::1]:5432/app/strata_cache)")
         await defaults.shutdown()
     }
@@ -78,7 +78,7 @@ struct PostgresStoreOfflineTests {
     ])
     func badURLRejected(_ url: String) throws {
         let error = try #require(throws: StoreError.self, "\(url) was accepted") {
-            try PostgresStore<Item>(url: url, logger: quietLogger)
+            try PostgresStore<Item>(url: url, options: PostgresStoreOptions(logger: quietLogger))
         }
         #expect(error.operation == .open)
         #expect(!error.description.contains("hunter2"), "\(error)")
@@ -88,7 +88,7 @@ struct PostgresStoreOfflineTests {
         StoreError.Operation.retrieve, .insert, .delete,
     ])
     func unreachableDatabaseFailsFast(_ operation: StoreError.Operation) async throws {
-        let store = try PostgresStore<Item>(url: unreachableURL, connectTimeout: Self.longConnectTimeout, logger: quietLogger)
+        let store = try PostgresStore<Item>(url: unreachableURL, options: PostgresStoreOptions(connectTimeout: Self.longConnectTimeout, logger: quietLogger))
         let error = try await #require(throws: StoreError.self, "\(operation) succeeded against a closed port") {
             switch operation {
             case .retrieve: _ = try await store.retrieve("feed")
@@ -115,7 +115,7 @@ struct PostgresStoreOfflineTests {
 
     @Test("fallback(to:) serves the next tier when the database is unreachable")
     func fallbackServesAnotherTier() async throws {
-        let store = try PostgresStore<Item>(url: unreachableURL, connectTimeout: Self.longConnectTimeout, logger: quietLogger)
+        let store = try PostgresStore<Item>(url: unreachableURL, options: PostgresStoreOptions(connectTimeout: Self.longConnectTimeout, logger: quietLogger))
         let feed = store.loader(key: "feed", freshness: .any)
             .fallingBack(to: ClosureLoader { itemUnicode })
         let value = try await feed.load()
@@ -136,7 +136,7 @@ struct PostgresStoreOfflineTests {
     @Test("credentials appear in neither the description, the errors nor the logs")
     func credentialsAbsentWhenUnreachable() async throws {
         let logs = LogCapture()
-        let store = try PostgresStore<Item>(url: unreachableURL, connectTimeout: Self.longConnectTimeout, logger: logs.logger)
+        let store = try PostgresStore<Item>(url: unreachableURL, options: PostgresStoreOptions(connectTimeout: Self.longConnectTimeout, logger: logs.logger))
         await #expect(throws: StoreError.self) { try await store.retrieve("feed") }
         let error = await #expect(throws: StoreError.self) { try await store.insert(itemA, for: "feed", storedAt: Date()) }
         #expect(!store.description.contains("pw-7f3a"))
@@ -154,7 +154,8 @@ struct PostgresStoreOfflineTests {
     func silentServerTimesOut() async throws {
         let server = try SilentServer()
         let store = try PostgresStore<Item>(
-            url: "postgres://strata:pw@127.0.0.1:\(server.port)/strata", connectTimeout: .seconds(1), logger: quietLogger)
+            url: "postgres://strata:pw@127.0.0.1:\(server.port)/strata",
+            options: PostgresStoreOptions(connectTimeout: .seconds(1), logger: quietLogger))
         let clock = ContinuousClock()
         let started = clock.now
         let error = await #expect(throws: StoreError.self) { try await store.retrieve("feed") }
@@ -172,7 +173,7 @@ struct PostgresStoreOfflineTests {
 
     @Test("a wait for the watchdog's answer never outlives the probes: when the probe it could have joined has just ended, it returns so that its caller starts another", .timeLimit(.minutes(3)))
     func aWaitForTheWatchdog_afterItsProbeEnded_returns() async throws {
-        let store = try PostgresStore<Item>(url: unreachableURL, connectTimeout: Self.longConnectTimeout, logger: quietLogger)
+        let store = try PostgresStore<Item>(url: unreachableURL, options: PostgresStoreOptions(connectTimeout: Self.longConnectTimeout, logger: quietLogger))
         let watchdog = store.watchdog
         // An earlier operation's probe: started, and ended (refused) before the next operation waits.
         let earlier = ContinuousClock.now
@@ -192,7 +193,7 @@ struct PostgresStoreOfflineTests {
 
     @Test("a cancelled operation ends at once with CancellationError, not a store failure")
     func cancellationEndsTheWait() async throws {
-        let store = try PostgresStore<Item>(url: unreachableURL, connectTimeout: Self.longConnectTimeout, logger: quietLogger)
+        let store = try PostgresStore<Item>(url: unreachableURL, options: PostgresStoreOptions(connectTimeout: Self.longConnectTimeout, logger: quietLogger))
         let clock = ContinuousClock()
         let started = clock.now
         let read = Task { try await store.retrieve("feed") }
@@ -205,7 +206,7 @@ struct PostgresStoreOfflineTests {
 
     @Test("operations after shutdown throw instead of hanging")
     func shutdownStopsTheStore() async throws {
-        let store = try PostgresStore<Item>(url: unreachableURL, logger: quietLogger)
+        let store = try PostgresStore<Item>(url: unreachableURL, options: PostgresStoreOptions(logger: quietLogger))
         await store.shutdown()
         let error = await #expect(throws: StoreError.self) { try await store.retrieve("feed") }
         #expect(error?.reason == "the store was shut down")

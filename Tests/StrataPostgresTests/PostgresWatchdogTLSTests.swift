@@ -34,7 +34,7 @@ struct PostgresWatchdogTLSTests {
     func urlSSLMode(_ sslmode: String?, _ mode: PostgresTLSMode.Mode) throws {
         let logs = LogCapture()
         let url = Self.url(unreachableURL, sslmode: sslmode)
-        let store = try PostgresStore<Item>(url: url, logger: logs.logger)
+        let store = try PostgresStore<Item>(url: url, options: PostgresStoreOptions(logger: logs.logger))
         try Self.expectProbe(store.watchdog, uses: mode)
         #expect(store.watchdog.tls?.source == "sslmode=\(sslmode ?? "prefer (the default)")")
         let storage = try PostgresOutboxStorage(url: url, logger: logs.logger)
@@ -54,7 +54,7 @@ struct PostgresWatchdogTLSTests {
         case .prefer: configuration.tls = .prefer(.makeClientConfiguration())
         case .require: configuration.tls = .require(.makeClientConfiguration())
         }
-        let store = try PostgresStore<Item>(configuration: configuration, logger: logs.logger)
+        let store = try PostgresStore<Item>(configuration: configuration, options: PostgresStoreOptions(logger: logs.logger))
         try Self.expectProbe(store.watchdog, uses: mode)
         #expect(store.watchdog.tls?.source == "the client configuration")
         let client = PostgresClient(configuration: configuration)
@@ -78,9 +78,7 @@ struct PostgresWatchdogTLSTests {
         let logs = LogCapture()
         let configuration = try PostgresURL.configuration(from: unreachableURL)
         let store = try PostgresStore<Item>(
-            configuration: configuration, tls: nil, applicationClient: nil, table: "strata_cache", codec: JSONCodec<Item>(),
-            connectTimeout: .seconds(1), queryTimeout: .seconds(30), statementTimeout: nil, maxAge: nil, now: { Date() },
-            logger: logs.logger)
+            configuration: configuration, tls: nil, applicationClient: nil, table: "strata_cache", codec: JSONCodec<Item>(), connectTimeout: .seconds(1), queryTimeout: .seconds(30), statementTimeout: nil, maxAge: nil, now: { Date() }, logger: logs.logger)
         #expect(!store.watchdog.canProbe)
         #expect(throws: PostgresConnectionWatchdog.UnknownTLSMode.self) { try store.watchdog.probeConfiguration() }
         let said = logs.entries.filter { $0.level >= .notice }
@@ -106,9 +104,7 @@ struct PostgresWatchdogTLSTests {
         let configuration = PostgresClient.Configuration(
             unixSocketPath: "/tmp/strata-no-such-socket", username: "strata", password: nil, database: nil)
         let store = try PostgresStore<Item>(
-            configuration: configuration, tls: nil, applicationClient: nil, table: "strata_cache", codec: JSONCodec<Item>(),
-            connectTimeout: .seconds(1), queryTimeout: .seconds(30), statementTimeout: nil, maxAge: nil, now: { Date() },
-            logger: logs.logger)
+            configuration: configuration, tls: nil, applicationClient: nil, table: "strata_cache", codec: JSONCodec<Item>(), connectTimeout: .seconds(1), queryTimeout: .seconds(30), statementTimeout: nil, maxAge: nil, now: { Date() }, logger: logs.logger)
         #expect(store.watchdog.canProbe)
         #expect(try store.watchdog.probeConfiguration().tls.isAllowed == false)
         #expect(logs.entries.isEmpty)
@@ -121,7 +117,8 @@ struct PostgresWatchdogTLSTests {
             var configuration = try TestServer.configuration()
             configuration.options.additionalStartupParameters = [("strata_no_such_setting", "1")]
             let store = try PostgresStore<Item>(
-                configuration: configuration, table: TestScope.table(), connectTimeout: TestServer.connectTimeout, logger: quietLogger)
+                configuration: configuration,
+                options: PostgresStoreOptions(table: TestScope.table(), connectTimeout: TestServer.connectTimeout, logger: quietLogger))
             TestScope.onExit { await store.shutdown() }
             let clock = ContinuousClock()
             let started = clock.now
@@ -144,8 +141,8 @@ struct PostgresWatchdogTLSTests {
             try #require(ssl == "off", "the test server offers TLS; this test needs one that does not")
             let base = try TestServer.requireURL()
             let store = try PostgresStore<Item>(
-                url: Self.url(base, sslmode: sslmode), table: TestScope.table(), connectTimeout: TestServer.connectTimeout,
-                logger: quietLogger)
+                url: Self.url(base, sslmode: sslmode),
+                options: PostgresStoreOptions(table: TestScope.table(), connectTimeout: TestServer.connectTimeout, logger: quietLogger))
             TestScope.onExit { await store.shutdown() }
             if mode == .require {
                 let clock = ContinuousClock()

@@ -139,8 +139,8 @@ enum TestScope {
         logger: Logger = quietLogger
     ) throws -> PostgresStore<Value> {
         let store = try PostgresStore<Value>(
-            configuration: TestServer.configuration(), table: table, connectTimeout: TestServer.connectTimeout,
-            maxAge: maxAge, now: now, logger: logger)
+            configuration: TestServer.configuration(),
+            options: PostgresStoreOptions(table: table, connectTimeout: TestServer.connectTimeout, maxAge: maxAge, now: now, logger: logger))
         onExit { await store.shutdown() }
         return store
     }

@@ -49,7 +49,7 @@ struct TieredPostgresTests {
 
     @Test("a database that refuses connections is a miss and a waiting write, never a failed call")
     func anUnreachableDatabase_isAMiss() async throws {
-        let unreachable = try PostgresStore<Item>(url: "postgres://strata:unused@127.0.0.1:1/strata", logger: quietLogger)
+        let unreachable = try PostgresStore<Item>(url: "postgres://strata:unused@127.0.0.1:1/strata", options: PostgresStoreOptions(logger: quietLogger))
         let tiered = node(unreachable)
         #expect(try await tiered.retrieve("feed") == nil)
         #expect(tiered.sharedTierIsDown)

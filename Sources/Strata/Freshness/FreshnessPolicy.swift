@@ -18,8 +18,8 @@ public struct FreshnessContext: Sendable {
 /// Decides whether a cached entry may be served.
 ///
 /// ```swift
-/// store.loader(key: "feed", freshness: .maxAge(.seconds(24 * 3600)))   // S4's TwentyFourHoursPolicy
-/// store.loader(key: "feed", freshness: .any)                 // S4's NullPolicy
+/// store.loader(key: "feed", freshness: .maxAge(.seconds(24 * 3600)))   // the offline-first example's TwentyFourHoursPolicy
+/// store.loader(key: "feed", freshness: .any)                 // the offline-first example's NullPolicy
 /// store.loader(key: "feed", freshness: .custom("same day") { calendar.isDate($0.storedAt, inSameDayAs: $0.now) })
 /// ```
 public struct FreshnessPolicy: Sendable, CustomStringConvertible {
@@ -59,7 +59,7 @@ public struct FreshnessPolicy: Sendable, CustomStringConvertible {
         )
     }
 
-    /// Anything cached is acceptable, however old (S4's `NullPolicy`).
+    /// Anything cached is acceptable, however old (the offline-first example's `NullPolicy`).
     public static let any = FreshnessPolicy(predicate: { _ in true }, description: "any age", acceptsAnyAge: true)
 
     /// The policy of a staleness bound: `.maxAge(bound)`, or `.any` when there is none (`nil`).

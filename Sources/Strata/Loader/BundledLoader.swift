@@ -2,7 +2,7 @@ import Foundation
 
 /// A resource that should ship with the app is missing or unreadable.
 public enum BundledResourceError: Error, Sendable, CustomStringConvertible {
-    /// The bundle has no such resource (S4's `noSuchFile`).
+    /// The bundle has no such resource (the offline-first example's `noSuchFile`).
     case notFound(resource: String, bundle: String)
     /// The resource exists but could not be read.
     case unreadable(url: URL, underlying: any Error)

@@ -31,7 +31,7 @@ public struct JSONCodec<Value: Codable>: Codec {
     }
 }
 
-/// Stores raw bytes unchanged (S4's `Data` loaders, HTTP bodies).
+/// Stores raw bytes unchanged (the offline-first example's `Data` loaders, HTTP bodies).
 public struct DataCodec: Codec {
     public init() {}
     public func encode(_ value: Data) throws -> Data { value }

@@ -29,7 +29,7 @@ struct FetchCache: Sendable {
             return FetchCache(store: store, close: {})
         case .postgres:
             guard let postgresURL else { throw MissingPostgresURL() }
-            let store = try PostgresStore<Data>(url: postgresURL, table: "strata_fetch", codec: DataCodec(), logger: logger)
+            let store = try PostgresStore<Data>(url: postgresURL, codec: DataCodec(), options: PostgresStoreOptions(table: "strata_fetch", logger: logger))
             return FetchCache(store: store, close: { await store.shutdown() })
         }
     }

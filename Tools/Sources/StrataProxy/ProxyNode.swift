@@ -117,7 +117,7 @@ public final class ProxyNode: Sendable {
             // Bodies travel as bytes (BinaryCodec: a body is its own bytes, not base64 in JSON), in
             // rows of format version 1 (the JSON rows of version 0 are left alone, never read);
             // the row limit is the largest cacheable body and room for its header fields.
-            let store = try PostgresStore<StoredResponse>(url: url, table: options.table, codec: BinaryCodec<StoredResponse>(), logger: logger)
+            let store = try PostgresStore<StoredResponse>(url: url, codec: BinaryCodec<StoredResponse>(), options: PostgresStoreOptions(table: options.table, logger: logger))
             store.formatVersion = 1
             store.maxValueBytes = Self.rowLimit(forBodyBytes: options.maxBodyBytes)
             store.tagEntries { _, response in response.tags }

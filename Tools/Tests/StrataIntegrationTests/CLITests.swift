@@ -409,15 +409,25 @@ struct TwoProcessTests {
 
     @Test func fetchServesFromTheServerThenFromTheCacheOnceTheServerIsStopped() async throws {
         let cache = try TemporaryDirectory(prefix: "strata-2p")
-        let serve = try Child.spawn(
-            try Self.executable(), ["serve", "--port", "0"], pipeStdin: true, pipeStdout: true, stdoutFile: nil,
-            stderrFile: cache.appending("serve-stderr"))
+        // A port from the pool, not one the kernel picks: once the server quits, a port the kernel
+        // picked may go to another test's server, which would answer the "offline" fetch.
+        var started: (child: Child, firstLine: String)?
+        for _ in 0..<8 where started == nil {
+            let child = try Child.spawn(
+                try Self.executable(), ["serve", "--port", "\(DemoServerPorts.shared.take())"], pipeStdin: true,
+                pipeStdout: true, stdoutFile: nil, stderrFile: cache.appending("serve-stderr"))
+            // The first line names the URL the server listens on (none when the port is held).
+            let line = try await Self.offPool { child.readLine() }
+            if line.hasPrefix("strata serve: listening on http://127.0.0.1:") {
+                started = (child, line)
+            } else {
+                child.signal(SIGKILL)
+                _ = child.wait()
+            }
+        }
+        let (serve, firstLine) = try #require(started, "strata serve listened on none of 8 ports of the pool")
         var serveStatus: Int32?
         defer { if serveStatus == nil { serve.signal(SIGKILL); _ = serve.wait() } }
-
-        // The first line names the URL the server listens on.
-        let firstLine = try await Self.offPool { serve.readLine() }
-        #expect(firstLine.hasPrefix("strata serve: listening on http://127.0.0.1:"))
         let base = try #require(firstLine.split(separator: " ").last.map(String.init))
 
         let online = try await Self.run(["fetch", base + "/feed", "--cache-dir", cache.url.path, "--max-age", "0s"])

@@ -2,9 +2,9 @@ import Foundation
 
 /// Why a cache tier could not serve a value.
 public enum CacheLoadError: Error, Sendable, CustomStringConvertible {
-    /// Nothing is stored for the key (S4's `emptyCache`).
+    /// Nothing is stored for the key (the offline-first example's `emptyCache`).
     case empty(store: String, key: String)
-    /// An entry exists but the policy rejects it (S4's `expiredCache`).
+    /// An entry exists but the policy rejects it (the offline-first example's `expiredCache`).
     case expired(store: String, key: String, storedAt: Date, age: Duration, policy: String)
     /// The store failed to read (an I/O or permission error, not a corrupt entry).
     case unreadable(store: String, key: String, underlying: any Error)

@@ -1,5 +1,5 @@
 /// Receives a ``LoadReport`` after every load of a ``Loader/tracked(by:)`` loader — the analytics seam
-/// of S3's `Tracker`, fed with Strata's event vocabulary. The report's strings (loader, tiers, stores,
+/// of the cross-cutting example's `Tracker`, fed with Strata's event vocabulary. The report's strings (loader, tiers, stores,
 /// keys, its `description`) are redacted like log lines; its errors are the original values.
 ///
 /// `track` is called on the loading task after the load ends and before its caller resumes: keep it

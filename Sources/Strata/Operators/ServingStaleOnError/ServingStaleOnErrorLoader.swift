@@ -1,6 +1,6 @@
 import Foundation
 
-/// The S0 caching decorator: fresh data when the base loader succeeds (and saved), the cached copy
+/// The feed-caching example's caching decorator: fresh data when the base loader succeeds (and saved), the cached copy
 /// when it fails, and the base loader's **original** error when there is no usable copy; built by
 /// ``Loader/servingStaleOnError(from:key:freshness:)``.
 /// Entries are stamped and aged with the ``LoadEnvironment``'s `now`.

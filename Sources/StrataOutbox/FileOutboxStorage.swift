@@ -1,0 +1,335 @@
+import Foundation
+import Logging
+@_spi(StrataInternals) import Strata
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Entries as files in a directory: one file per entry, written to a temporary file, flushed to
+/// disk, then renamed into place, so a crash never leaves a torn entry and a failed write keeps the
+/// previous version.
+///
+/// Each file is a header line (`strata-outbox 1 <SHA-256 of the rest>`) and the entry as JSON; a file
+/// whose checksum does not match (bit rot, a hand edit) is renamed to `<name>.unreadable`, logged,
+/// and left for an operator. Files are created `0600` in a `0700` directory.
+///
+/// Several processes may share the directory (an App Group container, a volume two workers mount):
+/// they agree through its `.coordination` file, locked with `flock` for one short read and write at a
+/// time (see ``OutboxStorage``). Keep the directory on a local file system: `flock` over NFS is not
+/// reliable.
+public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
+    /// The directory holding the entries.
+    public let directory: URL
+    private let logger: Logger
+    let coordination: CoordinationFile
+
+    /// Keeps entries in `directory` (created on first write when missing).
+    public init(directory: URL, logger: Logger = LoadEnvironment.defaultLogger) {
+        self.directory = directory
+        self.logger = logger
+        self.coordination = CoordinationFile(directory: directory.path)
+    }
+
+    public var description: String { "FileOutboxStorage(\(directory.path))" }
+
+    static let fileExtension = "outbox"
+    private static let magic = "strata-outbox 1 "
+
+    private func path(for id: UUID) -> String {
+        directory.appendingPathComponent("\(id.uuidString.lowercased()).\(Self.fileExtension)").path
+    }
+
+    private func failure(_ operation: StoreError.Operation, _ id: UUID?, _ error: any Error) -> StoreError {
+        StoreError(store: description, operation: operation, key: id?.uuidString.lowercased(), reason: "\(error)", underlying: error)
+    }
+
+    public func loadAll() async throws -> [OutboxEntry] {
+        try await BlockingIOPool.shared.run { () throws(StoreError) -> [OutboxEntry] in try self.loadAllNow() }
+    }
+
+    public func save(_ entry: OutboxEntry) async throws {
+        try await BlockingIOPool.shared.run { () throws(StoreError) in try self.saveNow(entry) }
+    }
+
+    public func remove(_ id: UUID) async throws {
+        try await BlockingIOPool.shared.run { () throws(StoreError) in
+            do {
+                try POSIXFile.remove(self.path(for: id))
+            } catch {
+                throw self.failure(.delete, id, error)
+            }
+        }
+    }
+
+    /// The entry with `id`, read from its one file, or `nil` when there is none. A file that is not
+    /// an intact entry is set aside as `loadAll()` does (renamed `.unreadable`, logged) and reads as
+    /// `nil`; a file holding the entry of another id reads as `nil` and is left alone.
+    /// - Throws: `StoreError` (`.retrieve`) when the file exists and cannot be read.
+    public func entry(_ id: UUID) async throws -> OutboxEntry? {
+        try await BlockingIOPool.shared.run { () throws(StoreError) -> OutboxEntry? in try self.entryNow(id) }
+    }
+
+    /// The file's bytes for `entry`.
+    static func encode(_ entry: OutboxEntry) throws -> Data {
+        // Dates exactly as they are: milliseconds would move a live `Date()` by up to a millisecond,
+        // and an outbox on a clock that stands still would find a write read back from disk not yet due.
+        let json = try entry.encodedForStorage()
+        let hex = SHA256.hexDigest(of: json)
+        var data = Data((magic + hex + "\n").utf8)
+        data.append(json)
+        return data
+    }
+
+    /// The entry in a file's bytes, or `nil` when they are not a whole, intact entry.
+    static func decode(_ data: Data) -> OutboxEntry? {
+        guard let newline = data.firstIndex(of: UInt8(ascii: "\n")) else { return nil }
+        let header = String(decoding: data[data.startIndex..<newline], as: UTF8.self)
+        guard header.hasPrefix(magic) else { return nil }
+        let json = data[data.index(after: newline)...]
+        let hex = SHA256.hexDigest(of: json)
+        guard header.dropFirst(magic.count) == hex else { return nil }
+        return try? OutboxEntry(storageEncoding: Data(json))
+    }
+
+    private func saveNow(_ entry: OutboxEntry) throws(StoreError) {
+        do {
+            try POSIXFile.createDirectory(directory.path, mode: 0o700)
+            let bytes = try Self.encode(entry)
+            let target = path(for: entry.id)
+            let temporary = directory.appendingPathComponent(".tmp-\(UUID().uuidString.lowercased())").path
+            try POSIXFile.writeAtomically(bytes, to: target, via: temporary, mode: 0o600, sync: true)
+        } catch {
+            throw failure(.insert, entry.id, error)
+        }
+    }
+
+    private func entryNow(_ id: UUID) throws(StoreError) -> OutboxEntry? {
+        let path = path(for: id)
+        let contents: Data?
+        do {
+            contents = try POSIXFile.read(path)?.data
+        } catch {
+            throw failure(.retrieve, id, error)
+        }
+        guard let contents else { return nil }
+        guard let entry = Self.decode(contents) else {
+            setAside(path)
+            return nil
+        }
+        return entry.id == id ? entry : nil
+    }
+
+    private func loadAllNow() throws(StoreError) -> [OutboxEntry] {
+        let names: [String]
+        do {
+            names = try POSIXFile.fileNames(in: directory.path)
+        } catch let error as POSIXFile.Failure where error.code == ENOENT {
+            return []
+        } catch {
+            throw failure(.retrieve, nil, error)
+        }
+        var entries: [OutboxEntry] = []
+        let now = Date().timeIntervalSince1970
+        for name in names {
+            let path = directory.appendingPathComponent(name).path
+            if name.hasPrefix(".tmp-") {
+                // A write that did not finish (the process died before its rename): the entry it was
+                // writing is still whole in its previous version, or was never acknowledged.
+                _ = POSIXFile.removeIfOlder(path, than: 60, now: now)
+                continue
+            }
+            guard name.hasSuffix(".\(Self.fileExtension)") else { continue }
+            let contents: Data?
+            do {
+                contents = try POSIXFile.read(path)?.data
+            } catch {
+                throw failure(.retrieve, nil, error)
+            }
+            guard let contents else { continue }  // removed meanwhile
+            if let entry = Self.decode(contents) {
+                entries.append(entry)
+            } else {
+                setAside(path)
+            }
+        }
+        return entries
+    }
+
+    /// Renames the unreadable file at `path` to a name no earlier unreadable copy of its entry holds
+    /// (setting aside never deletes), and logs it.
+    private func setAside(_ path: String) {
+        var aside = path + ".unreadable"
+        var copy = 1
+        while access(aside, F_OK) == 0 {
+            aside = path + ".unreadable.\(copy)"
+            copy += 1
+        }
+        if rename(path, aside) == 0 {
+            logger.error(
+                "outbox entry unreadable; set aside, not deleted",
+                metadata: ["outbox.storage": "\(description)", "outbox.file": "\(aside)"])
+        } else if errno != ENOENT {  // ENOENT: removed meanwhile, or set aside by a concurrent read
+            logger.error(
+                "outbox entry unreadable, and it could not be set aside; left in place, skipped",
+                metadata: ["outbox.storage": "\(description)", "outbox.file": "\(path)", "errno": "\(errno)"])
+        }
+    }
+}
+
+// MARK: - Shared by processes
+
+extension FileOutboxStorage {
+    public var isSharedByProcesses: Bool { true }
+
+    public func claim(scope: String, for claimant: OutboxClaimant, until expiresAt: Date, now: Date) async throws -> OutboxClaimOutcome {
+        try await coordinated(.insert, scope: scope) { state in
+            let decision = OutboxClaimRule.decide(held: state.claims[scope], by: claimant, until: expiresAt, now: now)
+            if let store = decision.store { state.claims[scope] = store }
+            return decision.outcome
+        }
+    }
+
+    public func release(scope: String, for claimant: OutboxClaimant) async throws {
+        try await coordinated(.delete, scope: scope) { state in
+            if OutboxClaimRule.releases(state.claims[scope], by: claimant) { state.claims[scope] = nil }
+        }
+    }
+
+    public func nextSequence(after: UInt64) async throws -> UInt64 {
+        try await coordinated(.insert, scope: nil) { state in
+            state.sequence = max(state.sequence, after) &+ 1
+            return state.sequence
+        }
+    }
+
+    public func lastSequenceIssued() async throws -> UInt64? {
+        try await coordinated(.retrieve, scope: nil) { state in state.sequence }
+    }
+
+    /// The longest this storage (in this process) held its directory's lock, for one claim, release
+    /// or sequence: never while a write is sent, whatever the network does.
+    public var longestLockHold: Duration { coordination.longestHold }
+
+    /// What the processes sharing the directory agree on, kept in `.coordination` (JSON) and changed
+    /// only under an exclusive `flock` of that file: the last sequence given, and who drains which scope.
+    struct Coordination: Codable {
+        var sequence: UInt64 = 0
+        var claims: [String: OutboxScopeClaim] = [:]
+    }
+
+    /// Runs `change` on the directory's coordination state under its lock (taken within
+    /// `CoordinationFile/lockTimeout`) and writes it back when it changed.
+    private func coordinated<Result: Sendable>(
+        _ operation: StoreError.Operation, scope: String?, _ change: @escaping @Sendable (inout Coordination) -> Result
+    ) async throws -> Result {
+        let file = coordination
+        let description = description
+        return try await BlockingIOPool.shared.run { () throws(StoreError) -> Result in
+            do {
+                try POSIXFile.createDirectory(file.directory, mode: 0o700)
+                return try file.update(change)
+            } catch {
+                throw StoreError(store: description, operation: operation, key: scope, reason: "\(error)", underlying: error)
+            }
+        }
+    }
+}
+
+/// The `.coordination` file of a ``FileOutboxStorage`` directory, read and written whole under an
+/// exclusive `flock` held for that read and write only (microseconds): a process killed while
+/// holding it loses the lock with its descriptor, and one stopped while holding it (a debugger, a
+/// suspended app) makes the others fail after `lockTimeout` instead of waiting for ever.
+final class CoordinationFile: Sendable {
+    let directory: String
+    let path: String
+    /// How long a claim waits for another process's hold of the lock.
+    static let lockTimeout: Duration = .seconds(2)
+    private let longest = Locked<Duration>(.zero)
+
+    init(directory: String) {
+        self.directory = directory
+        self.path = (directory as NSString).appendingPathComponent(".coordination")
+    }
+
+    var longestHold: Duration { longest.withLock { $0 } }
+
+    struct LockTimedOut: Error, CustomStringConvertible {
+        var path: String
+        var description: String {
+            "another process has held \(path)'s lock for over \(CoordinationFile.lockTimeout) (stopped while holding it?)"
+        }
+    }
+
+    /// The file, opened once and kept open (`-1` until then); its lock also serialises this process's
+    /// own calls, since a `flock` held through one descriptor does not exclude other threads using it.
+    private let descriptor = Locked<Int32>(-1)
+
+    deinit {
+        descriptor.withLock { if $0 >= 0 { close($0) } }
+    }
+
+    func update<Result>(_ change: (inout FileOutboxStorage.Coordination) -> Result) throws -> Result {
+        try descriptor.withLock { fd throws -> Result in
+            // The file the path names now: the one kept open, unless the directory was removed and
+            // made again meanwhile (every process must lock the same file).
+            var named = stat(), opened = stat()
+            if fd >= 0, stat(path, &named) != 0 || fstat(fd, &opened) != 0 || named.st_ino != opened.st_ino || named.st_dev != opened.st_dev {
+                close(fd)
+                fd = -1
+            }
+            if fd < 0 {
+                fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+                guard fd >= 0 else { throw POSIXFile.Failure(call: "open", path: path, code: errno) }
+            }
+            return try update(fd, change)
+        }
+    }
+
+    private func update<Result>(_ fd: Int32, _ change: (inout FileOutboxStorage.Coordination) -> Result) throws -> Result {
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: Self.lockTimeout)
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            guard errno == EWOULDBLOCK || errno == EINTR else { throw POSIXFile.Failure(call: "flock", path: path, code: errno) }
+            guard clock.now < deadline else { throw LockTimedOut(path: path) }
+            usleep(200)  // another process holds it for one short read and write
+        }
+        let taken = clock.now
+        defer {
+            let held = clock.now - taken
+            flock(fd, LOCK_UN)
+            longest.withLock { if held > $0 { $0 = held } }
+        }
+        let before = try readAll(fd)
+        // Unreadable (a hand edit; never a crash: each write is one pwrite): start afresh. Claims are
+        // leases that lapse anyway, and a sequence is never below what the asking outbox has seen.
+        var state = (try? JSONDecoder().decode(FileOutboxStorage.Coordination.self, from: before)) ?? .init()
+        let result = change(&state)
+        let after = try JSONEncoder().encode(state)
+        if after != before {
+            let written = after.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+            guard written == after.count else { throw POSIXFile.Failure(call: "pwrite", path: path, code: written < 0 ? errno : EIO) }
+            guard ftruncate(fd, off_t(after.count)) == 0 else { throw POSIXFile.Failure(call: "ftruncate", path: path, code: errno) }
+        }
+        return result
+    }
+
+    private func readAll(_ fd: Int32) throws -> Data {
+        var data = Data()
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        var offset: off_t = 0
+        while true {
+            let n = chunk.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, offset) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw POSIXFile.Failure(call: "pread", path: path, code: errno)
+            }
+            if n == 0 { return data }
+            data.append(contentsOf: chunk[..<n])
+            offset += off_t(n)
+        }
+    }
+}
