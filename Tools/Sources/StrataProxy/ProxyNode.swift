@@ -302,6 +302,7 @@ struct ProxyResponder<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Hummingbird.Request, context: Context, next: (Hummingbird.Request, Context) async throws -> Response) async throws -> Response {
         // A body streams to the upstream as it arrives (GET and HEAD bodies are not sent on).
         var stream: HTTPClientRequest.Body?
+        var body: LimitedBody<RequestBody>?
         if request.method != .get, request.method != .head {
             let length = request.headers[.contentLength].flatMap { Int64($0) }
             if let length, length > maxRequestBodyBytes {
@@ -309,10 +310,14 @@ struct ProxyResponder<Context: RequestContext>: RouterMiddleware {
                     status: .contentTooLarge, headers: [.contentType: "text/plain; charset=utf-8"],
                     body: ResponseBody(byteBuffer: ByteBuffer(string: "strata proxy: the request body is over \(maxRequestBodyBytes) bytes\n")))
             }
-            stream = .stream(
-                LimitedBody(base: request.body, limit: maxRequestBodyBytes), length: length.map { .known($0) } ?? .unknown)
+            let limited = LimitedBody(base: request.body, limit: maxRequestBodyBytes, length: length.map(Int.init))
+            body = limited
+            stream = .stream(limited, length: length.map { .known($0) } ?? .unknown)
         }
         let answer = await proxy.handle(CachingProxy.Request(head: request.head, body: nil, stream: stream))
+        // The server reads the rest of this request (to find the next one) once this returns: first
+        // let a read of the body in progress end, and end the body for the upstream request.
+        await body?.close()
         if let streamed = answer.streamed, request.method != .head {
             return Response(status: answer.status, headers: answer.fields, body: ResponseBody(asyncSequence: streamed))
         }
@@ -336,20 +341,58 @@ struct AdminResponder<Context: RequestContext>: RouterMiddleware {
 /// It is read once. AsyncHTTPClient sends a request again when its pooled connection closes before
 /// the request went out (a connection the upstream, or a network in between, reset), and asks the
 /// body for another iterator; the client's body can be iterated only once (a second iterator traps
-/// the process). So the client's body is asked
-/// for its iterator at the first read of any of this body's iterators, once: an attempt that read
-/// nothing leaves the body to the next, and a read by a second iterator after the first read
-/// fails with ``SentOnce`` (that upstream request fails, and the client gets a 502).
+/// the process). So the client's body is asked for its iterator at the first read of any of this
+/// body's iterators, once: an attempt that read nothing leaves the body to the next, and a read by a
+/// second iterator after the first read fails with ``SentOnce`` (that upstream request fails, and
+/// the client gets a 502).
+///
+/// And it is never read at the same time as the server reads the connection. Once the handler
+/// returns, Hummingbird reads what is left of the request from the same stream, and two reads at
+/// once trap in SwiftNIO ("only allow a single Iterator"): AsyncHTTPClient's task could still be
+/// waiting for the end of the body after the upstream had answered. So a body with a declared
+/// length ends at that length without another read, and ``close()`` (called before the handler
+/// returns) ends the body and waits for a read in progress.
 struct LimitedBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable where Base.Element == ByteBuffer {
     typealias Element = ByteBuffer
     let base: Base
     let limit: Int
-    /// Whether an iterator has read: shared by every copy of this body and its iterators.
-    private let claimed = Locked(false)
+    /// The length the request declared: the body ends there, with no read after its last byte.
+    let length: Int?
+    /// Shared by every copy of this body and its iterators.
+    let state = Locked(ReadState())
 
-    init(base: Base, limit: Int) {
+    struct ReadState: Sendable {
+        /// Whether an iterator has read.
+        var claimed = false
+        /// Whether a read of the client's body is in progress.
+        var reading = false
+        /// Whether the handler is done with the body: reads end it.
+        var closed = false
+        /// Who waits for the read in progress to end (``close()``).
+        var idle: [CheckedContinuation<Void, Never>] = []
+    }
+
+    init(base: Base, limit: Int, length: Int? = nil) {
         self.base = base
         self.limit = limit
+        self.length = length
+    }
+
+    /// Ends the body for its readers and returns once no read of it is in progress.
+    ///
+    /// It does not return early when its task is cancelled: returning while a read is in progress
+    /// is what traps. That read ends when the client sends its next bytes or its connection closes
+    /// (the idle timeout closes a silent one).
+    func close() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let waits = state.withLock { state -> Bool in
+                state.closed = true
+                guard state.reading else { return false }
+                state.idle.append(continuation)
+                return true
+            }
+            if !waits { continuation.resume() }
+        }
     }
 
     struct TooLarge: Error, CustomStringConvertible {
@@ -361,6 +404,8 @@ struct LimitedBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable wher
         var description: String { "the request body was read once already (the upstream connection closed, and it cannot be sent again)" }
     }
 
+    enum ReadStart { case read, ended, sentOnce }
+
     struct AsyncIterator: AsyncIteratorProtocol {
         let body: LimitedBody
         /// The client's body's iterator, once this iterator has claimed it.
@@ -368,15 +413,32 @@ struct LimitedBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable wher
         var seen = 0
 
         mutating func next() async throws -> ByteBuffer? {
-            if base == nil {
-                let first = body.claimed.withLock { claimed in
-                    defer { claimed = true }
-                    return !claimed
+            if let length = body.length, seen >= length { return nil }
+            let claims = base == nil
+            let start = body.state.withLock { state -> ReadStart in
+                if state.closed { return .ended }
+                if claims {
+                    if state.claimed { return .sentOnce }
+                    state.claimed = true
                 }
-                guard first else { throw SentOnce() }
-                base = body.base.makeAsyncIterator()
+                state.reading = true
+                return .read
             }
-            guard var iterator = base else { throw SentOnce() }
+            switch start {
+            case .ended: return nil
+            case .sentOnce: throw SentOnce()
+            case .read: break
+            }
+            defer {
+                // Resumed after the lock: a waiter's task runs its handler's return from here.
+                let waiting = body.state.withLock { state -> [CheckedContinuation<Void, Never>] in
+                    state.reading = false
+                    defer { state.idle = [] }
+                    return state.idle
+                }
+                for continuation in waiting { continuation.resume() }
+            }
+            var iterator = base ?? body.base.makeAsyncIterator()
             defer { base = iterator }
             guard let buffer = try await iterator.next() else { return nil }
             seen += buffer.readableBytes

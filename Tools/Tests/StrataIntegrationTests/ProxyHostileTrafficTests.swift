@@ -401,11 +401,21 @@ struct ProxyHostileTrafficTests {
                 "upload", origin: origin, in: directory, ["--postgres-url", "", "--max-request-body-bytes", "200MB"])
             defer { node.child.signal(SIGKILL) }
             let body = Data(repeating: UInt8(ascii: "u"), count: 100 * 1024 * 1024)
-            let put = try await ProxyFleetTests.send(.put, node.url + "/items/upload", [.contentType: "application/octet-stream"], body: body)
+            let put: HTTPReply
+            do {
+                put = try await ProxyFleetTests.send(.put, node.url + "/items/upload", [.contentType: "application/octet-stream"], body: body)
+            } catch {
+                // What the node logged says which side ended the upload.
+                throw TestError("\(error); the node logged: \((try? String(contentsOf: node.log, encoding: .utf8)) ?? "nothing")")
+            }
             #expect(put.status == .ok)
             #expect(Self.cache(put) == "PASS")
             #expect(try ProxyFleetTests.item(put).version == 2)
-            let report = try await ProxyFleetTests.send(HTTPRequest.Method("REPORT")!, node.url + "/items/upload", body: Data("{}".utf8))
+            // No body: the origin (Python's http.server) answers a method it does not know with 501
+            // and closes the connection without reading a body, so a body still being sent makes
+            // the upstream request fail after its answer began (a race with the origin, not the
+            // proxy's pass-through).
+            let report = try await ProxyFleetTests.send(HTTPRequest.Method("REPORT")!, node.url + "/items/upload")
             #expect(report.status == .notImplemented || report.status == .methodNotAllowed || report.status.code < 500,
                     "the upstream's own answer, never a 502: \(report.status)")
             #expect(Self.cache(report) == "PASS")
@@ -415,7 +425,11 @@ struct ProxyHostileTrafficTests {
             let over = try? await ProxyFleetTests.send(.put, node.url + "/items/over", body: Data(count: 250 * 1000 * 1000))
             #expect(over == nil || over?.status == .contentTooLarge)
             #expect(try await origin.count("PUT /items/over") == 0)
-            #expect(try await node.get("/items/after").status == .ok, "the node lives on")
+            do {
+                #expect(try await node.get("/items/after").status == .ok, "the node lives on")
+            } catch {
+                throw TestError("\(error); the node logged: \((try? String(contentsOf: node.log, encoding: .utf8)) ?? "nothing")")
+            }
         }
     }
 
