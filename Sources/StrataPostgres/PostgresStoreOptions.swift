@@ -81,10 +81,7 @@ extension PostgresStore {
         configuration: PostgresClient.Configuration, codec: some Codec<Value>,
         options: PostgresStoreOptions = PostgresStoreOptions()
     ) throws(StoreError) {
-        try self.init(
-            configuration: configuration, applicationClient: nil, table: options.table, codec: codec,
-            connectTimeout: options.connectTimeout, queryTimeout: options.queryTimeout,
-            statementTimeout: options.statementTimeout, maxAge: options.maxAge, now: options.now, logger: options.logger)
+        try self.init(configuration: configuration, applicationClient: nil, codec: codec, options: options)
     }
 
     /// Creates a store on the database `configuration` points at that encodes values as JSON.
@@ -100,8 +97,16 @@ extension PostgresStore {
         client: PostgresClient, configuration: PostgresClient.Configuration, codec: some Codec<Value>,
         options: PostgresStoreOptions = PostgresStoreOptions()
     ) throws(StoreError) {
+        try self.init(configuration: configuration, applicationClient: client, codec: codec, options: options)
+    }
+
+    /// A store on the application's client, or on one of its own (`applicationClient` `nil`).
+    convenience init(
+        configuration: PostgresClient.Configuration, applicationClient: PostgresClient?, codec: some Codec<Value>,
+        options: PostgresStoreOptions
+    ) throws(StoreError) {
         try self.init(
-            configuration: configuration, applicationClient: client, table: options.table, codec: codec,
+            configuration: configuration, applicationClient: applicationClient, table: options.table, codec: codec,
             connectTimeout: options.connectTimeout, queryTimeout: options.queryTimeout,
             statementTimeout: options.statementTimeout, maxAge: options.maxAge, now: options.now, logger: options.logger)
     }
