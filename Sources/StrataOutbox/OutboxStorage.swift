@@ -1,13 +1,5 @@
 import Foundation
-import Logging
 @_spi(StrataInternals) import Strata
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 
 /// Where an ``Outbox`` keeps its entries so they survive the process: a directory
 /// (``FileOutboxStorage``), a SQLite file (`SQLiteOutboxStorage`, StrataSQLite), PostgreSQL

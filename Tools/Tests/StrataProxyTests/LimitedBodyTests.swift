@@ -4,7 +4,7 @@ import Testing
 @testable import StrataProxy
 
 /// The request body `strata proxy` streams to its upstream.
-@Suite("LimitedBody: a client's request body, streamed once to the upstream")
+@Suite("LimitedBody: a client's request body, streamed once to the upstream", .timeLimit(.minutes(1)))
 struct LimitedBodyTests {
     /// A body in three parts.
     static func parts(_ sizes: [Int]) -> AsyncStream<ByteBuffer> {

@@ -1,7 +1,7 @@
 import CoreMetrics
 
 /// Counts and times each load of its base loader with swift-metrics; built by
-/// ``Loader/metered(_:factory:)``.
+/// ``Loader/metered(_:metricsFactory:)``.
 ///
 /// Every metric carries the dimension `loader` (the name given), so one dashboard can tell chains apart:
 ///

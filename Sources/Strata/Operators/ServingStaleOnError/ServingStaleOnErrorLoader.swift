@@ -2,10 +2,10 @@ import Foundation
 
 /// The feed-caching example's caching decorator: fresh data when the base loader succeeds (and saved), the cached copy
 /// when it fails, and the base loader's **original** error when there is no usable copy; built by
-/// ``Loader/servingStaleOnError(from:key:freshness:)``.
+/// ``Loader/servingStaleOnError(in:key:maxStale:)``.
 /// Entries are stamped and aged with the ``LoadEnvironment``'s `now`.
 ///
-/// Unlike `writingThrough(to:key:).fallingBack(to: store.loader(key:))`, which reports every tier in a
+/// Unlike `writingThrough(in:key:).fallingBack(to: store.loader(key:))`, which reports every tier in a
 /// ``FallbackError``, this decorator is invisible on failure: callers see exactly the error they
 /// would have seen without a cache. A failing or unreadable cache is never the error shown.
 public struct ServingStaleOnErrorLoader<Base: Loader, S: Store>: Loader where S.Value == Base.Output {

@@ -1,4 +1,4 @@
-/// Writes every value its base loader produces into a store; built by ``Loader/writingThrough(to:key:)-(_,S.Key)``.
+/// Writes every value its base loader produces into a store; built by ``Loader/writingThrough(in:key:)-(_,S.Key)``.
 ///
 /// Entries are stamped with the ``LoadEnvironment``'s `now`; failed writes go to its `logger`.
 ///
