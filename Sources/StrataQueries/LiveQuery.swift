@@ -30,7 +30,7 @@ import StrataOutbox
 /// them once per value type.
 @available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
 @MainActor
-public final class LiveQuery<Value: Sendable & Equatable>: Observable {
+public final class LiveQuery<Value: Sendable & Equatable>: Observable, LiveSnapshotFields {
     /// The query's state, as last delivered to the main actor. Reading it observes every change;
     /// read the field a view needs (`value`, `phase`…) to observe only that one.
     public var snapshot: QuerySnapshot<Value> {
@@ -39,21 +39,30 @@ public final class LiveQuery<Value: Sendable & Equatable>: Observable {
     }
     /// The query observed (`switchTo(_:)` changes it).
     public private(set) var query: Query<Value>
-    private var storedSnapshot: QuerySnapshot<Value>
-    private let registrar = ObservationRegistrar()
+    var storedSnapshot: QuerySnapshot<Value>
+    let registrar = ObservationRegistrar()
     /// The key paths each field is observed by, built once per value type (see above).
-    private let paths: LiveQueryKeyPaths<Value>
+    let paths: LiveFieldPaths<LiveQuery>
+    /// This object's number among the query's observers.
+    private var observer: UInt64
+    /// Whether this observer wants loads (`true`, the default). A dependent screen whose key is
+    /// not ready sets it to `false`: it still shows every snapshot, and starts no load. Setting it
+    /// back to `true` loads a stale value, as a new observer would.
+    public var isEnabled: Bool {
+        didSet { if isEnabled != oldValue { query.setObserver(observer, enabled: isEnabled) } }
+    }
     /// The value of the previous query, shown while the current one has none.
     private var placeholder: Value?
     private var version: UInt64
     private var task: Task<Void, Never>?
-    private var catchingUp: [(id: UInt64, version: UInt64, continuation: CheckedContinuation<Void, any Error>)] = []
-    private var nextWaiter: UInt64 = 0
+    private let catchingUp = CatchUpWaiters()
 
-    init(query: Query<Value>) {
-        self.paths = LiveQueryKeyPaths<Value>.shared
+    init(query: Query<Value>, enabled: Bool = true) {
+        self.paths = LiveFieldPaths<LiveQuery>.shared
         self.query = query
-        let stream = query.subscribe()
+        self.isEnabled = enabled
+        let (stream, observer) = query.subscribe(enabled: enabled)
+        self.observer = observer
         let latest = query.latest
         self.storedSnapshot = latest.snapshot
         self.version = latest.version
@@ -83,14 +92,14 @@ public final class LiveQuery<Value: Sendable & Equatable>: Observable {
         task?.cancel()
         placeholder = snapshot.value
         query = newQuery
-        let stream = newQuery.subscribe()
+        let (stream, observer) = newQuery.subscribe(enabled: isEnabled)
+        self.observer = observer
         let latest = newQuery.latest
         version = latest.version
         show(present(latest.snapshot))
         task = Self.follow(stream, of: newQuery, into: self)
         // Waits for the previous query's snapshots are over: it is not observed any more.
-        for waiter in catchingUp { waiter.continuation.resume() }
-        catchingUp = []
+        catchingUp.resumeAll()
     }
 
     /// `snapshot` as shown: with the placeholder's value while it has none.
@@ -108,45 +117,16 @@ public final class LiveQuery<Value: Sendable & Equatable>: Observable {
 
     isolated deinit {
         task?.cancel()
-        for waiter in catchingUp { waiter.continuation.resume(throwing: CancellationError()) }
+        catchingUp.cancelAll()
     }
 
     private func apply(_ published: Query<Value>.Published) {
         guard published.version > version else { return }
         version = published.version
         show(present(published.snapshot))
-        resumeCaughtUp()
+        catchingUp.resume(upTo: version)
     }
 
-    /// Shows `new`: each field that differs is changed under its own key path (the snapshot's too),
-    /// so an observer of one field hears only of its changes.
-    private func show(_ new: QuerySnapshot<Value>) {
-        let old = storedSnapshot
-        guard new != old else { return }
-        var changed = [mutation(paths.snapshot)]
-        if new.value != old.value { changed.append(mutation(paths.value)) }
-        if new.provenance != old.provenance { changed.append(mutation(paths.provenance)) }
-        if new.status != old.status { changed.append(mutation(paths.status)) }
-        if new.phase != old.phase { changed.append(mutation(paths.phase)) }
-        if new.isStale != old.isStale { changed.append(mutation(paths.isStale)) }
-        if new.lastError != old.lastError { changed.append(mutation(paths.lastError)) }
-        for field in changed { field.willSet() }
-        storedSnapshot = new
-        for field in changed { field.didSet() }
-    }
-
-    /// The registrar's two calls around a change of the field at `path`.
-    private func mutation<Member>(_ path: KeyPath<LiveQuery, Member>) -> (willSet: () -> Void, didSet: () -> Void) {
-        ({ self.registrar.willSet(self, keyPath: path) }, { self.registrar.didSet(self, keyPath: path) })
-    }
-
-    private func resumeCaughtUp() {
-        catchingUp.removeAll { waiter in
-            guard waiter.version <= version else { return false }
-            waiter.continuation.resume()
-            return true
-        }
-    }
 
     /// The value shown, if any (observed on its own: it changes only when the value does).
     public var value: Value? {
@@ -192,8 +172,19 @@ public final class LiveQuery<Value: Sendable & Equatable>: Observable {
     ///
     /// - Throws: `CancellationError` when the waiting task is cancelled.
     package func caughtUp() async throws {
-        let target = query.latest.version
-        guard target > version else { return }
+        try await catchingUp.wait(for: query.latest.version, shown: version)
+    }
+}
+
+/// The waits for a main-actor object to show a version of a query (``LiveQuery/settled()``).
+@MainActor
+final class CatchUpWaiters {
+    private var waiters: [(id: UInt64, version: UInt64, continuation: CheckedContinuation<Void, any Error>)] = []
+    private var nextWaiter: UInt64 = 0
+
+    /// Suspends until `resume(upTo:)` reaches `target` (at once if `shown` has).
+    func wait(for target: UInt64, shown: UInt64) async throws {
+        guard target > shown else { return }
         nextWaiter += 1
         let id = nextWaiter
         try await withTaskCancellationHandler {
@@ -201,7 +192,7 @@ public final class LiveQuery<Value: Sendable & Equatable>: Observable {
                 if Task.isCancelled {
                     continuation.resume(throwing: CancellationError())
                 } else {
-                    catchingUp.append((id, target, continuation))
+                    waiters.append((id, target, continuation))
                 }
             }
         } onCancel: {
@@ -209,34 +200,101 @@ public final class LiveQuery<Value: Sendable & Equatable>: Observable {
         }
     }
 
+    /// Resumes the waits for `version` or before.
+    func resume(upTo version: UInt64) {
+        guard !waiters.isEmpty else { return }
+        waiters.removeAll { waiter in
+            guard waiter.version <= version else { return false }
+            waiter.continuation.resume()
+            return true
+        }
+    }
+
+    /// Ends every wait: what they waited for is not observed any more.
+    func resumeAll() {
+        for waiter in waiters { waiter.continuation.resume() }
+        waiters = []
+    }
+
+    /// Ends every wait with `CancellationError` (the object is going).
+    func cancelAll() {
+        for waiter in waiters { waiter.continuation.resume(throwing: CancellationError()) }
+        waiters = []
+    }
+
     private func withdraw(_ id: UInt64) {
-        guard let index = catchingUp.firstIndex(where: { $0.id == id }) else { return }
-        catchingUp.remove(at: index).continuation.resume(throwing: CancellationError())
+        guard let index = waiters.firstIndex(where: { $0.id == id }) else { return }
+        waiters.remove(at: index).continuation.resume(throwing: CancellationError())
     }
 }
 
 extension Query {
-    /// This query observed from the main actor (see ``LiveQuery``).
+    /// This query observed from the main actor (see ``LiveQuery``). `enabled: false` makes an
+    /// observer that wants no loads yet (``LiveQuery/isEnabled``).
     @available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
     @MainActor
-    public func observed() -> LiveQuery<Value> {
-        LiveQuery(query: self)
+    public func observed(enabled: Bool = true) -> LiveQuery<Value> {
+        LiveQuery(query: self, enabled: enabled)
     }
 }
 
-/// The key paths a ``LiveQuery`` of one value type is observed by, built once per type: building a
-/// key path of a generic class demangles its type (see ``LiveQuery``), so each is made the first time
-/// a `LiveQuery<Value>` is, and shared by every later one.
+/// What an observable object showing a query's snapshot has: the fields a view reads, each observed
+/// on its own (``LiveQuery``, ``LiveSelection``).
 @available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
 @MainActor
-final class LiveQueryKeyPaths<Value: Sendable & Equatable> {
-    let snapshot: KeyPath<LiveQuery<Value>, QuerySnapshot<Value>>
-    let value: KeyPath<LiveQuery<Value>, Value?>
-    let provenance: KeyPath<LiveQuery<Value>, Provenance?>
-    let status: KeyPath<LiveQuery<Value>, QuerySnapshot<Value>.Status>
-    let phase: KeyPath<LiveQuery<Value>, QueryPhase>
-    let isStale: KeyPath<LiveQuery<Value>, Bool>
-    let lastError: KeyPath<LiveQuery<Value>, QueryError?>
+protocol LiveSnapshotFields: AnyObject, Observable {
+    associatedtype Shown: Sendable & Equatable
+    var snapshot: QuerySnapshot<Shown> { get }
+    var value: Shown? { get }
+    var provenance: Provenance? { get }
+    var status: QuerySnapshot<Shown>.Status { get }
+    var phase: QueryPhase { get }
+    var isStale: Bool { get }
+    var lastError: QueryError? { get }
+    var storedSnapshot: QuerySnapshot<Shown> { get set }
+    var registrar: ObservationRegistrar { get }
+    var paths: LiveFieldPaths<Self> { get }
+}
+
+@available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
+extension LiveSnapshotFields {
+    /// Shows `new`: each field that differs is changed under its own key path (the snapshot's too),
+    /// so an observer of one field hears only of its changes.
+    func show(_ new: QuerySnapshot<Shown>) {
+        let old = storedSnapshot
+        guard new != old else { return }
+        var changed = [mutation(paths.snapshot)]
+        if new.value != old.value { changed.append(mutation(paths.value)) }
+        if new.provenance != old.provenance { changed.append(mutation(paths.provenance)) }
+        if new.status != old.status { changed.append(mutation(paths.status)) }
+        if new.phase != old.phase { changed.append(mutation(paths.phase)) }
+        if new.isStale != old.isStale { changed.append(mutation(paths.isStale)) }
+        if new.lastError != old.lastError { changed.append(mutation(paths.lastError)) }
+        for field in changed { field.willSet() }
+        storedSnapshot = new
+        for field in changed { field.didSet() }
+    }
+
+    /// The registrar's two calls around a change of the field at `path`.
+    private func mutation<Member>(_ path: KeyPath<Self, Member>) -> (willSet: () -> Void, didSet: () -> Void) {
+        ({ self.registrar.willSet(self, keyPath: path) }, { self.registrar.didSet(self, keyPath: path) })
+    }
+}
+
+/// The key paths a ``LiveQuery`` (or ``LiveSelection``) of one type is observed by, built once per
+/// type: building a key path of a generic class demangles its type (see ``LiveQuery``), so each is
+/// made the first time an `Owner` is, and shared by every later one.
+@available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
+@MainActor
+final class LiveFieldPaths<Owner: LiveSnapshotFields> {
+    typealias Value = Owner.Shown
+    let snapshot: KeyPath<Owner, QuerySnapshot<Value>>
+    let value: KeyPath<Owner, Value?>
+    let provenance: KeyPath<Owner, Provenance?>
+    let status: KeyPath<Owner, QuerySnapshot<Value>.Status>
+    let phase: KeyPath<Owner, QueryPhase>
+    let isStale: KeyPath<Owner, Bool>
+    let lastError: KeyPath<Owner, QueryError?>
 
     private init() {
         snapshot = \.snapshot
@@ -248,15 +306,15 @@ final class LiveQueryKeyPaths<Value: Sendable & Equatable> {
         lastError = \.lastError
     }
 
-    /// The key paths of `LiveQuery<Value>`: made the first time, then looked up by type.
-    static var shared: LiveQueryKeyPaths {
-        let type = ObjectIdentifier(Value.self)
-        if let made = liveQueryKeyPaths[type] as? LiveQueryKeyPaths { return made }
-        let made = LiveQueryKeyPaths()
+    /// The key paths of `Owner`: made the first time, then looked up by type.
+    static var shared: LiveFieldPaths {
+        let type = ObjectIdentifier(Owner.self)
+        if let made = liveQueryKeyPaths[type] as? LiveFieldPaths { return made }
+        let made = LiveFieldPaths()
         liveQueryKeyPaths[type] = made
         return made
     }
 }
 
-/// Every value type's `LiveQueryKeyPaths`, by the value type.
+/// Every owner type's `LiveFieldPaths`, by the owner type.
 @MainActor private var liveQueryKeyPaths: [ObjectIdentifier: AnyObject] = [:]

@@ -11,17 +11,23 @@ public struct Pages<Page: Sendable, Cursor: Sendable>: Sendable {
     public private(set) var cursors: [Cursor]
     /// The cursor of the page after the last one; `nil` when the last page is the end.
     public private(set) var nextCursor: Cursor?
+    /// The cursor of the page before the first one (newer posts above a feed, or a page `maxPages`
+    /// let go); `nil` when the first page is the start.
+    public private(set) var previousCursor: Cursor?
 
     /// Pages loaded with these cursors (one per page).
-    public init(pages: [Page], cursors: [Cursor], nextCursor: Cursor?) {
+    public init(pages: [Page], cursors: [Cursor], nextCursor: Cursor?, previousCursor: Cursor? = nil) {
         precondition(pages.count == cursors.count, "Pages: one cursor per page")
         self.pages = pages
         self.cursors = cursors
         self.nextCursor = nextCursor
+        self.previousCursor = previousCursor
     }
 
     /// Whether the server has a page after the last one.
     public var hasNextPage: Bool { nextCursor != nil }
+    /// Whether there is a page before the first one.
+    public var hasPreviousPage: Bool { previousCursor != nil }
 
     /// These pages with the page at `index` changed by `transform`, cursors kept: how a paged
     /// query's ``PendingWrites`` show a write (a new post on top of the first page).
@@ -31,16 +37,35 @@ public struct Pages<Page: Sendable, Cursor: Sendable>: Sendable {
         return pages
     }
 
-    /// These pages with `page` (loaded with `cursor`) appended, keeping at most `maxPages` (the
-    /// oldest are let go).
+    /// These pages with `page` (loaded with `cursor`) appended, keeping at most `maxPages`: the
+    /// first ones are let go, and the last let go becomes the previous page (loaded again by
+    /// ``Query/fetchPreviousPage()``).
     func appending(_ page: Page, cursor: Cursor, next: Cursor?, maxPages: Int?) -> Pages {
         var pages = self
         pages.pages.append(page)
         pages.cursors.append(cursor)
         pages.nextCursor = next
         if let maxPages, pages.pages.count > maxPages {
-            pages.pages.removeFirst(pages.pages.count - maxPages)
-            pages.cursors.removeFirst(pages.cursors.count - maxPages)
+            let dropped = pages.pages.count - maxPages
+            pages.previousCursor = pages.cursors[dropped - 1]
+            pages.pages.removeFirst(dropped)
+            pages.cursors.removeFirst(dropped)
+        }
+        return pages
+    }
+
+    /// These pages with `page` (loaded with `cursor`) in front, keeping at most `maxPages`: the last
+    /// ones are let go, and the first let go becomes the next page (loaded again by
+    /// ``Query/fetchNextPage()``).
+    func prepending(_ page: Page, cursor: Cursor, previous: Cursor?, maxPages: Int?) -> Pages {
+        var pages = self
+        pages.pages.insert(page, at: 0)
+        pages.cursors.insert(cursor, at: 0)
+        pages.previousCursor = previous
+        if let maxPages, pages.pages.count > maxPages {
+            pages.nextCursor = pages.cursors[maxPages]
+            pages.pages.removeLast(pages.pages.count - maxPages)
+            pages.cursors.removeLast(pages.cursors.count - maxPages)
         }
         return pages
     }
@@ -80,16 +105,22 @@ public struct Paging<Page: Sendable, Cursor: Sendable>: Sendable {
     public var refetch: Refetch
     /// The cursor of the page after `page`, or `nil` when it is the last.
     public var nextCursor: @Sendable (_ page: Page) -> Cursor?
+    /// The cursor of the page before `page` (a feed's newer posts), or `nil` when it is the first;
+    /// `nil` here: pages go one way only (a page `maxPages` let go can still be loaded again).
+    public var previousCursor: (@Sendable (_ page: Page) -> Cursor?)?
 
-    /// A paging that starts at `firstCursor` and finds each next cursor with `nextCursor`.
+    /// A paging that starts at `firstCursor` and finds each next cursor with `nextCursor` (and each
+    /// previous one with `previousCursor`, when pages go both ways).
     public init(
         firstCursor: Cursor, maxPages: Int? = nil, refetch: Refetch = .firstPage,
+        previousCursor: (@Sendable (_ page: Page) -> Cursor?)? = nil,
         nextCursor: @escaping @Sendable (_ page: Page) -> Cursor?
     ) {
         precondition(maxPages.map { $0 > 0 } ?? true, "maxPages must be positive")
         self.firstCursor = firstCursor
         self.maxPages = maxPages
         self.refetch = refetch
+        self.previousCursor = previousCursor
         self.nextCursor = nextCursor
     }
 }
@@ -110,7 +141,9 @@ public struct FirstPageLoader<Base: Loader>: Loader {
 
     public func load(_ input: Void, in context: LoadContext) async throws -> Output {
         let page = try await base.load(paging.firstCursor, in: context)
-        return Pages(pages: [page], cursors: [paging.firstCursor], nextCursor: paging.nextCursor(page))
+        return Pages(
+            pages: [page], cursors: [paging.firstCursor], nextCursor: paging.nextCursor(page),
+            previousCursor: paging.previousCursor?(page))
     }
 }
 
@@ -125,8 +158,12 @@ extension FirstPageLoader: LoaderDescribing {
 struct QueryPaging<Value: Sendable>: Sendable {
     /// The value with its next page appended, with the page's provenance; `nil` when there is none.
     let next: @Sendable (_ value: Value, _ context: LoadContext) async throws -> Served<Value>?
+    /// The value with its previous page in front, with the page's provenance; `nil` when there is none.
+    let previous: @Sendable (_ value: Value, _ context: LoadContext) async throws -> Served<Value>?
     /// Whether the value has a next page to load.
     let hasNext: @Sendable (_ value: Value) -> Bool
+    /// Whether the value has a previous page to load.
+    let hasPrevious: @Sendable (_ value: Value) -> Bool
     /// After a refetch loaded the first page: the pages after it reloaded as `refetch` asks, given
     /// the value shown before.
     let refill: @Sendable (_ loaded: Value, _ previous: Value?, _ context: LoadContext) async throws -> Value
@@ -150,7 +187,15 @@ extension QueryPaging {
             let appended = pages.appending(served.value, cursor: cursor, next: paging.nextCursor(served.value), maxPages: paging.maxPages)
             return Served(value: appended, provenance: served.provenance, events: served.events)
         }
+        previous = { pages, context in
+            guard let cursor = pages.previousCursor else { return nil }
+            let served = try await page.loadServed(cursor, in: context)
+            let prepended = pages.prepending(
+                served.value, cursor: cursor, previous: paging.previousCursor?(served.value), maxPages: paging.maxPages)
+            return Served(value: prepended, provenance: served.provenance, events: served.events)
+        }
         hasNext = { $0.hasNextPage }
+        hasPrevious = { $0.hasPreviousPage }
         refill = { loaded, previous, context in
             guard paging.refetch == .allPages, let previous else { return loaded }
             var pages = loaded
@@ -163,7 +208,10 @@ extension QueryPaging {
         reloadWindow = { shown, context in
             guard let shown, let first = shown.cursors.first, first != paging.firstCursor else { return nil }
             let served = try await page.loadServed(first, in: context)
-            var pages = Pages(pages: [served.value], cursors: [first], nextCursor: paging.nextCursor(served.value))
+            // The page before the window: the paging's, or the one `maxPages` let go.
+            let before = paging.previousCursor.map { $0(served.value) } ?? shown.previousCursor
+            var pages = Pages(
+                pages: [served.value], cursors: [first], nextCursor: paging.nextCursor(served.value), previousCursor: before)
             while pages.pages.count < shown.pages.count, let cursor = pages.nextCursor, !Task.isCancelled {
                 let next = try await page.load(cursor, in: context)
                 pages = pages.appending(next, cursor: cursor, next: paging.nextCursor(next), maxPages: paging.maxPages)

@@ -76,7 +76,11 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         /// Each observer's delivery, made where its stream's element type is known (for a
         /// ``QuerySnapshots`` iteration, in the caller's module: its yield is specialised there).
         var observers: [UInt64: @Sendable (Published) -> Void] = [:]
+        /// The observers that do not want loads (per-observer `enabled: false`).
+        var disabledObserverIDs: Set<UInt64> = []
         var nextObserverID: UInt64 = 0
+        /// Fetches waiting for the load they started or joined to end (`true`: no flight).
+        var fetchWaiters = ConditionWaiters<Bool>()
         var published: Published
         var loads: [Int: Task<Void, Never>] = [:]
         var timers: [Int: Task<Void, Never>] = [:]
@@ -123,7 +127,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         key: QueryKey, tags: Set<String>, chain: AnyLoader<Void, Value>, cached: AnyLoader<Void, Value>?,
         pendingWrites: PendingWrites<Value>? = nil, paging: QueryPaging<Value>? = nil, environment: LoadEnvironment,
         configuration: QueryPolicy, online: Bool, enabled: Bool = true, link: QueryClientLink = .detached,
-        initialWrites: [OutboxEntry]? = nil
+        initialWrites: [OutboxEntry]? = nil, initialValue: Served<Value>? = nil, foreground: Bool = true
     ) {
         self.key = key
         self.options = Locked(Options(tags: tags, chain: chain, cached: cached, paging: paging))
@@ -136,6 +140,8 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         // Before the client lets anyone else reach it: no later report of the outbox can be
         // overwritten by this older list.
         if let initialWrites { send(.writesPending(initialWrites)) }
+        if !foreground { send(.background) }
+        if let initialValue { send(.valueSet(initialValue)) }
     }
 
     /// The query's policy.
@@ -175,26 +181,28 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
 
     /// An observer's stream of published snapshots with their numbers, the current one first (only
     /// the latest is kept while the reader is behind: each is the whole state).
-    func subscribe() -> AsyncStream<Published> {
+    func subscribe(enabled: Bool = true) -> (stream: AsyncStream<Published>, observer: UInt64) {
         let (stream, continuation) = AsyncStream.makeStream(of: Published.self, bufferingPolicy: .bufferingNewest(1))
-        let id = observe { continuation.yield($0) }
+        let id = observe(enabled: enabled) { continuation.yield($0) }
         continuation.onTermination = { [weak self] _ in self?.removeObserver(id) }
-        return stream
+        return (stream, id)
     }
 
     /// Makes `deliver` an observer: it gets the current snapshot, then each published one, until
-    /// `removeObserver(_:)` with the number returned.
+    /// `removeObserver(_:)` with the number returned. A disabled observer (`enabled: false`) sees
+    /// every snapshot and never starts a load.
     @usableFromInline
-    func observe(_ deliver: @escaping @Sendable (Published) -> Void) -> UInt64 {
+    func observe(enabled: Bool = true, _ deliver: @escaping @Sendable (Published) -> Void) -> UInt64 {
         seedFromCache()
         var id: UInt64 = 0
         // The observer and the event that counts it in one critical section: a drop due in between
         // would drop a query that has an observer. It is counted before the event runs (a woken
         // query publishes empty first), and handed the snapshot after it: its first element is
         // what the query shows once it has it, never the value a drop let go.
-        send(.observerAdded, prepare: { state in
+        send(enabled ? .observerAdded : .disabledObserverAdded, prepare: { state in
             state.nextObserverID += 1
             id = state.nextObserverID
+            if !enabled { state.disabledObserverIDs.insert(id) }
         }, then: { state in
             state.observers[id] = deliver
             let published = state.published
@@ -267,8 +275,20 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
 
     @usableFromInline
     func removeObserver(_ id: UInt64) {
-        let removed = state.withLock { $0.observers.removeValue(forKey: id) != nil }
-        if removed { send(.observerRemoved) }
+        send { state in
+            guard state.observers.removeValue(forKey: id) != nil else { return nil }
+            return state.disabledObserverIDs.remove(id) != nil ? .disabledObserverRemoved : .observerRemoved
+        }
+    }
+
+    /// Enables or disables one observer's wish for loads (a dependent screen whose key is not
+    /// ready): a disabled observer still sees every snapshot.
+    func setObserver(_ id: UInt64, enabled: Bool) {
+        send { state in
+            guard state.observers[id] != nil, state.disabledObserverIDs.contains(id) == enabled else { return nil }
+            if enabled { state.disabledObserverIDs.remove(id) } else { state.disabledObserverIDs.insert(id) }
+            return .observerEnabled(enabled)
+        }
     }
 
     /// Applies `event` (after `prepare`, in the same critical section; `then` after it) and runs
@@ -292,11 +312,13 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         if !batch.isEmpty { deliver(batch) }
     }
 
-    /// Sends what `makeEvent` returns (read under the lock; `nil`: no event, only the bookkeeping).
-    func send(_ makeEvent: (inout State) -> QueryStateMachine<Value>.Event?) {
+    /// Sends what `makeEvent` returns (read under the lock; `nil`: no event, only the bookkeeping),
+    /// then runs `then` in the same critical section.
+    func send(_ makeEvent: (inout State) -> QueryStateMachine<Value>.Event?, then: ((inout State) -> Void)? = nil) {
         var cancelled: [Task<Void, Never>] = []
         let batch = state.withLock { state in
             if let event = makeEvent(&state) { step(event, in: &state, cancelled: &cancelled) }
+            then?(&state)
             settle(&state)
             return deliveries.withLock { $0.take() }
         }
@@ -319,6 +341,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         // One reading of the clock for the whole step: every decision sees the same moment.
         let now = environment.now()
         let observersBefore = state.machine.observers
+        let tickingBefore = (state.machine.activeObservers, state.machine.isInForeground)
         // What the moment the value goes stale depends on: its timer is looked at again only when
         // one of these changes (or the timer fired, or the policy changed).
         let freshnessBefore = (observersBefore > 0, state.machine.storedAt, state.machine.isInvalidated)
@@ -333,7 +356,8 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         // (`storedAt` is set exactly when a value is shown: a `Date?`, not the generic `shown`.)
         if state.machine.storedAt == nil, state.machine.observers > 0 || state.machine.runningFlight != nil { readCachedCopy(&state) }
         // The ticking changes only with the observers or the policy.
-        if state.machine.observers != observersBefore || { if case .reconfigured = event { true } else { false } }() {
+        if tickingBefore != (state.machine.activeObservers, state.machine.isInForeground)
+            || { if case .reconfigured = event { true } else { false } }() {
             updateInterval(&state, cancelled: &cancelled)
         }
         let freshnessAfter = (state.machine.observers > 0, state.machine.storedAt, state.machine.isInvalidated)
@@ -415,6 +439,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         // Read only when someone waits: most steps have nobody waiting.
         if !state.settledWaiters.isEmpty { state.settledWaiters.resumeSatisfied(by: state.isSettled) }
         if !state.observerWaiters.isEmpty { state.observerWaiters.resumeSatisfied(by: state.machine.observers) }
+        if !state.fetchWaiters.isEmpty { state.fetchWaiters.resumeSatisfied(by: state.machine.flight == nil) }
     }
 
     /// Starts this waking's read of the cached copy if the query shows nothing and has one: an
@@ -482,7 +507,9 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     /// An observed query with a refetch interval ticks on the environment's clock; the ticking stops
     /// with its last observer.
     private func updateInterval(_ state: inout State, cancelled: inout [Task<Void, Never>]) {
-        let wanted = state.machine.observers > 0 ? state.machine.configuration.refetchInterval : nil
+        let machine = state.machine
+        let ticks = machine.activeObservers > 0 && (machine.isInForeground || machine.configuration.refetchIntervalInBackground)
+        let wanted = ticks ? machine.configuration.refetchInterval : nil
         guard wanted != state.intervalEvery else { return }
         // Cancelled after the lock is released, as every task is: its handler is the clock's sleep,
         // which may be an app's own clock.
@@ -543,8 +570,9 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         guard let paging else { return try await chain.loadServed((), in: context) }
         let shown = state.withLock { state in state.machine.shown.map { ($0, state.machine.storedAt) } }
         var served: Served<Value>
-        if reason == .nextPage, let (current, storedAt) = shown {
-            guard let appended = try await paging.next(current.value, context) else { return current }
+        if reason.isPage, let (current, storedAt) = shown {
+            let step = reason == .nextPage ? paging.next : paging.previous
+            guard let appended = try await step(current.value, context) else { return current }
             served = appended
             // The value is as old as its oldest page: a page appended now does not make it fresh.
             served.provenance.storedAt = storedAt ?? served.provenance.storedAt

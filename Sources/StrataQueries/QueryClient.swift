@@ -37,6 +37,9 @@ public final class QueryClient: Sendable {
         var countWaiters = ConditionWaiters<Int>()
         /// The outboxes whose writes the queries follow, with the writes each has waiting, by scope.
         var outboxes: [ObjectIdentifier: FollowedOutbox] = [:]
+        /// Values set for keys that had no query (``QueryClient/setValue(for:as:_:)``), waiting for one.
+        var seeds: [QueryKey: QuerySeed] = [:]
+        var isInForeground = true
         /// What an inspector reads: the recent loads, and who wants to hear of changes. Empty (and
         /// nothing recorded) until an inspector asks (`changes()`).
     }
@@ -119,7 +122,15 @@ public final class QueryClient: Sendable {
                 configuration: policy, online: state.isOnline, enabled: enabled, link: link,
                 // The outbox's writes as the client knows them now, applied before the query is
                 // reachable by the outbox's later reports.
-                initialWrites: pendingWrites.flatMap { state.pending(in: WriteScope(outbox: ObjectIdentifier($0.outbox), name: $0.scope)) })
+                initialWrites: pendingWrites.flatMap { state.pending(in: WriteScope(outbox: ObjectIdentifier($0.outbox), name: $0.scope)) },
+                initialValue: state.seeds.removeValue(forKey: key).flatMap { seed in
+                    // Stamped when it was set: fresh from then, not from now.
+                    guard let value = seed.value as? Value, environment.now().timeIntervalSince(seed.at) < policy.dropAfter.seconds else { return nil }
+                    var provenance = Provenance.setLocally
+                    provenance.storedAt = seed.at
+                    return Served(value: value, provenance: provenance, events: [])
+                },
+                foreground: state.isInForeground)
             state.queries[key] = query
             state.countWaiters.resumeSatisfied(by: state.queries.count)
             return (query, true, state.calls)
@@ -161,9 +172,63 @@ public final class QueryClient: Sendable {
     }
 
     /// Tells every query the app came to the foreground: a stale, observed query refetches, at most
-    /// once per its foreground throttle.
+    /// once per its foreground throttle, and refetch intervals tick again.
     public func enteredForeground() {
+        state.withLock { $0.isInForeground = true }
         for query in all() { query.cameToForeground() }
+    }
+
+    /// Tells every query the app went to the background: refetch intervals pause (unless a query's
+    /// policy says ``QueryPolicy/refetchIntervalInBackground``) until `enteredForeground()`.
+    public func enteredBackground() {
+        state.withLock { $0.isInForeground = false }
+        for query in all() { query.wentToBackground() }
+    }
+
+    /// The query for `key` in memory (awake, or dropped and still held), if any.
+    func heldQuery(_ key: QueryKey) -> (any AnyQuery)? {
+        state.withLock { state in state.queries[key] ?? state.dropped[key]?.query }
+    }
+
+    /// The value the query for `key` shows (with its pending writes), if it is in memory and has one.
+    public func value<Value: Sendable & Equatable>(for key: QueryKey, as type: Value.Type = Value.self) -> Value? {
+        let held = state.withLock { state in state.queries[key] ?? state.dropped[key]?.query }
+        return (held as? Query<Value>)?.value
+    }
+
+    /// Sets the value of the query for `key` from code (``Query/setValue(_:)``): a socket's push, a
+    /// list seeding the detail screen of one of its items. When no query for `key` is in memory,
+    /// the value waits for it: the next `query(…)` for the key starts showing it (set locally, fresh
+    /// from when it was set), unless `dropAfter` of that query's policy passed in between. At most
+    /// 256 keys wait; the oldest go first.
+    ///
+    /// - Returns: what the query held before, for ``Query/restore(_:)``; `nil` when there was no
+    ///   query (the value waits) or `update` returned `nil`.
+    @discardableResult
+    public func setValue<Value: Sendable & Equatable>(
+        for key: QueryKey, as type: Value.Type = Value.self, _ update: (Value?) throws -> Value?
+    ) rethrows -> QueryRestorePoint<Value>? {
+        let held = state.withLock { state in state.queries[key] ?? state.dropped[key]?.query }
+        if let held {
+            guard let query = held as? Query<Value> else {
+                preconditionFailure("query \(key) holds \(held.valueType), set as \(Value.self)")
+            }
+            return try query.setValue(update)
+        }
+        let now = environment.now()
+        let waiting = state.withLock { $0.seeds[key]?.value as? Value }
+        guard let value = try update(waiting) else { return nil }
+        let seeded = state.withLock { state -> Bool in
+            // Made meanwhile: the caller sets it on the query instead.
+            guard state.queries[key] == nil, state.dropped[key]?.query == nil else { return false }
+            state.seeds[key] = QuerySeed(value: value, at: now)
+            if state.seeds.count > 256, let oldest = state.seeds.min(by: { $0.value.at < $1.value.at })?.key {
+                state.seeds[oldest] = nil
+            }
+            return true
+        }
+        if seeded { return nil }
+        return try setValue(for: key, as: type, update)
     }
 
     /// Invalidates every query whose key starts with `prefix` (`["posts"]` covers `["posts", 1]`,
@@ -398,6 +463,12 @@ extension QueryClient {
     }
 }
 
+/// A value set for a key before its query was made.
+struct QuerySeed: Sendable {
+    var value: any Sendable
+    var at: Date
+}
+
 /// A dropped query, held only by the app if at all.
 struct WeakQuery: Sendable {
     weak var query: (any AnyQuery)?
@@ -415,6 +486,7 @@ protocol AnyQuery: AnyObject, Sendable {
     /// The client's network state changed: the query reads it (under its lock) and follows.
     func connectivityChanged()
     func cameToForeground()
+    func wentToBackground()
     /// Shows the outbox's change to the writes of its scope.
     func writesChanged(_ event: OutboxWriteEvent)
     /// The query as an inspector shows it.
@@ -427,6 +499,7 @@ extension Query: AnyQuery {
         send { [link] _ in link.isOnline().map { .connectivity(online: $0) } }
     }
     func cameToForeground() { send(.foreground) }
+    func wentToBackground() { send(.background) }
 
     var writeScope: WriteScope? {
         pendingWrites.map { WriteScope(outbox: ObjectIdentifier($0.outbox), name: $0.scope) }

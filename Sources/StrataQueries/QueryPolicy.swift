@@ -19,8 +19,15 @@ public struct QueryPolicy: Sendable {
     public var foregroundThrottle: Duration
     /// Whether the network coming back refetches a stale, observed query.
     public var refetchOnReconnect: Bool
-    /// How often an observed, stale query refetches by itself; `nil`: never.
+    /// How often an observed, stale query refetches by itself; `nil`: never. The ticks pause while
+    /// the app is in the background (``QueryClient/enteredBackground()``) unless
+    /// `refetchIntervalInBackground`.
     public var refetchInterval: Duration?
+    /// Whether every interval tick refetches, fresh or not (a dashboard polling a counter): opt in.
+    /// `false` (the default): a tick refetches only a stale value.
+    public var refetchIntervalWhenFresh: Bool
+    /// Whether interval ticks go on while the app is in the background.
+    public var refetchIntervalInBackground: Bool
     /// The query's own retries of a failed load and their delays (`paused(backingOff)` in
     /// between); `nil` (the default) leaves retrying to the chain.
     public var retry: RetryPolicy?
@@ -32,8 +39,8 @@ public struct QueryPolicy: Sendable {
     public init(
         staleAfter: Duration = .zero, networkMode: NetworkMode = .offlineFirst,
         refetchOnForeground: Bool = true, foregroundThrottle: Duration = .seconds(30),
-        refetchOnReconnect: Bool = true, refetchInterval: Duration? = nil, retry: RetryPolicy? = nil,
-        dropAfter: Duration = .seconds(300)
+        refetchOnReconnect: Bool = true, refetchInterval: Duration? = nil, refetchIntervalWhenFresh: Bool = false,
+        refetchIntervalInBackground: Bool = false, retry: RetryPolicy? = nil, dropAfter: Duration = .seconds(300)
     ) {
         self.staleAfter = staleAfter
         self.networkMode = networkMode
@@ -41,6 +48,8 @@ public struct QueryPolicy: Sendable {
         self.foregroundThrottle = foregroundThrottle
         self.refetchOnReconnect = refetchOnReconnect
         self.refetchInterval = refetchInterval
+        self.refetchIntervalWhenFresh = refetchIntervalWhenFresh
+        self.refetchIntervalInBackground = refetchIntervalInBackground
         self.retry = retry
         self.dropAfter = dropAfter
     }

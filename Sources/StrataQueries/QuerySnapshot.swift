@@ -119,6 +119,11 @@ public enum FetchReason: String, Sendable, Hashable, CustomStringConvertible {
     case refetch
     /// A paged query's next page (``Query/fetchNextPage()``).
     case nextPage = "next page"
+    /// A paged query's previous page (``Query/fetchPreviousPage()``).
+    case previousPage = "previous page"
+    /// Code awaited the value, or asked for it ahead of time (``Query/fetch()``,
+    /// ``Query/ensureValue()``, ``Query/prefetch()``).
+    case fetch
 
     public var description: String { rawValue }
 }

@@ -20,6 +20,12 @@ import StrataOutbox
 ///   server's copy has it: a refetch that falls back to a stale tier keeps showing it);
 /// - a dropped query is woken only by use: a late answer, retry or timer of a flight it abandoned
 ///   is ignored.
+/// - a disabled observer never starts a load; a load a fetch waits for is never abandoned because
+///   the observers left;
+/// - a value set locally is shown as set; a restore puts back exactly what the query held before the
+///   set, and only while the value shown is still the one set;
+/// - an interval tick loads only in the foreground (unless the policy says otherwise), and only a
+///   stale value unless the policy asks for every tick.
 package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
     package typealias Configuration = QueryPolicy
 
@@ -30,6 +36,29 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
         case created
         case observerAdded
         case observerRemoved
+        /// An observer that does not want loads (per-observer `enabled: false`, a dependent query
+        /// waiting for its key): it sees the snapshots, it never starts a load.
+        case disabledObserverAdded
+        case disabledObserverRemoved
+        /// One observer is enabled (`true`: a disabled one wants loads now) or disabled.
+        case observerEnabled(Bool)
+        /// Code awaits a value (``Query/fetch()``, ``Query/ensureValue()``): `force` loads whatever
+        /// the staleness. The load it starts or joins is not abandoned while it waits.
+        case fetchStarted(force: Bool)
+        /// A fetch stopped waiting (answered, or its task cancelled: the load goes on).
+        case fetchEnded
+        /// Load now if stale, unobserved (``Query/prefetch()``).
+        case prefetchRequested
+        /// A value set by code (``Query/setValue(_:)``): shown at once, stored now. A load running
+        /// was asked for before it: abandoned, so its answer cannot undo the value set.
+        case valueSet(Served<Value>)
+        /// Put back what the query held before a value was set (a failed mutation's rollback), if
+        /// the value shown is still that one.
+        case restored(QueryRestorePoint<Value>)
+        /// A paged query's previous page is asked for (``Query/fetchPreviousPage()``).
+        case previousPageRequested
+        /// The app went to the background: interval ticks pause (unless the policy says otherwise).
+        case background
         case enabled(Bool)
         case connectivity(online: Bool)
         case foreground
@@ -81,6 +110,14 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
     /// When the standing invalidation came: only a value stored after it clears it.
     private(set) var invalidatedAt: Date?
     private(set) var observers = 0
+    /// Observers that do not want loads (counted in `observers` too).
+    private(set) var disabledObservers = 0
+    /// Fetches waiting for an answer.
+    private(set) var fetchers = 0
+    private(set) var isInForeground = true
+    /// Counts every change of the value shown: a restore applies only if nothing changed it since
+    /// the value it undoes was set.
+    private(set) var valueStamp: UInt64 = 0
     private(set) var isEnabled: Bool
     private(set) var isOnline: Bool
     private(set) var flight: Flight?
@@ -99,6 +136,16 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
         self.configuration = configuration
         self.isEnabled = enabled
         self.isOnline = online
+    }
+
+    /// Observers that want loads.
+    package var activeObservers: Int { observers - disabledObservers }
+
+    /// What a restore puts back: the query as it is now.
+    func restorePoint() -> QueryRestorePoint<Value> {
+        QueryRestorePoint(
+            shown: shown, storedAt: storedAt, updatedAt: updatedAt, lastError: lastError, failureCount: failureCount,
+            invalidatedAt: isInvalidated ? (invalidatedAt ?? .distantPast) : nil, stamp: valueStamp)
     }
 
     /// The flight that runs now, if any.
@@ -169,7 +216,7 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
     package static func wakes(_ event: Event) -> Bool {
         switch event {
         case .dropDue, .staleDue, .loadSucceeded, .loadFailed, .retryDue, .reconfigured, .connectivity, .foreground,
-             .intervalElapsed, .invalidated:
+             .intervalElapsed, .invalidated, .background, .restored, .fetchEnded, .observerEnabled, .disabledObserverRemoved:
             false
         default: true
         }
@@ -187,6 +234,10 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
                     isEnabled = enabled
                 case .connectivity(let online):
                     isOnline = online
+                case .foreground:
+                    isInForeground = true
+                case .background:
+                    isInForeground = false
                 case .invalidated:
                     // Whatever it shows when it wakes (a memory tier's copy from before now) is
                     // stale: the invalidation stands until a copy stored after it answers.
@@ -203,7 +254,7 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
         }
         actions += apply(event, now: now)
         // An unobserved query with nothing running is dropped after a while.
-        if !isDropped, observers == 0, flight == nil, !isDropScheduled {
+        if !isDropped, observers == 0, fetchers == 0, flight == nil, !isDropScheduled {
             isDropScheduled = true
             actions.append(.scheduleDrop(after: configuration.dropAfter))
         }
@@ -223,29 +274,89 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             isDropScheduled = false
             var actions: [Action] = [.publish]
             if isStale(now: now) {
-                actions += requestLoad(observers == 1 ? .firstObserver : .newObserver, now: now)
+                actions += requestLoad(activeObservers == 1 ? .firstObserver : .newObserver, now: now)
             }
             return actions
         case .observerRemoved:
-            guard observers > 0 else { return [] }
+            guard activeObservers > 0 else { return [] }
             observers -= 1
-            guard observers == 0 else { return [.publish] }
-            // The last observer went: its load is not needed any more.
+            return abandonIfUnwanted() + [.publish]
+        case .disabledObserverAdded:
+            observers += 1
+            disabledObservers += 1
+            isDropScheduled = false
+            return [.publish]
+        case .disabledObserverRemoved:
+            guard disabledObservers > 0 else { return [] }
+            observers -= 1
+            disabledObservers -= 1
+            return [.publish]
+        case .observerEnabled(let enabled):
+            if enabled {
+                guard disabledObservers > 0 else { return [] }
+                disabledObservers -= 1
+                guard isStale(now: now) else { return [] }
+                return requestLoad(activeObservers == 1 ? .firstObserver : .newObserver, now: now)
+            }
+            guard activeObservers > 0 else { return [] }
+            disabledObservers += 1
+            return abandonIfUnwanted()
+        case .fetchStarted(let force):
+            fetchers += 1
+            isDropScheduled = false
+            guard force || isStale(now: now) else { return [] }
+            return requestLoad(.fetch, now: now)
+        case .fetchEnded:
+            guard fetchers > 0 else { return [] }
+            fetchers -= 1
+            return []
+        case .prefetchRequested:
+            guard isStale(now: now) else { return [] }
+            return requestLoad(.fetch, now: now)
+        case .valueSet(var served):
+            // Stored now (or when the caller says it was set), never before the value it replaces.
+            let at = max(served.provenance.storedAt ?? now, storedAt ?? .distantPast)
+            served.provenance.storedAt = at
+            served.provenance.age = .zero
+            shown = served
+            storedAt = at
+            updatedAt = now
+            valueStamp += 1
+            // A load running was asked for before the value was set: its answer must not undo it
+            // (a mutation's optimistic value would flicker away). The invalidation standing stays:
+            // only the source's answer clears it.
             return abandonFlight() + [.publish]
+        case .restored(let point):
+            guard point.stamp == valueStamp else { return [] }
+            shown = point.shown
+            storedAt = point.storedAt
+            updatedAt = point.updatedAt
+            lastError = point.lastError
+            failureCount = point.failureCount
+            // An invalidation that came since stands; one the point held stands again.
+            if let held = point.invalidatedAt, !isInvalidated {
+                isInvalidated = true
+                invalidatedAt = held
+            }
+            valueStamp += 1
+            return [.publish]
+        case .background:
+            isInForeground = false
+            return []
         case .enabled(let enabled):
             guard enabled != isEnabled else { return [] }
             isEnabled = enabled
             if !enabled {
                 return abandonFlight() + [.publish]
             }
-            guard observers > 0, isStale(now: now) else { return [.publish] }
+            guard activeObservers > 0 || fetchers > 0, isStale(now: now) else { return [.publish] }
             return [.publish] + requestLoad(.firstObserver, now: now)
         case .connectivity(let online):
             guard online != isOnline else { return [] }
             isOnline = online
             guard online else { return [] }
-            if let paused = flight, paused.state == .pausedOffline, paused.reason == .nextPage,
-               configuration.refetchOnReconnect, observers > 0, isStale(now: now) {
+            if let paused = flight, paused.state == .pausedOffline, paused.reason.isPage,
+               configuration.refetchOnReconnect, activeObservers > 0, isStale(now: now) {
                 // A stale query refetches on reconnect; the paused next page gives way to it.
                 return requestLoad(.reconnect, now: now)
             }
@@ -260,24 +371,26 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
                 self.flight = flight
                 return actions + [.startLoad(flight: flight.id, reason: flight.reason), .publish]
             }
-            guard configuration.refetchOnReconnect, observers > 0, isStale(now: now) else { return [] }
+            guard configuration.refetchOnReconnect, activeObservers > 0, isStale(now: now) else { return [] }
             return requestLoad(.reconnect, now: now)
         case .foreground:
-            guard configuration.refetchOnForeground, observers > 0, isStale(now: now) else { return [] }
+            isInForeground = true
+            guard configuration.refetchOnForeground, activeObservers > 0, isStale(now: now) else { return [] }
             if let last = lastForegroundFetch, now.timeIntervalSince(last) < configuration.foregroundThrottle.seconds {
                 return []
             }
             lastForegroundFetch = now
             return requestLoad(.foreground, now: now)
         case .intervalElapsed:
-            guard observers > 0, isStale(now: now) else { return [] }
+            guard activeObservers > 0, isInForeground || configuration.refetchIntervalInBackground,
+                  configuration.refetchIntervalWhenFresh || isStale(now: now) else { return [] }
             return requestLoad(.interval, now: now)
         case .invalidated:
             isInvalidated = true
             invalidatedAt = now
             // An observed query refetches; a load that runs (an unobserved prefetch too) restarts,
             // so the answer that clears the invalidation was asked for after it.
-            guard observers > 0 || runningFlight != nil else { return [.publish] }
+            guard activeObservers > 0 || fetchers > 0 || runningFlight != nil else { return [.publish] }
             return requestLoad(.invalidated, now: now)
         case .refetchRequested:
             return requestLoad(.refetch, now: now)
@@ -285,6 +398,9 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             // Appended to the value shown, by one load at a time: not while another runs or waits.
             guard shown != nil, flight == nil else { return [] }
             return requestLoad(.nextPage, now: now)
+        case .previousPageRequested:
+            guard shown != nil, flight == nil else { return [] }
+            return requestLoad(.previousPage, now: now)
         case .seeded(let served):
             guard shown == nil else { return [] }
             accept(served, now: now)
@@ -301,7 +417,7 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             // not make the pages before it current. An answer rejected as older than the value
             // shown, or stored before the write's delivery or the invalidation (a stale tier's copy
             // a refetch fell back to), cannot hold what they wait for: they stand.
-            if flight.reason != .nextPage, accepted {
+            if !flight.reason.isPage, accepted {
                 // The server's copy was asked for after these were delivered, and stored after: it has them.
                 writes.removeAll { write in
                     guard let delivery = write.delivered else { return false }
@@ -346,8 +462,9 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             return [.publish]
         case .dropDue:
             isDropScheduled = false
-            guard observers == 0, flight == nil else { return [] }
+            guard observers == 0, fetchers == 0, flight == nil else { return [] }
             isDropped = true
+            valueStamp += 1
             shown = nil
             storedAt = nil
             updatedAt = nil
@@ -399,7 +516,7 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             // would be lost, as its answer reloads no page the trigger asked for.
             // A retry's delay is cut short by an explicit refetch, a reconnect or an invalidation:
             // whoever asked wants an answer now, not after the backoff.
-            let givesWay = flight.reason == .nextPage && reason != .nextPage
+            let givesWay = flight.reason.isPage && !reason.isPage
             let cutsBackoff = flight.state == .backingOff && (reason == .refetch || reason == .reconnect || reason == .invalidated)
             let restarts = reason == .invalidated || givesWay || cutsBackoff
             guard restarts, flight.state == .running || givesWay || cutsBackoff else { return actions }
@@ -419,6 +536,13 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
         starts += 1
         flight = Flight(id: id, reason: reason, state: .running, attempts: 0, startedAt: starts)
         return actions + [.startLoad(flight: id, reason: reason), .publish]
+    }
+
+    /// Abandons the flight when no observer wants loads and no fetch waits for one (the last wanting
+    /// observer went, or was disabled).
+    private mutating func abandonIfUnwanted() -> [Action] {
+        guard activeObservers == 0, fetchers == 0 else { return [] }
+        return abandonFlight()
     }
 
     /// Ends the current flight, if any: cancels its load if it runs, its retry timer if it waits
@@ -443,9 +567,22 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
     @discardableResult
     private mutating func accept(_ served: Served<Value>, now: Date) -> Bool {
         let servedStoredAt = Self.storedAt(of: served, now: now)
-        if shown != nil, let storedAt, servedStoredAt < storedAt { return false }
+        if let current = shown, let storedAt {
+            if servedStoredAt < storedAt { return false }
+            // Structural sharing, as Swift has it: an answer equal to the value shown keeps the
+            // value shown (a class inside keeps its identity; an observer sees no change of value).
+            if current.value == served.value {
+                var kept = served
+                kept.value = current.value
+                shown = kept
+                self.storedAt = servedStoredAt
+                valueStamp += 1
+                return true
+            }
+        }
         shown = served
         storedAt = servedStoredAt
+        valueStamp += 1
         return true
     }
 }
@@ -497,4 +634,25 @@ struct QueryFlight: Sendable, Equatable {
     /// `QueryStateMachine/starts` when its latest attempt started (a flight that continues
     /// after a pause or a retry's delay starts again).
     var startedAt = 0
+}
+
+/// What a query held before a value was set (``Query/setValue(_:)``): ``Query/restore(_:)`` puts it
+/// back, if the value shown is still the one set.
+public struct QueryRestorePoint<Value: Sendable>: Sendable {
+    let shown: Served<Value>?
+    let storedAt: Date?
+    let updatedAt: Date?
+    let lastError: QueryError?
+    let failureCount: Int
+    let invalidatedAt: Date?
+    /// The query's value stamp once the value was set.
+    var stamp: UInt64
+
+    /// The value the query showed before the set (before its pending writes), if any.
+    public var value: Value? { shown?.value }
+}
+
+extension FetchReason {
+    /// Whether it loads a page beside the ones shown (reloading none of them).
+    var isPage: Bool { self == .nextPage || self == .previousPage }
 }

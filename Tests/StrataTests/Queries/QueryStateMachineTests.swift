@@ -416,27 +416,89 @@ struct QueryWorld {
     /// wakes it (before the event runs), unregistered by its `drop` action.
     var registered = true
 
+    /// What each value set could be restored to (as `Query.setValue` returns it).
+    var restorePoints: [QueryRestorePoint<Int>] = []
+    /// The value stamp before the last step, and the fetches waiting before it.
+    var stampBefore: UInt64 = 0
+    var fetchersBefore = 0
+    var staleBefore = false
+
     mutating func run(steps: Int) throws {
         for step in 0..<steps {
             let event = nextEvent()
             let wasRunning = machine.runningFlight
             if machine.isDropped, Machine.wakes(event) { registered = true }
+            stampBefore = machine.valueStamp
+            fetchersBefore = machine.fetchers
+            staleBefore = machine.isStale(now: now)
+            var point = machine.restorePoint()
             let actions = machine.handle(event, now: now)
+            if case .valueSet = event {
+                point.stamp = machine.valueStamp
+                restorePoints.append(point)
+            }
             try apply(actions, event: event, wasRunning: wasRunning, step: step)
             try checkInvariants(step: step, event: event)
+            try checkDayTwo(step: step, event: event, actions: actions)
+        }
+    }
+
+    /// The promises of per-observer `enabled`, fetches, values set by code and their restores, and
+    /// the interval.
+    mutating func checkDayTwo(step: Int, event: Machine.Event, actions: [Machine.Action]) throws {
+        let seed = seed
+        func fail(_ what: String) -> QueryInvariantViolation { QueryInvariantViolation(seed: seed, step: step, what: "\(what) after \(event)") }
+        let starts = actions.contains { if case .startLoad = $0 { true } else { false } }
+        let cancels = actions.contains { if case .cancelLoad = $0 { true } else { false } }
+        if machine.disabledObservers > machine.observers || machine.disabledObservers < 0 { throw fail("disabled observers out of range") }
+        switch event {
+        case .disabledObserverAdded, .disabledObserverRemoved, .observerEnabled(false):
+            if starts { throw fail("an observer that wants no load started one") }
+        case .observerRemoved where fetchersBefore > 0:
+            if cancels { throw fail("a load a fetch waits for was abandoned as its observers left") }
+        case .valueSet(let served):
+            guard !machine.isDropped, machine.shown?.value == served.value, machine.shown?.provenance.isSetLocally == true else {
+                throw fail("the value set is not shown as set")
+            }
+            if machine.runningFlight != nil { throw fail("a load asked for before the value was set still runs") }
+        case .restored(let point):
+            let applies = point.stamp == stampBefore
+            if applies {
+                if machine.shown?.value != point.value || machine.storedAt != point.storedAt { throw fail("a restore did not put back what was held") }
+            } else if machine.valueStamp != stampBefore {
+                throw fail("a restore changed a value set or loaded after its set")
+            }
+        case .intervalElapsed:
+            if starts, !machine.isInForeground { throw fail("an interval tick loaded in the background") }
+            if starts, !staleBefore, !machine.configuration.refetchIntervalWhenFresh { throw fail("an interval tick loaded a fresh value") }
+        default:
+            break
         }
     }
 
     mutating func nextEvent() -> Machine.Event {
         now = now.addingTimeInterval(Double(random.next() % 4))
-        let roll = random.next() % 23
+        let roll = random.next() % 33
         switch roll {
+        case 23: return .disabledObserverAdded
+        case 24: return .disabledObserverRemoved
+        case 25: return .observerEnabled(random.next() % 2 == 0)
+        case 26: return .fetchStarted(force: random.next() % 2 == 0)
+        case 27 where machine.fetchers > 0: return .fetchEnded
+        case 28: return .prefetchRequested
+        case 29:
+            nextValue += 1
+            return .valueSet(Served(value: nextValue, provenance: .setLocally, events: []))
+        case 30 where !restorePoints.isEmpty:
+            return .restored(restorePoints.randomElement(using: &random)!)
+        case 31: return .previousPageRequested
+        case 32: return random.next() % 2 == 0 ? .background : .foreground
         case 22:
             // A newer caller's options.
             let retry = RetryPolicy(maxAttempts: 3, initialDelay: .seconds(1), jitter: 0, shouldRetry: { _ in true })
             let policy = QueryPolicy(
                 staleAfter: .seconds(Int64(random.next() % 20)), networkMode: machine.configuration.networkMode,
-                foregroundThrottle: .seconds(5), retry: retry)
+                foregroundThrottle: .seconds(5), refetchIntervalWhenFresh: random.next() % 2 == 0, retry: retry)
             return .reconfigured(policy, enabled: random.next() % 4 != 0)
         case 16:
             let entry = OutboxEntry(
@@ -501,7 +563,7 @@ struct QueryWorld {
             if shownStoredAt.map({ storedAt >= $0 }) ?? true {
                 acceptedFlight = flight
                 acceptedStoredAt = storedAt
-                if reasons[flight] != .nextPage, let invalidated = invalidatedAt, storedAt >= invalidated { invalidatedAt = nil }
+                if !(reasons[flight]?.isPage ?? false), let invalidated = invalidatedAt, storedAt >= invalidated { invalidatedAt = nil }
             }
         }
         switch event {
@@ -518,6 +580,10 @@ struct QueryWorld {
             writes[id]?.deliveredAt = now
         case .invalidated:
             invalidatedAt = now
+        case .restored(let point) where point.stamp == stampBefore:
+            // Put back: the value may be older than the one set, and an invalidation it held stands again.
+            shownStoredAt = point.storedAt
+            if invalidatedAt == nil, let held = point.invalidatedAt { invalidatedAt = held }
         case .writeRefused(let id):
             writes[id] = nil
         default:
@@ -574,7 +640,7 @@ struct QueryWorld {
             shownStoredAt = storedAt
         }
         if snapshot.status == .value, snapshot.value == nil { throw fail("status value without a value") }
-        if machine.observers == 0, machine.flight == nil, !machine.isDropped, !machine.isDropScheduled {
+        if machine.observers == 0, machine.fetchers == 0, machine.flight == nil, !machine.isDropped, !machine.isDropScheduled {
             throw fail("an unobserved idle query without a drop scheduled")
         }
         if machine.isDropped, snapshot.value != nil { throw fail("a dropped query keeps its value") }
@@ -594,8 +660,8 @@ struct QueryWorld {
         }
         // A next page never absorbs another trigger, running or waiting.
         switch event {
-        case .invalidated where machine.observers > 0, .refetchRequested:
-            if machine.isEnabled, machine.flight?.reason == .nextPage { throw fail("a next page absorbed the trigger") }
+        case .invalidated where machine.activeObservers > 0 || machine.fetchers > 0, .refetchRequested:
+            if machine.isEnabled, machine.flight?.reason.isPage == true { throw fail("a page absorbed the trigger") }
         default:
             break
         }
@@ -620,11 +686,11 @@ struct QueryWorld {
                   let storedAt = acceptedStoredAt, let deliveredAt = write.deliveredAt, storedAt >= deliveredAt else {
                 throw fail("a delivered write left before a load started after its delivery answered with a copy stored after it")
             }
-            if reasons[flight] == .nextPage { throw fail("a next page's answer took a delivered write away") }
+            if reasons[flight]?.isPage == true { throw fail("a page's answer took a delivered write away") }
             writes[id] = nil
         }
         // And it does go then: an answer to an attempt started after the delivery takes it away.
-        if let flight = acceptedFlight, reasons[flight] != .nextPage, let started = lastStart[flight], let storedAt = acceptedStoredAt {
+        if let flight = acceptedFlight, reasons[flight]?.isPage != true, let started = lastStart[flight], let storedAt = acceptedStoredAt {
             for (id, write) in writes where (write.deliveredAfter.map { $0 < started } ?? false) && (write.deliveredAt.map { storedAt >= $0 } ?? false)
                 && shownIDs.contains(id) {
                 throw fail("a delivered write outlived the answer of a load started after its delivery")
@@ -638,4 +704,212 @@ struct QueryInvariantViolation: Error, CustomStringConvertible {
     var step: Int
     var what: String
     var description: String { "seed \(seed), step \(step): \(what)" }
+}
+
+/// The machine's day-two decisions, one at a time: per-observer `enabled`, fetches, values set by
+/// code and their restores, intervals in the background, previous pages, structural sharing.
+@Suite("QueryStateMachine: select, fetch, setValue, intervals, pages both ways")
+struct QueryStateMachineDayTwoTests {
+    typealias Machine = QueryStateMachine<Int>
+    let now = QueryStateMachineTests.start
+
+    func starts(_ actions: [Machine.Action]) -> Int {
+        actions.filter { if case .startLoad = $0 { true } else { false } }.count
+    }
+
+    @Test func aDisabledObserverSeesSnapshots_butStartsNoLoad_untilEnabled() {
+        var sut = Machine(configuration: QueryPolicy(staleAfter: .seconds(60)))
+        let added = sut.handle(.disabledObserverAdded, now: now)
+        #expect(starts(added) == 0)
+        #expect(added.contains(.publish))
+        #expect(sut.snapshot(now: now).phase == .idle)
+        #expect(starts(sut.handle(.foreground, now: now)) == 0)
+        #expect(starts(sut.handle(.observerEnabled(true), now: now)) == 1)
+        // Disabled again: its load is abandoned (nobody else wants it).
+        #expect(sut.handle(.observerEnabled(false), now: now).contains(.cancelLoad(flight: 1)))
+    }
+
+    @Test func aFetch_keepsItsLoadWhenTheObserversLeave_andAFreshValueNeedsNoLoad() {
+        var sut = Machine(configuration: QueryPolicy(staleAfter: .seconds(60)))
+        _ = sut.handle(.observerAdded, now: now)
+        #expect(sut.runningFlight == 1)
+        _ = sut.handle(.fetchStarted(force: false), now: now)  // joins
+        #expect(!sut.handle(.observerRemoved, now: now).contains(.cancelLoad(flight: 1)))
+        _ = sut.handle(.loadSucceeded(flight: 1, QueryStateMachineTests.served(1, storedAt: now)), now: now)
+        _ = sut.handle(.fetchEnded, now: now)
+        // Fresh: ensureValue loads nothing; fetch (forced) does.
+        #expect(starts(sut.handle(.fetchStarted(force: false), now: now)) == 0)
+        _ = sut.handle(.fetchEnded, now: now)
+        #expect(starts(sut.handle(.fetchStarted(force: true), now: now)) == 1)
+    }
+
+    @Test func aPrefetch_loadsOnlyAStaleValue() {
+        var sut = Machine(configuration: QueryPolicy(staleAfter: .seconds(60)))
+        #expect(starts(sut.handle(.prefetchRequested, now: now)) == 1)
+        _ = sut.handle(.loadSucceeded(flight: 1, QueryStateMachineTests.served(1, storedAt: now)), now: now)
+        #expect(starts(sut.handle(.prefetchRequested, now: now)) == 0)
+        #expect(starts(sut.handle(.prefetchRequested, now: now.addingTimeInterval(61))) == 1)
+    }
+
+    @Test func aValueSet_isShownAsSetLocally_abandonsTheLoadRunning_andAnInvalidationStands() {
+        var sut = Machine(configuration: QueryPolicy(staleAfter: .seconds(60)))
+        _ = sut.handle(.observerAdded, now: now)
+        _ = sut.handle(.loadSucceeded(flight: 1, QueryStateMachineTests.served(1, storedAt: now)), now: now)
+        _ = sut.handle(.invalidated, now: now)
+        #expect(sut.runningFlight == 2)
+        var point = sut.restorePoint()
+        let actions = sut.handle(.valueSet(Served(value: 7, provenance: .setLocally, events: [])), now: now.addingTimeInterval(1))
+        point.stamp = sut.valueStamp
+        #expect(actions.contains(.cancelLoad(flight: 2)))
+        let snapshot = sut.snapshot(now: now.addingTimeInterval(1))
+        #expect(snapshot.value == 7)
+        #expect(snapshot.provenance?.isSetLocally == true)
+        #expect(snapshot.storedAt == now.addingTimeInterval(1))
+        #expect(snapshot.isStale)  // the invalidation stands: only the source's answer clears it
+        // The late answer of the abandoned load is ignored.
+        _ = sut.handle(.loadSucceeded(flight: 2, QueryStateMachineTests.served(9, storedAt: now.addingTimeInterval(2))), now: now.addingTimeInterval(2))
+        #expect(sut.snapshot(now: now).value == 7)
+        // Rolled back: exactly what it held.
+        _ = sut.handle(.restored(point), now: now.addingTimeInterval(3))
+        #expect(sut.snapshot(now: now).value == 1)
+        #expect(sut.snapshot(now: now).provenance?.tier == "remote")
+        #expect(sut.storedAt == now)
+    }
+
+    @Test func aRestore_neverUndoesANewerValue() {
+        var sut = Machine(configuration: QueryPolicy(staleAfter: .seconds(60)))
+        _ = sut.handle(.observerAdded, now: now)
+        _ = sut.handle(.loadSucceeded(flight: 1, QueryStateMachineTests.served(1, storedAt: now)), now: now)
+        var point = sut.restorePoint()
+        _ = sut.handle(.valueSet(Served(value: 7, provenance: .setLocally, events: [])), now: now)
+        point.stamp = sut.valueStamp
+        _ = sut.handle(.refetchRequested, now: now)
+        _ = sut.handle(.loadSucceeded(flight: 2, QueryStateMachineTests.served(8, storedAt: now.addingTimeInterval(5))), now: now.addingTimeInterval(5))
+        #expect(sut.handle(.restored(point), now: now.addingTimeInterval(6)).isEmpty)
+        #expect(sut.snapshot(now: now).value == 8)
+    }
+
+    @Test func theInterval_firesWhateverTheStalenessWhenAskedTo_andPausesInTheBackground() {
+        var sut = Machine(configuration: QueryPolicy(staleAfter: .seconds(600), refetchInterval: .seconds(10), refetchIntervalWhenFresh: true))
+        _ = sut.handle(.observerAdded, now: now)
+        _ = sut.handle(.loadSucceeded(flight: 1, QueryStateMachineTests.served(1, storedAt: now)), now: now)
+        #expect(starts(sut.handle(.intervalElapsed, now: now.addingTimeInterval(10))) == 1)
+        _ = sut.handle(.loadSucceeded(flight: 2, QueryStateMachineTests.served(2, storedAt: now.addingTimeInterval(10))), now: now.addingTimeInterval(10))
+        _ = sut.handle(.background, now: now.addingTimeInterval(11))
+        #expect(starts(sut.handle(.intervalElapsed, now: now.addingTimeInterval(20))) == 0)
+        _ = sut.handle(.foreground, now: now.addingTimeInterval(21))
+        #expect(starts(sut.handle(.intervalElapsed, now: now.addingTimeInterval(30))) == 1)
+        // Without the opt-in, a fresh value is not refetched by a tick.
+        var plain = Machine(configuration: QueryPolicy(staleAfter: .seconds(600), refetchInterval: .seconds(10)))
+        _ = plain.handle(.observerAdded, now: now)
+        _ = plain.handle(.loadSucceeded(flight: 1, QueryStateMachineTests.served(1, storedAt: now)), now: now)
+        #expect(starts(plain.handle(.intervalElapsed, now: now.addingTimeInterval(10))) == 0)
+    }
+
+    @Test func aPreviousPage_isOneLoadAtATime_andGivesWayToARefetch() {
+        var sut = Machine(configuration: QueryPolicy(staleAfter: .seconds(60)))
+        _ = sut.handle(.observerAdded, now: now)
+        _ = sut.handle(.loadSucceeded(flight: 1, QueryStateMachineTests.served(1, storedAt: now)), now: now)
+        #expect(sut.handle(.previousPageRequested, now: now).contains(.startLoad(flight: 2, reason: .previousPage)))
+        #expect(starts(sut.handle(.nextPageRequested, now: now)) == 0)
+        let refetch = sut.handle(.refetchRequested, now: now)
+        #expect(refetch.contains(.cancelLoad(flight: 2)))
+        #expect(refetch.contains(.startLoad(flight: 3, reason: .refetch)))
+    }
+
+    @Test func anEqualAnswer_keepsTheValueShown() {
+        final class Box: Sendable, Equatable {
+            let number: Int
+            init(_ number: Int) { self.number = number }
+            static func == (lhs: Box, rhs: Box) -> Bool { lhs.number == rhs.number }
+        }
+        var sut = QueryStateMachine<Box>(configuration: QueryPolicy())
+        let first = Box(1)
+        _ = sut.handle(.observerAdded, now: now)
+        _ = sut.handle(.loadSucceeded(flight: 1, Served(value: first, provenance: Provenance(origin: .remote, tier: "t", storedAt: now), events: [])), now: now)
+        _ = sut.handle(.refetchRequested, now: now)
+        _ = sut.handle(.loadSucceeded(flight: 2, Served(value: Box(1), provenance: Provenance(origin: .remote, tier: "t", storedAt: now.addingTimeInterval(1)), events: [])), now: now.addingTimeInterval(1))
+        #expect(sut.snapshot(now: now).value === first)
+        #expect(sut.snapshot(now: now).storedAt == now.addingTimeInterval(1))
+    }
+}
+
+@Suite("MutationStateMachine: the state follows the latest call")
+struct MutationStateMachineTests {
+    typealias Machine = MutationStateMachine<Int, String>
+    let now = QueryStateMachineTests.start
+
+    @Test func aCallRuns_thenSucceedsOrFails_andResetForgetsIt() {
+        var sut = Machine()
+        #expect(sut.snapshot.status == .idle)
+        sut.handle(.started(call: 1, 10, at: now))
+        #expect(sut.snapshot.isPending && sut.snapshot.variables == 10)
+        sut.handle(.failed(call: 1, QueryError(TestError())))
+        #expect(sut.snapshot.status == .failed && sut.snapshot.failureCount == 1)
+        sut.handle(.started(call: 2, 11, at: now))
+        sut.handle(.succeeded(call: 2, "ok"))
+        #expect(sut.snapshot.status == .succeeded && sut.snapshot.data == "ok" && sut.snapshot.error == nil)
+        let changed = sut.handle(.reset)
+        #expect(changed)
+        #expect(sut.snapshot.status == .idle && sut.snapshot.variables == nil)
+    }
+
+    @Test func anOlderCallsOutcome_orOneFromBeforeAReset_isNotShown() {
+        var sut = Machine()
+        sut.handle(.started(call: 1, 1, at: now))
+        sut.handle(.started(call: 2, 2, at: now))
+        let old = sut.handle(.succeeded(call: 1, "old"))
+        #expect(!old)
+        #expect(sut.snapshot.isPending && sut.snapshot.variables == 2)
+        sut.handle(.reset)
+        let beforeReset = sut.handle(.failed(call: 2, QueryError(TestError())))
+        #expect(!beforeReset)
+        #expect(sut.snapshot.status == .idle)
+    }
+
+    @Test("random interleavings of calls, outcomes and resets keep every invariant")
+    func randomInterleavings() async {
+        for seed in 0..<QueryStateMachineTests.seeds {
+            await Task.yield()
+            var random = SplitMix64(seed: seed)
+            var sut = Machine()
+            var calls: UInt64 = 0
+            var running: [UInt64] = []
+            var latest: UInt64?  // the call the state should show
+            var ended: Set<UInt64> = []
+            for step in 0..<100 {
+                let roll = random.next() % 5
+                var event: Machine.Event
+                if roll == 0 || running.isEmpty {
+                    calls += 1
+                    running.append(calls)
+                    latest = calls
+                    event = .started(call: calls, Int(calls), at: now)
+                } else if roll == 4 {
+                    latest = nil
+                    event = .reset
+                } else {
+                    let call = running.remove(at: Int(random.next() % UInt64(running.count)))
+                    ended.insert(call)
+                    event = switch roll {
+                    case 1: .succeeded(call: call, "\(call)")
+                    case 2: .failed(call: call, QueryError(TestError()))
+                    default: .queued(call: call, QueryStateMachineTests.write(UInt64(call)))
+                    }
+                }
+                sut.handle(event)
+                let snapshot = sut.snapshot
+                let where_ = "seed \(seed), step \(step), \(event)"
+                #expect(sut.shownCall == latest, "\(where_)")
+                if let latest {
+                    #expect(snapshot.variables == Int(latest), "\(where_)")
+                    #expect(snapshot.isPending == !ended.contains(latest), "\(where_)")
+                    if case .succeeded = snapshot.status { #expect(snapshot.data == "\(latest)", "\(where_)") }
+                } else {
+                    #expect(snapshot.status == .idle, "\(where_)")
+                }
+                if snapshot.status != .failed { #expect(snapshot.error == nil, "\(where_)") }
+            }
+        }
+    }
 }
