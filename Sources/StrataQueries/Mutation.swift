@@ -86,6 +86,9 @@ public final class Mutation<Variables: Sendable, Output: Sendable>: Sendable {
     /// The state as it is now.
     public var current: MutationSnapshot<Variables, Output> { state.withLock { $0.machine.snapshot } }
 
+    /// The number of the latest change of state.
+    var version: UInt64 { state.withLock { $0.version } }
+
     /// Runs the write with `variables`: shows its optimistic values, performs it (or, offline, hands
     /// it to the outbox when the mutation has `whenOffline`), then invalidates and updates the
     /// queries on success, or rolls the optimistic values back on failure.
@@ -243,6 +246,7 @@ public final class LiveMutation<Variables: Sendable, Output: Sendable>: Observab
     private let path: KeyPath<LiveMutation, MutationSnapshot<Variables, Output>>
     private var task: Task<Void, Never>?
     private let observer: UInt64
+    private let catchingUp = CatchUpWaiters()
 
     init(mutation: Mutation<Variables, Output>) {
         self.mutation = mutation
@@ -259,12 +263,21 @@ public final class LiveMutation<Variables: Sendable, Output: Sendable>: Observab
                 guard version > self.version else { continue }
                 self.version = version
                 self.registrar.withMutation(of: self, keyPath: self.path) { self.stored = snapshot }
+                self.catchingUp.resume(upTo: version)
             }
         }
     }
 
     isolated deinit {
         task?.cancel()
+        catchingUp.cancelAll()
+    }
+
+    /// Suspends until this object shows the mutation's latest state.
+    ///
+    /// - Throws: `CancellationError` when the waiting task is cancelled.
+    package func caughtUp() async throws {
+        try await catchingUp.wait(for: mutation.version, shown: version)
     }
 
     /// The mutation's state, as last delivered to the main actor.

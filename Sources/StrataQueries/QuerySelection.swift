@@ -218,6 +218,13 @@ public final class LiveSelection<Value: Sendable & Equatable, Selected: Sendable
     /// - Throws: `CancellationError` when the waiting task is cancelled.
     public func settled() async throws {
         try await query.settled()
+        try await caughtUp()
+    }
+
+    /// Suspends until this object has taken every snapshot the query published so far.
+    ///
+    /// - Throws: `CancellationError` when the waiting task is cancelled.
+    package func caughtUp() async throws {
         try await catchingUp.wait(for: query.latest.version, shown: version)
     }
 }

@@ -44,3 +44,23 @@ extension LiveQuery {
         try await caughtUp()
     }
 }
+
+@available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
+extension LiveSelection {
+    /// Suspends until this object has taken every snapshot its query published so far.
+    ///
+    /// - Throws: `CancellationError` when the waiting task is cancelled.
+    public func waitUntilCaughtUp() async throws {
+        try await caughtUp()
+    }
+}
+
+@available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
+extension LiveMutation {
+    /// Suspends until this object shows its mutation's latest state.
+    ///
+    /// - Throws: `CancellationError` when the waiting task is cancelled.
+    public func waitUntilCaughtUp() async throws {
+        try await caughtUp()
+    }
+}

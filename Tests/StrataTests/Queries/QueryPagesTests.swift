@@ -270,6 +270,117 @@ struct QueryPagesTests {
     }
 }
 
+
+/// Pages in both directions: a feed whose first page is the middle of the timeline, newer pages
+/// before it (`fetchPreviousPage`), older after; `maxPages` lets pages go from the far end either
+/// way, and they load again; a refetch reloads the window held; the pages are kept in real files.
+@Suite("QueryClient.pagedQuery: pages in both directions", .timeLimit(.minutes(1)))
+struct QueryPagesBothWaysTests {
+    let clock = ManualClock()
+    typealias Page = QueryPagesTests.FeedPage
+    typealias Feed = Pages<Page, Int>
+
+    /// A timeline of pages -3 ... 3 (three items each: page n holds 3n ..< 3n+3, plus `version`).
+    final class Timeline: Loader, Sendable {
+        private let state = Locked((requests: [Int](), version: 0))
+        var requests: [Int] { state.withLock { $0.requests } }
+        func publishNewVersion() { state.withLock { $0.version += 100 } }
+
+        func load(_ cursor: Int) async throws -> Page { try await load(cursor, in: .current) }
+        func load(_ cursor: Int, in context: LoadContext) async throws -> Page {
+            let version = state.withLock { state in
+                state.requests.append(cursor)
+                return state.version
+            }
+            return Page(items: (3 * cursor ..< 3 * cursor + 3).map { $0 + version }, next: cursor < 3 ? cursor + 1 : nil)
+        }
+    }
+
+    func paging(maxPages: Int? = nil) -> Paging<Page, Int> {
+        Paging(firstCursor: 0, maxPages: maxPages, previousCursor: { page in
+            // Items are 3n + a multiple of 100 (the version), with 3n in -9 ... 9.
+            let first = page.items[0]
+            let cursor = (first - Int((Double(first) / 100).rounded()) * 100) / 3
+            return cursor > -3 ? cursor - 1 : nil
+        }, nextCursor: { $0.next })
+    }
+
+    func observed(_ timeline: Timeline, maxPages: Int?, store: FileStore<Feed>? = nil) async throws -> (Query<Feed>, Task<Void, Never>) {
+        let queries = QueryClient(environment: clock.environment())
+        let feed = queries.pagedQuery(["timeline"], paging: paging(maxPages: maxPages), store: store, page: timeline)
+        let observing = Task { for await _ in feed.snapshots() {} }
+        try await feed.waitForObservers(1)
+        try await feed.settled()
+        return (feed, observing)
+    }
+
+    @Test("fetchPreviousPage puts the page before the first in front, until the start")
+    func previousPages_untilTheStart() async throws {
+        let timeline = Timeline()
+        let (feed, observing) = try await observed(timeline, maxPages: nil)
+        defer { observing.cancel() }
+        #expect(feed.current.value?.hasPreviousPage == true)
+        for _ in 0..<4 {
+            feed.fetchPreviousPage()
+            try await feed.settled()
+        }
+        #expect(feed.current.value?.cursors == [-3, -2, -1, 0])
+        #expect(feed.current.value?.all == Array(-9..<3))
+        #expect(feed.current.value?.hasPreviousPage == false)
+        #expect(feed.current.lastFetchReason == .previousPage)
+        #expect(timeline.requests == [0, -1, -2, -3])
+    }
+
+    @Test("maxPages lets pages go from the far end, in either direction, and they load again")
+    func maxPages_bothDirections() async throws {
+        let timeline = Timeline()
+        let (feed, observing) = try await observed(timeline, maxPages: 2)
+        defer { observing.cancel() }
+        feed.fetchNextPage()
+        try await feed.settled()
+        feed.fetchNextPage()
+        try await feed.settled()
+        // Page 0 went: it is the previous page now.
+        #expect(feed.current.value?.cursors == [1, 2])
+        #expect(feed.current.value?.previousCursor == 0)
+        feed.fetchPreviousPage()
+        try await feed.settled()
+        // Page 0 again, in front; page 2 went from the end: it is the next page.
+        #expect(feed.current.value?.cursors == [0, 1])
+        #expect(feed.current.value?.nextCursor == 2)
+        feed.fetchPreviousPage()
+        try await feed.settled()
+        #expect(feed.current.value?.cursors == [-1, 0])
+        feed.fetchNextPage()
+        try await feed.settled()
+        #expect(feed.current.value?.cursors == [0, 1])
+        #expect(feed.current.value?.all == Array(0..<6))
+    }
+
+    @Test("a refetch reloads the pages held, from the first held, in files that survive a relaunch")
+    func aRefetch_reloadsTheWindowHeld_andTheFilesKeepIt() async throws {
+        let directory = try TemporaryDirectory(prefix: "strata-pages-both")
+        let timeline = Timeline()
+        do {
+            let (feed, observing) = try await observed(timeline, maxPages: 2, store: FileStore<Feed>(directory: directory.url))
+            defer { observing.cancel() }
+            feed.fetchPreviousPage()
+            try await feed.settled()
+            #expect(feed.current.value?.cursors == [-1, 0])
+            timeline.publishNewVersion()
+            feed.refetch()
+            try await feed.settled()
+            #expect(feed.current.value?.cursors == [-1, 0])
+            #expect(feed.current.value?.all == Array(-3..<3).map { $0 + 100 })
+            #expect(feed.current.value?.previousCursor == -2)
+        }
+        let stored = try await FileStore<Feed>(directory: directory.url).retrieve("timeline")?.value
+        #expect(stored?.cursors == [-1, 0])
+        #expect(stored?.previousCursor == -2)
+        #expect(stored?.all == Array(-3..<3).map { $0 + 100 })
+    }
+}
+
 extension Pages where Page == QueryPagesTests.FeedPage {
     /// Every page's items, in order.
     var all: [Int] { pages.flatMap(\.items) }
