@@ -138,7 +138,7 @@ extension Query {
 
 extension Provenance {
     /// The provenance of a value set by code (``Query/setValue(_:)``), before the query stamps it.
-    static var setLocally: Provenance { Provenance(origin: .custom(setLocallyOrigin), tier: "setValue") }
+    static var setLocally: Provenance { Provenance(origin: .custom(setLocallyOrigin), tier: "set locally") }
 
     /// Whether the value was set by code (``Query/setValue(_:)``), not loaded.
     public var isSetLocally: Bool { origin == .custom(setLocallyOrigin) }

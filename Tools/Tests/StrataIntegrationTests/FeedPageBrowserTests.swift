@@ -90,6 +90,72 @@ struct FeedPageBrowserTests {
         }
     }
 
+    @Test("day two in the page: the counter is a selection that moves only with the count, Load newer is the previous page, and a refused post's optimistic row rolls back")
+    func dayTwo_selectPreviousPageAndARolledBackMutation() async throws {
+        try await withDemoInBrowser { demo, browser, base in
+            try await browser.open(base)
+            try await browser.waitUntil(##"document.getElementById("count").innerText.startsWith("5 posts shown")"##, "the counter of the first page")
+            let changes = ##"return Number(document.getElementById("count").innerText.match(/changed (\d+) time/)[1])"##
+            let loaded = try #require(try await browser.evaluate(changes) as? Int)
+
+            // A refresh that brings the same posts: the feed publishes (fetching, then fresh), the
+            // counter's selection does not change, so it is not told.
+            let requests = try #require(Int(try await browser.text("#requests")))
+            try await browser.click("#refresh")
+            try await browser.waitUntil(##"Number(document.getElementById("requests").innerText) > \##(requests) && document.getElementById("phase").innerText === "Up to date""##, "the refresh answered")
+            #expect(try await browser.evaluate(changes) as? Int == loaded, "the same count: the selection did not change")
+
+            // Scrolled past two pages: the first goes (two are kept), and "Load newer" brings it back.
+            try await browser.click("#next-page")
+            try await browser.waitUntil(##"document.getElementById("count").innerText.startsWith("10 posts shown")"##, "two pages")
+            #expect(try await browser.evaluate(changes) as? Int == loaded + 1)
+            try await browser.click("#next-page")
+            try await browser.waitUntil(##"document.getElementById("count").innerText.startsWith("7 posts shown")"##, "pages 2 and 3")
+            #expect(try await browser.evaluate(##"return document.getElementById("previous-page").hidden"##) as? Bool == false)
+            #expect(try await browser.evaluate(titles) as? [String] == (1...7).reversed().map { "Sample post \($0) #\($0)" })
+            try await browser.screenshot(to: shot("feed-day-two-1-window.png"))
+            try await browser.click("#previous-page")
+            try await browser.waitUntil(##"document.getElementById("count").innerText.startsWith("10 posts shown") && document.getElementById("previous-page").hidden"##, "page 1 again, in front")
+            #expect(try await browser.evaluate(titles) as? [String] == (3...12).reversed().map { "Sample post \($0) #\($0)" })
+            #expect(try await browser.text("#next-page") == "Next page", "page 3 went from the far end: it is the next page again")
+
+            // The server refuses posts: the post's row shows at once (held at the server so the
+            // screenshot catches it), then rolls back when the 422 comes, and the page says why.
+            try await browser.click("#refuse-posts")
+            try await browser.waitUntil(##"document.getElementById("refuse-posts").checked"##, "the switch on")
+            var faults = demo.server.faults
+            faults.holdRequests = true
+            demo.server.faults = faults
+            try await browser.type("#post-title", "Refused post")
+            try await browser.click("#post")
+            try await browser.waitUntil(##"document.querySelector("#items li.sending")"##, "the optimistic row")
+            #expect(try await browser.text("#items li.sending h3") == "Refused post Sending…")
+            #expect(try await browser.text("#badge") == "set locally · just now")
+            #expect(try await browser.text("#post") == "Posting…")
+            try await browser.waitUntil(##"document.getElementById("count").innerText.startsWith("11 posts shown")"##, "the counter with the optimistic row")
+            try await browser.screenshot(to: shot("feed-day-two-2-optimistic.png"))
+            faults.holdRequests = false
+            demo.server.faults = faults
+            demo.server.releaseHeldRequests()
+            try await browser.waitUntil(##"!document.querySelector("#items li.sending") && !document.getElementById("post-error").hidden"##, "the rollback")
+            #expect(try await browser.text("#post-error") == "Not posted: the server refused the post: 422 Unprocessable Content: injected write fault: the write was rejected as invalid")
+            #expect(try await browser.text("#badge").hasPrefix("fresh local"), "the provenance it held, not the optimistic value's")
+            #expect(try await browser.evaluate(titles) as? [String] == (3...12).reversed().map { "Sample post \($0) #\($0)" }, "exactly the feed before")
+            #expect(try await browser.text("#count").hasPrefix("10 posts shown"))
+            #expect(demo.server.posts.count == 12, "the server has nothing of it")
+            try await browser.screenshot(to: shot("feed-day-two-3-rolled-back.png"))
+
+            // Accepted again: the row shows, then the server's post in its place.
+            try await browser.click("#refuse-posts")
+            try await browser.waitUntil(##"!document.getElementById("refuse-posts").checked"##, "the switch off")
+            try await browser.type("#post-title", "Accepted post")
+            try await browser.click("#post")
+            try await browser.waitUntil(##"document.querySelector("#items li h3").innerText === "Accepted post #13" && !document.querySelector("#items li.sending")"##, "the server's post")
+            #expect(try await browser.evaluate(##"return document.getElementById("post-error").hidden"##) as? Bool == true)
+            #expect(try await browser.contentSecurityPolicyViolations() == [], "the page's policy refused nothing it needs")
+        }
+    }
+
     @Test("the inspector beside the page: the feed's chain with the tier that served it, and Invalidate refetches exactly once")
     func theInspector_invalidatesTheFeedOnce() async throws {
         try await withDemoInBrowser { demo, browser, base in

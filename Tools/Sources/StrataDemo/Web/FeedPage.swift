@@ -46,9 +46,16 @@ enum FeedPage {
   li.item p { margin:0; color:#444; font-size:.9rem; overflow-wrap:anywhere; }
   li.item .meta { font-size:.78rem; color:#666; margin-left:.3rem; font-weight:400; }
   li.pending { background:#fff8e6; border-left:4px solid var(--stale); padding-left:.5rem; }
+  li.sending { background:#eef4ff; border-left:4px solid var(--loading); padding-left:.5rem; }
+  .tag.sending { color:#0b3f7a; background:#cfe0ff; }
+  .check { display:flex; align-items:center; gap:.4rem; font-size:.88rem; }
+  .check input { width:1.1rem; height:1.1rem; margin:0; }
+  .feed-head { display:flex; flex-wrap:wrap; align-items:baseline; justify-content:space-between; gap:.5rem; }
+  #count { margin:0; color:#555; font-size:.85rem; }
+  .newer { margin-bottom:.5rem; }
   .tag { display:inline-block; font-size:.72rem; font-weight:700; color:#7a4500; background:#ffe3a8; border-radius:4px; padding:.05rem .35rem; margin-left:.3rem; }
   .more { margin-top:.6rem; }
-  .error { color:var(--failed); font-size:.88rem; }
+  .error { color:var(--failed); font-size:.88rem; overflow-wrap:anywhere; margin:0; }
   footer { text-align:center; font-size:.85rem; padding:0 1rem 1rem; }
   .world-section { margin-top:1rem; }
 </style>
@@ -56,7 +63,7 @@ enum FeedPage {
 <body>
 <header>
   <h1>Strata: the offline-first feed</h1>
-  <p>S4's chain (fresh local 24 h → remote + cache → stale local → bundled default) in a live query, against a real server, on a simulated clock.</p>
+  <p>The offline-first chain (fresh local 24 h → remote + cache → stale local → bundled default) in a live query, against a real server, on a simulated clock.</p>
 </header>
 <div class="layout">
   <div>
@@ -70,6 +77,8 @@ enum FeedPage {
         <input id="post-title" name="title" maxlength="200" required placeholder="Written offline">
         <button id="post" type="submit">Post</button>
       </form>
+      <label class="check" for="refuse-posts"><input id="refuse-posts" type="checkbox"> The server refuses posts (422)</label>
+      <p id="post-error" class="error" role="alert" hidden></p>
     </fieldset>
     <section class="world-section" aria-labelledby="world-title">
       <h2 id="world-title">The world</h2>
@@ -83,12 +92,16 @@ enum FeedPage {
     </section>
   </div>
   <section aria-labelledby="feed-title">
-    <h2 id="feed-title">Feed</h2>
+    <div class="feed-head">
+      <h2 id="feed-title">Feed</h2>
+      <p id="count" aria-live="polite">…</p>
+    </div>
     <div class="status">
       <span id="badge" class="badge loading">loading</span>
       <p id="phase" aria-live="polite">Loading…</p>
     </div>
     <p id="error" class="error" role="alert" hidden></p>
+    <button id="previous-page" class="newer" type="button" hidden>Load newer</button>
     <ol id="items" aria-label="Posts, newest first"></ol>
     <button id="next-page" class="more" type="button" disabled>Next page</button>
   </section>
@@ -122,9 +135,22 @@ function render() {
   badge.setAttribute("aria-label", view.source ? "Served by " + view.source + ", " + (view.age || "") + (view.isStale ? ", stale" : ", fresh") : view.state);
   document.getElementById("phase").textContent = view.phase;
   document.getElementById("items").replaceChildren(...view.items.map(item =>
-    el("li", { class: "item" + (item.pending ? " pending" : ""), "data-id": item.id == null ? "" : String(item.id) },
-      el("h3", {}, item.title, " ", item.pending ? el("span", { class: "tag" }, "Pending") : el("span", { class: "meta" }, "#" + item.id)),
+    el("li", { class: "item" + (item.pending ? " pending" : "") + (item.sending ? " sending" : ""), "data-id": item.id == null ? "" : String(item.id) },
+      el("h3", {}, item.title, " ", item.sending ? el("span", { class: "tag sending" }, "Sending…")
+        : item.pending ? el("span", { class: "tag" }, "Pending") : el("span", { class: "meta" }, "#" + item.id)),
       el("p", {}, item.body))));
+  const count = view.counter.count;
+  document.getElementById("count").textContent = (count == null ? "No posts yet" : count + (count === 1 ? " post" : " posts") + " shown")
+    + " · counter changed " + view.counter.changes + (view.counter.changes === 1 ? " time" : " times");
+  const newer = document.getElementById("previous-page");
+  newer.hidden = !view.hasPreviousPage;
+  const post = document.getElementById("post");
+  post.disabled = view.posting === "pending";
+  post.textContent = view.posting === "pending" ? "Posting…" : "Post";
+  const postError = document.getElementById("post-error");
+  postError.hidden = !(view.posting === "failed" && view.postError);
+  postError.textContent = view.postError ? "Not posted: " + view.postError : "";
+  document.getElementById("refuse-posts").checked = view.refusingPosts;
   const next = document.getElementById("next-page");
   next.disabled = !view.hasNextPage;
   next.textContent = view.hasNextPage ? "Next page" : "No more pages";
@@ -139,6 +165,8 @@ document.getElementById("network").addEventListener("click", () => act("network?
 document.getElementById("clock").addEventListener("click", () => act("clock?advance=86400"));
 document.getElementById("refresh").addEventListener("click", () => act("refresh"));
 document.getElementById("next-page").addEventListener("click", () => act("next-page"));
+document.getElementById("previous-page").addEventListener("click", () => act("previous-page"));
+document.getElementById("refuse-posts").addEventListener("change", event => act("write-fault?status=" + (event.target.checked ? "422" : "none")));
 document.getElementById("post-form").addEventListener("submit", async event => {
   event.preventDefault();
   const input = document.getElementById("post-title");

@@ -15,6 +15,15 @@ public struct FeedView: Codable, Equatable, Sendable {
         public var body: String
         /// Written through the outbox, not on the server yet.
         public var pending: Bool
+        /// Shown by the posting mutation while the server has not answered (optimistic).
+        public var sending: Bool
+    }
+
+    /// The feed's post counter: a selection of the feed, and how many times it changed (it moves
+    /// only when the number of posts does, whatever else the feed does).
+    public struct Counter: Codable, Equatable, Sendable {
+        public var count: Int?
+        public var changes: Int
     }
 
     public var items: [Item]
@@ -33,7 +42,18 @@ public struct FeedView: Codable, Equatable, Sendable {
     public var lastError: String?
     public var pendingPosts: Int
     public var pages: Int
+    /// The number of the first page held (the feed keeps two: past them, the first ones go).
+    public var firstPage: Int?
     public var hasNextPage: Bool
+    /// Whether a page before the first held can be loaded ("Load newer").
+    public var hasPreviousPage: Bool
+    public var counter: Counter
+    /// The posting mutation: `idle`, `pending`, `succeeded`, `failed`, `queued`.
+    public var posting: String
+    /// Why the last post failed (the server's refusal), until the next post.
+    public var postError: String?
+    /// Whether the server refuses posts (`422`).
+    public var refusingPosts: Bool
     public var serverOnline: Bool
     public var networkOnline: Bool
     /// The simulated time.
@@ -44,11 +64,20 @@ public struct FeedView: Codable, Equatable, Sendable {
     /// `GET /posts/pages/…` requests the server has received.
     public var feedRequests: Int
 
-    init(snapshot: QuerySnapshot<FeedWebDemo.Feed>, now: Date, serverOnline: Bool, networkOnline: Bool, outbox: OutboxStatus, feedRequests: Int) {
+    init(
+        snapshot: QuerySnapshot<FeedWebDemo.Feed>, now: Date, serverOnline: Bool, networkOnline: Bool, outbox: OutboxStatus, feedRequests: Int,
+        posting: MutationSnapshot<NewPost, Post>, refusingPosts: Bool, counter: Counter
+    ) {
         let pages = snapshot.value?.pages ?? []
         items = pages.flatMap(\.posts).map { post in
-            Item(id: post.id > 0 ? post.id : nil, title: post.title, body: post.body, pending: post.id <= 0)
+            Item(id: post.id > 0 ? post.id : nil, title: post.title, body: post.body, pending: post.id < 0, sending: post.id == 0)
         }
+        firstPage = snapshot.value?.cursors.first
+        hasPreviousPage = snapshot.value?.hasPreviousPage ?? false
+        self.counter = counter
+        self.posting = posting.status.rawValue
+        postError = posting.error.map { Redaction.redactingSecrets(in: $0.description) }
+        self.refusingPosts = refusingPosts
         source = snapshot.provenance?.tier
         ageSeconds = snapshot.storedAt.map { now.timeIntervalSince($0) }
         age = ageSeconds.map(Self.describeAge)

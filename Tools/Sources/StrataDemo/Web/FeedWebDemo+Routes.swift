@@ -13,8 +13,10 @@ extension FeedWebDemo {
     ///   event carrying the ``FeedView`` at once and after every change (the token in
     ///   `X-Strata-Token`, or for the events in the `token` query parameter).
     /// - `POST /api/network?online=true|false`, `POST /api/clock?advance=SECONDS`,
-    ///   `POST /api/posts` (`{"title": …}`), `POST /api/next-page`, `POST /api/refresh`: the
-    ///   controls, each with the token in `X-Strata-Token` (403 without it).
+    ///   `POST /api/posts` (`{"title": …}`: the posting mutation, started), `POST /api/next-page`,
+    ///   `POST /api/previous-page`, `POST /api/refresh`, `POST /api/write-fault?status=422|none`
+    ///   (the server refuses posts, or not): the controls, each with the token in `X-Strata-Token`
+    ///   (403 without it).
     public func addRoutes<Context: RequestContext>(to router: Router<Context>) {
         router.get("/") { request, context in
             try self.inspector.checkAccess(request, context: context)
@@ -51,12 +53,26 @@ extension FeedWebDemo {
             let draft = try await request.decode(as: PostForm.self, context: context)
             let title = draft.title.trimmingCharacters(in: .whitespacesAndNewlines)
             guard (1...200).contains(title.count) else { throw HTTPError(.badRequest, message: "a title of 1 to 200 characters") }
-            try await self.post(title: title)
+            self.startPost(title: title)
             return Response(status: .accepted)
         }
         api.post("next-page") { request, context in
             try self.inspector.authorize(request, context: context)
             self.feed.fetchNextPage()
+            return Response(status: .noContent)
+        }
+        api.post("previous-page") { request, context in
+            try self.inspector.authorize(request, context: context)
+            self.feed.fetchPreviousPage()
+            return Response(status: .noContent)
+        }
+        api.post("write-fault") { request, context in
+            try self.inspector.authorize(request, context: context)
+            switch request.uri.queryParameters.get("status") {
+            case "422": self.setRefusingPosts(true)
+            case "none": self.setRefusingPosts(false)
+            default: throw HTTPError(.badRequest, message: "status=422 or status=none")
+            }
             return Response(status: .noContent)
         }
         api.post("refresh") { request, context in

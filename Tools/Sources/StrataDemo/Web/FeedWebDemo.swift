@@ -16,6 +16,12 @@ import StrataInspector
 ///
 /// The page (`GET /`) follows the feed over server-sent events (`GET /api/events`); its controls
 /// `POST` to `/api/…` with the session's token; the inspector is mounted at `/inspector`.
+///
+/// The day-two tools show there too: the feed's post counter is a `select` of the feed (it changes
+/// only when the number of posts does), "Post" is a mutation whose optimistic row goes away when
+/// the server refuses it (the page's "refuses posts (422)" switch) and which hands the post to the
+/// outbox when offline, and "Load newer" is the previous page (the feed keeps two pages: scrolled
+/// past them, the first ones go, and come back with it).
 public final class FeedWebDemo: Sendable {
     /// The feed query's value: the pages loaded so far.
     public typealias Feed = Pages<PostsPage, Int>
@@ -27,6 +33,10 @@ public final class FeedWebDemo: Sendable {
     public let outbox: Outbox
     /// The feed, as one paged live query.
     public let feed: Query<Feed>
+    /// Writing a post: optimistic on the feed, rolled back when refused, queued offline.
+    public let posting: Mutation<NewPost, Post>
+    /// The feed's post counter, a selection of the feed, and how many times it changed.
+    private let counter = Locked<(count: Int?, changes: Int)>((nil, 0))
     /// The inspector, mounted at `/inspector`; its token guards the page's controls too.
     public let inspector: StrataInspector
     let clock: DemoClock
@@ -71,17 +81,60 @@ public final class FeedWebDemo: Sendable {
             // offline policy (its local tiers answer without the network), so the query does not
             // pause for it: a refresh offline runs the chain, and the stale local copy answers.
             policy: QueryPolicy(staleAfter: .seconds(24 * 3600), networkMode: .always),
-            paging: Paging(firstCursor: 1, maxPages: 10, refetch: .allPages) { $0.next },
+            // Two pages held: scrolled further, the first ones go, and "Load newer" loads them again.
+            paging: Paging(firstCursor: 1, maxPages: 2, refetch: .allPages) { $0.next },
             pendingWrites: Self.pendingPosts(outbox),
             page: PostsPageLoader(server: server, directory: directory, clock: clock, transport: transport, logger: quiet))
         inspector = StrataInspector(queries: queries, outboxes: [outbox])
         let outbox = outbox
         let feed = feed
+        let postsURL = server.baseURL.appendingPathComponent("posts")
+        posting = queries.mutation(
+            // The row shows at once, marked "sending" (number 0: the server has not numbered it).
+            optimistic: [.setting(["feed"], as: Feed.self) { pages, draft in
+                pages?.updatingPage(at: 0) { PostsPage(posts: [Post(id: 0, title: draft.title, body: draft.body)] + $0.posts, next: $0.next) }
+            }],
+            invalidates: [["feed"]],
+            whenOffline: { draft in try await Self.enqueue(draft, to: postsURL, in: outbox) },
+            perform: { draft in try await Self.publish(draft, to: postsURL, with: transport) })
+        let counter = counter
+        let changes = changes
         tasks = Locked([
             Task { try? await outbox.run() },
             // The page is the feed's screen: observed for the demo's life, as a screen on show.
             Task { for await _ in feed.snapshots() {} },
+            // The counter is a screen of its own: it hears of the feed only when the count changes.
+            Task {
+                for await selected in feed.snapshots(select: { $0.pages.reduce(0) { $0 + $1.posts.count } }) {
+                    counter.withLock { $0 = (selected.value, $0.changes + 1) }
+                    // The page hears of it as of any change it shows (the feed's own signal may
+                    // have come before the counter took this).
+                    Self.signal(changes)
+                }
+            },
         ])
+    }
+
+    /// `POST /posts` with `draft`, straight to the server: the post it created, or
+    /// ``PostRefused`` with the server's status and problem.
+    static func publish(_ draft: NewPost, to url: URL, with transport: any HTTPTransport) async throws -> Post {
+        var request = HTTPRequest(method: .post, url: url)
+        request.headerFields[.contentType] = "application/json"
+        let reply = try await transport.send(request, body: try JSONEncoder().encode(draft), options: HTTPRequestOptions())
+        guard (200..<300).contains(reply.status.code) else {
+            // A problem document (RFC 9457) says why in its title and detail; anything else, in its first words.
+            struct Problem: Decodable { var title: String?; var detail: String? }
+            let problem = (try? JSONDecoder().decode(Problem.self, from: reply.body)).map { [$0.title, $0.detail].compactMap { $0 }.joined(separator: ": ") }
+            throw PostRefused(status: reply.status.code, problem: problem ?? String(decoding: reply.body.prefix(200), as: UTF8.self))
+        }
+        return try JSONDecoder().decode(Post.self, from: reply.body)
+    }
+
+    /// Queues `draft` in the outbox (offline): delivered when the network returns.
+    static func enqueue(_ draft: NewPost, to url: URL, in outbox: Outbox) async throws -> OutboxEntry {
+        var request = HTTPRequest(method: .post, url: url)
+        request.headerFields[.contentType] = "application/json"
+        return try await outbox.enqueue(request, body: try JSONEncoder().encode(draft))
     }
 
     /// The outbox's posts on top of the first page, newest first, numbered from -1 down (the
@@ -135,11 +188,31 @@ public final class FeedWebDemo: Sendable {
         changed()
     }
 
-    /// Writes a post through the outbox: shown at once, pending, and sent when the network allows.
-    public func post(title: String, body: String = "Written in the web demo.") async throws {
-        var request = HTTPRequest(method: .post, url: server.baseURL.appendingPathComponent("posts"))
-        request.headerFields[.contentType] = "application/json"
-        try await outbox.enqueue(request, body: try JSONEncoder().encode(NewPost(title: title, body: body)))
+    /// Writes a post with the ``posting`` mutation: shown at once; online, sent now (a refusal
+    /// takes the row away, and the page says why); offline, queued in the outbox and sent when the
+    /// network allows.
+    @discardableResult
+    public func post(title: String, body: String = "Written in the web demo.") async throws -> MutationOutcome<Post> {
+        let outcome = try await posting.mutate(NewPost(title: title, body: body))
+        changed()
+        return outcome
+    }
+
+    /// Starts ``post(title:body:)`` without waiting for it (the page's "Post"): its progress and
+    /// outcome reach the page with the feed's events.
+    func startPost(title: String) {
+        let task = Task { [self] in _ = try? await post(title: title) }
+        tasks.withLock { $0.append(task) }
+        changed()
+    }
+
+    /// Whether the server refuses posts with `422 Unprocessable Content` (the page's switch, as
+    /// `strata serve --write-fault 422`).
+    public func setRefusingPosts(_ refusing: Bool) {
+        var faults = server.faults
+        faults.writeFault = refusing ? .unprocessable : nil
+        server.faults = faults
+        changed()
     }
 
     /// The simulated time now.
@@ -149,9 +222,12 @@ public final class FeedWebDemo: Sendable {
 
     /// The feed as the page shows it now.
     public func view() -> FeedView {
-        FeedView(
+        let (count, changes) = counter.withLock { $0 }
+        return FeedView(
             snapshot: feed.current, now: clock.date, serverOnline: server.isOnline, networkOnline: queries.isOnline,
-            outbox: outbox.status, feedRequests: server.requests.filter { $0.method == "GET" && $0.path.hasPrefix("/posts/pages/") }.count)
+            outbox: outbox.status, feedRequests: server.requests.filter { $0.method == "GET" && $0.path.hasPrefix("/posts/pages/") }.count,
+            posting: posting.current, refusingPosts: server.faults.writeFault == .unprocessable,
+            counter: FeedView.Counter(count: count, changes: changes))
     }
 
     /// A signal for every change the view may show: the feed's snapshots, the outbox's status,
@@ -162,9 +238,11 @@ public final class FeedWebDemo: Sendable {
         changes.withLock { $0[id] = signal }
         let snapshots = feed.snapshots()
         let statuses = outbox.statusUpdates()
+        let posting = posting.snapshots()
         let followers = [
             Task { for await _ in snapshots { signal.yield() } },
             Task { for await _ in statuses { signal.yield() } },
+            Task { for await _ in posting { signal.yield() } },
         ]
         signal.onTermination = { [changes] _ in
             followers.forEach { $0.cancel() }
@@ -174,6 +252,10 @@ public final class FeedWebDemo: Sendable {
     }
 
     private func changed() {
+        Self.signal(changes)
+    }
+
+    private static func signal(_ changes: Locked<[UUID: AsyncStream<Void>.Continuation]>) {
         for continuation in changes.withLock({ Array($0.values) }) { continuation.yield() }
     }
 }
@@ -211,4 +293,12 @@ struct PostsPageLoader: Loader, LoaderDescribing {
     var loaderNode: LoaderNode {
         LoaderNode(label: "page n (S4 DataLoaderComposer)", children: [chain(for: 1).chainNode])
     }
+}
+
+/// The server refused a post (the mutation's error, shown by the page).
+public struct PostRefused: Error, Sendable, CustomStringConvertible {
+    public var status: Int
+    public var problem: String
+
+    public var description: String { "the server refused the post: \(status) \(problem)" }
 }
