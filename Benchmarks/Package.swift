@@ -30,6 +30,7 @@ let package = Package(
             name: "BenchmarkFixtures",
             dependencies: [
                 .product(name: "Strata", package: "Strata"), .product(name: "StrataOutbox", package: "Strata"),
+                .product(name: "StrataQueries", package: "Strata"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]

@@ -3,6 +3,7 @@ import BenchmarkFixtures
 import Foundation
 @_spi(StrataInternals) import Strata
 import StrataTesting
+import StrataOutbox
 import StrataQueries
 
 /// Live queries (issue 22): a screen's read of an observed, cached query from the main actor against
@@ -15,9 +16,11 @@ func registerQueryBenchmarks() {
     // Fresh for the benchmark's length: observing it does not load.
     let query = queries.query(["feed"], policy: QueryPolicy(staleAfter: .seconds(3600)), chain: readme)
     let live = Prepared<LiveQuery<[Article]>>()
+    let selection = Prepared<LiveSelection<[Article], Int>>()
     let setup: Benchmark.BenchmarkSetupHook = {
         try await memory.insert(feed, for: Scenarios.feedKey, storedAt: Date())
         await live.set(MainActor.run { query.observed() })
+        await selection.set(MainActor.run { query.observed(select: { $0.count }) })
     }
     let configuration = Benchmark.Configuration(scalingFactor: .kilo, setup: setup)
 
@@ -29,6 +32,12 @@ func registerQueryBenchmarks() {
     Benchmark("QueryRead.strata (1000 loads)", configuration: configuration) { benchmark in
         let live = live.value
         await Scenarios.onMainActor(benchmark.scaledIterations.count) { _ in blackHole(live.value) }
+    }
+    // A selection of the observed query (its count), read as a view reads it (issue 42: ≤ 1.2× the
+    // plain observed read).
+    Benchmark("QueryRead.select (1000 loads)", configuration: configuration) { benchmark in
+        let selection = selection.value
+        await Scenarios.onMainActor(benchmark.scaledIterations.count) { _ in blackHole(selection.value) }
     }
     // The query's snapshot as it is now (`current`), read from the main actor.
     Benchmark("QueryRead.current (1000 loads)", configuration: configuration) { benchmark in
@@ -46,6 +55,34 @@ func registerQueryBenchmarks() {
         registerPublishBenchmarks(observers: observers)
     }
     registerInspectionBenchmarks()
+    registerMutationBenchmarks()
+}
+
+/// A mutation with an optimistic update that fails and rolls back (the value set on an observed
+/// query, then put back), against a plain `enqueue` of a write into an outbox in memory (issue 42:
+/// ≤ 2×).
+private func registerMutationBenchmarks() {
+    let configuration = Benchmark.Configuration(scalingFactor: .kilo)
+    Benchmark("Mutation.rollback (1000 ops)", configuration: configuration) { benchmark in
+        let (queries, query, mutation) = Scenarios.refusedMutation()
+        let observing = Task { for await _ in query.snapshots() {} }
+        try await query.waitForObservers(1)
+        try await query.settled()
+        benchmark.startMeasurement()
+        for index in benchmark.scaledIterations { _ = try? await mutation.mutate(index) }
+        benchmark.stopMeasurement()
+        observing.cancel()
+        blackHole(queries)
+    }
+    Benchmark("Mutation.enqueue (1000 ops)", configuration: configuration) { benchmark in
+        let outbox = Outbox(storage: MemoryOutboxStorage(), name: "benchmark")
+        outbox.connectivityChanged(isOnline: false)
+        _ = try await outbox.entries()
+        let payload = Data(#"{"title":"Offline post","body":"Written on a train, sent later."}"#.utf8)
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations { blackHole(try await outbox.enqueue(kind: "post", scope: "/posts", payload: payload)) }
+        benchmark.stopMeasurement()
+    }
 }
 
 /// What an inspector costs the app: 100 refetches of an observed query (a loader that answers at

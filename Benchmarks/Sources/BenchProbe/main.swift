@@ -33,7 +33,7 @@ let scenarios = [
     "main-query-read", "main-query-current", "query-refetch", "query-refetch-inspected",
     "query-publish-1", "query-publish-10", "query-publish-1000",
     "query-publish-1-baseline", "query-publish-10-baseline", "query-publish-1000-baseline",
-    "outbox-shared-files",
+    "outbox-shared-files", "main-selection-read", "mutation-rollback", "outbox-enqueue-memory",
 ] + Scenarios.PassThrough.allCases.map { "pass-\($0.rawValue)" }
 let arguments = CommandLine.arguments
 guard arguments.count == 3, scenarios.contains(arguments[1]), let iterations = Int(arguments[2]), iterations > 0 else {
@@ -118,6 +118,31 @@ func run() async throws {
         case "readme-chain": try await repeatLoads(of: readme)
         default: try await repeatRetrieves(of: memory)
         }
+    case "main-selection-read":
+        // A selection of the observed query (its count), read from the main actor: against
+        // `main-query-read`, the plain observed read.
+        let memory = try await Scenarios.memoryHoldingFeed(feed)
+        let readme = Scenarios.readmeChain(memory: memory)
+        let queries = QueryClient(environment: LoadEnvironment(logger: Scenarios.droppingInfoLogger(label: "app.queries")))
+        let query = queries.query(["feed"], policy: QueryPolicy(staleAfter: .seconds(3600)), chain: readme)
+        let selection = await MainActor.run { query.observed(select: { $0.count }) }
+        await Scenarios.onMainActor(iterations) { _ in consume(selection.value) }
+    case "mutation-rollback":
+        // A mutation with an optimistic update, refused at once and rolled back, on an observed query.
+        let (queries, query, mutation) = Scenarios.refusedMutation()
+        let observing = Task { for await _ in query.snapshots() {} }
+        try await query.waitForObservers(1)
+        try await query.settled()
+        for index in 0..<iterations { _ = try? await mutation.mutate(index) }
+        observing.cancel()
+        consume(queries)
+    case "outbox-enqueue-memory":
+        // The mutation's baseline: a plain enqueue into an outbox in memory.
+        let outbox = Outbox(storage: MemoryOutboxStorage(), name: "probe")
+        outbox.connectivityChanged(isOnline: false)
+        _ = try await outbox.entries()
+        let payload = Data(#"{"title":"Offline post","body":"Written on a train, sent later."}"#.utf8)
+        for _ in 0..<iterations { consume(try await outbox.enqueue(kind: "post", scope: "/posts", payload: payload)) }
     case "main-query-read", "main-query-current":
         let memory = try await Scenarios.memoryHoldingFeed(feed)
         let readme = Scenarios.readmeChain(memory: memory)

@@ -7,7 +7,8 @@ really send. Python standard library only.
 
 It listens on 127.0.0.1, on the port given or one the system picks, and prints `listening PORT` as its first line.
 
-- Any POST, PUT, PATCH or DELETE is applied: recorded (method, path, body, Idempotency-Key, and
+- A request whose body ends before its Content-Length (its client killed mid-send) is not applied.
+- Any other POST, PUT, PATCH or DELETE is applied: recorded (method, path, body, Idempotency-Key, and
   the order it arrived in) and answered 201 with `{"applied": N}`, after N ms (`--delay-ms`, 0 by
   default) so that writes overlap.
 - `GET /_writes` answers every write applied, in the order they arrived, as a JSON list of
@@ -47,7 +48,13 @@ class Handler(BaseHTTPRequestHandler):
     def write(self):
         recorder = self.server.recorder
         length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length).decode("utf-8", "replace") if length else ""
+        raw = self.rfile.read(length) if length else b""
+        if len(raw) < length:
+            # The client went away mid-body (a drainer killed while it sent): a truncated request
+            # is not a write, as no real server would apply it.
+            self.close_connection = True
+            return
+        body = raw.decode("utf-8", "replace")
         if recorder.delay:
             time.sleep(recorder.delay / 1000.0)
         with recorder.lock:
