@@ -17,8 +17,7 @@ public struct OptimisticUpdate<Variables: Sendable>: Sendable {
         _ key: QueryKey, as type: Value.Type = Value.self, _ update: @escaping @Sendable (_ value: Value?, _ variables: Variables) -> Value?
     ) -> OptimisticUpdate {
         OptimisticUpdate { client, variables in
-            guard let query = client.heldQuery(key) as? Query<Value>,
-                  let point = query.setValue({ update($0, variables) }) else { return nil }
+            guard let query = client.heldQuery(key, as: Value.self), let point = query.setValue({ update($0, variables) }) else { return nil }
             return { query.restore(point) }
         }
     }
@@ -53,11 +52,16 @@ public enum MutationOutcome<Output: Sendable>: Sendable {
 /// to idle (a call running goes on, and its outcome is not shown).
 public final class Mutation<Variables: Sendable, Output: Sendable>: Sendable {
     struct State: Sendable {
-        var machine = MutationStateMachine<Variables, Output>()
         var calls: UInt64 = 0
         var version: UInt64 = 0
-        var observers: [UInt64: @Sendable (UInt64, MutationSnapshot<Variables, Output>) -> Void] = [:]
+        var observers: [UInt64: @Sendable (UInt64, MutationSnapshot<Variables, Output>) -> Void] = [:] {
+            didSet { observerCount = observers.count }
+        }
+        /// How many observe (an integer to check: the dictionary's type is generic).
+        var observerCount = 0
         var nextObserver: UInt64 = 0
+        /// Last: its layout depends on the generic types (the fields before it are at fixed offsets).
+        var machine = MutationStateMachine<Variables, Output>()
     }
 
     private let state = Locked(State())
@@ -94,8 +98,9 @@ public final class Mutation<Variables: Sendable, Output: Sendable>: Sendable {
     /// queries on success, or rolls the optimistic values back on failure.
     ///
     /// - Returns: the server's answer, or the outbox entry it was queued as.
-    /// - Throws: the error `perform` (or `whenOffline`) threw, after the rollback; a cancelled
-    ///   calling task fails the call (rolled back) with `CancellationError`.
+    /// - Throws: the error `perform` (or `whenOffline`) threw, after the rollback. Cancelling the
+    ///   calling task cancels `perform`'s work as it honours cancellation; a write the server
+    ///   answered stays a success.
     @discardableResult
     public func mutate(_ variables: Variables) async throws -> MutationOutcome<Output> {
         let now = client.environment.now()
@@ -116,8 +121,8 @@ public final class Mutation<Variables: Sendable, Output: Sendable>: Sendable {
                 update { _ in .queued(call: call, entry) }
                 return .queued(entry)
             }
+            // An answer is an answer, even to a caller cancelled meanwhile: the server has the write.
             let output = try await perform(variables)
-            try Task.checkCancellation()
             onSuccess?(output, variables, client)
             for key in invalidates { client.invalidate(prefix: key) }
             update { _ in .succeeded(call: call, output) }
@@ -172,8 +177,8 @@ public final class Mutation<Variables: Sendable, Output: Sendable>: Sendable {
             let call = state.calls
             guard state.machine.handle(event) else { return (call, DeliveryQueue.Batch()) }
             state.version += 1
+            guard state.observerCount > 0 else { return (call, DeliveryQueue.Batch()) }
             let (version, snapshot, observers) = (state.version, state.machine.snapshot, Array(state.observers.values))
-            guard !observers.isEmpty else { return (call, DeliveryQueue.Batch()) }
             return (call, deliveries.withLock { queue in
                 queue.append { for deliver in observers { deliver(version, snapshot) } }
                 return queue.take()

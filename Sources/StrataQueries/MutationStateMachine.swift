@@ -19,11 +19,13 @@ package struct MutationStateMachine<Variables: Sendable, Output: Sendable>: Send
         case reset
     }
 
-    package private(set) var snapshot = MutationSnapshot<Variables, Output>()
     /// The call the state shows, if any.
     package private(set) var shownCall: UInt64?
     /// Failed calls in a row (0 after a success or a reset).
     private var failures = 0
+    /// Last: the only stored property whose layout depends on the generic types, so the others sit
+    /// at offsets known to unspecialised code.
+    package private(set) var snapshot = MutationSnapshot<Variables, Output>()
 
     package init() {}
 
@@ -36,8 +38,7 @@ package struct MutationStateMachine<Variables: Sendable, Output: Sendable>: Send
             guard shownCall.map({ call > $0 }) ?? true else { return false }
             shownCall = call
             snapshot = MutationSnapshot(
-                status: .pending, variables: variables, data: nil, error: nil, queued: nil, submittedAt: at,
-                failureCount: failures)
+                status: .pending, error: nil, queued: nil, submittedAt: at, failureCount: failures, variables: variables, data: nil)
             return true
         case .succeeded(let call, let output):
             guard call == shownCall, snapshot.status == .pending else { return false }
@@ -90,10 +91,6 @@ public struct MutationSnapshot<Variables: Sendable, Output: Sendable>: Sendable 
     }
 
     public var status: Status = .idle
-    /// What the latest call was made with.
-    public var variables: Variables?
-    /// The server's answer to the latest call, once it succeeded.
-    public var data: Output?
     /// Why the latest call failed.
     public var error: QueryError?
     /// The outbox entry the latest call was handed to, when it was queued offline.
@@ -102,6 +99,11 @@ public struct MutationSnapshot<Variables: Sendable, Output: Sendable>: Sendable 
     public var submittedAt: Date?
     /// Calls that failed in a row.
     public var failureCount = 0
+    /// What the latest call was made with. (The generic fields last: the others sit at offsets
+    /// known to unspecialised code.)
+    public var variables: Variables?
+    /// The server's answer to the latest call, once it succeeded.
+    public var data: Output?
 
     /// Whether the latest call runs.
     public var isPending: Bool { status == .pending }

@@ -99,7 +99,7 @@ extension Query {
     @discardableResult
     public func setValue(_ update: (Value?) throws -> Value?) rethrows -> QueryRestorePoint<Value>? {
         while true {
-            let (held, stamp) = state.withLock { ($0.machine.shown?.value, $0.machine.valueStamp) }
+            let (held, stamp) = state.withLock { ($0.machine.shownValue, $0.machine.valueStamp) }
             guard let new = try update(held) else { return nil }
             var point: QueryRestorePoint<Value>?
             send({ state in

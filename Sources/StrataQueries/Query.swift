@@ -92,9 +92,6 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         var observerWaiters = ConditionWaiters<Int>()
         /// When the running flight started (for an inspector's elapsed time).
         var flightStartedAt: Date?
-        /// The value shown before the last change (for an inspector's diff): kept only while an
-        /// inspector follows the client, and let go with the value when the query is dropped.
-        var previousValue: Value?
         /// Whether `previousValue` holds one (a `Bool`: asking the generic optional costs a type
         /// metadata lookup on every publish).
         var hasPreviousValue = false
@@ -118,6 +115,12 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         /// after another, and one superseded before it began is skipped.
         var saving: Task<Void, Never>?
         var saves: UInt64 = 0
+
+        /// The value shown before the last change (for an inspector's diff): kept only while an
+        /// inspector follows the client, and let go with the value when the query is dropped. The
+        /// last stored property, the only one whose layout depends on `Value`: every other one is at
+        /// an offset known when the query's unspecialised code is compiled.
+        var previousValue: Value?
 
         /// Whether no load runs, no retry waits and no read of the cached copy is under way.
         var isSettled: Bool { machine.isSettled && cacheRead == nil }
@@ -247,7 +250,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     /// Shows an immediate answer if the query shows nothing yet — the cached copy's (any age), or
     /// the chain's — so the first frame holds the cached value, with no load and no hop.
     func seedFromCache() {
-        guard state.withLock({ $0.machine.shown == nil }) else { return }
+        guard state.withLock({ !$0.machine.hasShown }) else { return }
         let context = LoadContext(environment: environment)
         let (cached, chain) = options.withLock { ($0.cached, $0.chain) }
         guard let served = cached?.loadServedImmediately((), in: context) ?? chain.loadServedImmediately((), in: context) else { return }
@@ -382,7 +385,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
                 state.injectedFailure = nil
                 state.flightStartedAt = now
                 // Nothing shown yet: the cached copy first (a disk read), shown while the chain loads.
-                if state.machine.shown == nil { readCachedCopy(&state) }
+                if !state.machine.hasShown { readCachedCopy(&state) }
                 state.loads[flight] = startLoad(
                     flight: flight, reason: reason, staleAfter: state.machine.configuration.staleAfter,
                     invalidatedAt: state.machine.invalidatedAt, injected: injected, cacheRead: state.cacheRead)
@@ -446,7 +449,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     /// observer sees what is on disk whatever the network (a load paused offline, a disabled
     /// query), and a load shows it while the chain runs.
     private func readCachedCopy(_ state: inout State) {
-        guard state.machine.shown == nil, !state.cacheReadDone, state.cacheRead == nil, let cached = options.withLock({ $0.cached }) else { return }
+        guard !state.machine.hasShown, !state.cacheReadDone, state.cacheRead == nil, let cached = options.withLock({ $0.cached }) else { return }
         let waking = state.waking
         let context = LoadContext(environment: environment)
         state.cacheRead = Task { [weak self] in

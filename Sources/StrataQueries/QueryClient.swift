@@ -190,10 +190,17 @@ public final class QueryClient: Sendable {
         state.withLock { state in state.queries[key] ?? state.dropped[key]?.query }
     }
 
+    /// The query for `key` in memory, if it holds `Value`s (a check of the value type and a
+    /// downcast: a dynamic cast of the existential costs a conformance lookup on every call).
+    func heldQuery<Value: Sendable & Equatable>(_ key: QueryKey, as type: Value.Type) -> Query<Value>? {
+        guard let held = heldQuery(key), held.valueType == Value.self else { return nil }
+        // The only `AnyQuery` is `Query<V>`, whose `valueType` is `V`: the class is `Query<Value>`.
+        return unsafeDowncast(held, to: Query<Value>.self)
+    }
+
     /// The value the query for `key` shows (with its pending writes), if it is in memory and has one.
     public func value<Value: Sendable & Equatable>(for key: QueryKey, as type: Value.Type = Value.self) -> Value? {
-        let held = state.withLock { state in state.queries[key] ?? state.dropped[key]?.query }
-        return (held as? Query<Value>)?.value
+        return heldQuery(key, as: Value.self)?.value
     }
 
     /// Sets the value of the query for `key` from code (``Query/setValue(_:)``): a socket's push, a

@@ -99,7 +99,18 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
     typealias Flight = QueryFlight
 
     package private(set) var configuration: Configuration
-    private(set) var shown: Served<Value>?
+    /// The value shown, boxed: a class reference has the same layout whatever `Value` is, so the
+    /// machine's layout is fixed, and the query's unspecialised code reads and copies its fields at
+    /// offsets known when it is compiled, without looking the machine's metadata up on each access.
+    private var shownBox: ShownValue<Value>?
+    private(set) var shown: Served<Value>? {
+        get { shownBox?.served }
+        set { shownBox = newValue.map(ShownValue.init) }
+    }
+    /// Whether a value is shown (no look at the generic optional).
+    var hasShown: Bool { shownBox != nil }
+    /// The value shown, without its provenance (no copy of the generic `Served`).
+    var shownValue: Value? { shownBox?.served.value }
     /// When the shown value was stored by its tier (its provenance's `storedAt`, or when it was
     /// served minus its age).
     private(set) var storedAt: Date?
@@ -144,7 +155,7 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
     /// What a restore puts back: the query as it is now.
     func restorePoint() -> QueryRestorePoint<Value> {
         QueryRestorePoint(
-            shown: shown, storedAt: storedAt, updatedAt: updatedAt, lastError: lastError, failureCount: failureCount,
+            shown: shownBox, storedAt: storedAt, updatedAt: updatedAt, lastError: lastError, failureCount: failureCount,
             invalidatedAt: isInvalidated ? (invalidatedAt ?? .distantPast) : nil, stamp: valueStamp)
     }
 
@@ -201,11 +212,11 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             provenance = shown.provenance
         }
         return QuerySnapshot(
-            value: value, provenance: provenance,
+            provenance: provenance,
             status: storedAt != nil ? .value : (lastError != nil ? .failed : .empty),
             phase: phase, isStale: isStale(now: now), storedAt: storedAt, updatedAt: updatedAt,
             lastError: lastError, failureCount: failureCount, isPlaceholder: false,
-            lastFetchReason: lastFetchReason)
+            lastFetchReason: lastFetchReason, value: value)
     }
 
     /// Whether `event` wakes a dropped query: any use does; its own timers firing late, late answers
@@ -328,7 +339,7 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             return abandonFlight() + [.publish]
         case .restored(let point):
             guard point.stamp == valueStamp else { return [] }
-            shown = point.shown
+            shownBox = point.shown
             storedAt = point.storedAt
             updatedAt = point.updatedAt
             lastError = point.lastError
@@ -396,13 +407,13 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             return requestLoad(.refetch, now: now)
         case .nextPageRequested:
             // Appended to the value shown, by one load at a time: not while another runs or waits.
-            guard shown != nil, flight == nil else { return [] }
+            guard hasShown, flight == nil else { return [] }
             return requestLoad(.nextPage, now: now)
         case .previousPageRequested:
-            guard shown != nil, flight == nil else { return [] }
+            guard hasShown, flight == nil else { return [] }
             return requestLoad(.previousPage, now: now)
         case .seeded(let served):
-            guard shown == nil else { return [] }
+            guard !hasShown else { return [] }
             accept(served, now: now)
             return [.publish]
         case .loadSucceeded(let id, let served):
@@ -528,7 +539,7 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
         // Offline, what needs the network waits; what may not does not: `offlineFirst` runs a load
         // while nothing is shown (the chain's local tiers may answer it), and pauses a refetch of
         // a value shown (only the network can make it newer).
-        let pauses = !isOnline && (configuration.networkMode == .online || (configuration.networkMode == .offlineFirst && shown != nil))
+        let pauses = !isOnline && (configuration.networkMode == .online || (configuration.networkMode == .offlineFirst && hasShown))
         if pauses {
             flight = Flight(id: id, reason: reason, state: .pausedOffline, attempts: 0)
             return actions + [.publish]
@@ -639,7 +650,8 @@ struct QueryFlight: Sendable, Equatable {
 /// What a query held before a value was set (``Query/setValue(_:)``): ``Query/restore(_:)`` puts it
 /// back, if the value shown is still the one set.
 public struct QueryRestorePoint<Value: Sendable>: Sendable {
-    let shown: Served<Value>?
+    /// Boxed, as the machine keeps it: the point's layout is fixed whatever `Value` is.
+    let shown: ShownValue<Value>?
     let storedAt: Date?
     let updatedAt: Date?
     let lastError: QueryError?
@@ -649,10 +661,16 @@ public struct QueryRestorePoint<Value: Sendable>: Sendable {
     var stamp: UInt64
 
     /// The value the query showed before the set (before its pending writes), if any.
-    public var value: Value? { shown?.value }
+    public var value: Value? { shown?.served.value }
 }
 
 extension FetchReason {
     /// Whether it loads a page beside the ones shown (reloading none of them).
     var isPage: Bool { self == .nextPage || self == .previousPage }
+}
+
+/// The value a query shows, in a box of fixed layout (``QueryStateMachine``).
+final class ShownValue<Value: Sendable>: Sendable {
+    let served: Served<Value>
+    init(_ served: Served<Value>) { self.served = served }
 }

@@ -48,13 +48,18 @@ public struct ConditionWaiters<Snapshot>: Sendable {
         var continuation: CheckedContinuation<Void, any Error>
     }
 
-    private var waiting: [Waiter] = []
+    private var waiting: [Waiter] = [] {
+        didSet { waitingCount = waiting.count }
+    }
     private var nextID: UInt64 = 0
+    /// How many wait (kept beside `waiting`, so `isEmpty` reads an integer, inlined in the caller:
+    /// asking the array of a nested generic type costs its metadata lookup on every check).
+    @usableFromInline var waitingCount = 0
 
     public init() {}
 
     /// Whether nobody waits.
-    public var isEmpty: Bool { waiting.isEmpty }
+    @inlinable public var isEmpty: Bool { waitingCount == 0 }
 
     /// A number for a new wait, to pass to ``wait(_:until:current:continuation:)`` and
     /// ``withdraw(_:throwing:)``.

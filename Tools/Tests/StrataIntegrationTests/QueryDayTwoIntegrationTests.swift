@@ -163,6 +163,34 @@ struct QueryDayTwoIntegrationTests {
         }
     }
 
+    @Test("the demo server: an interval that polls a fresh value asks the server on every tick, and not in the background")
+    func demoServer_intervalWhenFresh() async throws {
+        try await withDemoServer { server in
+            let clock = ManualClock()
+            let queries = QueryClient(environment: clock.environment())
+            let list = queries.query(
+                ["posts"], policy: QueryPolicy(staleAfter: .seconds(3600), refetchInterval: .seconds(30), refetchIntervalWhenFresh: true),
+                chain: HTTPLoader(url: server.baseURL.appendingPathComponent("posts"), transport: URLSessionHTTPClient()).decoding([ListedPost].self))
+            let observing = Task { for await _ in list.snapshots() {} }
+            defer { observing.cancel() }
+            try await list.waitForObservers(1)
+            try await list.settled()
+            let tick: @Sendable (ManualClock.Sleeper) -> Bool = { $0.since.duration(to: $0.deadline) == .seconds(30) }
+            for expected in 2...3 {
+                try await clock.waitForSleepers(matching: tick)
+                clock.advance(by: .seconds(30))
+                // The tick's load is started by the interval's task after the clock moved.
+                await server.waitForRequests(count: expected)
+                try await list.settled()
+            }
+            queries.enteredBackground()
+            #expect(!clock.sleepers.contains(where: tick), "no tick is left to fire in the background")
+            clock.advance(by: .seconds(300))
+            try await list.settled()
+            #expect(server.requestCount(path: "/posts") == 3)
+        }
+    }
+
     @Test("the demo server: a dependent query waits, disabled, for the user it needs, then loads")
     @MainActor
     func demoServer_dependentQuery() async throws {
