@@ -5,9 +5,9 @@ extension QuerySnapshot {
     /// This snapshot with `value` in place of its value (a selection of it).
     func replacingValue<Other>(with value: Other?) -> QuerySnapshot<Other> {
         QuerySnapshot<Other>(
-            provenance: provenance, status: status.as(Other.self), phase: phase, isStale: isStale, storedAt: storedAt,
+            value: value, provenance: provenance, status: status.as(Other.self), phase: phase, isStale: isStale, storedAt: storedAt,
             updatedAt: updatedAt, lastError: lastError, failureCount: failureCount, isPlaceholder: isPlaceholder,
-            lastFetchReason: lastFetchReason, value: value)
+            lastFetchReason: lastFetchReason)
     }
 }
 

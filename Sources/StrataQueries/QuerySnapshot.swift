@@ -19,6 +19,9 @@ public struct QuerySnapshot<Value: Sendable>: Sendable {
         case failed
     }
 
+    /// The value shown, if any. (The first stored property, at offset 0 whatever `Value` is: a
+    /// view's read of it needs no lookup of the snapshot's layout.)
+    public var value: Value?
     /// Where the shown value came from (tier, origin, age at the time it was served, pending writes).
     public var provenance: Provenance?
     /// Whether there is a value, or an error instead.
@@ -41,9 +44,6 @@ public struct QuerySnapshot<Value: Sendable>: Sendable {
     /// Why the last load ran (also while it runs: ``QueryPhase/fetching(_:)``). A load that
     /// continues after a pause (offline, a retry's delay) keeps the reason it started with.
     public var lastFetchReason: FetchReason?
-    /// The value shown, if any. (The last stored property: the only one whose layout depends on
-    /// `Value`, so the others sit at offsets the query's unspecialised code knows.)
-    public var value: Value?
 
     /// The number of pending writes shown in the value (`Provenance/pendingWrites`).
     public var pendingWrites: Int { provenance?.pendingWrites ?? 0 }

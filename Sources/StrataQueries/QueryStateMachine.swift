@@ -212,11 +212,11 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             provenance = shown.provenance
         }
         return QuerySnapshot(
-            provenance: provenance,
+            value: value, provenance: provenance,
             status: storedAt != nil ? .value : (lastError != nil ? .failed : .empty),
             phase: phase, isStale: isStale(now: now), storedAt: storedAt, updatedAt: updatedAt,
             lastError: lastError, failureCount: failureCount, isPlaceholder: false,
-            lastFetchReason: lastFetchReason, value: value)
+            lastFetchReason: lastFetchReason)
     }
 
     /// Whether `event` wakes a dropped query: any use does; its own timers firing late, late answers
