@@ -85,7 +85,7 @@ extension Query {
     /// `nil` when none) and returns the new one, or `nil` to leave the query as it is.
     ///
     /// The value is shown at once, to every observer, with a provenance that says it was set here
-    /// (``Provenance/isSetLocally``) and stored now: it is fresh for the policy's `staleAfter`, like
+    /// (`Provenance.isSetLocally`) and stored now: it is fresh for the policy's `staleAfter`, like
     /// a value just loaded. A load running was asked for before the value was set, so it is
     /// abandoned (its answer cannot undo the value). An invalidation that stands keeps standing:
     /// only the source's answer clears it, so the next trigger refetches. The value lives in the
