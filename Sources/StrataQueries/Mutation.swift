@@ -11,14 +11,19 @@ public struct OptimisticUpdate<Variables: Sendable>: Sendable {
 
     /// Sets the value of the query for `key` with `update` (given the value it holds and the
     /// mutation's variables; `nil`: leave it) while the mutation runs. If the mutation fails, the
-    /// query is put back exactly as it was (value, provenance, store time), unless a newer value
-    /// came meanwhile. A query not in memory is not touched.
+    /// query is put back exactly as it was (value, provenance, store time). When it cannot be — a
+    /// load answered meanwhile, or another call's optimistic value sits on this one (two calls
+    /// overlapping, the first failing first) — it is invalidated instead, so the source's copy
+    /// replaces whatever is shown. A query not in memory is not touched.
     public static func setting<Value: Sendable & Equatable>(
         _ key: QueryKey, as type: Value.Type = Value.self, _ update: @escaping @Sendable (_ value: Value?, _ variables: Variables) -> Value?
     ) -> OptimisticUpdate {
         OptimisticUpdate { client, variables in
             guard let query = client.heldQuery(key, as: Value.self), let point = query.setValue({ update($0, variables) }) else { return nil }
-            return { query.restore(point) }
+            // Not restored (a load answered since, or another call's value sits on this one and was
+            // not taken off first): what is shown may still hold this call's value, so the source's
+            // copy is asked for.
+            return { if !query.restore(point) { query.invalidate() } }
         }
     }
 }

@@ -14,6 +14,10 @@ public struct Pages<Page: Sendable, Cursor: Sendable>: Sendable {
     /// The cursor of the page before the first one (newer posts above a feed, or a page `maxPages`
     /// let go); `nil` when the first page is the start.
     public private(set) var previousCursor: Cursor?
+    /// The cursors of the pages `maxPages` let go from the front, oldest first: they load again, one
+    /// after another, even when the paging cannot name a page's previous one. (Optional, so pages
+    /// stored before it existed still decode.)
+    var droppedBefore: [Cursor]?
 
     /// Pages loaded with these cursors (one per page).
     public init(pages: [Page], cursors: [Cursor], nextCursor: Cursor?, previousCursor: Cursor? = nil) {
@@ -48,12 +52,15 @@ public struct Pages<Page: Sendable, Cursor: Sendable>: Sendable {
         if let maxPages, pages.pages.count > maxPages {
             let dropped = pages.pages.count - maxPages
             pages.previousCursor = pages.cursors[dropped - 1]
+            pages.droppedBefore = (pages.droppedBefore ?? []) + pages.cursors[..<dropped]
             pages.pages.removeFirst(dropped)
             pages.cursors.removeFirst(dropped)
         }
         return pages
     }
+}
 
+extension Pages where Cursor: Equatable {
     /// These pages with `page` (loaded with `cursor`) in front, keeping at most `maxPages`: the last
     /// ones are let go, and the first let go becomes the next page (loaded again by
     /// ``Query/fetchNextPage()``).
@@ -61,7 +68,10 @@ public struct Pages<Page: Sendable, Cursor: Sendable>: Sendable {
         var pages = self
         pages.pages.insert(page, at: 0)
         pages.cursors.insert(cursor, at: 0)
-        pages.previousCursor = previous
+        // Loaded again: no longer let go. The one before it is the paging's, or the next let go.
+        if pages.droppedBefore?.last == cursor { pages.droppedBefore?.removeLast() }
+        if pages.droppedBefore?.isEmpty == true { pages.droppedBefore = nil }
+        pages.previousCursor = previous ?? pages.droppedBefore?.last
         if let maxPages, pages.pages.count > maxPages {
             pages.nextCursor = pages.cursors[maxPages]
             pages.pages.removeLast(pages.pages.count - maxPages)
@@ -212,6 +222,7 @@ extension QueryPaging {
             let before = paging.previousCursor.map { $0(served.value) } ?? shown.previousCursor
             var pages = Pages(
                 pages: [served.value], cursors: [first], nextCursor: paging.nextCursor(served.value), previousCursor: before)
+            pages.droppedBefore = shown.droppedBefore
             while pages.pages.count < shown.pages.count, let cursor = pages.nextCursor, !Task.isCancelled {
                 let next = try await page.load(cursor, in: context)
                 pages = pages.appending(next, cursor: cursor, next: paging.nextCursor(next), maxPages: paging.maxPages)

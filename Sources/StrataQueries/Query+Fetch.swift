@@ -5,8 +5,8 @@ import Foundation
 public enum QueryFetchError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The query is disabled (``Query/setEnabled(_:)``): it never loads, and shows no value.
     case disabled(QueryKey)
-    /// The query's load ended without a value (abandoned: the query was disabled, or a value set
-    /// by code replaced it, while nothing was shown).
+    /// The query's load ended without a value (abandoned: the query was disabled while it ran and
+    /// nothing was shown).
     case noValue(QueryKey)
 
     public var description: String {
@@ -21,7 +21,8 @@ extension Query {
     /// Loads now, even if the value is fresh, and returns the value the query shows once the load
     /// has answered (with its pending writes): for a pull-to-refresh that must await, or server code.
     /// Joins a load that runs (one load per query). The load is not abandoned while it waits, even if
-    /// every observer leaves; cancelling the waiting task stops the wait, not the load.
+    /// every observer leaves; cancelling the waiting task stops the wait, not the load. A value set
+    /// by code meanwhile (``setValue(_:)``) ends the wait with that value.
     ///
     /// - Throws: the chain's error (as ``QueryError``) when the load fails (after the query's own
     ///   retries), ``QueryFetchError`` when the query is disabled, `CancellationError` when the
@@ -34,6 +35,9 @@ extension Query {
     /// The value shown when it is fresh (or the cached copy a memory tier answers at once, when fresh);
     /// otherwise loads and returns the answer: for a navigation that must not show an empty screen,
     /// and for server code that wants "the value, fresh enough".
+    ///
+    /// A disabled query returns what it shows, or throws ``QueryFetchError/disabled(_:)`` when it
+    /// shows nothing.
     ///
     /// - Throws: as ``fetch()``.
     public func ensureValue() async throws -> Value {
@@ -53,8 +57,15 @@ extension Query {
         seedFromCache()
         var started = false
         var enabled = true
-        send({ _ in .fetchStarted(force: force) }, then: { state in
-            started = state.machine.flight != nil
+        var wanted = force
+        let now = environment.now()
+        send({ state in
+            wanted = force || state.machine.isStale(now: now)
+            return .fetchStarted(force: force)
+        }, then: { state in
+            // A fresh value needs no load: a flight there is (a page paused offline, a retry's
+            // delay) is not this fetch's to wait for.
+            started = wanted && state.machine.flight != nil
             enabled = state.machine.isEnabled
         })
         defer { send(.fetchEnded) }
@@ -112,15 +123,19 @@ extension Query {
     }
 
     /// Puts back what the query held before the ``setValue(_:)`` that returned `point` — value,
-    /// provenance, store time, error — if the value shown is still the one that call set. A load
-    /// that answered since, or another value set since, is newer: it stays.
+    /// provenance, store time, error — if the value shown is still the one that call set (or was put
+    /// back by restoring a value set after it: restored in reverse order, values set one on another
+    /// come off whole). A load that answered since, or another value set since and not restored, is
+    /// newer: it stays, and `false` says so (a mutation then invalidates the query). When the value
+    /// put back is stale and observers or a fetch want one, it is loaded again (the value set had
+    /// abandoned that load).
     ///
     /// - Returns: whether the query was put back.
     @discardableResult
     public func restore(_ point: QueryRestorePoint<Value>) -> Bool {
         var restored = false
         send({ state in
-            guard state.machine.valueStamp == point.stamp else { return nil }
+            guard state.machine.canRestore(point) else { return nil }
             restored = true
             return .restored(point)
         })

@@ -353,6 +353,9 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
         // later signal can arrive before this older news.
         if state.machine.isDropped, QueryStateMachine<Value>.wakes(event), let view = link.register(self, true) {
             handle(.connectivity(online: view.online), at: now, in: &state, cancelled: &cancelled)
+            if view.foreground != state.machine.isInForeground {
+                handle(view.foreground ? .foreground : .background, at: now, in: &state, cancelled: &cancelled)
+            }
             if let pending = view.pending { handle(.writesPending(pending), at: now, in: &state, cancelled: &cancelled) }
         }
         handle(event, at: now, in: &state, cancelled: &cancelled)
@@ -672,6 +675,8 @@ struct QueryClientLink: Sendable {
 /// What a woken query learns from its client.
 struct QueryClientView: Sendable {
     var online: Bool
+    /// Whether the app is in the foreground (a dropped query hears no signal).
+    var foreground: Bool
     /// The writes waiting in its outbox scope, if it shows one the client follows.
     var pending: [OutboxEntry]?
 }

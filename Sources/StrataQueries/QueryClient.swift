@@ -39,6 +39,7 @@ public final class QueryClient: Sendable {
         var outboxes: [ObjectIdentifier: FollowedOutbox] = [:]
         /// Values set for keys that had no query (``QueryClient/setValue(for:as:_:)``), waiting for one.
         var seeds: [QueryKey: QuerySeed] = [:]
+        var seedNumbers: UInt64 = 0
         var isInForeground = true
         /// What an inspector reads: the recent loads, and who wants to hear of changes. Empty (and
         /// nothing recorded) until an inspector asks (`changes()`).
@@ -223,12 +224,14 @@ public final class QueryClient: Sendable {
             return try query.setValue(update)
         }
         let now = environment.now()
-        let waiting = state.withLock { $0.seeds[key]?.value as? Value }
+        let (waiting, seen) = state.withLock { ($0.seeds[key]?.value as? Value, $0.seeds[key]?.number) }
         guard let value = try update(waiting) else { return nil }
         let seeded = state.withLock { state -> Bool in
-            // Made meanwhile: the caller sets it on the query instead.
-            guard state.queries[key] == nil, state.dropped[key]?.query == nil else { return false }
-            state.seeds[key] = QuerySeed(value: value, at: now)
+            // Made meanwhile, or another value set meanwhile: try again (on the query, or from the
+            // newer value).
+            guard state.queries[key] == nil, state.dropped[key]?.query == nil, state.seeds[key]?.number == seen else { return false }
+            state.seedNumbers += 1
+            state.seeds[key] = QuerySeed(value: value, at: now, number: state.seedNumbers)
             if state.seeds.count > 256, let oldest = state.seeds.min(by: { $0.value.at < $1.value.at })?.key {
                 state.seeds[oldest] = nil
             }
@@ -253,7 +256,11 @@ public final class QueryClient: Sendable {
     public func invalidate(where predicate: (QueryKey, Set<String>) -> Bool) {
         // Dropped queries the app still holds too: they do not wake, and what they show when they
         // do (a memory tier's copy from before now) is stale.
-        let held = state.withLock { state in Array(state.queries.values) + state.dropped.values.compactMap(\.query) }
+        let held = state.withLock { state in
+            // A value waiting for a query that is not made yet is let go: it is older than now.
+            state.seeds = state.seeds.filter { key, _ in !predicate(key, []) }
+            return Array(state.queries.values) + state.dropped.values.compactMap(\.query)
+        }
         for query in held where predicate(query.key, query.tags) { query.invalidate() }
     }
 
@@ -277,7 +284,8 @@ public final class QueryClient: Sendable {
             }
             if !awake { state.dropped = state.dropped.filter { $0.value.query != nil } }
             state.countWaiters.resumeSatisfied(by: state.queries.count)
-            return QueryClientView(online: state.isOnline, pending: query.writeScope.flatMap { state.pending(in: $0) })
+            return QueryClientView(
+                online: state.isOnline, foreground: state.isInForeground, pending: query.writeScope.flatMap { state.pending(in: $0) })
         }
     }
 
@@ -474,6 +482,8 @@ extension QueryClient {
 struct QuerySeed: Sendable {
     var value: any Sendable
     var at: Date
+    /// Tells two values set for the key apart (a concurrent `setValue(for:)` starts over).
+    var number: UInt64
 }
 
 /// A dropped query, held only by the app if at all.

@@ -24,9 +24,10 @@ extension QuerySnapshot.Status {
 
 extension Query {
     /// The snapshots of what `select` derives from the value (a count, one item, a sorted view): the
-    /// current one first, then one each time **the selected value changes** (by `==`), whatever else
-    /// happens to the query — a refresh starting, the value aging, a refetch that changed another
-    /// item. Each element's other fields (phase, staleness, error) are the query's at that moment.
+    /// current one first, then one each time **the selected value changes** (by `==`) or the query's
+    /// status or error does (a failed first load is news), whatever else happens to the query — a
+    /// refresh starting or ending, the value aging, a refetch that changed another item. Each
+    /// element's other fields (phase, staleness) are the query's at that moment.
     /// Observers with different selections share the query's one load.
     ///
     /// ```swift
@@ -52,9 +53,9 @@ extension Query {
         LiveSelection(query: self, select: select, enabled: enabled)
     }
 
-    /// Makes an observer that is handed the published version with the selected snapshot as of
-    /// the last change of the selected value (so an unchanged selection is handed the same
-    /// snapshot again: a reader of the newest element never misses a change); returns its number.
+    /// Makes an observer that is handed every published snapshot with its value replaced by its
+    /// selection (an unchanged selection keeps the value selected before), with its version, and
+    /// whether the selected value, the status or the error changed; returns its number.
     func observeSelection<Selected: Sendable & Equatable>(
         select: @escaping @Sendable (Value) -> Selected, enabled: Bool,
         _ deliver: @escaping @Sendable (_ version: UInt64, _ snapshot: QuerySnapshot<Selected>, _ changed: Bool) -> Void
@@ -63,14 +64,15 @@ extension Query {
         // thread: the last selection is kept under a lock no one else takes.
         let last = Locked<QuerySnapshot<Selected>?>(nil)
         return observe(enabled: enabled) { published in
-            let selected = published.snapshot.value.map(select)
-            let (snapshot, changed) = last.withLock { last -> (QuerySnapshot<Selected>, Bool) in
-                if let held = last, held.value == selected { return (held, false) }
-                let snapshot = published.snapshot.replacingValue(with: selected)
-                last = snapshot
-                return (snapshot, true)
+            var selected = published.snapshot.value.map(select)
+            let changed = last.withLock { last -> Bool in
+                defer { last = published.snapshot.replacingValue(with: selected) }
+                guard let held = last else { return true }
+                if held.value == selected { selected = held.value }
+                return held.value != selected || held.status != published.snapshot.status.as(Selected.self)
+                    || held.lastError != published.snapshot.lastError
             }
-            deliver(published.version, snapshot, changed)
+            deliver(published.version, published.snapshot.replacingValue(with: selected), changed)
         }
     }
 }
@@ -115,10 +117,11 @@ public struct SelectedSnapshots<Value: Sendable & Equatable, Selected: Sendable 
 /// What a screen shows of a query, derived by a `select` (a count, one item, a sorted view), observed
 /// from the main actor (``Query/observed(select:enabled:)``).
 ///
-/// Like ``LiveQuery``, each field is observed on its own, and the selection goes further: the
-/// object changes only when the **selected value** changes, so a view that reads `value` (a badge
-/// showing a count) is not re-rendered when another item of the list changes, a refresh runs or the
-/// value ages. Many selections of one query share its one load.
+/// Like ``LiveQuery``, each field is observed on its own, and `value` is the selection: it changes
+/// only when the **selected value** changes, so a view that reads `value` (a badge showing a count)
+/// is not re-rendered when another item of the list changes, a refresh runs or the value ages. The
+/// other fields follow the query (a view that reads `phase` sees the refresh). Many selections of
+/// one query share its one load.
 ///
 /// ```swift
 /// let unread = queries.query(["inbox"], chain: inboxChain).observed(select: { $0.filter(\.isUnread).count })
@@ -162,7 +165,7 @@ public final class LiveSelection<Value: Sendable & Equatable, Selected: Sendable
                 guard let self else { return }
                 guard version > self.version else { continue }
                 self.version = version
-                // An unchanged selection comes as the same snapshot: `show` changes nothing.
+                // Each field changes only when it differs: an unchanged selection leaves `value` alone.
                 self.show(snapshot)
                 self.catchingUp.resume(upTo: version)
             }
@@ -174,8 +177,8 @@ public final class LiveSelection<Value: Sendable & Equatable, Selected: Sendable
         catchingUp.cancelAll()
     }
 
-    /// The selection's state, as last delivered. Reading it observes every change of the selection
-    /// and of the query's other fields at those moments.
+    /// The selection's state, as last delivered. Reading it observes every change (of the
+    /// selection, and of the query's other fields).
     public var snapshot: QuerySnapshot<Selected> {
         registrar.access(self, keyPath: paths.snapshot)
         return storedSnapshot
@@ -196,17 +199,17 @@ public final class LiveSelection<Value: Sendable & Equatable, Selected: Sendable
         registrar.access(self, keyPath: paths.status)
         return storedSnapshot.status
     }
-    /// Whether a load runs, waits, or nothing happens, as of the selection's last change.
+    /// Whether a load runs, waits, or nothing happens.
     public var phase: QueryPhase {
         registrar.access(self, keyPath: paths.phase)
         return storedSnapshot.phase
     }
-    /// Whether the value was stale, as of the selection's last change.
+    /// Whether the value is stale.
     public var isStale: Bool {
         registrar.access(self, keyPath: paths.isStale)
         return storedSnapshot.isStale
     }
-    /// The error of the last load, as of the selection's last change.
+    /// The error of the last load, until one succeeds.
     public var lastError: QueryError? {
         registrar.access(self, keyPath: paths.lastError)
         return storedSnapshot.lastError

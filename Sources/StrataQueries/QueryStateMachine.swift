@@ -129,6 +129,10 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
     /// Counts every change of the value shown: a restore applies only if nothing changed it since
     /// the value it undoes was set.
     private(set) var valueStamp: UInt64 = 0
+    /// The stamp the value shown had when it was first shown, if a restore put it back (so the
+    /// restore point of the value set before it applies too: rolled back in reverse order, a stack
+    /// of values set comes off whole).
+    private var restoredStamp: UInt64?
     private(set) var isEnabled: Bool
     private(set) var isOnline: Bool
     private(set) var flight: Flight?
@@ -156,7 +160,20 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
     func restorePoint() -> QueryRestorePoint<Value> {
         QueryRestorePoint(
             shown: shownBox, storedAt: storedAt, updatedAt: updatedAt, lastError: lastError, failureCount: failureCount,
-            invalidatedAt: isInvalidated ? (invalidatedAt ?? .distantPast) : nil, stamp: valueStamp)
+            invalidatedAt: isInvalidated ? (invalidatedAt ?? .distantPast) : nil, stamp: valueStamp,
+            stampBefore: restoredStamp ?? valueStamp)
+    }
+
+    /// Whether `point` may be restored now: the value it was taken for is still the one shown (or
+    /// was put back by the restore of a value set after it).
+    func canRestore(_ point: QueryRestorePoint<Value>) -> Bool {
+        point.stamp == valueStamp || point.stamp == restoredStamp
+    }
+
+    /// The value shown changed: a new stamp.
+    private mutating func bumpStamp() {
+        valueStamp += 1
+        restoredStamp = nil
     }
 
     /// The flight that runs now, if any.
@@ -311,7 +328,7 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             }
             guard activeObservers > 0 else { return [] }
             disabledObservers += 1
-            return abandonIfUnwanted()
+            return abandonIfUnwanted() + [.publish]
         case .fetchStarted(let force):
             fetchers += 1
             isDropScheduled = false
@@ -332,13 +349,13 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             shown = served
             storedAt = at
             updatedAt = now
-            valueStamp += 1
+            bumpStamp()
             // A load running was asked for before the value was set: its answer must not undo it
             // (a mutation's optimistic value would flicker away). The invalidation standing stays:
             // only the source's answer clears it.
             return abandonFlight() + [.publish]
         case .restored(let point):
-            guard point.stamp == valueStamp else { return [] }
+            guard canRestore(point) else { return [] }
             shownBox = point.shown
             storedAt = point.storedAt
             updatedAt = point.updatedAt
@@ -349,8 +366,11 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
                 isInvalidated = true
                 invalidatedAt = held
             }
-            valueStamp += 1
-            return [.publish]
+            bumpStamp()
+            restoredStamp = point.stampBefore
+            // The value set abandoned a load someone wanted: if what is back is stale, load again.
+            guard flight == nil, activeObservers > 0 || fetchers > 0, isStale(now: now) else { return [.publish] }
+            return [.publish] + requestLoad(isInvalidated ? .invalidated : .refetch, now: now)
         case .background:
             isInForeground = false
             return []
@@ -395,6 +415,9 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
         case .intervalElapsed:
             guard activeObservers > 0, isInForeground || configuration.refetchIntervalInBackground,
                   configuration.refetchIntervalWhenFresh || isStale(now: now) else { return [] }
+            // A page asked for is not cut short by a tick (a poll shorter than a page's load would
+            // never let it finish).
+            if let flight, flight.reason.isPage { return [] }
             return requestLoad(.interval, now: now)
         case .invalidated:
             isInvalidated = true
@@ -475,7 +498,7 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
             isDropScheduled = false
             guard observers == 0, fetchers == 0, flight == nil else { return [] }
             isDropped = true
-            valueStamp += 1
+            bumpStamp()
             shown = nil
             storedAt = nil
             updatedAt = nil
@@ -587,13 +610,13 @@ package struct QueryStateMachine<Value: Sendable & Equatable>: Sendable {
                 kept.value = current.value
                 shown = kept
                 self.storedAt = servedStoredAt
-                valueStamp += 1
+                bumpStamp()
                 return true
             }
         }
         shown = served
         storedAt = servedStoredAt
-        valueStamp += 1
+        bumpStamp()
         return true
     }
 }
@@ -659,6 +682,8 @@ public struct QueryRestorePoint<Value: Sendable>: Sendable {
     let invalidatedAt: Date?
     /// The query's value stamp once the value was set.
     var stamp: UInt64
+    /// The stamp of the value the point holds, as it was first shown.
+    let stampBefore: UInt64
 
     /// The value the query showed before the set (before its pending writes), if any.
     public var value: Value? { shown?.served.value }

@@ -328,6 +328,86 @@ struct QueryDayTwoTests {
         #expect(renders.count == 2, "pending, then failed")
     }
 
+    @Test("two calls that overlap and fail: nothing optimistic stays; the query is asked for the source's copy")
+    func overlappingMutationsFailing_leaveNoOptimisticValue() async throws {
+        let queries = client()
+        let remote = LoaderSpy<Void, [Item]>(.success([itemA]))
+        let query = list(queries, remote)
+        let observer = Task { for await _ in query.snapshots() {} }
+        defer { observer.cancel() }
+        try await query.waitForObservers(1)
+        try await query.settled()
+        let gate = LoaderSpy<Item, Item>(.failure(TestError()), holdsLoads: true)
+        let add = queries.mutation(
+            optimistic: [.setting(["items"], as: [Item].self) { items, new in (items ?? []) + [new] }],
+            perform: { (item: Item) in try await gate.load(item) })
+        let first = Task { try await add.mutate(itemB) }
+        try await gate.waitForLoads(count: 1)
+        let second = Task { try await add.mutate(Item(id: 3, name: "c")) }
+        try await gate.waitForLoads(count: 2)
+        #expect(query.current.value?.count == 3)
+        // The first fails first: its value sits under the second's, so the query is invalidated.
+        gate.complete(0, with: .failure(TestError()))
+        _ = try? await first.value
+        gate.complete(1, with: .failure(TestError()))
+        _ = try? await second.value
+        try await query.settled()
+        #expect(query.current.value == [itemA])
+        #expect(query.current.provenance?.isSetLocally == false)
+        // The source's copy was asked for once the first restore could not be; the second restore
+        // is refused too if that answer came first (it then asks again).
+        #expect(remote.loadCount >= 2)
+    }
+
+    @Test("ensureValue on a fresh value does not wait for a page paused offline")
+    func ensureValue_doesNotWaitForAnotherFlight() async throws {
+        let queries = QueryClient(environment: clock.environment(), online: true)
+        let server = QueryPagesTests.FeedServer(pageCount: 3)
+        let feed = queries.pagedQuery(
+            ["feed"], policy: QueryPolicy(staleAfter: .seconds(3600), networkMode: .online),
+            paging: Paging(firstCursor: 0) { $0.next }, page: server)
+        _ = try await feed.ensureValue()
+        queries.setOnline(false)
+        feed.fetchNextPage()
+        #expect(feed.current.phase == .paused(.offline))
+        #expect(try await feed.ensureValue().pages.count == 1, "fresh: returned at once")
+    }
+
+    @Test("a selection hears of a failed first load: its status and error follow the query")
+    func aSelection_hearsOfAFailure() async throws {
+        let queries = client()
+        let remote = LoaderSpy<Void, [Item]>(.failure(TestError()))
+        let query = list(queries, remote)
+        var iterator = query.snapshots(select: { $0.count }).makeAsyncIterator()
+        var last = await iterator.next()
+        while last?.status != .failed { last = await iterator.next() }
+        #expect(last?.lastError?.type == "TestError")
+        #expect(last?.value == nil)
+    }
+
+    @Test("a query dropped while the app went to the background learns it when it wakes")
+    func aDroppedQuery_learnsTheBackgroundWhenItWakes() async throws {
+        let queries = client()
+        let remote = LoaderSpy<Void, [Item]>(.success([itemA]))
+        let query = queries.query(["items"], policy: QueryPolicy(staleAfter: .seconds(3600), dropAfter: .seconds(1)), chain: remote)
+        try await query.fetch()
+        try await clock.waitForSleepers(matching: { $0.since.duration(to: $0.deadline) == .seconds(1) })
+        clock.advance(by: .seconds(1))
+        try await queries.waitForQueries(0)
+        queries.enteredBackground()
+        query.prefetch()   // used again: it wakes
+        #expect(query.state.withLock { $0.machine.isInForeground } == false)
+    }
+
+    @Test("an invalidation lets go of a value waiting for its query")
+    func anInvalidation_letsGoOfAWaitingValue() async throws {
+        let queries = client()
+        queries.setValue(for: ["user", 1], as: Item.self) { _ in itemA }
+        queries.invalidate(prefix: ["user"])
+        let user = queries.query(["user", 1], chain: LoaderSpy<Void, Item>(.success(itemB)))
+        #expect(user.current.value == nil)
+    }
+
     // MARK: intervals
 
     @Test("an interval that fires whatever the staleness refetches a fresh value, and pauses in the background")

@@ -314,6 +314,28 @@ struct QueryPagesBothWaysTests {
         return (feed, observing)
     }
 
+    @Test("one-way paging: every page maxPages let go from the front loads again, in turn")
+    func oneWayPaging_everyDroppedPageLoadsAgain() async throws {
+        let server = QueryPagesTests.FeedServer(pageCount: 6)
+        let queries = QueryClient(environment: clock.environment())
+        let feed = queries.pagedQuery(["feed"], paging: Paging(firstCursor: 0, maxPages: 2) { $0.next }, page: server)
+        let observing = Task { for await _ in feed.snapshots() {} }
+        defer { observing.cancel() }
+        try await feed.waitForObservers(1)
+        try await feed.settled()
+        for _ in 0..<3 {
+            feed.fetchNextPage()
+            try await feed.settled()
+        }
+        #expect(feed.current.value?.cursors == [2, 3])
+        for expected in [[1, 2], [0, 1]] {
+            feed.fetchPreviousPage()
+            try await feed.settled()
+            #expect(feed.current.value?.cursors == expected)
+        }
+        #expect(feed.current.value?.hasPreviousPage == false)
+    }
+
     @Test("fetchPreviousPage puts the page before the first in front, until the start")
     func previousPages_untilTheStart() async throws {
         let timeline = Timeline()

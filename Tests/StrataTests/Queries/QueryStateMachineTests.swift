@@ -422,6 +422,8 @@ struct QueryWorld {
     var stampBefore: UInt64 = 0
     var fetchersBefore = 0
     var staleBefore = false
+    /// Whether the step's restore point could be restored before it ran.
+    var restorable = false
 
     mutating func run(steps: Int) throws {
         for step in 0..<steps {
@@ -432,6 +434,7 @@ struct QueryWorld {
             fetchersBefore = machine.fetchers
             staleBefore = machine.isStale(now: now)
             var point = machine.restorePoint()
+            restorable = { if case .restored(let p) = event { machine.canRestore(p) } else { false } }()
             let actions = machine.handle(event, now: now)
             if case .valueSet = event {
                 point.stamp = machine.valueStamp
@@ -462,8 +465,7 @@ struct QueryWorld {
             }
             if machine.runningFlight != nil { throw fail("a load asked for before the value was set still runs") }
         case .restored(let point):
-            let applies = point.stamp == stampBefore
-            if applies {
+            if restorable {
                 if machine.shown?.value != point.value || machine.storedAt != point.storedAt { throw fail("a restore did not put back what was held") }
             } else if machine.valueStamp != stampBefore {
                 throw fail("a restore changed a value set or loaded after its set")
@@ -580,7 +582,7 @@ struct QueryWorld {
             writes[id]?.deliveredAt = now
         case .invalidated:
             invalidatedAt = now
-        case .restored(let point) where point.stamp == stampBefore:
+        case .restored(let point) where restorable:
             // Put back: the value may be older than the one set, and an invalidation it held stands again.
             shownStoredAt = point.storedAt
             if invalidatedAt == nil, let held = point.invalidatedAt { invalidatedAt = held }
@@ -787,6 +789,57 @@ struct QueryStateMachineDayTwoTests {
         _ = sut.handle(.loadSucceeded(flight: 2, QueryStateMachineTests.served(8, storedAt: now.addingTimeInterval(5))), now: now.addingTimeInterval(5))
         #expect(sut.handle(.restored(point), now: now.addingTimeInterval(6)).isEmpty)
         #expect(sut.snapshot(now: now).value == 8)
+    }
+
+    @Test func valuesSetOneOnAnother_comeOffWhole_whenRestoredInReverse_andTheFirstAloneIsRefused() {
+        var sut = Machine(configuration: QueryPolicy(staleAfter: .seconds(60)))
+        _ = sut.handle(.observerAdded, now: now)
+        _ = sut.handle(.loadSucceeded(flight: 1, QueryStateMachineTests.served(1, storedAt: now)), now: now)
+        func set(_ value: Int) -> QueryRestorePoint<Int> {
+            var point = sut.restorePoint()
+            _ = sut.handle(.valueSet(Served(value: value, provenance: .setLocally, events: [])), now: now)
+            point.stamp = sut.valueStamp
+            return point
+        }
+        let first = set(2)
+        let second = set(3)
+        // Forward: the first sits under the second, so it cannot come off first.
+        #expect(!sut.canRestore(first))
+        _ = sut.handle(.restored(second), now: now)
+        #expect(sut.snapshot(now: now).value == 2)
+        #expect(sut.canRestore(first))
+        _ = sut.handle(.restored(first), now: now)
+        #expect(sut.snapshot(now: now).value == 1)
+        #expect(!sut.canRestore(second) && !sut.canRestore(first), "a point restores once")
+    }
+
+    @Test func aRestoredStaleValue_isLoadedAgain_whenObserved() {
+        var sut = Machine(configuration: QueryPolicy(staleAfter: .seconds(60)))
+        _ = sut.handle(.observerAdded, now: now)
+        _ = sut.handle(.loadSucceeded(flight: 1, QueryStateMachineTests.served(1, storedAt: now.addingTimeInterval(-120))), now: now)
+        _ = sut.handle(.refetchRequested, now: now)
+        var point = sut.restorePoint()
+        #expect(sut.handle(.valueSet(Served(value: 7, provenance: .setLocally, events: [])), now: now).contains(.cancelLoad(flight: 2)))
+        point.stamp = sut.valueStamp
+        let restored = sut.handle(.restored(point), now: now)
+        #expect(restored.contains { if case .startLoad = $0 { true } else { false } }, "the abandoned load is asked for again")
+    }
+
+    @Test func disablingTheLastObserver_publishesTheAbandonedLoad() {
+        var sut = Machine(configuration: QueryPolicy(staleAfter: .seconds(60)))
+        _ = sut.handle(.observerAdded, now: now)
+        let actions = sut.handle(.observerEnabled(false), now: now)
+        #expect(actions.contains(.cancelLoad(flight: 1)) && actions.contains(.publish))
+        #expect(sut.snapshot(now: now).phase == .idle)
+    }
+
+    @Test func anIntervalTick_neverCutsAPageShort() {
+        var sut = Machine(configuration: QueryPolicy(staleAfter: .seconds(600), refetchInterval: .seconds(2), refetchIntervalWhenFresh: true))
+        _ = sut.handle(.observerAdded, now: now)
+        _ = sut.handle(.loadSucceeded(flight: 1, QueryStateMachineTests.served(1, storedAt: now)), now: now)
+        _ = sut.handle(.nextPageRequested, now: now)
+        #expect(sut.handle(.intervalElapsed, now: now.addingTimeInterval(2)).isEmpty)
+        #expect(sut.runningFlight == 2)
     }
 
     @Test func theInterval_firesWhateverTheStalenessWhenAskedTo_andPausesInTheBackground() {

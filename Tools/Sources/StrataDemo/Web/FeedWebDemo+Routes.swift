@@ -53,7 +53,7 @@ extension FeedWebDemo {
             let draft = try await request.decode(as: PostForm.self, context: context)
             let title = draft.title.trimmingCharacters(in: .whitespacesAndNewlines)
             guard (1...200).contains(title.count) else { throw HTTPError(.badRequest, message: "a title of 1 to 200 characters") }
-            self.startPost(title: title)
+            guard self.startPost(title: title) else { throw HTTPError(.serviceUnavailable, message: "the demo has stopped") }
             return Response(status: .accepted)
         }
         api.post("next-page") { request, context in

@@ -45,6 +45,8 @@ public final class FeedWebDemo: Sendable {
     /// query (the server, the network, the clock).
     private let changes = Locked<[UUID: AsyncStream<Void>.Continuation]>([:])
     private let tasks: Locked<[Task<Void, Never>]>
+    /// The posts the page started and not finished, and whether the demo stopped (no new one starts).
+    private let posts = Locked<(stopped: Bool, running: [UUID: Task<Void, Never>])>((false, [:]))
 
     /// The sample posts the server starts with: three pages of five.
     static let samplePosts = 12
@@ -91,8 +93,10 @@ public final class FeedWebDemo: Sendable {
         let postsURL = server.baseURL.appendingPathComponent("posts")
         posting = queries.mutation(
             // The row shows at once, marked "sending" (number 0: the server has not numbered it).
+            // Only on the newest page: a window scrolled past it shows the post once the server has it.
             optimistic: [.setting(["feed"], as: Feed.self) { pages, draft in
-                pages?.updatingPage(at: 0) { PostsPage(posts: [Post(id: 0, title: draft.title, body: draft.body)] + $0.posts, next: $0.next) }
+                guard let pages, pages.cursors.first == 1, !pages.pages.isEmpty else { return nil }
+                return pages.updatingPage(at: 0) { PostsPage(posts: [Post(id: 0, title: draft.title, body: draft.body)] + $0.posts, next: $0.next) }
             }],
             invalidates: [["feed"]],
             whenOffline: { draft in try await Self.enqueue(draft, to: postsURL, in: outbox) },
@@ -152,6 +156,12 @@ public final class FeedWebDemo: Sendable {
     /// Stops the feed, the outbox and the server, and removes the caches.
     public func stop() async {
         for task in tasks.withLock({ $0 }) { task.cancel() }
+        let posting = posts.withLock { posts in
+            posts.stopped = true
+            defer { posts.running = [:] }
+            return Array(posts.running.values)
+        }
+        for task in posting { task.cancel() }
         // Finished after the lock: a stream's `onTermination` (run inside `finish()`) takes it.
         let subscribers = changes.withLock { changes in
             defer { changes = [:] }
@@ -200,10 +210,22 @@ public final class FeedWebDemo: Sendable {
 
     /// Starts ``post(title:body:)`` without waiting for it (the page's "Post"): its progress and
     /// outcome reach the page with the feed's events.
-    func startPost(title: String) {
-        let task = Task { [self] in _ = try? await post(title: title) }
-        tasks.withLock { $0.append(task) }
-        changed()
+    ///
+    /// - Returns: `false` when the demo has stopped (nothing starts).
+    @discardableResult
+    func startPost(title: String) -> Bool {
+        let id = UUID()
+        let started = posts.withLock { posts -> Bool in
+            guard !posts.stopped else { return false }
+            // Started under the lock, so `stop()` cancels it; it takes itself out when done.
+            posts.running[id] = Task { [self] in
+                _ = try? await post(title: title)
+                _ = self.posts.withLock { $0.running.removeValue(forKey: id) }
+            }
+            return true
+        }
+        if started { changed() }
+        return started
     }
 
     /// Whether the server refuses posts with `422 Unprocessable Content` (the page's switch, as
