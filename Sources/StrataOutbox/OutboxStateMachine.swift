@@ -733,22 +733,26 @@ struct OutboxStateMachine: Sendable {
         records[id] = record
         tally(record, by: 1)
         guard record.phase.isQueued else { return }
-        var queue = queues[record.entry.scope, default: []]
+        // Changed in place: a copy taken out of the dictionary is shared with it, so inserting into
+        // it copied the whole queue on every enqueue (an enqueue cost more the longer the queue).
+        let scope = record.entry.scope
         // Almost always the end: writes are queued in sequence order.
-        var index = queue.endIndex
-        while index > queue.startIndex, let previous = records[queue[index - 1]], Outbox.deliveryOrder(record.entry, previous.entry) {
+        var index = queues[scope]?.endIndex ?? 0
+        while index > 0, let previousID = queues[scope]?[index - 1], let previous = records[previousID],
+              Outbox.deliveryOrder(record.entry, previous.entry) {
             index -= 1
         }
-        queue.insert(id, at: index)
-        queues[record.entry.scope] = queue
+        queues[scope, default: []].insert(id, at: index)
     }
 
     private mutating func remove(_ id: UUID) {
         guard let record = records.removeValue(forKey: id) else { return }
         tally(record, by: -1)
-        guard record.phase.isQueued, var queue = queues[record.entry.scope], let index = queue.firstIndex(of: id) else { return }
-        queue.remove(at: index)
-        queues[record.entry.scope] = queue.isEmpty ? nil : queue
+        let scope = record.entry.scope
+        guard record.phase.isQueued, let index = queues[scope]?.firstIndex(of: id) else { return }
+        // In place, as `insert`: no copy of the queue.
+        queues[scope]?.remove(at: index)
+        if queues[scope]?.isEmpty == true { queues[scope] = nil }
     }
 
     /// Replaces a record's entry and phase, keeping the queue (the sequence never changes here).
