@@ -66,7 +66,10 @@ struct FeedWebDemoTests {
         try await Self.withWebDemo { demo, base in
             try await demo.feed.settled()
             let before = (now: demo.now, reason: demo.feed.current.lastFetchReason)
-            let controls = ["api/network?online=false", "api/clock?advance=86400", "api/next-page", "api/refresh", "api/posts"]
+            let controls = [
+                "api/network?online=false", "api/clock?advance=86400", "api/next-page", "api/previous-page", "api/refresh", "api/posts",
+                "api/write-fault?status=422",
+            ]
             for control in controls {
                 let target = try #require(URL(string: base.absoluteString + "/" + control))
                 #expect(try await Self.post(target, token: nil, json: #"{"title":"x"}"#) == 403, "\(control) without a token")
@@ -81,7 +84,17 @@ struct FeedWebDemoTests {
             #expect(demo.feed.current.lastFetchReason == before.reason)
             #expect(demo.feed.current.value?.pages.count == 1)
             #expect(demo.server.requestCount(path: "/posts/pages/1") == 1, "no refresh ran")
+            #expect(demo.server.faults.writeFault == nil, "the server still accepts posts")
+            #expect(demo.posting.current.status == .idle, "no post was started")
+            #expect(demo.server.posts.count == 12, "the sample posts only")
             // With the token, bad input is a 400, not a change.
+            #expect(try await Self.post(URL(string: base.absoluteString + "/api/write-fault?status=500")!, token: demo.inspector.token) == 400)
+            #expect(demo.server.faults.writeFault == nil)
+            // A post far larger than a title: refused before it is decoded into anything, and nothing is posted.
+            let huge = #"{"title":""# + String(repeating: "x", count: 4 << 20) + #""}"#
+            let hugeStatus = try await Self.post(base.appendingPathComponent("api/posts"), token: demo.inspector.token, json: huge)
+            #expect(hugeStatus == 400 || hugeStatus == 413, "a 4 MB title: \(hugeStatus)")
+            #expect(demo.posting.current.status == .idle)
             #expect(try await Self.post(URL(string: base.absoluteString + "/api/clock?advance=soon")!, token: demo.inspector.token) == 400)
             #expect(try await Self.post(base.appendingPathComponent("api/posts"), token: demo.inspector.token, json: #"{"title":"   "}"#) == 400)
             #expect(try await demo.outbox.entries().isEmpty)
