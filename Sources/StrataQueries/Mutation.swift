@@ -165,7 +165,7 @@ public final class Mutation<Variables: Sendable, Output: Sendable>: Sendable {
                 return queue.take()
             })
         }
-        hand(batch)
+        DeliveryQueue.hand(batch, thenWhatIsQueuedIn: deliveries)
         return id
     }
 
@@ -189,17 +189,10 @@ public final class Mutation<Variables: Sendable, Output: Sendable>: Sendable {
                 return queue.take()
             })
         }
-        hand(batch)
+        DeliveryQueue.hand(batch, thenWhatIsQueuedIn: deliveries)
         return call
     }
 
-    private func hand(_ first: DeliveryQueue.Batch) {
-        var batch = first
-        while !batch.isEmpty {
-            batch.run()
-            batch = deliveries.withLock { $0.takeNext() }
-        }
-    }
 }
 
 extension QueryClient {

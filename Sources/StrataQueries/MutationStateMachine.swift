@@ -41,25 +41,19 @@ package struct MutationStateMachine<Variables: Sendable, Output: Sendable>: Send
                 status: .pending, error: nil, queued: nil, submittedAt: at, failureCount: failures, variables: variables, data: nil)
             return true
         case .succeeded(let call, let output):
-            guard call == shownCall, snapshot.status == .pending else { return false }
-            failures = 0
+            guard end(call, failed: false) else { return false }
             snapshot.status = .succeeded
             snapshot.data = output
-            snapshot.failureCount = 0
             return true
         case .failed(let call, let error):
-            guard call == shownCall, snapshot.status == .pending else { return false }
-            failures += 1
+            guard end(call, failed: true) else { return false }
             snapshot.status = .failed
             snapshot.error = error
-            snapshot.failureCount = failures
             return true
         case .queued(let call, let entry):
-            guard call == shownCall, snapshot.status == .pending else { return false }
-            failures = 0
+            guard end(call, failed: false) else { return false }
             snapshot.status = .queued
             snapshot.queued = entry
-            snapshot.failureCount = 0
             return true
         case .reset:
             // Calls not ended go on; their outcomes are not shown (a call is numbered and started
@@ -70,6 +64,15 @@ package struct MutationStateMachine<Variables: Sendable, Output: Sendable>: Send
             shownCall = nil
             return changed
         }
+    }
+
+    /// Whether `call`'s outcome is shown (it is the latest call, still pending); if so, counts the
+    /// failures in a row.
+    private mutating func end(_ call: UInt64, failed: Bool) -> Bool {
+        guard call == shownCall, snapshot.status == .pending else { return false }
+        failures = failed ? failures + 1 : 0
+        snapshot.failureCount = failures
+        return true
     }
 }
 

@@ -332,11 +332,7 @@ public final class Query<Value: Sendable & Equatable>: Sendable {
     /// Hands `first` to their observers, outside the lock, then whatever was queued meanwhile,
     /// until nothing is left.
     private func deliver(_ first: DeliveryQueue.Batch) {
-        var batch = first
-        while !batch.isEmpty {
-            batch.run()
-            batch = deliveries.withLock { $0.takeNext() }
-        }
+        DeliveryQueue.hand(first, thenWhatIsQueuedIn: deliveries)
     }
 
     /// One step, under the lock: `event` and what follows from it.
@@ -767,6 +763,16 @@ struct DeliveryQueue: Sendable {
         delivering = true
         defer { pending = Batch() }
         return pending
+    }
+
+    /// Runs `first` (taken with `take()`), then what is queued in `queue` meanwhile, until nothing
+    /// is left: the handing-over thread's turn (a query's publishes, a mutation's changes).
+    static func hand(_ first: Batch, thenWhatIsQueuedIn queue: Locked<DeliveryQueue>) {
+        var batch = first
+        while !batch.isEmpty {
+            batch.run()
+            batch = queue.withLock { $0.takeNext() }
+        }
     }
 
     /// For the thread handing over: what was queued meanwhile, or nothing (its turn ends).

@@ -51,7 +51,7 @@ enum ServerTargets {
     // MARK: The web demo and the inspector
 
     static let webDemoPaths = [
-        "/", "/api/feed", "/api/network", "/api/clock", "/api/posts", "/api/next-page", "/api/refresh", "/api/events", "/api/",
+        "/", "/api/feed", "/api/network", "/api/clock", "/api/posts", "/api/next-page", "/api/previous-page", "/api/write-fault", "/api/refresh", "/api/events", "/api/",
     ]
     static let inspectorPaths = [
         "/inspector", "/inspector/api/state", "/inspector/api/export", "/inspector/api/network",
