@@ -55,6 +55,16 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
         try await BlockingIOPool.shared.run { () throws(StoreError) in try self.saveNow(entry) }
     }
 
+    /// Writes every entry as ``save(_:)`` writes one, with one flush of the directory for all of
+    /// them (the outbox's group commit).
+    public func save(contentsOf entries: [OutboxEntry]) async throws {
+        guard entries.count > 1 else {
+            if let entry = entries.first { try await save(entry) }
+            return
+        }
+        try await BlockingIOPool.shared.run { () throws(StoreError) in try self.saveNow(contentsOf: entries) }
+    }
+
     public func remove(_ id: UUID) async throws {
         try await BlockingIOPool.shared.run { () throws(StoreError) in
             do {
@@ -104,6 +114,23 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
             try POSIXFile.writeAtomically(bytes, to: target, via: temporary, mode: 0o600, sync: true)
         } catch {
             throw failure(.insert, entry.id, error)
+        }
+    }
+
+    private func saveNow(contentsOf entries: [OutboxEntry]) throws(StoreError) {
+        var current: UUID?
+        do {
+            try POSIXFile.createDirectory(directory.path, mode: 0o700)
+            let files = try entries.map { entry in
+                current = entry.id
+                return (
+                    data: try Self.encode(entry), path: path(for: entry.id),
+                    temporaryPath: directory.appendingPathComponent(".tmp-\(UUID().uuidString.lowercased())").path)
+            }
+            current = nil
+            try POSIXFile.writeAtomically(files, in: directory.path, mode: 0o600)
+        } catch {
+            throw failure(.insert, current ?? entries.first?.id, error)
         }
     }
 

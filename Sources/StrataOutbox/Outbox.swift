@@ -54,6 +54,8 @@ public final class Outbox: Sendable, CustomStringConvertible {
     let handlerDeadline: Duration?
     let metrics: OutboxMetrics
     let state: Locked<State>
+    /// Saves the writes queued while another is being saved together (``OutboxStorage/save(contentsOf:)``).
+    let groupCommit: OutboxGroupCommit
     /// This outbox, as the other processes sharing its storage see it.
     let claimant = OutboxClaimant.thisProcess()
     /// How long a claim on a scope lasts unless renewed (before each attempt): longer than one
@@ -122,6 +124,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
         precondition(maxConcurrentScopes > 0, "maxConcurrentScopes must be positive")
         precondition(handlerDeadline.map { $0 > .zero } ?? true, "handlerDeadline must be positive")
         self.storage = storage
+        self.groupCommit = OutboxGroupCommit(storage: storage)
         self.name = name
         self.environment = environment
         self.retryPolicy = retry
@@ -191,7 +194,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
                 return try await settle(entry, saveError: nil)
             case .save(let entry):
                 do {
-                    try await storage.save(entry)
+                    try await groupCommit.save(entry)
                 } catch {
                     metrics.storageFailures.increment()
                     return try await settle(entry, saveError: error)

@@ -9,6 +9,10 @@ import Foundation
 /// - `save(_:)` is durable and atomic: when it returns, the entry survives a crash or power loss,
 ///   and a crash during it leaves either the previous version of the entry or the new one, never a
 ///   torn mix. A failed save leaves the previous version.
+/// - `save(contentsOf:)` saves several entries as `save(_:)` saves one: when it returns, every one of
+///   them is durable. It is how the ``Outbox`` group-commits the writes queued while another save is
+///   on its way to disk, so a storage should make it one flush or one transaction. When it throws,
+///   each entry is either stored or not (the outbox reads each back), each one whole.
 /// - `remove(_:)` of a missing id succeeds.
 /// - A save of an entry exactly as already stored (a retried save) leaves one entry, unchanged.
 /// - `loadAll()` returns every entry saved and not removed, in any order. An entry it cannot read
@@ -38,6 +42,9 @@ public protocol OutboxStorage: Sendable {
     func loadAll() async throws -> [OutboxEntry]
     /// Inserts `entry`, or replaces the entry with its id.
     func save(_ entry: OutboxEntry) async throws
+    /// Inserts or replaces every entry of `entries` (distinct ids), durably when it returns: one
+    /// flush or one transaction for all of them. The default saves them one by one.
+    func save(contentsOf entries: [OutboxEntry]) async throws
     /// Removes the entry with `id`; succeeds when there is none.
     func remove(_ id: UUID) async throws
     /// The entry with `id` as stored now, or `nil` when there is none. The ``Outbox`` reads an entry
@@ -68,6 +75,10 @@ public protocol OutboxStorage: Sendable {
 extension OutboxStorage {
     public func entry(_ id: UUID) async throws -> OutboxEntry? {
         try await loadAll().first { $0.id == id }
+    }
+
+    public func save(contentsOf entries: [OutboxEntry]) async throws {
+        for entry in entries { try await save(entry) }
     }
 
     public var isSharedByProcesses: Bool { false }

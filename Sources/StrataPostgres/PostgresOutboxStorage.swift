@@ -245,21 +245,54 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
         } catch {
             throw StoreError(store: description, operation: .insert, key: entry.idempotencyKey, reason: "entry does not encode: \(error)", underlying: error)
         }
+        try await connections.perform(.insert, key: entry.idempotencyKey) { [table] connection, logger in
+            try await Self.upsert(entry, encoded: encoded, into: table, on: connection, logger: logger)
+        }
+    }
+
+    /// Inserts or replaces every entry of `entries` in one transaction: one commit, one flush of
+    /// the server's log, for all of them (the outbox's group commit).
+    /// - Throws: `StoreError` (`.insert`) when an entry does not encode, the database is unreachable
+    ///   or a statement fails; no row is then changed.
+    @concurrent
+    public func save(contentsOf entries: [OutboxEntry]) async throws {
+        guard entries.count > 1 else {
+            if let entry = entries.first { try await save(entry) }
+            return
+        }
+        var rows: [(OutboxEntry, Data)] = []
+        for entry in entries {
+            do {
+                rows.append((entry, try entry.encodedForStorage()))
+            } catch {
+                throw StoreError(store: description, operation: .insert, key: entry.idempotencyKey, reason: "entry does not encode: \(error)", underlying: error)
+            }
+        }
+        try await connections.perform(.insert, key: entries[0].idempotencyKey) { [table, rows] connection, logger in
+            try await connection.transactionUnlessClosed(logger: logger) { connection in
+                for (entry, encoded) in rows {
+                    try await Self.upsert(entry, encoded: encoded, into: table, on: connection, logger: logger)
+                }
+            }
+        }
+    }
+
+    private static func upsert(
+        _ entry: OutboxEntry, encoded: Data, into table: String, on connection: PostgresConnection, logger: Logger
+    ) async throws {
         let sequence = Int64(clamping: entry.sequence)
         let attempts = Int64(entry.attempts)
         let state = entry.isPending ? "pending" : "parked"
-        try await connections.perform(.insert, key: entry.idempotencyKey) { [table] connection, logger in
-            try await PostgresStore<Data>.drain(connection.queryUnlessClosed("""
-                INSERT INTO "\(unescaped: table)"
-                    (id, sequence, scope, kind, state, attempts, created_at, next_attempt_at, entry, updated_at)
-                VALUES (\(entry.id), \(sequence), \(entry.scope), \(entry.kind), \(state), \(attempts),
-                        \(entry.createdAt), \(entry.nextAttemptAt), \(encoded), now())
-                ON CONFLICT (id) DO UPDATE SET
-                    sequence = EXCLUDED.sequence, scope = EXCLUDED.scope, kind = EXCLUDED.kind,
-                    state = EXCLUDED.state, attempts = EXCLUDED.attempts, created_at = EXCLUDED.created_at,
-                    next_attempt_at = EXCLUDED.next_attempt_at, entry = EXCLUDED.entry, updated_at = EXCLUDED.updated_at
-                """, logger: logger))
-        }
+        try await PostgresStore<Data>.drain(connection.queryUnlessClosed("""
+            INSERT INTO "\(unescaped: table)"
+                (id, sequence, scope, kind, state, attempts, created_at, next_attempt_at, entry, updated_at)
+            VALUES (\(entry.id), \(sequence), \(entry.scope), \(entry.kind), \(state), \(attempts),
+                    \(entry.createdAt), \(entry.nextAttemptAt), \(encoded), now())
+            ON CONFLICT (id) DO UPDATE SET
+                sequence = EXCLUDED.sequence, scope = EXCLUDED.scope, kind = EXCLUDED.kind,
+                state = EXCLUDED.state, attempts = EXCLUDED.attempts, created_at = EXCLUDED.created_at,
+                next_attempt_at = EXCLUDED.next_attempt_at, entry = EXCLUDED.entry, updated_at = EXCLUDED.updated_at
+            """, logger: logger))
     }
 
     /// Removes the row with `id`; succeeds when there is none.

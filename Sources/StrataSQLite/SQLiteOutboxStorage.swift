@@ -40,6 +40,9 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
     public let path: String
     private let writer: any DatabaseWriter
     private let logger: Logger
+    /// The file is one this storage opened itself (WAL, `synchronous = FULL`), so a sequence can be
+    /// committed without a flush of its own (see ``nextSequence(after:)``).
+    private let opensOwnFile: Bool
 
     /// Opens (creating if needed) the database at `path` and its outbox table.
     /// - Parameters:
@@ -69,17 +72,24 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
         var configuration = Configuration()
         configuration.label = "strata.sqliteoutbox"
         configuration.busyMode = .timeout(busyTimeout / .seconds(1))
-        // WAL's default (NORMAL) may lose the last commits on power loss; a queued write must not.
-        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         let pool: DatabasePool
         do {
             pool = try SQLiteDatabaseFile.openPool(path: path, configuration: configuration)
+            // WAL's usual level (NORMAL) may lose the last commits on power loss; a queued write
+            // must not. Set on the writer after the pool is open: GRDB sets NORMAL when it turns
+            // WAL on, after `prepareDatabase` has run, so a level set there does not last.
+            try pool.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA synchronous = FULL")
+                guard try Int.fetchOne(db, sql: "PRAGMA synchronous") == 2 else {
+                    throw DatabaseError(message: "PRAGMA synchronous = FULL did not take")
+                }
+            }
         } catch {
             throw StoreError(
                 store: description, operation: .open, key: nil,
                 reason: "not a usable SQLite database: \(SQLiteDatabaseFile.reason(for: error))", underlying: error)
         }
-        try self.init(writer: pool, path: path, logger: logger)
+        try self.init(writer: pool, path: path, logger: logger, opensOwnFile: true)
     }
 
     /// Opens (creating if needed) the database at the file URL `path` and its outbox table, as the
@@ -97,18 +107,31 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
     /// (`strata.outbox.v1`, recorded in GRDB's `grdb_migrations` beside the application's).
     ///
     /// Durability is the database's: use WAL (a `DatabasePool`) with `synchronous = FULL`, or the
-    /// default rollback journal, for a queued write to survive power loss.
+    /// default rollback journal, for a queued write to survive power loss. A `DatabasePool` sets
+    /// `synchronous = NORMAL` on its writer when it turns WAL on, after `prepareDatabase` has run:
+    /// set FULL on the writer once the pool is open (`pool.writeWithoutTransaction { try
+    /// $0.execute(sql: "PRAGMA synchronous = FULL") }`). The storage logs a warning when it finds a
+    /// WAL database below FULL.
     /// - Parameters:
     ///   - database: the application's queue or pool; the storage never closes it.
     ///   - logger: where unreadable entries are reported.
     /// - Throws: `StoreError` with operation `.open` when the tables cannot be created, or tables of
     ///   the same names exist that this storage did not create.
     public convenience init(database: any DatabaseWriter, logger: Logger = Logger(label: "strata.sqliteoutbox")) throws {
-        try self.init(writer: database, path: database.path, logger: logger)
+        try self.init(writer: database, path: database.path, logger: logger, opensOwnFile: false)
+        let levels = try? database.writeWithoutTransaction { db in
+            (try String.fetchOne(db, sql: "PRAGMA journal_mode"), try Int.fetchOne(db, sql: "PRAGMA synchronous"))
+        }
+        if let (mode, level) = levels, mode?.lowercased() == "wal", let level, level < 2 {
+            logger.warning(
+                "the outbox's database is in WAL mode with synchronous below FULL: a queued write may be lost on power loss",
+                metadata: ["outbox.storage": "\(description)", "sqlite.synchronous": "\(level)"])
+        }
     }
 
-    private init(writer: any DatabaseWriter, path: String, logger: Logger) throws {
+    private init(writer: any DatabaseWriter, path: String, logger: Logger, opensOwnFile: Bool) throws {
         self.writer = writer
+        self.opensOwnFile = opensOwnFile
         self.path = path
         self.logger = logger
         do {
@@ -126,6 +149,11 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
     public var description: String { Self.describe(path) }
 
     private static func describe(_ path: String) -> String { "SQLiteOutboxStorage(\(path))" }
+
+    /// The writer connection's `PRAGMA synchronous` level (2 is FULL): what a commit flushes.
+    package func synchronousLevel() async throws -> Int {
+        try await writer.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
+    }
 
     // MARK: OutboxStorage
 
@@ -191,24 +219,50 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
     ///   previous version of the row is then intact.
     @concurrent
     public func save(_ entry: OutboxEntry) async throws {
-        let key = entry.idempotencyKey
-        let encoded: Data
-        do {
-            encoded = try entry.encodedForStorage()
-        } catch {
-            throw StoreError(store: description, operation: .insert, key: key, reason: "entry does not encode: \(error)", underlying: error)
-        }
-        let arguments: StatementArguments = [
-            key, Int64(clamping: entry.sequence), entry.scope, entry.kind, entry.isPending ? "pending" : "parked",
-            entry.attempts, entry.createdAt.timeIntervalSince1970, entry.nextAttemptAt.timeIntervalSince1970, encoded,
-        ]
+        let arguments = try Self.arguments(entry, store: description)
         do {
             try await writer.write { db in
                 try db.cachedStatement(sql: Self.upsertSQL).execute(arguments: arguments)
             }
         } catch {
-            throw failure(.insert, key, error)
+            throw failure(.insert, entry.idempotencyKey, error)
         }
+    }
+
+    /// Inserts or replaces every entry of `entries` in one transaction: one commit, and one flush
+    /// of the log, for all of them (the outbox's group commit).
+    /// - Throws: `StoreError` (`.insert`) when an entry does not encode or the write fails; no row
+    ///   is then changed.
+    @concurrent
+    public func save(contentsOf entries: [OutboxEntry]) async throws {
+        guard entries.count > 1 else {
+            if let entry = entries.first { try await save(entry) }
+            return
+        }
+        let rows = try entries.map { try Self.arguments($0, store: description) }
+        do {
+            try await writer.write { db in
+                let statement = try db.cachedStatement(sql: Self.upsertSQL)
+                for row in rows { try statement.execute(arguments: row) }
+            }
+        } catch {
+            throw failure(.insert, entries.first?.idempotencyKey, error)
+        }
+    }
+
+    /// The upsert's arguments for `entry`.
+    private static func arguments(_ entry: OutboxEntry, store: String) throws -> StatementArguments {
+        let key = entry.idempotencyKey
+        let encoded: Data
+        do {
+            encoded = try entry.encodedForStorage()
+        } catch {
+            throw StoreError(store: store, operation: .insert, key: key, reason: "entry does not encode: \(error)", underlying: error)
+        }
+        return [
+            key, Int64(clamping: entry.sequence), entry.scope, entry.kind, entry.isPending ? "pending" : "parked",
+            entry.attempts, entry.createdAt.timeIntervalSince1970, entry.nextAttemptAt.timeIntervalSince1970, encoded,
+        ]
     }
 
     /// Removes the row with `id`; succeeds when there is none.
@@ -285,21 +339,52 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
     }
 
     /// The next sequence, from `strata_outbox_sequence`, in one write transaction.
+    ///
+    /// On a file this storage opened (WAL), that transaction commits with `synchronous = NORMAL`: no
+    /// flush of its own. The WAL is one file written in order, so the flush of any later commit
+    /// (the save of the write this sequence numbers, in this process or another) makes it durable
+    /// too. Power lost before such a flush can lose the number, and then nothing used it: the
+    /// write it numbered was not acknowledged, and no later number was issued durably. A process
+    /// killed loses nothing (the commit is in the operating system's cache). On a database the
+    /// application opened, the commit is the database's own.
     @concurrent
     public func nextSequence(after: UInt64) async throws -> UInt64 {
         let floor = Int64(clamping: after)
+        let issue = { @Sendable (db: Database) throws -> Int64 in
+            try db.cachedStatement(sql: Self.nextSequenceSQL).execute(arguments: [floor &+ 1, floor])
+            return try Int64.fetchOne(db.cachedStatement(sql: Self.sequenceSQL)) ?? floor &+ 1
+        }
         do {
-            let value = try await writer.write { db -> Int64 in
-                try db.execute(
-                    sql: "INSERT INTO \(SQLiteOutboxSchema.sequence) (id, value) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET value = max(value, ?) + 1",
-                    arguments: [floor &+ 1, floor])
-                return try Int64.fetchOne(db, sql: "SELECT value FROM \(SQLiteOutboxSchema.sequence) WHERE id = 1") ?? floor &+ 1
+            let value: Int64
+            if opensOwnFile {
+                value = try await writer.writeWithoutTransaction { db -> Int64 in
+                    // Setting the level outside a transaction cannot fail; it is restored on every path.
+                    try db.execute(sql: "PRAGMA synchronous = NORMAL")
+                    var value: Int64 = 0
+                    do {
+                        try db.inTransaction(.immediate) {
+                            value = try issue(db)
+                            return .commit
+                        }
+                    } catch {
+                        try? db.execute(sql: "PRAGMA synchronous = FULL")
+                        throw error
+                    }
+                    try db.execute(sql: "PRAGMA synchronous = FULL")
+                    return value
+                }
+            } else {
+                value = try await writer.write(issue)
             }
             return UInt64(max(value, 1))
         } catch {
             throw failure(.insert, nil, error)
         }
     }
+
+    private static let nextSequenceSQL =
+        "INSERT INTO \(SQLiteOutboxSchema.sequence) (id, value) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET value = max(value, ?) + 1"
+    private static let sequenceSQL = "SELECT value FROM \(SQLiteOutboxSchema.sequence) WHERE id = 1"
 
     /// The last sequence given, from `strata_outbox_sequence`.
     @concurrent

@@ -35,6 +35,10 @@ public enum OutboxStorageContractCase: String, CaseIterable, Sendable, CustomStr
     case manyEntriesRoundTrip
     /// Many tasks saving distinct entries at once: every entry comes back, none lost or torn.
     case concurrentSavesLoseNothing
+    /// `save(contentsOf:)` (the outbox's group commit) stores every entry of the batch, each
+    /// exactly as saved, replacing one already stored and leaving the others alone; a batch of one
+    /// and an empty batch work too.
+    case savingABatchStoresEveryEntry
     /// A second storage object on the same location sees the first one's saves, replacements and
     /// removals, and the first sees the second's.
     case secondInstanceSeesSavesAndRemovals
@@ -302,6 +306,27 @@ public struct OutboxStorageContract<S: OutboxStorage>: Sendable {
                 try await check.load(storage, "after \(entries.count) concurrent saves"), entries,
                 "loadAll after \(entries.count) concurrent saves of distinct entries")
 
+        case .savingABatchStoresEveryEntry:
+            let (stored, untouched) = (samples[0], samples[1])
+            try await check.save(storage, stored)
+            try await check.save(storage, untouched)
+            var replaced = stored
+            replaced.attempts = 4
+            replaced.payload = Data("replaced in a batch".utf8)
+            let batch = [replaced] + (0..<concurrentSaves).map { Self.entry(number: 2_000 + $0) }
+            try await check.saveBatch(storage, batch, "of \(batch.count) entries, one of them already stored")
+            try check.same(
+                try await check.load(storage, "after a batch"), (batch + [untouched]).sorted { $0.id.uuidString < $1.id.uuidString },
+                "loadAll after a batch of \(batch.count) entries")
+            try check.same(try await check.entry(storage, replaced.id, "after a batch replaced it"), replaced, "entry(_:) of an entry a batch replaced")
+            let single = Self.entry(number: 3_000)
+            try await check.saveBatch(storage, [single], "of one entry")
+            try await check.saveBatch(storage, [], "of no entry")
+            try check.same(try await check.entry(storage, single.id, "after a batch of one"), single, "entry(_:) after a batch of one")
+            try check.same(
+                try await check.load(storage, "after a batch of one and an empty batch"), batch + [untouched, single],
+                "loadAll after a batch of one and an empty batch")
+
         case .secondInstanceSeesSavesAndRemovals:
             let reopen = try check.hook(reopen, "reopen")
             let other = try await reopen(storage)
@@ -427,6 +452,10 @@ public struct OutboxStorageContract<S: OutboxStorage>: Sendable {
 
         func save(_ storage: S, _ entry: OutboxEntry, _ context: String = "") async throws {
             do { try await storage.save(entry) } catch { throw fail("save of \(entry.id) \(context) threw \(error)") }
+        }
+
+        func saveBatch(_ storage: S, _ entries: [OutboxEntry], _ context: String) async throws {
+            do { try await storage.save(contentsOf: entries) } catch { throw fail("save(contentsOf:) \(context) threw \(error)") }
         }
 
         func remove(_ storage: S, _ id: UUID) async throws {

@@ -34,6 +34,7 @@ let scenarios = [
     "query-publish-1", "query-publish-10", "query-publish-1000",
     "query-publish-1-baseline", "query-publish-10-baseline", "query-publish-1000-baseline",
     "outbox-shared-files", "main-selection-read", "mutation-rollback", "mutation-rollback-unobserved", "outbox-enqueue-memory",
+    "outbox-enqueue-files", "outbox-enqueue-files-baseline", "outbox-enqueue-files-concurrent", "outbox-enqueue-sqlite-concurrent",
 ] + Scenarios.PassThrough.allCases.map { "pass-\($0.rawValue)" }
 let arguments = CommandLine.arguments
 guard arguments.count == 3, scenarios.contains(arguments[1]), let iterations = Int(arguments[2]), iterations > 0 else {
@@ -331,6 +332,27 @@ func run() async throws {
         var request = HTTPRequest(method: .post, url: URL(string: "https://api.example.com/posts")!)
         request.headerFields[.contentType] = "application/json"
         for _ in 0..<iterations { try await outbox.enqueue(request, body: body) }
+    case "outbox-enqueue-files", "outbox-enqueue-files-concurrent", "outbox-enqueue-sqlite-concurrent":
+        // One at a time (`-files`), or 100 callers at once each round (`-concurrent`): group commit.
+        let body = Data(#"{"title":"Offline post","body":"Written on a train, sent later."}"#.utf8)
+        let storage: any OutboxStorage = scenario.hasSuffix("sqlite-concurrent")
+            ? try SQLiteOutboxStorage(path: directory.appendingPathComponent("outbox.sqlite").path)
+            : FileOutboxStorage(directory: directory.appendingPathComponent("outbox"))
+        let outbox = Outbox(storage: storage, name: "probe")
+        outbox.connectivityChanged(isOnline: false)
+        _ = try await outbox.entries()
+        var request = HTTPRequest(method: .post, url: URL(string: "https://api.example.com/posts")!)
+        request.headerFields[.contentType] = "application/json"
+        if scenario.hasSuffix("-concurrent") {
+            let post = request
+            try await Scenarios.concurrently(iterations, by: 100) { try await outbox.enqueue(post, body: body) }
+        } else {
+            for _ in 0..<iterations { try await outbox.enqueue(request, body: body) }
+        }
+    case "outbox-enqueue-files-baseline":
+        let bytes = Data(repeating: 0x61, count: 600)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        for index in 0..<iterations { try bytes.write(to: directory.appendingPathComponent("\(index)"), options: .atomic) }
     case "outbox-enqueue-sqlite-baseline":
         let body = Data(#"{"title":"Offline post","body":"Written on a train, sent later."}"#.utf8)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

@@ -28,8 +28,10 @@ public enum RawOutboxTable {
     public static func open(path: String) throws -> DatabasePool {
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
-        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         let pool = try DatabasePool(path: path, configuration: configuration)
+        // After opening, as the storage does: GRDB turns WAL on with `synchronous = NORMAL` after
+        // `prepareDatabase` runs, which would make the baseline skip the flush of each commit.
+        try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         try pool.write { db in try db.execute(sql: create) }
         return pool
     }

@@ -87,6 +87,22 @@ public enum Scenarios {
         Logger(label: label, factory: { _ in DroppingLogHandler() })
     }
 
+    /// Runs `body` `count` times, `width` calls at a time (a task each, all started before any is
+    /// awaited): a burst of concurrent callers, round after round.
+    public static func concurrently(
+        _ count: Int, by width: Int, _ body: @escaping @Sendable () async throws -> Void
+    ) async throws {
+        var done = 0
+        while done < count {
+            let round = min(width, count - done)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<round { group.addTask { try await body() } }
+                try await group.waitForAll()
+            }
+            done += round
+        }
+    }
+
     /// Runs `body` `count` times on the main actor: the loop of the main-actor scenarios, so each
     /// load is awaited by main-actor code, as a view model's is.
     @MainActor

@@ -60,6 +60,47 @@ package enum POSIXFile {
         try commit(temporaryPath, to: path, sync: sync)
     }
 
+    /// Writes each file of `files` as ``writeAtomically(_:to:via:mode:sync:)`` writes one, with one
+    /// directory flush for all of them: every temporary file is written, then each is flushed,
+    /// then each is renamed into place, then the directory (`directory`, which holds them all) is
+    /// flushed once. When it returns, every file is durable; when it throws, each target holds its
+    /// previous version or its new one, whole, and no temporary file is left.
+    package static func writeAtomically(
+        _ files: [(data: Data, path: String, temporaryPath: String)], in directory: String, mode: mode_t
+    ) throws {
+        var descriptors: [Int32] = []
+        var renamed = 0
+        defer {
+            for fd in descriptors { close(fd) }
+            for file in files[renamed..<descriptors.count] { unlink(file.temporaryPath) }
+        }
+        for file in files {
+            let fd = open(file.temporaryPath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode)
+            guard fd >= 0 else { throw Failure(call: "open", path: file.temporaryPath, code: errno) }
+            descriptors.append(fd)
+            try writeAll(file.data, to: fd, path: file.temporaryPath)
+        }
+        // Flushed side by side: the file system's journal commits the flushes that wait together
+        // as one, where flushing one after another pays a journal commit each.
+        let failures = Locked<[Failure]>([])
+        let opened = descriptors
+        DispatchQueue.concurrentPerform(iterations: opened.count) { index in
+            if fsync(opened[index]) != 0 {
+                let failure = Failure(call: "fsync", path: files[index].temporaryPath, code: errno)
+                failures.withLock { $0.append(failure) }
+            }
+        }
+        if let failure = failures.withLock({ $0.first }) { throw failure }
+        for file in files {
+            guard rename(file.temporaryPath, file.path) == 0 else { throw Failure(call: "rename", path: file.path, code: errno) }
+            renamed += 1
+        }
+        let fd = open(directory, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw Failure(call: "open", path: directory, code: errno) }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else { throw Failure(call: "fsync", path: directory, code: errno) }
+    }
+
     /// Writes `data` to a new file at `temporaryPath` (mode `mode`, never following or replacing an
     /// existing file) and flushes it when `sync`; on failure nothing is left at `temporaryPath`.
     package static func writeNew(_ data: Data, at temporaryPath: String, mode: mode_t, sync: Bool) throws {

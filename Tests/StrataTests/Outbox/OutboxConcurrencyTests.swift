@@ -92,19 +92,22 @@ struct OutboxConcurrencyTests {
         server.requests.map { String(decoding: $0.body ?? Data(), as: UTF8.self) }
     }
 
-    @Test("two concurrent enqueues of one scope whose saves finish in the other order deliver in queue order, now and after a relaunch")
+    @Test("two concurrent enqueues of one scope: the second, queued while the first's save is open, waits for it and delivers after it, now and after a relaunch")
     func concurrentEnqueuesKeepTheirOrder() async throws {
         let (fixture, storage, outbox) = try Self.fixture()
         let (request, _) = OutboxFixture.post("/posts/1")
         storage.set { $0.holdSave = { FaultyOutboxStorage.body($0) == "A" } }
         let first = Task { try await outbox.enqueue(request, body: Data("A".utf8)) }
         await storage.saveGate.waitForWaiters()
-        let second = try await outbox.enqueue(request, body: Data("B".utf8))
+        // B is queued (it has its place and sequence) and waits for the next commit (group commit).
+        let secondCall = Task { try await outbox.enqueue(request, body: Data("B".utf8)) }
+        try await outbox.groupCommit.waitUntilPending(1)
         #expect(try await outbox.drain() == OutboxDrainReport(), "B waits behind A, whose save is still open")
         #expect(fixture.server.requests.isEmpty)
 
         // A relaunch reads them in sequence order too.
         storage.saveGate.open()
+        let second = try await secondCall.value
         let firstEntry = try await first.value
         #expect(firstEntry.sequence < second.sequence)
         let relaunched = try await FileOutboxStorage(directory: fixture.directory.url).loadAll().sorted(by: Outbox.deliveryOrder)
