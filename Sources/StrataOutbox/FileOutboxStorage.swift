@@ -65,13 +65,34 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
         try await BlockingIOPool.shared.run { () throws(StoreError) in try self.saveNow(contentsOf: entries) }
     }
 
+    /// Writes the entry's new version to a flushed temporary file and renames it into place
+    /// without flushing the directory: a killed process leaves the old version or the new one,
+    /// whole, and a power failure at worst the old one (the write is then sent once more).
+    public func saveAttempt(_ entry: OutboxEntry) async throws {
+        try await BlockingIOPool.shared.run { () throws(StoreError) in try self.saveNow(entry, flushDirectory: false) }
+    }
+
+    /// Removes the entry's file and flushes the directory: a discarded write stays gone after a
+    /// power failure.
     public func remove(_ id: UUID) async throws {
+        try await removeNow(id, flushDirectory: true)
+    }
+
+    /// Removes a delivered write's file without flushing the directory: should a power failure
+    /// bring it back, it is sent again with its idempotency key.
+    public func removeDelivered(_ id: UUID) async throws {
+        try await removeNow(id, flushDirectory: false)
+    }
+
+    private func removeNow(_ id: UUID, flushDirectory: Bool) async throws {
         try await BlockingIOPool.shared.run { () throws(StoreError) in
+            let path = self.path(for: id)
             do {
-                try POSIXFile.remove(self.path(for: id))
+                try POSIXFile.remove(path)
             } catch {
                 throw self.failure(.delete, id, error)
             }
+            if flushDirectory { POSIXFile.syncDirectory(containing: path) }
         }
     }
 
@@ -105,13 +126,14 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
         return try? OutboxEntry(storageEncoding: Data(json))
     }
 
-    private func saveNow(_ entry: OutboxEntry) throws(StoreError) {
+    private func saveNow(_ entry: OutboxEntry, flushDirectory: Bool = true) throws(StoreError) {
         do {
             try POSIXFile.createDirectory(directory.path, mode: 0o700)
             let bytes = try Self.encode(entry)
             let target = path(for: entry.id)
             let temporary = directory.appendingPathComponent(".tmp-\(UUID().uuidString.lowercased())").path
-            try POSIXFile.writeAtomically(bytes, to: target, via: temporary, mode: 0o600, sync: true)
+            try POSIXFile.writeNew(bytes, at: temporary, mode: 0o600, sync: true)
+            try POSIXFile.commit(temporary, to: target, sync: flushDirectory)
         } catch {
             throw failure(.insert, entry.id, error)
         }

@@ -221,7 +221,7 @@ extension Outbox {
                 state.withLock { $0.machine.updateDelivering(entry) }
             }
             counted = false
-            guard await persist(entry) else { return holdBack(entry) }
+            guard await persist(entry, attempt: true) else { return holdBack(entry) }
             let result = await runHandler(registration.handler, Delivery(entry: entry, precondition: context.precondition))
             let error: any Error
             switch result {
@@ -247,7 +247,7 @@ extension Outbox {
             case .retryLater(let waiting):
                 // Not saved (logged): the backoff still holds in this process; after a relaunch the
                 // write is due at once, which is safe.
-                _ = await persist(waiting)
+                _ = await persist(waiting, attempt: true)
                 state.withLock { $0.machine.deferred(waiting) }
                 changed()
                 return .deferred
@@ -314,10 +314,16 @@ extension Outbox {
         return .stopped
     }
 
-    /// Saves `entry` and mirrors it; `false` (logged) when the storage failed.
-    func persist(_ entry: OutboxEntry) async -> Bool {
+    /// Saves `entry` and mirrors it; `false` (logged) when the storage failed. An `attempt` (a
+    /// count or a backoff) is saved with ``OutboxStorage/saveAttempt(_:)``: a storage may skip the
+    /// flush, as losing it to a power failure only sends the write once more.
+    func persist(_ entry: OutboxEntry, attempt: Bool = false) async -> Bool {
         do {
-            try await storage.save(entry)
+            if attempt {
+                try await storage.saveAttempt(entry)
+            } else {
+                try await storage.save(entry)
+            }
             return true
         } catch {
             metrics.storageFailures.increment()
@@ -384,7 +390,7 @@ extension Outbox {
             }
         }
         do {
-            try await storage.remove(entry.id)
+            try await storage.removeDelivered(entry.id)
         } catch {
             metrics.storageFailures.increment()
             logger.error(

@@ -175,8 +175,17 @@ public final class Outbox: Sendable, CustomStringConvertible {
         let now = environment.now()
         let id = id ?? .version7(at: now)
         // Shared by processes: the storage numbers the write, so writes queued by different
-        // processes into one scope are delivered in the order they were acknowledged.
-        let sequence = state.withLock({ $0.machine.entry(id) == nil }) ? try await sequenceIssuedByStorage() : nil
+        // processes into one scope are delivered in the order they were acknowledged. With nothing
+        // else being saved, it numbers and saves the write in one step.
+        var sequence: UInt64?
+        if state.withLock({ $0.machine.entry(id) == nil }), storage.isSharedByProcesses {
+            if let numbered = await enqueueNumbered(
+                id: id, kind: kind, scope: scope, payload: payload, host: host, baseVersion: baseVersion,
+                invalidates: invalidates, now: now) {
+                return try await numbered()
+            }
+            sequence = try await sequenceIssuedByStorage()
+        }
         while true {
             let decision = state.withLock {
                 $0.machine.enqueue(
@@ -199,17 +208,64 @@ public final class Outbox: Sendable, CustomStringConvertible {
                     metrics.storageFailures.increment()
                     return try await settle(entry, saveError: error)
                 }
-                state.withLock { state in
-                    _ = state.machine.saveFinished(entry.id, .stored(entry))
-                    state.writeEvents.append(.queued(entry))
-                }
-                await reportWriteEvents()
-                finishSave(of: entry.id)
-                metrics.enqueued.increment()
-                changed()
-                wake()
-                return entry
+                return await stored(entry)
             }
+        }
+    }
+
+    /// A new write's first save succeeded: it is queued.
+    private func stored(_ entry: OutboxEntry) async -> OutboxEntry {
+        state.withLock { state in
+            _ = state.machine.saveFinished(entry.id, .stored(entry))
+            state.writeEvents.append(.queued(entry))
+        }
+        await reportWriteEvents()
+        finishSave(of: entry.id)
+        metrics.enqueued.increment()
+        changed()
+        wake()
+        return entry
+    }
+
+    /// A new write into a storage shared by processes, with nothing else being saved: numbered and
+    /// saved in one storage step (``OutboxStorage/saveNumbered(after:_:)``), the machine deciding
+    /// inside it. Returns the rest of `enqueue` to run, or `nil` when another save is in flight or
+    /// the id turned out to be known meanwhile (the caller then numbers it apart).
+    private func enqueueNumbered(
+        id: UUID, kind: String, scope: String, payload: Data, host: String?, baseVersion: String?, invalidates: [String], now: Date
+    ) async -> (() async throws -> OutboxEntry)? {
+        let state = self.state
+        let storage = self.storage
+        let decided = Locked<OutboxStateMachine.EnqueueDecision?>(nil)
+        let floor = state.withLock { $0.machine.nextSequence } &- 1
+        guard let outcome = await groupCommit.saveAlone(id, { () async -> (any Error)? in
+            do {
+                _ = try await storage.saveNumbered(after: floor) { sequence in
+                    let decision = state.withLock { state in
+                        state.machine.enqueue(
+                            id: id, kind: kind, scope: scope, payload: payload, host: host, baseVersion: baseVersion,
+                            invalidates: invalidates, now: now, sequence: sequence)
+                    }
+                    decided.withLock { $0 = decision }
+                    guard case .save(let entry) = decision else { return nil }
+                    return entry
+                }
+                return nil
+            } catch {
+                return error
+            }
+        }) else { return nil }
+        switch decided.withLock({ $0 }) {
+        case nil:
+            // The storage failed before it numbered the write: nothing is queued.
+            metrics.storageFailures.increment()
+            return { throw OutboxError.storage(outcome ?? StoreError(store: "\(storage)", operation: .insert, key: nil, reason: "numbering failed")) }
+        case .save(let entry)?:
+            guard let error = outcome else { return { await self.stored(entry) } }
+            metrics.storageFailures.increment()
+            return { try await self.settle(entry, saveError: error) }
+        case .some:
+            return nil
         }
     }
 

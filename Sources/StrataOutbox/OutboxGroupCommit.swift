@@ -45,6 +45,14 @@ struct GroupCommitMachine: Sendable {
         return .wait
     }
 
+    /// Takes the slot for a save of `id` alone, only when nothing is in flight (a write numbered
+    /// and saved in one step): `true` when taken, to be ended with `finished()`.
+    mutating func beginAlone(_ id: UUID) -> Bool {
+        guard inFlight == nil else { return false }
+        inFlight = [id]
+        return true
+    }
+
     /// The caller of `id` was cancelled. Returns `true` when it leaves (its batch had not started,
     /// so nothing of it was written); `false` when its save is already under way and the caller
     /// must wait for that save's outcome.
@@ -125,6 +133,15 @@ final class OutboxGroupCommit: Sendable {
         case .wait:
             try await outcome(of: entry.id).get()
         }
+    }
+
+    /// Runs `save` as the save in flight, when nothing else is being saved (`nil` otherwise, and
+    /// `save` does not run): writes queued meanwhile wait for it and go in the next batch.
+    func saveAlone<T: Sendable>(_ id: UUID, _ save: () async -> T) async -> T? {
+        guard state.withLock({ $0.machine.beginAlone(id) }) else { return nil }
+        let result = await save()
+        startNext()
+        return result
     }
 
     /// The batch in flight ended: starts the next one, if any writes are pending.

@@ -13,6 +13,11 @@ import Foundation
 ///   them is durable. It is how the ``Outbox`` group-commits the writes queued while another save is
 ///   on its way to disk, so a storage should make it one flush or one transaction. When it throws,
 ///   each entry is either stored or not (the outbox reads each back), each one whole.
+/// - `saveAttempt(_:)` and `removeDelivered(_:)` are the drain's two writes per delivery. Each must
+///   survive the process being killed (and leave the entry whole), but may be lost to a power
+///   failure, so a storage can skip its flush: a lost attempt count makes the write be sent once
+///   more, and a lost removal makes it be sent again with its idempotency key, which the server
+///   answers from its record. They default to `save(_:)` and `remove(_:)`.
 /// - `remove(_:)` of a missing id succeeds.
 /// - A save of an entry exactly as already stored (a retried save) leaves one entry, unchanged.
 /// - `loadAll()` returns every entry saved and not removed, in any order. An entry it cannot read
@@ -45,6 +50,12 @@ public protocol OutboxStorage: Sendable {
     /// Inserts or replaces every entry of `entries` (distinct ids), durably when it returns: one
     /// flush or one transaction for all of them. The default saves them one by one.
     func save(contentsOf entries: [OutboxEntry]) async throws
+    /// Saves a write whose attempt count or next attempt changed (before a send, after a failed
+    /// one): durable against the process being killed, not necessarily against power loss.
+    func saveAttempt(_ entry: OutboxEntry) async throws
+    /// Removes a delivered write: durable against the process being killed, not necessarily
+    /// against power loss. Succeeds when there is none.
+    func removeDelivered(_ id: UUID) async throws
     /// Removes the entry with `id`; succeeds when there is none.
     func remove(_ id: UUID) async throws
     /// The entry with `id` as stored now, or `nil` when there is none. The ``Outbox`` reads an entry
@@ -66,6 +77,12 @@ public protocol OutboxStorage: Sendable {
     /// A sequence for a new write, greater than `after` and than every sequence this storage gave any
     /// process before. The default (one process) is `after + 1`.
     func nextSequence(after: UInt64) async throws -> UInt64
+    /// Numbers a new write and saves it in one step, as `nextSequence(after:)` then `save(_:)`
+    /// would: `entry` gets the sequence issued and returns the entry to save with it, or `nil` to
+    /// save nothing (the sequence is spent all the same). Returns what was saved. A storage that can
+    /// do both in one transaction should (one commit per write instead of two); the default calls
+    /// the two. When it throws after `entry` returned an entry, that entry may be stored or not.
+    func saveNumbered(after: UInt64, _ entry: @escaping @Sendable (UInt64) -> OutboxEntry?) async throws -> OutboxEntry?
     /// The last sequence `nextSequence(after:)` gave any process, or `nil` when unknown (the
     /// default). A drain reads every entry for writes other processes queued only when it is past
     /// this process's own last one.
@@ -81,6 +98,10 @@ extension OutboxStorage {
         for entry in entries { try await save(entry) }
     }
 
+    public func saveAttempt(_ entry: OutboxEntry) async throws { try await save(entry) }
+
+    public func removeDelivered(_ id: UUID) async throws { try await remove(id) }
+
     public var isSharedByProcesses: Bool { false }
 
     public func claim(scope: String, for claimant: OutboxClaimant, until expiresAt: Date, now: Date) async throws -> OutboxClaimOutcome {
@@ -94,6 +115,12 @@ extension OutboxStorage {
     }
 
     public func nextSequence(after: UInt64) async throws -> UInt64 { after &+ 1 }
+
+    public func saveNumbered(after: UInt64, _ entry: @escaping @Sendable (UInt64) -> OutboxEntry?) async throws -> OutboxEntry? {
+        guard let numbered = entry(try await nextSequence(after: after)) else { return nil }
+        try await save(numbered)
+        return numbered
+    }
 
     public func lastSequenceIssued() async throws -> UInt64? { nil }
 }

@@ -265,6 +265,32 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
         ]
     }
 
+    /// Replaces the row of a write whose attempt count or next attempt changed, in one
+    /// transaction committed without a flush of its own (see ``OutboxStorage``).
+    @concurrent
+    public func saveAttempt(_ entry: OutboxEntry) async throws {
+        let arguments = try Self.arguments(entry, store: description)
+        do {
+            try await writeUnflushed { db in try db.cachedStatement(sql: Self.upsertSQL).execute(arguments: arguments) }
+        } catch {
+            throw failure(.insert, entry.idempotencyKey, error)
+        }
+    }
+
+    /// Removes a delivered write's row, in one transaction committed without a flush of its own
+    /// (see ``OutboxStorage``).
+    @concurrent
+    public func removeDelivered(_ id: UUID) async throws {
+        let key = id.uuidString.lowercased()
+        do {
+            try await writeUnflushed { db in
+                try db.cachedStatement(sql: "DELETE FROM \(SQLiteOutboxSchema.entries) WHERE id = ?").execute(arguments: [key])
+            }
+        } catch {
+            throw failure(.delete, key, error)
+        }
+    }
+
     /// Removes the row with `id`; succeeds when there is none.
     /// - Throws: `StoreError` (`.delete`) when the write fails; the row is then still there.
     @concurrent
@@ -355,30 +381,54 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
             return try Int64.fetchOne(db.cachedStatement(sql: Self.sequenceSQL)) ?? floor &+ 1
         }
         do {
-            let value: Int64
-            if opensOwnFile {
-                value = try await writer.writeWithoutTransaction { db -> Int64 in
-                    // Setting the level outside a transaction cannot fail; it is restored on every path.
-                    try db.execute(sql: "PRAGMA synchronous = NORMAL")
-                    var value: Int64 = 0
-                    do {
-                        try db.inTransaction(.immediate) {
-                            value = try issue(db)
-                            return .commit
-                        }
-                    } catch {
-                        try? db.execute(sql: "PRAGMA synchronous = FULL")
-                        throw error
-                    }
-                    try db.execute(sql: "PRAGMA synchronous = FULL")
-                    return value
-                }
-            } else {
-                value = try await writer.write(issue)
-            }
-            return UInt64(max(value, 1))
+            return UInt64(max(try await writeUnflushed(issue), 1))
         } catch {
             throw failure(.insert, nil, error)
+        }
+    }
+
+    /// Numbers a new write and saves it in one transaction (one flushed commit): the sequence is
+    /// issued as ``nextSequence(after:)`` issues it, and the row is written with it.
+    @concurrent
+    public func saveNumbered(after: UInt64, _ entry: @escaping @Sendable (UInt64) -> OutboxEntry?) async throws -> OutboxEntry? {
+        let floor = Int64(clamping: after)
+        let store = description
+        do {
+            return try await writer.write { db -> OutboxEntry? in
+                try db.cachedStatement(sql: Self.nextSequenceSQL).execute(arguments: [floor &+ 1, floor])
+                let issued = try Int64.fetchOne(db.cachedStatement(sql: Self.sequenceSQL)) ?? floor &+ 1
+                guard let numbered = entry(UInt64(max(issued, 1))) else { return nil }
+                try db.cachedStatement(sql: Self.upsertSQL).execute(arguments: try Self.arguments(numbered, store: store))
+                return numbered
+            }
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw failure(.insert, nil, error)
+        }
+    }
+
+    /// Runs `body` in one write transaction that commits without a flush of its own on a file
+    /// this storage opened (WAL, so a later flushed commit makes it durable too; a killed process
+    /// loses nothing), and as a plain transaction on the application's database.
+    private func writeUnflushed<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        guard opensOwnFile else { return try await writer.write(body) }
+        return try await writer.writeWithoutTransaction { db -> T in
+            // Setting the level outside a transaction cannot fail; it is restored on every path.
+            try db.cachedStatement(sql: "PRAGMA synchronous = NORMAL").execute()
+            var value: T?
+            do {
+                try db.inTransaction(.immediate) {
+                    value = try body(db)
+                    return .commit
+                }
+            } catch {
+                try? db.cachedStatement(sql: "PRAGMA synchronous = FULL").execute()
+                throw error
+            }
+            try db.cachedStatement(sql: "PRAGMA synchronous = FULL").execute()
+            guard let value else { throw DatabaseError(message: "the transaction committed without running its body") }
+            return value
         }
     }
 

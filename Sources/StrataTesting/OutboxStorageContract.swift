@@ -1,5 +1,5 @@
 import Foundation
-import Strata
+@_spi(StrataInternals) import Strata
 import StrataOutbox
 
 /// One behaviour every `OutboxStorage` must have. Run them with ``OutboxStorageContract/verify(_:)``.
@@ -39,6 +39,13 @@ public enum OutboxStorageContractCase: String, CaseIterable, Sendable, CustomStr
     /// exactly as saved, replacing one already stored and leaving the others alone; a batch of one
     /// and an empty batch work too.
     case savingABatchStoresEveryEntry
+    /// `saveAttempt(_:)` replaces the entry as `save(_:)` does, and `removeDelivered(_:)` removes it
+    /// as `remove(_:)` does (of a missing id too), each seen at once by `loadAll` and `entry(_:)`.
+    case attemptsAndDeliveredRemovalsReadBack
+    /// `saveNumbered(after:_:)` hands its closure a sequence above `after` and stores what the closure
+    /// returns, numbered so; a closure returning `nil` stores nothing. On a storage shared by
+    /// processes, every sequence it issues is above the ones issued before.
+    case numberedSavesStoreWhatTheyNumber
     /// A second storage object on the same location sees the first one's saves, replacements and
     /// removals, and the first sees the second's.
     case secondInstanceSeesSavesAndRemovals
@@ -326,6 +333,45 @@ public struct OutboxStorageContract<S: OutboxStorage>: Sendable {
             try check.same(
                 try await check.load(storage, "after a batch of one and an empty batch"), batch + [untouched, single],
                 "loadAll after a batch of one and an empty batch")
+
+        case .attemptsAndDeliveredRemovalsReadBack:
+            let (first, other) = (samples[0], samples[1])
+            try await check.save(storage, first)
+            try await check.save(storage, other)
+            var attempted = first
+            attempted.attempts += 1
+            attempted.nextAttemptAt = Self.date(95_000.375)
+            do { try await storage.saveAttempt(attempted) } catch { throw check.fail("saveAttempt threw \(error)") }
+            try check.same(try await check.entry(storage, first.id, "after saveAttempt"), attempted, "entry(_:) after saveAttempt")
+            try check.same(try await check.load(storage, "after saveAttempt"), [attempted, other], "loadAll after saveAttempt")
+            do { try await storage.removeDelivered(first.id) } catch { throw check.fail("removeDelivered threw \(error)") }
+            do { try await storage.removeDelivered(UUID()) } catch { throw check.fail("removeDelivered of a missing id threw \(error)") }
+            try check.same(try await check.entry(storage, first.id, "after removeDelivered"), nil, "entry(_:) after removeDelivered")
+            try check.same(try await check.load(storage, "after removeDelivered"), [other], "loadAll after removeDelivered")
+
+        case .numberedSavesStoreWhatTheyNumber:
+            let numbers = Locked(4_000)
+            let number = { @Sendable (sequence: UInt64) -> OutboxEntry in
+                var entry = Self.entry(number: numbers.withLock { value in
+                    value += 1
+                    return value
+                })
+                entry.sequence = sequence
+                return entry
+            }
+            let first: OutboxEntry?
+            do { first = try await storage.saveNumbered(after: 10, number) } catch { throw check.fail("saveNumbered threw \(error)") }
+            guard let first, first.sequence > 10 else { throw check.fail("saveNumbered(after: 10) saved \(String(describing: first))") }
+            let skipped: OutboxEntry?
+            do { skipped = try await storage.saveNumbered(after: first.sequence) { _ in nil } } catch { throw check.fail("saveNumbered storing nothing threw \(error)") }
+            try check.same(skipped, nil, "saveNumbered whose closure returned nil")
+            let second: OutboxEntry?
+            do { second = try await storage.saveNumbered(after: first.sequence, number) } catch { throw check.fail("a second saveNumbered threw \(error)") }
+            guard let second, second.sequence > first.sequence else { throw check.fail("a second saveNumbered saved \(String(describing: second))") }
+            try check.same(try await check.load(storage, "after two numbered saves"), [first, second], "loadAll after numbered saves")
+            if storage.isSharedByProcesses, let issued = try await storage.lastSequenceIssued(), issued < second.sequence {
+                throw check.fail("lastSequenceIssued \(issued) is below the sequence a numbered save used, \(second.sequence)")
+            }
 
         case .secondInstanceSeesSavesAndRemovals:
             let reopen = try check.hook(reopen, "reopen")

@@ -98,6 +98,31 @@ func registerOutboxBenchmarks() {
         for row in rows { try await pool.write { db in try RawOutboxTable.insert(db, row) } }
         benchmark.stopMeasurement()
     }
+    // Group commit: 100 callers queue at once, each returning when its own write is durable.
+    let burst: @Sendable (Outbox) async throws -> Void = { outbox in
+        let request = post(URL(string: "https://api.example.com")!)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<writes { group.addTask { try await outbox.enqueue(request, body: body) } }
+            try await group.waitForAll()
+        }
+    }
+    Benchmark("OutboxEnqueue.concurrent.strata (100 ops)", configuration: configuration) { benchmark in
+        let outbox = Outbox(storage: FileOutboxStorage(directory: nextDirectory("enqueue-burst")), name: "bench")
+        outbox.connectivityChanged(isOnline: false)
+        _ = try await outbox.entries()
+        benchmark.startMeasurement()
+        try await burst(outbox)
+        benchmark.stopMeasurement()
+    }
+    Benchmark("OutboxEnqueue.concurrent.sqlite (100 ops)", configuration: configuration) { benchmark in
+        let storage = try SQLiteOutboxStorage(path: nextDirectory("sqlite-burst").appendingPathComponent("outbox.sqlite").path)
+        let outbox = Outbox(storage: storage, name: "bench")
+        outbox.connectivityChanged(isOnline: false)
+        _ = try await outbox.entries()
+        benchmark.startMeasurement()
+        try await burst(outbox)
+        benchmark.stopMeasurement()
+    }
     Benchmark("OutboxDrain.strata (100 ops)", configuration: configuration) { benchmark in
         let outbox = try await queued(FileOutboxStorage(directory: nextDirectory("drain")))
         benchmark.startMeasurement()
@@ -123,69 +148,25 @@ func registerOutboxBenchmarks() {
         benchmark.stopMeasurement()
         precondition(report.delivered == writes, "the drain delivered \(report.delivered) of \(writes)")
     }
+    Benchmark("OutboxDrain.scopes10 (100 ops)", configuration: configuration) { benchmark in
+        // 100 writes in 10 scopes, from SQLite, drained 10 scopes at a time.
+        let storage = try SQLiteOutboxStorage(path: nextDirectory("drain-scopes").appendingPathComponent("outbox.sqlite").path)
+        let outbox = Outbox(storage: storage, name: "bench", maxConcurrentScopes: 10)
+        outbox.registerHTTP()
+        outbox.connectivityChanged(isOnline: false)
+        let base = server.value.baseURL
+        for index in 0..<writes { try await outbox.enqueue(post(base.appendingPathComponent("s\(index % 10)")), body: body) }
+        benchmark.startMeasurement()
+        outbox.connectivityChanged(isOnline: true)
+        let report = try await outbox.drain()
+        benchmark.stopMeasurement()
+        precondition(report.delivered == writes, "the drain delivered \(report.delivered) of \(writes)")
+    }
     Benchmark("OutboxDrain.baseline (100 ops)", configuration: configuration) { _ in
         let request = post(server.value.baseURL)
         for _ in 0..<writes {
             let reply = try await URLSessionHTTPClient.shared.send(request, body: body, options: HTTPRequestOptions())
             precondition(reply.status.code == 201, "the server answered \(reply.status.code)")
         }
-    }
-}
-
-/// Python's `ThreadingHTTPServer` on 127.0.0.1 answering `201` to every `POST` (HTTP/1.1, keep-alive):
-/// a server this project did not write, the same for both sides of the drain benchmark.
-final class LocalPostServer: Sendable {
-    let process: Process
-    let baseURL: URL
-
-    private init(process: Process, port: Int) {
-        self.process = process
-        self.baseURL = URL(string: "http://127.0.0.1:\(port)")!
-    }
-
-    static let script = """
-        import http.server, sys
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall
-            def do_POST(self):
-                self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                body = b'{"id":1}'
-                self.send_response(201)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-            def log_message(self, *args):
-                pass
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        print(server.server_address[1], flush=True)
-        server.serve_forever()
-        """
-
-    static func start() throws -> LocalPostServer {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", script]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        var line = Data()
-        while !line.contains(UInt8(ascii: "\n")) {
-            let chunk = output.fileHandleForReading.availableData
-            guard !chunk.isEmpty else { throw CocoaError(.fileReadUnknown) }
-            line.append(chunk)
-        }
-        guard let port = Int(String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) else {
-            throw CocoaError(.fileReadCorruptFile)
-        }
-        return LocalPostServer(process: process, port: port)
-    }
-
-    /// Kills the server (SIGKILL: `terminate()`'s SIGTERM was seen not to end it here) and waits
-    /// until it is gone.
-    func stop() {
-        kill(process.processIdentifier, SIGKILL)
-        while process.isRunning { usleep(1_000) }
     }
 }

@@ -34,6 +34,8 @@ let scenarios = [
     "query-publish-1", "query-publish-10", "query-publish-1000",
     "query-publish-1-baseline", "query-publish-10-baseline", "query-publish-1000-baseline",
     "outbox-shared-files", "main-selection-read", "mutation-rollback", "mutation-rollback-unobserved", "outbox-enqueue-memory",
+    "outbox-drain-sqlite", "outbox-drain-files", "outbox-drain-memory",
+    "outbox-drain-http-memory", "outbox-drain-http-sqlite", "outbox-drain-http-files", "post-loop",
     "outbox-enqueue-files", "outbox-enqueue-files-baseline", "outbox-enqueue-files-concurrent", "outbox-enqueue-sqlite-concurrent",
 ] + Scenarios.PassThrough.allCases.map { "pass-\($0.rawValue)" }
 let arguments = CommandLine.arguments
@@ -349,6 +351,59 @@ func run() async throws {
         } else {
             for _ in 0..<iterations { try await outbox.enqueue(request, body: body) }
         }
+    case "outbox-drain-sqlite", "outbox-drain-files", "outbox-drain-memory":
+        // Queues `iterations` writes offline, then drains them through a handler that answers at
+        // once: what the drain's engine and its two storage writes per delivery cost, no network.
+        let storage: any OutboxStorage = switch scenario {
+        case "outbox-drain-sqlite": try SQLiteOutboxStorage(path: directory.appendingPathComponent("outbox.sqlite").path)
+        case "outbox-drain-files": FileOutboxStorage(directory: directory.appendingPathComponent("outbox"))
+        default: MemoryOutboxStorage()
+        }
+        let outbox = Outbox(storage: storage, name: "probe")
+        outbox.register("post") { _ in .delivered }
+        outbox.connectivityChanged(isOnline: false)
+        let payload = Data(#"{"title":"Offline post","body":"Written on a train, sent later."}"#.utf8)
+        for _ in 0..<iterations { try await outbox.enqueue(kind: "post", scope: "/posts", payload: payload) }
+        outbox.connectivityChanged(isOnline: true)
+        let started = ContinuousClock.now
+        let report = try await outbox.drain()
+        precondition(report.delivered == iterations, "delivered \(report.delivered) of \(iterations)")
+        FileHandle.standardError.write(Data("\(scenario): drain of \(iterations) took \(ContinuousClock.now - started)\n".utf8))
+    case "outbox-drain-http-memory", "outbox-drain-http-sqlite", "outbox-drain-http-files", "post-loop":
+        // The drain benchmark's two sides in one process: `iterations` queued POSTs drained to
+        // Python's server over URLSession, or the same POSTs sent in a loop. Prints the wall time.
+        let server = try LocalPostServer.start()
+        defer { server.stop() }
+        var request = HTTPRequest(method: .post, url: server.baseURL.appendingPathComponent("posts"))
+        request.headerFields[.contentType] = "application/json"
+        let body = Data(#"{"title":"Offline post","body":"Written on a train, sent later."}"#.utf8)
+        // A first request outside the measurement opens the connection, as the benchmark's warm-up does.
+        _ = try await URLSessionHTTPClient.shared.send(request, body: body, options: HTTPRequestOptions())
+        let started: ContinuousClock.Instant
+        if scenario == "post-loop" {
+            started = .now
+            var options = HTTPRequestOptions()
+            if ProcessInfo.processInfo.environment["PROBE_TRUNCATE"] != nil { options.oversizedBody = .truncate }
+            if ProcessInfo.processInfo.environment["PROBE_KEY"] != nil { request.headerFields[Outbox.idempotencyKeyField] = UUID().uuidString }
+            for _ in 0..<iterations { _ = try await URLSessionHTTPClient.shared.send(request, body: body, options: options) }
+        } else {
+            let storage: any OutboxStorage = switch scenario {
+            case "outbox-drain-http-sqlite": try SQLiteOutboxStorage(path: directory.appendingPathComponent("outbox.sqlite").path)
+            case "outbox-drain-http-files": FileOutboxStorage(directory: directory.appendingPathComponent("outbox"))
+            default: MemoryOutboxStorage()
+            }
+            let outbox = ProcessInfo.processInfo.environment["PROBE_NO_DEADLINE"] != nil
+                ? Outbox(storage: storage, name: "probe", handlerDeadline: nil) : Outbox(storage: storage, name: "probe")
+            outbox.registerHTTP()
+            outbox.connectivityChanged(isOnline: false)
+            for _ in 0..<iterations { try await outbox.enqueue(request, body: body) }
+            outbox.connectivityChanged(isOnline: true)
+            started = .now
+            let report = try await outbox.drain()
+            precondition(report.delivered == iterations, "delivered \(report.delivered) of \(iterations)")
+        }
+        let elapsed = ContinuousClock.now - started
+        FileHandle.standardError.write(Data("\(scenario): \(iterations) in \(elapsed), \(elapsed / iterations) each\n".utf8))
     case "outbox-enqueue-files-baseline":
         let bytes = Data(repeating: 0x61, count: 600)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

@@ -144,7 +144,7 @@ package enum POSIXFile {
 
     /// Flushes the directory entry of `path`, so a rename survives power loss. Best effort: the entry is
     /// already in place and readable, so a failure here does not fail the write.
-    private static func syncDirectory(containing path: String) {
+    package static func syncDirectory(containing path: String) {
         let directory = (path as NSString).deletingLastPathComponent
         let fd = open(directory, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return }

@@ -248,3 +248,86 @@ struct OutboxGroupCommitTests {
         #expect(Set(entries.map(\.sequence)).count == 100, "every write has its own sequence")
     }
 }
+
+/// A file storage (shared by processes) that records which of its calls queued writes go through.
+final class NumberingRecordingStorage: OutboxStorage {
+    let base: FileOutboxStorage
+    let gate = Gate()
+    private let record = Locked<(holdNext: Bool, calls: [String])>((false, []))
+
+    init(directory: URL) { base = FileOutboxStorage(directory: directory) }
+
+    func holdNextNumberedSave() { record.withLock { $0.holdNext = true } }
+    var calls: [String] { record.withLock { $0.calls } }
+    private func note(_ call: String) { record.withLock { $0.calls.append(call) } }
+
+    var isSharedByProcesses: Bool { true }
+    func loadAll() async throws -> [OutboxEntry] { try await base.loadAll() }
+    func entry(_ id: UUID) async throws -> OutboxEntry? { try await base.entry(id) }
+    func remove(_ id: UUID) async throws { try await base.remove(id) }
+    func lastSequenceIssued() async throws -> UInt64? { try await base.lastSequenceIssued() }
+    func claim(scope: String, for claimant: OutboxClaimant, until expiresAt: Date, now: Date) async throws -> OutboxClaimOutcome {
+        try await base.claim(scope: scope, for: claimant, until: expiresAt, now: now)
+    }
+    func release(scope: String, for claimant: OutboxClaimant) async throws { try await base.release(scope: scope, for: claimant) }
+    func entries(inScope scope: String) async throws -> [OutboxEntry] { try await base.entries(inScope: scope) }
+
+    func save(_ entry: OutboxEntry) async throws {
+        note("save")
+        try await base.save(entry)
+    }
+
+    func save(contentsOf entries: [OutboxEntry]) async throws {
+        note("batch of \(entries.count)")
+        try await base.save(contentsOf: entries)
+    }
+
+    func nextSequence(after: UInt64) async throws -> UInt64 {
+        note("nextSequence")
+        return try await base.nextSequence(after: after)
+    }
+
+    func saveNumbered(after: UInt64, _ entry: @escaping @Sendable (UInt64) -> OutboxEntry?) async throws -> OutboxEntry? {
+        note("saveNumbered")
+        let hold = record.withLock { state -> Bool in
+            defer { state.holdNext = false }
+            return state.holdNext
+        }
+        if hold { await gate.wait() }
+        return try await base.saveNumbered(after: after, entry)
+    }
+}
+
+@Suite("Outbox numbered saves")
+struct OutboxNumberedSaveTests {
+    @Test("on a storage shared by processes, a write queued with nothing else saving is numbered and saved in one storage call; writes queued behind it are numbered apart and committed together")
+    func numberedAloneThenBatched() async throws {
+        let directory = try TemporaryDirectory(prefix: "strata-numbered")
+        defer { directory.remove() }
+        let storage = NumberingRecordingStorage(directory: directory.appending("outbox"))
+        let outbox = Outbox(storage: storage, name: "numbered")
+        outbox.connectivityChanged(isOnline: false)
+        _ = try await outbox.entries()
+        let alone = try await outbox.enqueue(kind: "post", scope: "s", payload: Data("alone".utf8))
+        #expect(storage.calls == ["saveNumbered"])
+        storage.holdNextNumberedSave()
+        let held = Task { try await outbox.enqueue(kind: "post", scope: "s", payload: Data("held".utf8)) }
+        await storage.gate.waitForWaiters()
+        let behind = (0..<3).map { index in Task { try await outbox.enqueue(kind: "post", scope: "s", payload: Data("behind \(index)".utf8)) } }
+        try await outbox.groupCommit.waitUntilPending(3)
+        storage.gate.open()
+        let heldEntry = try await held.value
+        var behindEntries: [OutboxEntry] = []
+        for call in behind { behindEntries.append(try await call.value) }
+        #expect(storage.calls == ["saveNumbered", "saveNumbered", "nextSequence", "nextSequence", "nextSequence", "batch of 3"])
+        // The held write takes its number inside its storage call (after the gate); the three
+        // behind it were numbered while it waited. None of these calls had returned when another
+        // began, so any order among them keeps the promise; the write acknowledged first goes first.
+        let later = [heldEntry] + behindEntries
+        #expect(later.allSatisfy { $0.sequence > alone.sequence }, "numbered after the write acknowledged before they began")
+        #expect(Set(later.map(\.sequence)).count == 4)
+        let stored = try await FileOutboxStorage(directory: directory.appending("outbox")).loadAll().sorted(by: Outbox.deliveryOrder)
+        #expect(stored.map(\.id) == ([alone] + later.sorted(by: Outbox.deliveryOrder)).map(\.id))
+        #expect(try await outbox.entries().map(\.id) == stored.map(\.id), "the outbox's queue order is the storage's")
+    }
+}

@@ -1,0 +1,64 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Python's `ThreadingHTTPServer` on 127.0.0.1 answering `201` to every `POST` (HTTP/1.1, keep-alive):
+/// a server this project did not write, the same for both sides of the drain benchmark.
+public final class LocalPostServer: Sendable {
+    let process: Process
+    /// `http://127.0.0.1:<port>`.
+    public let baseURL: URL
+
+    private init(process: Process, port: Int) {
+        self.process = process
+        self.baseURL = URL(string: "http://127.0.0.1:\(port)")!
+    }
+
+    static let script = """
+        import http.server, sys
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                body = b'{"id":1}'
+                self.send_response(201)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            def log_message(self, *args):
+                pass
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        print(server.server_address[1], flush=True)
+        server.serve_forever()
+        """
+
+    /// Starts the server and waits for its port.
+    public static func start() throws -> LocalPostServer {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", script]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        var line = Data()
+        while !line.contains(UInt8(ascii: "\n")) {
+            let chunk = output.fileHandleForReading.availableData
+            guard !chunk.isEmpty else { throw CocoaError(.fileReadUnknown) }
+            line.append(chunk)
+        }
+        guard let port = Int(String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw CocoaError(.fileReadCorruptFile)
+        }
+        return LocalPostServer(process: process, port: port)
+    }
+
+    /// Kills the server (SIGKILL: `terminate()`'s SIGTERM was seen not to end it here) and waits
+    /// until it is gone.
+    public func stop() {
+        kill(process.processIdentifier, SIGKILL)
+        while process.isRunning { usleep(1_000) }
+    }
+}
