@@ -249,8 +249,10 @@ func run() async throws {
     case "naive":
         insert = { record, _ in try writeInPlace(record, at: path) }
         writesFillers = false
-    case "outbox-enqueue":
-        let outbox = Outbox(storage: FileOutboxStorage(directory: URL(fileURLWithPath: path)), name: "crash")
+    case "outbox-enqueue", "outbox-enqueue-sqlite":
+        let storage: any OutboxStorage = storeKind == "outbox-enqueue"
+            ? FileOutboxStorage(directory: URL(fileURLWithPath: path)) : try SQLiteOutboxStorage(path: path)
+        let outbox = Outbox(storage: storage, name: "crash")
         outbox.connectivityChanged(isOnline: false)
         let posts = (url ?? URL(string: "http://127.0.0.1:9")!).appendingPathComponent("posts")
         insert = { record, _ in

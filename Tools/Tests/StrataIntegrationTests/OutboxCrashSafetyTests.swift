@@ -5,6 +5,7 @@ import StrataTesting
 import Testing
 @_spi(StrataInternals) import Strata
 import StrataOutbox
+import StrataSQLite
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -74,12 +75,32 @@ struct OutboxCrashSafetyTests {
 
         let directory: URL
         let scratch: URL
+        /// `directory` is an SQLite outbox file, read whole each time (WAL: beside the writers).
+        let sqlite: Bool
         private var known: [String: Known] = [:]
         private var reads = 0
 
-        init(directory: URL, scratch: URL) {
+        init(directory: URL, scratch: URL, sqlite: Bool = false) {
             self.directory = directory
             self.scratch = scratch
+            self.sqlite = sqlite
+        }
+
+        /// Every round in the SQLite outbox now: each entry intact, none twice.
+        func readSQLite(context: String) async throws -> [Int: String] {
+            guard FileManager.default.fileExists(atPath: directory.path) else { return [:] }
+            let logs = LogCapture()
+            let entries = try await SQLiteOutboxStorage(path: directory.path, logger: logs.logger).loadAll()
+            let unreadable = logs.entries.filter { $0.message.contains("unreadable") }
+            #expect(unreadable.isEmpty, "\(context): \(unreadable.map { $0.line() })")
+            var rounds: [Int: String] = [:]
+            for entry in entries {
+                let queued = try #require(try? entry.decoded(Queued.self), "\(context): entry \(entry.id) does not decode")
+                #expect(queued.isIntact, "\(context): round \(queued.seq) is torn")
+                #expect(rounds[queued.seq] == nil, "\(context): a round is queued twice")
+                rounds[queued.seq] = entry.idempotencyKey
+            }
+            return rounds
         }
 
         static func signature(of path: String) -> Signature? {
@@ -92,6 +113,7 @@ struct OutboxCrashSafetyTests {
 
         /// The rounds queued now, each with its idempotency key.
         mutating func read(context: String, everything: Bool = false) async throws -> [Int: String] {
+            if sqlite { return try await readSQLite(context: context) }
             #expect(tree(directory).filter { $0.hasSuffix(".unreadable") }.isEmpty, "\(context): an entry was set aside")
             let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).filter { $0.hasSuffix(".outbox") }
             var current: [String: Signature] = [:]
@@ -140,6 +162,13 @@ struct OutboxCrashSafetyTests {
         _ = try await Self.queueUnderKills(in: directory, postsURL: URL(string: "http://127.0.0.1:9")!)
     }
 
+    /// The same on SQLite, where a write queued alone is numbered and saved in one transaction and
+    /// the writes queued behind it are committed together (group commit).
+    @Test func killsWhileTwoProcessesQueueIntoSQLite_loseNothingAndKeepTheOrderTheyAcknowledged() async throws {
+        let directory = try TemporaryDirectory(prefix: "strata-outbox-crash-queue-sqlite")
+        _ = try await Self.queueUnderKills(in: directory, postsURL: URL(string: "http://127.0.0.1:9")!, sqlite: true)
+    }
+
     @Test func killsWhileReplaying_loseNothingAndApplyNothingTwice() async throws {
         try await withDemoServer { server in
             let directory = try TemporaryDirectory(prefix: "strata-outbox-crash-replay")
@@ -154,13 +183,13 @@ struct OutboxCrashSafetyTests {
     /// tasks, two into scope `shared`), both killed at random moments. Every acknowledged round must be
     /// on disk, intact, once; each scope's queue order must put a round after every round either
     /// process had acknowledged before it began. Returns the posts queued.
-    static func queueUnderKills(in directory: TemporaryDirectory, postsURL: URL) async throws -> [Int] {
-        let outbox = directory.appending("outbox")
+    static func queueUnderKills(in directory: TemporaryDirectory, postsURL: URL, sqlite: Bool = false) async throws -> [Int] {
+        let outbox = directory.appending(sqlite ? "outbox.sqlite" : "outbox")
         let stderrFiles = (directory.appending("writer-a-stderr"), directory.appending("writer-b-stderr"))
         var random = SplitMix64(seed: seed)
         let clock = ContinuousClock()
         let started = clock.now
-        var reader = Reader(directory: outbox, scratch: directory.appending("scratch"))
+        var reader = Reader(directory: outbox, scratch: directory.appending("scratch"), sqlite: sqlite)
 
         var queued: [Int] = []
         var acknowledgedPosts = Set<Int>()
@@ -170,11 +199,13 @@ struct OutboxCrashSafetyTests {
         var next = (1, secondWriterStart)
         var enqueueKills = 0
         var inFlightKept = 0
+        // SQLite: half as many (each writer opens the database and its schema, which doubles a step).
+        let kills = sqlite ? max(Self.kills / 2, 1) : Self.kills
         while enqueueKills < kills {
             let stepStarted = clock.now
             let acks = Int.random(in: 1...2, using: &random)
             let spin = Duration.microseconds(Int.random(in: 0...10_000, using: &random))
-            let common = ["--store", "outbox-enqueue", "--path", outbox.path, "--url", postsURL.absoluteString]
+            let common = ["--store", sqlite ? "outbox-enqueue-sqlite" : "outbox-enqueue", "--path", outbox.path, "--url", postsURL.absoluteString]
             let (first, second) = (common + ["--start", "\(next.0)"], common + ["--start", "\(next.1)"])
             let points = try await TwoProcessTests.offPool {
                 try KillLoop.killTwoDuringWrites(first, second, afterAcks: acks, spin: spin, stderrFiles: stderrFiles)
@@ -206,7 +237,7 @@ struct OutboxCrashSafetyTests {
         // after those of every round acknowledged before it began, in either process (its tasks
         // started after those enqueues returned). Rounds that overlapped may be in either order, as
         // may one round's two posts into `shared`.
-        let order = try await Self.queueOrderPerScope(outbox)
+        let order = try await Self.queueOrderPerScope(outbox, sqlite: sqlite)
         var outOfOrder: [String] = []
         // Pairs of rounds of different writers, one acknowledged before the other began: what
         // the order across processes is checked on.
@@ -230,7 +261,7 @@ struct OutboxCrashSafetyTests {
         #expect(fromSecond > 0 && fromSecond < queued.count, "STRATA_CRASH_SEED=\(replaySeed): the queue does not hold both writers' posts")
         #expect(pairsAcrossWriters > 0, "STRATA_CRASH_SEED=\(replaySeed): no round of one writer began after the other's was acknowledged")
         print(
-            "OutboxCrashSafety[queue] STRATA_CRASH_SEED=\(replaySeed): \(enqueueKills) kills of two writer processes while queueing "
+            "OutboxCrashSafety[queue\(sqlite ? ", sqlite" : "")] STRATA_CRASH_SEED=\(replaySeed): \(enqueueKills) kills of two writer processes while queueing "
                 + "(in-flight round kept \(inFlightKept)×), \(queued.count) writes queued (\(fromSecond) by the second); lost 0, torn 0, "
                 + "queued against the acknowledged order \(outOfOrder.count); \(String(format: "%.1f", (clock.now - started) / .seconds(1))) s")
         return queued
@@ -351,8 +382,9 @@ struct OutboxCrashSafetyTests {
     }
 
     /// The posts queued in `directory`, per outbox scope, in the order the outbox delivers them.
-    static func queueOrderPerScope(_ directory: URL) async throws -> [String: [Int]] {
-        let entries = try await FileOutboxStorage(directory: directory).loadAll().sorted { $0.sequence < $1.sequence }
+    static func queueOrderPerScope(_ directory: URL, sqlite: Bool = false) async throws -> [String: [Int]] {
+        let storage: any OutboxStorage = sqlite ? try SQLiteOutboxStorage(path: directory.path) : FileOutboxStorage(directory: directory)
+        let entries = try await storage.loadAll().sorted { $0.sequence < $1.sequence }
         var order: [String: [Int]] = [:]
         for entry in entries {
             let post = try entry.decoded(Queued.self).seq
