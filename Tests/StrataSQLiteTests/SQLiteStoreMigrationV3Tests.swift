@@ -81,7 +81,7 @@ struct SQLiteStoreMigrationV3Tests {
 
         let sut = try SQLiteStore<Item>(path: path, logger: quietLogger)
 
-        #expect(try appliedMigrations() == ["strata.cache.v1", "strata.cache.v2", "strata.cache.v3"])
+        #expect(try appliedMigrations() == ["strata.cache.v1", "strata.cache.v2", "strata.cache.v3", "strata.cache.v4"])
         #expect(try !hasEvictionIndex(), "a store without limits does not keep the eviction index")
         #expect(try await sut.retrieve("a") == CacheEntry(value: itemA, storedAt: referenceDate))
         #expect(try await sut.count == 3)
@@ -151,6 +151,20 @@ struct SQLiteStoreMigrationV3Tests {
         #expect(try keysByAccess(at: path) == keys)
         let stamps = try keys.map { try #require(try lastAccess($0)) }
         #expect(Set(stamps).count == keys.count, "no two writes share a stamp")
+    }
+
+    /// Migration `strata.cache.v4`: the `stored_at` index (kept up by every write, read only by the
+    /// `removeEntries(storedBefore:)` sweep) is dropped from an older file; the sweep still works.
+    @Test func migrationV4_dropsTheStoredAtIndex_andTheSweepStillRemovesByAge() async throws {
+        try writeVersion2Database()
+        let sut = try SQLiteStore<Item>(path: path, logger: quietLogger)
+        let indexes = try await rawConnection(path).read { db in try db.indexes(on: entriesTable).map(\.name) }
+        #expect(!indexes.contains("\(entriesTable)_by_stored_at"))
+        try await sut.insert(itemB, for: "d", storedAt: later)
+        #expect(try await sut.removeEntries(storedBefore: referenceDate.addingTimeInterval(1)) == 3)
+        #expect(try await sut.count == 1)
+        #expect(try await sut.retrieve("d") == CacheEntry(value: itemB, storedAt: later))
+        #expect(try await sut.totalBytes == (try encodedSize(itemB)), "the totals the triggers keep follow the sweep")
     }
 
     private var later: Date { referenceDate.addingTimeInterval(60) }

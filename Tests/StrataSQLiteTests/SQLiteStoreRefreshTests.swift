@@ -70,7 +70,7 @@ struct SQLiteStoreRefreshTests {
         let applied = try await rawConnection(path).read { db in
             try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY identifier")
         }
-        #expect(applied == ["strata.cache.v1", "strata.cache.v2", "strata.cache.v3"])
+        #expect(applied == ["strata.cache.v1", "strata.cache.v2", "strata.cache.v3", "strata.cache.v4"])
         try await sut.insert(itemB, for: "posts", storedAt: later, validators: revalidated)
         #expect(try await sut.retrieve("posts") == CacheEntry(value: itemB, storedAt: later, validators: revalidated))
         #expect(try await sut.count == 2, "the v1 totals triggers still count")

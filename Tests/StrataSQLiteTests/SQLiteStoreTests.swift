@@ -73,7 +73,7 @@ struct SQLiteStoreTests {
         let applied = try await rawConnection(path).read { db in
             try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY identifier")
         }
-        #expect(applied == ["strata.cache.v1", "strata.cache.v2", "strata.cache.v3"])
+        #expect(applied == ["strata.cache.v1", "strata.cache.v2", "strata.cache.v3", "strata.cache.v4"])
         #expect(try await makeSUT().count == 1)
     }
 
@@ -96,7 +96,7 @@ struct SQLiteStoreTests {
         let reader = try SQLiteStore<Item>(path: file, logger: quietLogger)
         #expect(try await reader.count == openers)
         let applied = try await rawConnection(file).read { db in try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations") }
-        #expect(applied == ["strata.cache.v1", "strata.cache.v2", "strata.cache.v3"])
+        #expect(applied == ["strata.cache.v1", "strata.cache.v2", "strata.cache.v3", "strata.cache.v4"])
     }
 
     @Test func open_whenAnotherProcessSetsUpTheTablesFirstItUsesThem() async throws {
