@@ -178,8 +178,11 @@ public final class Outbox: Sendable, CustomStringConvertible {
         // processes into one scope are delivered in the order they were acknowledged. With nothing
         // else being saved, it numbers and saves the write in one step.
         var sequence: UInt64?
-        if state.withLock({ $0.machine.entry(id) == nil }), storage.isSharedByProcesses {
-            if let numbered = await enqueueNumbered(
+        if storage.isSharedByProcesses, state.withLock({ $0.machine.entry(id) == nil }) {
+            // An id this outbox has no record of: numbered and saved in one step when nothing else
+            // is being saved. (One whose save is in flight or unknown goes the way below: it waits,
+            // or is read back.)
+            if state.withLock({ $0.machine.isUnknown(id) }), let numbered = await enqueueNumbered(
                 id: id, kind: kind, scope: scope, payload: payload, host: host, baseVersion: baseVersion,
                 invalidates: invalidates, now: now) {
                 return try await numbered()
@@ -230,7 +233,8 @@ public final class Outbox: Sendable, CustomStringConvertible {
     /// A new write into a storage shared by processes, with nothing else being saved: numbered and
     /// saved in one storage step (``OutboxStorage/saveNumbered(after:_:)``), the machine deciding
     /// inside it. Returns the rest of `enqueue` to run, or `nil` when another save is in flight or
-    /// the id turned out to be known meanwhile (the caller then numbers it apart).
+    /// another call's save of the same id began meanwhile (the caller then numbers it apart and
+    /// waits for that save).
     private func enqueueNumbered(
         id: UUID, kind: String, scope: String, payload: Data, host: String?, baseVersion: String?, invalidates: [String], now: Date
     ) async -> (() async throws -> OutboxEntry)? {
@@ -264,7 +268,14 @@ public final class Outbox: Sendable, CustomStringConvertible {
             guard let error = outcome else { return { await self.stored(entry) } }
             metrics.storageFailures.increment()
             return { try await self.settle(entry, saveError: error) }
-        case .some:
+        // Another call of the same id got there first (between the check and the numbering).
+        case .existing(let entry)?:
+            return { entry }
+        case .discarded?:
+            return { throw OutboxError.discarded(id) }
+        case .resolve(let entry)?:
+            return { try await self.settle(entry, saveError: nil) }
+        case .wait?:
             return nil
         }
     }

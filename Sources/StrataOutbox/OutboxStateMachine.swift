@@ -571,6 +571,10 @@ struct OutboxStateMachine: Sendable {
         records.values.filter { $0.phase != .saving && $0.phase != .unresolved }.map(\.entry)
     }
 
+    /// Whether this outbox has no record of `id` at all (never queued here, or gone) and has not
+    /// discarded it.
+    func isUnknown(_ id: UUID) -> Bool { records[id] == nil && !discarded.contains(id) }
+
     func entry(_ id: UUID) -> OutboxEntry? {
         guard let record = records[id], record.phase != .saving, record.phase != .unresolved else { return nil }
         return record.entry

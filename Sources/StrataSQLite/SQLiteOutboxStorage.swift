@@ -2,7 +2,7 @@
 import Foundation
 import GRDB
 import Logging
-import Strata
+@_spi(StrataInternals) import Strata
 import StrataOutbox
 
 /// An outbox's entries in an SQLite database: one row per queued write, in a table of its own
@@ -43,6 +43,8 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
     /// The file is one this storage opened itself (WAL, `synchronous = FULL`), so a sequence can be
     /// committed without a flush of its own (see ``nextSequence(after:)``).
     private let opensOwnFile: Bool
+    /// A commit without a flush could not set the writer back to FULL: the next flushed write sets it.
+    private let levelInDoubt = Locked(false)
 
     /// Opens (creating if needed) the database at `path` and its outbox table.
     /// - Parameters:
@@ -150,6 +152,13 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
 
     private static func describe(_ path: String) -> String { "SQLiteOutboxStorage(\(path))" }
 
+    /// The writer's `PRAGMA synchronous` level inside a commit that skips its flush (1, NORMAL, on a
+    /// file this storage opened), for tests: a level set by a statement that was not prepared again
+    /// would not change.
+    package func synchronousLevelWhileUnflushed() async throws -> Int {
+        try await writeUnflushed { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
+    }
+
     /// The writer connection's `PRAGMA synchronous` level (2 is FULL): what a commit flushes.
     package func synchronousLevel() async throws -> Int {
         try await writer.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
@@ -221,7 +230,7 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
     public func save(_ entry: OutboxEntry) async throws {
         let arguments = try Self.arguments(entry, store: description)
         do {
-            try await writer.write { db in
+            try await writeFlushed { db in
                 try db.cachedStatement(sql: Self.upsertSQL).execute(arguments: arguments)
             }
         } catch {
@@ -241,7 +250,7 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
         }
         let rows = try entries.map { try Self.arguments($0, store: description) }
         do {
-            try await writer.write { db in
+            try await writeFlushed { db in
                 let statement = try db.cachedStatement(sql: Self.upsertSQL)
                 for row in rows { try statement.execute(arguments: row) }
             }
@@ -297,7 +306,7 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
     public func remove(_ id: UUID) async throws {
         let key = id.uuidString.lowercased()
         do {
-            try await writer.write { db in
+            try await writeFlushed { db in
                 try db.execute(sql: "DELETE FROM \(SQLiteOutboxSchema.entries) WHERE id = ?", arguments: [key])
             }
         } catch {
@@ -314,7 +323,7 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
     public func claim(scope: String, for claimant: OutboxClaimant, until expiresAt: Date, now: Date) async throws -> OutboxClaimOutcome {
         do {
             let claimData = try JSONEncoder().encode(OutboxScopeClaim(claimant: claimant, expiresAt: expiresAt))
-            return try await writer.write { db -> OutboxClaimOutcome in
+            return try await writeFlushed { db -> OutboxClaimOutcome in
                 let held = try Data.fetchOne(db, sql: "SELECT claim FROM \(SQLiteOutboxSchema.claims) WHERE scope = ?", arguments: [scope])
                     .flatMap { try? JSONDecoder().decode(OutboxScopeClaim.self, from: $0) }
                 let decision = OutboxClaimRule.decide(held: held, by: claimant, until: expiresAt, now: now)
@@ -337,7 +346,7 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
     @concurrent
     public func release(scope: String, for claimant: OutboxClaimant) async throws {
         do {
-            try await writer.write { db in
+            try await writeFlushed { db in
                 try db.execute(
                     sql: "DELETE FROM \(SQLiteOutboxSchema.claims) WHERE scope = ? AND claimant_id = ?",
                     arguments: [scope, claimant.id.uuidString.lowercased()])
@@ -394,7 +403,7 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
         let floor = Int64(clamping: after)
         let store = description
         do {
-            return try await writer.write { db -> OutboxEntry? in
+            return try await writeFlushed { db -> OutboxEntry? in
                 try db.cachedStatement(sql: Self.nextSequenceSQL).execute(arguments: [floor &+ 1, floor])
                 let issued = try Int64.fetchOne(db.cachedStatement(sql: Self.sequenceSQL)) ?? floor &+ 1
                 guard let numbered = entry(UInt64(max(issued, 1))) else { return nil }
@@ -413,20 +422,50 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
     /// loses nothing), and as a plain transaction on the application's database.
     private func writeUnflushed<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         guard opensOwnFile else { return try await writer.write(body) }
+        let levelInDoubt = self.levelInDoubt
         return try await writer.writeWithoutTransaction { db -> T in
-            // Setting the level outside a transaction cannot fail; it is restored on every path.
-            try db.cachedStatement(sql: "PRAGMA synchronous = NORMAL").execute()
+            // Never cached: SQLite applies `PRAGMA synchronous` when the statement is prepared, so a
+            // cached statement run again changes nothing.
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
             var value: T?
+            var failure: (any Error)?
             do {
                 try db.inTransaction(.immediate) {
                     value = try body(db)
                     return .commit
                 }
             } catch {
-                try? db.cachedStatement(sql: "PRAGMA synchronous = FULL").execute()
-                throw error
+                failure = error
             }
-            try db.cachedStatement(sql: "PRAGMA synchronous = FULL").execute()
+            do {
+                try db.execute(sql: "PRAGMA synchronous = FULL")
+            } catch {
+                // Left at NORMAL: the next flushed write sets FULL first (or fails).
+                levelInDoubt.withLock { $0 = true }
+                throw failure ?? error
+            }
+            if let failure { throw failure }
+            guard let value else { throw DatabaseError(message: "the transaction committed without running its body") }
+            return value
+        }
+    }
+
+    /// Runs `body` in one write transaction that commits flushed: if a commit without a flush could
+    /// not set the level back to FULL, it is set first (and the write fails if it cannot be).
+    private func writeFlushed<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        guard opensOwnFile, levelInDoubt.withLock({ $0 }) else { return try await writer.write(body) }
+        let levelInDoubt = self.levelInDoubt
+        return try await writer.writeWithoutTransaction { db -> T in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            guard try Int.fetchOne(db, sql: "PRAGMA synchronous") == 2 else {
+                throw DatabaseError(message: "PRAGMA synchronous = FULL did not take")
+            }
+            levelInDoubt.withLock { $0 = false }
+            var value: T?
+            try db.inTransaction(.immediate) {
+                value = try body(db)
+                return .commit
+            }
             guard let value else { throw DatabaseError(message: "the transaction committed without running its body") }
             return value
         }
@@ -471,7 +510,7 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
             "table": "\(SQLiteOutboxSchema.unreadable)",
         ]
         do {
-            try await writer.write { db in
+            try await writeFlushed { db in
                 try db.execute(
                     sql: """
                         INSERT INTO \(SQLiteOutboxSchema.unreadable) (id, entry, reason, set_aside_at)

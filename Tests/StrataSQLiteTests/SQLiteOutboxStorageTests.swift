@@ -239,6 +239,12 @@ struct SQLiteOutboxStorageTests {
         _ = try await storage.nextSequence(after: 0)
         #expect(try await storage.synchronousLevel() == 2, "a sequence commits unflushed, then the level is FULL again")
         #expect(try await storage.nextSequence(after: 0) == 2)
+        // Inside an unflushed commit the level is NORMAL, every time: `PRAGMA synchronous` takes
+        // effect when its statement is prepared, so a cached statement would set it only once.
+        for _ in 0..<3 {
+            #expect(try await storage.synchronousLevelWhileUnflushed() == 1)
+            #expect(try await storage.synchronousLevel() == 2)
+        }
     }
 
     @Test("an application's WAL pool below FULL is used, with a warning naming the storage")

@@ -14,8 +14,11 @@ import Darwin
 /// `posix_spawn` to `waitpid`, including the dynamic loader, Foundation's start-up and exit.
 ///
 /// Both programs are executables of this package, built by `Benchmarks/compare` into the directory that
-/// holds this benchmark (set `STRATA_BENCH_BIN` to look elsewhere). Each run must exit 0: the program
-/// checks it served 1,000 articles.
+/// holds this benchmark (set `STRATA_BENCH_BIN` to look elsewhere). `Relaunch.strata` is the app as it
+/// builds with Strata's default traits (URLSession on); `Relaunch.strata.nourlsession` the same program
+/// built without the URLSession trait (a Linux server on AsyncHTTPClient), found in
+/// `STRATA_BENCH_BIN_NOURLSESSION` (the row is skipped when that is not set). Each run must exit 0: the
+/// program checks it served 1,000 articles.
 func registerRelaunchBenchmarks() {
     let feed = BenchmarkFeed.make()
     let directory = Prepared<TemporaryDirectory>()
@@ -33,6 +36,11 @@ func registerRelaunchBenchmarks() {
 
     Benchmark("Relaunch.strata", configuration: configuration) { _ in
         runToCompletion(helper("RelaunchStrata"), directory.value.appending("cache").path)
+    }
+    if let other = ProcessInfo.processInfo.environment["STRATA_BENCH_BIN_NOURLSESSION"] {
+        Benchmark("Relaunch.strata.nourlsession", configuration: configuration) { _ in
+            runToCompletion((other as NSString).appendingPathComponent("RelaunchStrata"), directory.value.appending("cache").path)
+        }
     }
     Benchmark("Relaunch.baseline", configuration: configuration) { _ in
         runToCompletion(helper("RelaunchBaseline"), directory.value.appending("feed.json").path)

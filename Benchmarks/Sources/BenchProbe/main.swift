@@ -36,6 +36,7 @@ let scenarios = [
     "outbox-shared-files", "main-selection-read", "mutation-rollback", "mutation-rollback-unobserved", "outbox-enqueue-memory",
     "outbox-drain-sqlite", "outbox-drain-files", "outbox-drain-memory",
     "outbox-drain-http-memory", "outbox-drain-http-sqlite", "outbox-drain-http-files", "post-loop",
+    "outbox-drain-scopes10-latency", "post-loop-latency",
     "outbox-enqueue-files", "outbox-enqueue-files-baseline", "outbox-enqueue-files-concurrent", "outbox-enqueue-sqlite-concurrent",
 ] + Scenarios.PassThrough.allCases.map { "pass-\($0.rawValue)" }
 let arguments = CommandLine.arguments
@@ -378,14 +379,14 @@ func run() async throws {
         request.headerFields[.contentType] = "application/json"
         let body = Data(#"{"title":"Offline post","body":"Written on a train, sent later."}"#.utf8)
         // A first request outside the measurement opens the connection, as the benchmark's warm-up does.
-        _ = try await URLSessionHTTPClient.shared.send(request, body: body, options: HTTPRequestOptions())
+        _ = try await DefaultHTTPTransport.shared.send(request, body: body, options: HTTPRequestOptions())
         let started: ContinuousClock.Instant
         if scenario == "post-loop" {
             started = .now
             var options = HTTPRequestOptions()
             if ProcessInfo.processInfo.environment["PROBE_TRUNCATE"] != nil { options.oversizedBody = .truncate }
             if ProcessInfo.processInfo.environment["PROBE_KEY"] != nil { request.headerFields[Outbox.idempotencyKeyField] = UUID().uuidString }
-            for _ in 0..<iterations { _ = try await URLSessionHTTPClient.shared.send(request, body: body, options: options) }
+            for _ in 0..<iterations { _ = try await DefaultHTTPTransport.shared.send(request, body: body, options: options) }
         } else {
             let storage: any OutboxStorage = switch scenario {
             case "outbox-drain-http-sqlite": try SQLiteOutboxStorage(path: directory.appendingPathComponent("outbox.sqlite").path)
@@ -397,6 +398,33 @@ func run() async throws {
             outbox.registerHTTP()
             outbox.connectivityChanged(isOnline: false)
             for _ in 0..<iterations { try await outbox.enqueue(request, body: body) }
+            outbox.connectivityChanged(isOnline: true)
+            started = .now
+            let report = try await outbox.drain()
+            precondition(report.delivered == iterations, "delivered \(report.delivered) of \(iterations)")
+        }
+        let elapsed = ContinuousClock.now - started
+        FileHandle.standardError.write(Data("\(scenario): \(iterations) in \(elapsed), \(elapsed / iterations) each\n".utf8))
+    case "outbox-drain-scopes10-latency", "post-loop-latency":
+        // A server 2 ms away: 100 POSTs in a loop, or 100 queued writes in 10 scopes drained 10 at once.
+        let server = try LocalPostServer.start(delay: .milliseconds(2))
+        defer { server.stop() }
+        let body = Data(#"{"title":"Offline post","body":"Written on a train, sent later."}"#.utf8)
+        let post = { (path: String) -> HTTPRequest in
+            var request = HTTPRequest(method: .post, url: server.baseURL.appendingPathComponent(path))
+            request.headerFields[.contentType] = "application/json"
+            return request
+        }
+        _ = try await DefaultHTTPTransport.shared.send(post("warm"), body: body, options: HTTPRequestOptions())
+        let started: ContinuousClock.Instant
+        if scenario == "post-loop-latency" {
+            started = .now
+            for _ in 0..<iterations { _ = try await DefaultHTTPTransport.shared.send(post("posts"), body: body, options: HTTPRequestOptions()) }
+        } else {
+            let outbox = Outbox(storage: MemoryOutboxStorage(), name: "probe", maxConcurrentScopes: 10)
+            outbox.registerHTTP()
+            outbox.connectivityChanged(isOnline: false)
+            for index in 0..<iterations { try await outbox.enqueue(post("s\(index % 10)"), body: body) }
             outbox.connectivityChanged(isOnline: true)
             started = .now
             let report = try await outbox.drain()

@@ -16,12 +16,14 @@ public final class LocalPostServer: Sendable {
     }
 
     static let script = """
-        import http.server, sys
+        import http.server, sys, time
+        delay = float(sys.argv[1]) if len(sys.argv) > 1 else 0.0
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
             disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall
             def do_POST(self):
                 self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                if delay > 0: time.sleep(delay)  # the network's round trip, in its own thread
                 body = b'{"id":1}'
                 self.send_response(201)
                 self.send_header("Content-Type", "application/json")
@@ -35,11 +37,12 @@ public final class LocalPostServer: Sendable {
         server.serve_forever()
         """
 
-    /// Starts the server and waits for its port.
-    public static func start() throws -> LocalPostServer {
+    /// Starts the server and waits for its port. With a `delay`, each answer waits that long first,
+    /// in its request's own thread: a network's round trip, during which other requests go on.
+    public static func start(delay: Duration = .zero) throws -> LocalPostServer {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", script]
+        process.arguments = ["python3", "-c", script, String(Double(delay.components.attoseconds) / 1e18 + Double(delay.components.seconds))]
         let output = Pipe()
         process.standardOutput = output
         try process.run()

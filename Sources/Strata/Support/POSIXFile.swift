@@ -61,44 +61,60 @@ package enum POSIXFile {
     }
 
     /// Writes each file of `files` as ``writeAtomically(_:to:via:mode:sync:)`` writes one, with one
-    /// directory flush for all of them: every temporary file is written, then each is flushed,
-    /// then each is renamed into place, then the directory (`directory`, which holds them all) is
-    /// flushed once. When it returns, every file is durable; when it throws, each target holds its
-    /// previous version or its new one, whole, and no temporary file is left.
+    /// directory flush for all of them: every temporary file is written and flushed (`chunk` at a
+    /// time, their flushes side by side, so no more than `chunk` descriptors are open), then each is
+    /// renamed into place, then the directory (`directory`, which holds them all) is flushed once.
+    /// When it returns, every file is durable. When it throws, each target holds its previous
+    /// version or its new one, whole, no temporary file is left, and the directory was flushed
+    /// after any rename that happened.
     package static func writeAtomically(
-        _ files: [(data: Data, path: String, temporaryPath: String)], in directory: String, mode: mode_t
+        _ files: [(data: Data, path: String, temporaryPath: String)], in directory: String, mode: mode_t, chunk: Int = 32
     ) throws {
-        var descriptors: [Int32] = []
+        var written = 0  // temporary files created
         var renamed = 0
         defer {
-            for fd in descriptors { close(fd) }
-            for file in files[renamed..<descriptors.count] { unlink(file.temporaryPath) }
+            for file in files[renamed..<written] { unlink(file.temporaryPath) }
+            // A rename that happened is flushed even when a later step failed: whoever reads the
+            // file back then finds it durable, or (the flush failing too) as durable as it can be.
+            if renamed > 0, written > 0, renamed < files.count { _ = flushDirectory(directory) }
         }
-        for file in files {
-            let fd = open(file.temporaryPath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode)
-            guard fd >= 0 else { throw Failure(call: "open", path: file.temporaryPath, code: errno) }
-            descriptors.append(fd)
-            try writeAll(file.data, to: fd, path: file.temporaryPath)
-        }
-        // Flushed side by side: the file system's journal commits the flushes that wait together
-        // as one, where flushing one after another pays a journal commit each.
-        let failures = Locked<[Failure]>([])
-        let opened = descriptors
-        DispatchQueue.concurrentPerform(iterations: opened.count) { index in
-            if fsync(opened[index]) != 0 {
-                let failure = Failure(call: "fsync", path: files[index].temporaryPath, code: errno)
-                failures.withLock { $0.append(failure) }
+        while written < files.count {
+            let part = files[written..<min(written + chunk, files.count)]
+            var descriptors: [Int32] = []
+            defer { for fd in descriptors { close(fd) } }
+            for file in part {
+                let fd = open(file.temporaryPath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode)
+                guard fd >= 0 else { throw Failure(call: "open", path: file.temporaryPath, code: errno) }
+                descriptors.append(fd)
+                written += 1
+                try writeAll(file.data, to: fd, path: file.temporaryPath)
             }
+            // Flushed side by side: the file system's journal commits the flushes that wait together
+            // as one, where flushing one after another pays a journal commit each.
+            let failures = Locked<[Failure]>([])
+            let opened = descriptors
+            let paths = part.map(\.temporaryPath)
+            DispatchQueue.concurrentPerform(iterations: opened.count) { index in
+                if fsync(opened[index]) != 0 {
+                    let failure = Failure(call: "fsync", path: paths[index], code: errno)
+                    failures.withLock { $0.append(failure) }
+                }
+            }
+            if let failure = failures.withLock({ $0.first }) { throw failure }
         }
-        if let failure = failures.withLock({ $0.first }) { throw failure }
         for file in files {
             guard rename(file.temporaryPath, file.path) == 0 else { throw Failure(call: "rename", path: file.path, code: errno) }
             renamed += 1
         }
-        let fd = open(directory, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw Failure(call: "open", path: directory, code: errno) }
+        if let failure = flushDirectory(directory) { throw failure }
+    }
+
+    /// Flushes the directory at `path`; the failure, if any.
+    private static func flushDirectory(_ path: String) -> Failure? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return Failure(call: "open", path: path, code: errno) }
         defer { close(fd) }
-        guard fsync(fd) == 0 else { throw Failure(call: "fsync", path: directory, code: errno) }
+        return fsync(fd) == 0 ? nil : Failure(call: "fsync", path: path, code: errno)
     }
 
     /// Writes `data` to a new file at `temporaryPath` (mode `mode`, never following or replacing an

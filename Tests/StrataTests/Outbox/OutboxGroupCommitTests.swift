@@ -331,3 +331,47 @@ struct OutboxNumberedSaveTests {
         #expect(try await outbox.entries().map(\.id) == stored.map(\.id), "the outbox's queue order is the storage's")
     }
 }
+
+/// The files' batch write (`POSIXFile.writeAtomically(_:in:mode:chunk:)`): every file lands, in
+/// chunks; a failure part-way leaves each target whole, old or new, and no temporary file.
+@Suite("POSIXFile batch write")
+struct POSIXFileBatchWriteTests {
+    static func files(_ count: Int, in directory: URL) -> [(data: Data, path: String, temporaryPath: String)] {
+        (0..<count).map { index in
+            (Data("file \(index)".utf8), directory.appendingPathComponent("\(index).entry").path,
+             directory.appendingPathComponent(".tmp-\(index)").path)
+        }
+    }
+
+    @Test("a batch larger than a chunk writes every file, and leaves no temporary file", arguments: [1, 3, 70])
+    func everyFileLands(count: Int) throws {
+        let directory = try TemporaryDirectory(prefix: "strata-batch-write")
+        defer { directory.remove() }
+        let files = Self.files(count, in: directory.url)
+        try POSIXFile.writeAtomically(files, in: directory.url.path, mode: 0o600, chunk: 32)
+        for file in files { #expect(try POSIXFile.read(file.path)?.data == file.data) }
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.url.path)
+        #expect(names.filter { $0.hasPrefix(".tmp-") }.isEmpty)
+        #expect(names.count == count)
+    }
+
+    @Test("a rename that fails part-way: the files before it are in place, the rest untouched, no temporary file left")
+    func aFailedRenameLeavesEachTargetWhole() throws {
+        let directory = try TemporaryDirectory(prefix: "strata-batch-write")
+        defer { directory.remove() }
+        let files = Self.files(5, in: directory.url)
+        // The third target is a directory with a file in it: renaming a file over it fails.
+        try FileManager.default.createDirectory(atPath: files[2].path, withIntermediateDirectories: false)
+        _ = FileManager.default.createFile(atPath: files[2].path + "/keep", contents: Data("kept".utf8))
+        #expect(throws: POSIXFile.Failure.self) {
+            try POSIXFile.writeAtomically(files, in: directory.url.path, mode: 0o600, chunk: 2)
+        }
+        #expect(try POSIXFile.read(files[0].path)?.data == files[0].data)
+        #expect(try POSIXFile.read(files[1].path)?.data == files[1].data)
+        #expect(FileManager.default.fileExists(atPath: files[2].path + "/keep"))
+        #expect(try POSIXFile.read(files[3].path) == nil)
+        #expect(try POSIXFile.read(files[4].path) == nil)
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.url.path)
+        #expect(names.filter { $0.hasPrefix(".tmp-") }.isEmpty, "temporary files left: \(names)")
+    }
+}
