@@ -254,6 +254,8 @@ final class NumberingRecordingStorage: OutboxStorage {
     let base: FileOutboxStorage
     let gate = Gate()
     private let record = Locked<(holdNext: Bool, calls: [String])>((false, []))
+    /// The next numbered save stores its write and then throws; reads back by id fail while set.
+    let faults = Locked<(storeThenThrow: Bool, failReadBack: Bool)>((false, false))
 
     init(directory: URL) { base = FileOutboxStorage(directory: directory) }
 
@@ -263,7 +265,10 @@ final class NumberingRecordingStorage: OutboxStorage {
 
     var isSharedByProcesses: Bool { true }
     func loadAll() async throws -> [OutboxEntry] { try await base.loadAll() }
-    func entry(_ id: UUID) async throws -> OutboxEntry? { try await base.entry(id) }
+    func entry(_ id: UUID) async throws -> OutboxEntry? {
+        if faults.withLock({ $0.failReadBack }) { throw TestError("the read-back failed too") }
+        return try await base.entry(id)
+    }
     func remove(_ id: UUID) async throws { try await base.remove(id) }
     func lastSequenceIssued() async throws -> UInt64? { try await base.lastSequenceIssued() }
     func claim(scope: String, for claimant: OutboxClaimant, until expiresAt: Date, now: Date) async throws -> OutboxClaimOutcome {
@@ -294,12 +299,44 @@ final class NumberingRecordingStorage: OutboxStorage {
             return state.holdNext
         }
         if hold { await gate.wait() }
-        return try await base.saveNumbered(after: after, entry)
+        let saved = try await base.saveNumbered(after: after, entry)
+        if faults.withLock({ state -> Bool in
+            defer { state.storeThenThrow = false }
+            return state.storeThenThrow
+        }) {
+            throw TestError("the connection dropped after the commit was sent")
+        }
+        return saved
     }
 }
 
-@Suite("Outbox numbered saves")
+@Suite("Outbox numbered saves", .timeLimit(.minutes(1)))
 struct OutboxNumberedSaveTests {
+    @Test("a numbered save whose outcome stays unknown is settled by enqueueing its id again: queued once, and the scope goes on")
+    func anUnknownOutcomeIsSettledByARetry() async throws {
+        let directory = try TemporaryDirectory(prefix: "strata-numbered")
+        defer { directory.remove() }
+        let storage = NumberingRecordingStorage(directory: directory.appending("outbox"))
+        let outbox = Outbox(storage: storage, name: "numbered")
+        outbox.connectivityChanged(isOnline: false)
+        _ = try await outbox.entries()
+        let id = UUID()
+        storage.faults.withLock { $0 = (storeThenThrow: true, failReadBack: true) }
+        await #expect {
+            try await outbox.enqueue(kind: "post", scope: "s", payload: Data("x".utf8), id: id)
+        } throws: { error in
+            guard case OutboxError.outcomeUnknown(id: id, underlying: _) = error else { return false }
+            return true
+        }
+        storage.faults.withLock { $0.failReadBack = false }
+        let settled = try await outbox.enqueue(kind: "post", scope: "s", payload: Data("x".utf8), id: id)
+        #expect(settled.id == id)
+        #expect(try await outbox.entry(id) == settled)
+        let after = try await outbox.enqueue(kind: "post", scope: "s", payload: Data("after".utf8))
+        #expect(try await outbox.entries().map(\.id) == [id, after.id], "queued once, and the scope's order kept")
+        #expect(try await storage.base.loadAll().count == 2)
+    }
+
     @Test("on a storage shared by processes, a write queued with nothing else saving is numbered and saved in one storage call; writes queued behind it are numbered apart and committed together")
     func numberedAloneThenBatched() async throws {
         let directory = try TemporaryDirectory(prefix: "strata-numbered")
