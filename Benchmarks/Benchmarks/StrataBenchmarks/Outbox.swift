@@ -37,7 +37,7 @@ func registerOutboxBenchmarks() {
     let setup: Benchmark.BenchmarkSetupHook = {
         directory.set(try TemporaryDirectory(prefix: "strata-bench-outbox"))
         server.set(try LocalPostServer.start())
-        distantServer.set(try LocalPostServer.start(delay: .milliseconds(2)))
+        distantServer.set(try LocalPostServer.start(delay: .milliseconds(5)))
     }
     let teardown: Benchmark.BenchmarkTeardownHook = {
         server.value.stop()
@@ -152,13 +152,14 @@ func registerOutboxBenchmarks() {
         precondition(report.delivered == writes, "the drain delivered \(report.delivered) of \(writes)")
     }
     // Scopes in parallel: 100 writes in 10 scopes, from SQLite, drained 10 scopes at a time, to a
-    // server 2 ms away (each answer waits 2 ms in its own thread: a network's round trip; on this
+    // server 5 ms away (each answer waits 5 ms in its own thread: a network's round trip; on this
     // loopback, two cores serve client and server, so without it the CPU, not the outbox, is the
-    // limit). Baseline: the loop of the same 100 POSTs to the same server.
+    // limit), through a URLSession client that opens up to 10 connections to the host (the default
+    // is 6). Baseline: the loop of the same 100 POSTs to the same server.
     Benchmark("OutboxDrain.scopes10 (100 ops)", configuration: configuration) { benchmark in
         let storage = try SQLiteOutboxStorage(path: nextDirectory("drain-scopes").appendingPathComponent("outbox.sqlite").path)
         let outbox = Outbox(storage: storage, name: "bench", maxConcurrentScopes: 10)
-        outbox.registerHTTP()
+        outbox.registerHTTP(transport: Scenarios.tenConnectionsPerHost)
         outbox.connectivityChanged(isOnline: false)
         let base = distantServer.value.baseURL
         for index in 0..<writes { try await outbox.enqueue(post(base.appendingPathComponent("s\(index % 10)")), body: body) }

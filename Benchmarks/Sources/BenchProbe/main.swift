@@ -383,18 +383,14 @@ func run() async throws {
         let started: ContinuousClock.Instant
         if scenario == "post-loop" {
             started = .now
-            var options = HTTPRequestOptions()
-            if ProcessInfo.processInfo.environment["PROBE_TRUNCATE"] != nil { options.oversizedBody = .truncate }
-            if ProcessInfo.processInfo.environment["PROBE_KEY"] != nil { request.headerFields[Outbox.idempotencyKeyField] = UUID().uuidString }
-            for _ in 0..<iterations { _ = try await DefaultHTTPTransport.shared.send(request, body: body, options: options) }
+            for _ in 0..<iterations { _ = try await DefaultHTTPTransport.shared.send(request, body: body, options: HTTPRequestOptions()) }
         } else {
             let storage: any OutboxStorage = switch scenario {
             case "outbox-drain-http-sqlite": try SQLiteOutboxStorage(path: directory.appendingPathComponent("outbox.sqlite").path)
             case "outbox-drain-http-files": FileOutboxStorage(directory: directory.appendingPathComponent("outbox"))
             default: MemoryOutboxStorage()
             }
-            let outbox = ProcessInfo.processInfo.environment["PROBE_NO_DEADLINE"] != nil
-                ? Outbox(storage: storage, name: "probe", handlerDeadline: nil) : Outbox(storage: storage, name: "probe")
+            let outbox = Outbox(storage: storage, name: "probe")
             outbox.registerHTTP()
             outbox.connectivityChanged(isOnline: false)
             for _ in 0..<iterations { try await outbox.enqueue(request, body: body) }
@@ -406,8 +402,8 @@ func run() async throws {
         let elapsed = ContinuousClock.now - started
         FileHandle.standardError.write(Data("\(scenario): \(iterations) in \(elapsed), \(elapsed / iterations) each\n".utf8))
     case "outbox-drain-scopes10-latency", "post-loop-latency":
-        // A server 2 ms away: 100 POSTs in a loop, or 100 queued writes in 10 scopes drained 10 at once.
-        let server = try LocalPostServer.start(delay: .milliseconds(2))
+        // A server 5 ms away: 100 POSTs in a loop, or 100 queued writes in 10 scopes drained 10 at once.
+        let server = try LocalPostServer.start(delay: .milliseconds(5))
         defer { server.stop() }
         let body = Data(#"{"title":"Offline post","body":"Written on a train, sent later."}"#.utf8)
         let post = { (path: String) -> HTTPRequest in
@@ -422,7 +418,11 @@ func run() async throws {
             for _ in 0..<iterations { _ = try await DefaultHTTPTransport.shared.send(post("posts"), body: body, options: HTTPRequestOptions()) }
         } else {
             let outbox = Outbox(storage: MemoryOutboxStorage(), name: "probe", maxConcurrentScopes: 10)
+            #if StrataURLSession
+            outbox.registerHTTP(transport: Scenarios.tenConnectionsPerHost)
+            #else
             outbox.registerHTTP()
+            #endif
             outbox.connectivityChanged(isOnline: false)
             for index in 0..<iterations { try await outbox.enqueue(post("s\(index % 10)"), body: body) }
             outbox.connectivityChanged(isOnline: true)

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking) && StrataURLSession
+import FoundationNetworking
+#endif
 import Logging
 import Synchronization
 @_spi(StrataInternals) import Strata
@@ -86,6 +89,17 @@ public enum Scenarios {
     public static func droppingInfoLogger(label: String) -> Logger {
         Logger(label: label, factory: { _ in DroppingLogHandler() })
     }
+
+    #if StrataURLSession
+    /// A URLSession client that opens up to 10 connections to a host (URLSession's default is 6):
+    /// what the drain of 10 scopes at once needs, so that the transport is not its limit.
+    public static let tenConnectionsPerHost: URLSessionHTTPClient = {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.urlCache = nil
+        configuration.httpMaximumConnectionsPerHost = 10
+        return URLSessionHTTPClient(configuration: configuration)
+    }()
+    #endif
 
     /// Runs `body` `count` times, `width` calls at a time (a task each, all started before any is
     /// awaited): a burst of concurrent callers, round after round.
