@@ -61,15 +61,20 @@ public enum SHA256 {
 
     /// The digest of `message` as 64 lowercase hexadecimal characters.
     package static func hexDigest<Bytes: Collection>(of message: Bytes) -> String where Bytes.Element == UInt8 {
-        let hexDigits = Array("0123456789abcdef")
-        var out = ""
-        out.reserveCapacity(64)
-        for byte in digest(message) {
-            out.append(hexDigits[Int(byte >> 4)])
-            out.append(hexDigits[Int(byte & 0x0f)])
+        let bytes = digest(message)
+        // Written as ASCII bytes into the string's own storage: appending `Character`s one by one
+        // cost more than the hash of a short key.
+        return String(unsafeUninitializedCapacity: 2 * bytes.count) { out in
+            for (index, byte) in bytes.enumerated() {
+                out[2 * index] = hexDigit(byte >> 4)
+                out[2 * index + 1] = hexDigit(byte & 0x0f)
+            }
+            return 2 * bytes.count
         }
-        return out
     }
+
+    @inline(__always)
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 { nibble < 10 ? 0x30 + nibble : 0x57 + nibble }
 
     @inline(__always)
     private static func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 { (x >> n) | (x << (32 - n)) }
