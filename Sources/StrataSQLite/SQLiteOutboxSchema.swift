@@ -100,11 +100,23 @@ enum SQLiteOutboxSchema {
     /// migration is recorded as applied, someone else migrated and all is well.
     static func migrate(_ writer: any DatabaseWriter) throws {
         let migrator = migrator
-        do {
-            try migrator.migrate(writer)
-        } catch {
-            let migratedElsewhere = (try? writer.read { db in try migrator.hasCompletedMigrations(db) }) ?? false
-            guard migratedElsewhere else { throw error }
+        // Each migration is its own transaction, so an opener racing another process can find the
+        // first migration applied there and the next still pending (its own attempt at the first
+        // then fails: the tables exist). It tries again, and then applies the rest or finds them
+        // applied. A real conflict fails the same way every time and is thrown. (Seen in CI: ten
+        // `strata send` processes opening a new file at once.)
+        var attempt = 1
+        while true {
+            do {
+                try migrator.migrate(writer)
+                break
+            } catch {
+                let migratedElsewhere = (try? writer.read { db in try migrator.hasCompletedMigrations(db) }) ?? false
+                if migratedElsewhere { break }
+                let progressedElsewhere = (try? writer.read { db in try !migrator.appliedIdentifiers(db).isEmpty }) ?? false
+                guard progressedElsewhere, attempt < 4 else { throw error }
+                attempt += 1
+            }
         }
         try writer.read { db in try verify(db) }
     }

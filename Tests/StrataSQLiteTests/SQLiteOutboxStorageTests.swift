@@ -247,6 +247,24 @@ struct SQLiteOutboxStorageTests {
         }
     }
 
+    @Test("eight connections opening a new file at once: every one opens it, 20 files in a row")
+    func concurrentOpenersOfANewFile() throws {
+        for round in 0..<20 {
+            let directory = try TemporaryDirectory(prefix: "strata-sqlite-outbox")
+            defer { directory.remove() }
+            let path = directory.appending("outbox.sqlite").path
+            let failures = Locked<[String]>([])
+            DispatchQueue.concurrentPerform(iterations: 8) { _ in
+                do {
+                    _ = try SQLiteOutboxStorage(path: path, logger: quietLogger)
+                } catch {
+                    failures.withLock { $0.append("\(error)") }
+                }
+            }
+            #expect(failures.withLock { $0 }.isEmpty, "round \(round): \(failures.withLock { $0 })")
+        }
+    }
+
     @Test("an application's WAL pool below FULL is used, with a warning naming the storage")
     func applicationPoolBelowFullIsWarned() throws {
         let directory = try TemporaryDirectory(prefix: "strata-sqlite-outbox")
