@@ -178,11 +178,12 @@ public final class Outbox: Sendable, CustomStringConvertible {
         // processes into one scope are delivered in the order they were acknowledged. With nothing
         // else being saved, it numbers and saves the write in one step.
         var sequence: UInt64?
-        if storage.isSharedByProcesses, state.withLock({ $0.machine.entry(id) == nil }) {
+        let (known, unknown) = state.withLock { ($0.machine.entry(id) != nil, $0.machine.isUnknown(id)) }
+        if storage.isSharedByProcesses, !known {
             // An id this outbox has no record of: numbered and saved in one step when nothing else
             // is being saved. (One whose save is in flight or unknown goes the way below: it waits,
             // or is read back.)
-            if state.withLock({ $0.machine.isUnknown(id) }), let numbered = await enqueueNumbered(
+            if unknown, let numbered = await enqueueNumbered(
                 id: id, kind: kind, scope: scope, payload: payload, host: host, baseVersion: baseVersion,
                 invalidates: invalidates, now: now) {
                 return try await numbered()

@@ -427,26 +427,16 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
             // Never cached: SQLite applies `PRAGMA synchronous` when the statement is prepared, so a
             // cached statement run again changes nothing.
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
-            var value: T?
-            var failure: (any Error)?
-            do {
-                try db.inTransaction(.immediate) {
-                    value = try body(db)
-                    return .commit
-                }
-            } catch {
-                failure = error
-            }
+            let result = Result { try Self.transaction(db, body) }
             do {
                 try db.execute(sql: "PRAGMA synchronous = FULL")
             } catch {
                 // Left at NORMAL: the next flushed write sets FULL first (or fails).
                 levelInDoubt.withLock { $0 = true }
-                throw failure ?? error
+                _ = try result.get()
+                throw error
             }
-            if let failure { throw failure }
-            guard let value else { throw DatabaseError(message: "the transaction committed without running its body") }
-            return value
+            return try result.get()
         }
     }
 
@@ -461,14 +451,19 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
                 throw DatabaseError(message: "PRAGMA synchronous = FULL did not take")
             }
             levelInDoubt.withLock { $0 = false }
-            var value: T?
-            try db.inTransaction(.immediate) {
-                value = try body(db)
-                return .commit
-            }
-            guard let value else { throw DatabaseError(message: "the transaction committed without running its body") }
-            return value
+            return try Self.transaction(db, body)
         }
+    }
+
+    /// `body` in one `BEGIN IMMEDIATE` transaction on a connection outside any transaction.
+    private static func transaction<T>(_ db: Database, _ body: (Database) throws -> T) throws -> T {
+        var value: T?
+        try db.inTransaction(.immediate) {
+            value = try body(db)
+            return .commit
+        }
+        guard let value else { throw DatabaseError(message: "the transaction committed without running its body") }
+        return value
     }
 
     private static let nextSequenceSQL =

@@ -102,29 +102,23 @@ func registerOutboxBenchmarks() {
         benchmark.stopMeasurement()
     }
     // Group commit: 100 callers queue at once, each returning when its own write is durable.
-    let burst: @Sendable (Outbox) async throws -> Void = { outbox in
+    let burst: @Sendable (any OutboxStorage, Benchmark) async throws -> Void = { storage, benchmark in
+        let outbox = Outbox(storage: storage, name: "bench")
+        outbox.connectivityChanged(isOnline: false)
+        _ = try await outbox.entries()
         let request = post(URL(string: "https://api.example.com")!)
+        benchmark.startMeasurement()
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<writes { group.addTask { try await outbox.enqueue(request, body: body) } }
             try await group.waitForAll()
         }
+        benchmark.stopMeasurement()
     }
     Benchmark("OutboxEnqueue.concurrent.strata (100 ops)", configuration: configuration) { benchmark in
-        let outbox = Outbox(storage: FileOutboxStorage(directory: nextDirectory("enqueue-burst")), name: "bench")
-        outbox.connectivityChanged(isOnline: false)
-        _ = try await outbox.entries()
-        benchmark.startMeasurement()
-        try await burst(outbox)
-        benchmark.stopMeasurement()
+        try await burst(FileOutboxStorage(directory: nextDirectory("enqueue-burst")), benchmark)
     }
     Benchmark("OutboxEnqueue.concurrent.sqlite (100 ops)", configuration: configuration) { benchmark in
-        let storage = try SQLiteOutboxStorage(path: nextDirectory("sqlite-burst").appendingPathComponent("outbox.sqlite").path)
-        let outbox = Outbox(storage: storage, name: "bench")
-        outbox.connectivityChanged(isOnline: false)
-        _ = try await outbox.entries()
-        benchmark.startMeasurement()
-        try await burst(outbox)
-        benchmark.stopMeasurement()
+        try await burst(try SQLiteOutboxStorage(path: nextDirectory("sqlite-burst").appendingPathComponent("outbox.sqlite").path), benchmark)
     }
     Benchmark("OutboxDrain.strata (100 ops)", configuration: configuration) { benchmark in
         let outbox = try await queued(FileOutboxStorage(directory: nextDirectory("drain")))

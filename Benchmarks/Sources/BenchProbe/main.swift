@@ -370,40 +370,13 @@ func run() async throws {
         let report = try await outbox.drain()
         precondition(report.delivered == iterations, "delivered \(report.delivered) of \(iterations)")
         FileHandle.standardError.write(Data("\(scenario): drain of \(iterations) took \(ContinuousClock.now - started)\n".utf8))
-    case "outbox-drain-http-memory", "outbox-drain-http-sqlite", "outbox-drain-http-files", "post-loop":
-        // The drain benchmark's two sides in one process: `iterations` queued POSTs drained to
-        // Python's server over URLSession, or the same POSTs sent in a loop. Prints the wall time.
-        let server = try LocalPostServer.start()
-        defer { server.stop() }
-        var request = HTTPRequest(method: .post, url: server.baseURL.appendingPathComponent("posts"))
-        request.headerFields[.contentType] = "application/json"
-        let body = Data(#"{"title":"Offline post","body":"Written on a train, sent later."}"#.utf8)
-        // A first request outside the measurement opens the connection, as the benchmark's warm-up does.
-        _ = try await DefaultHTTPTransport.shared.send(request, body: body, options: HTTPRequestOptions())
-        let started: ContinuousClock.Instant
-        if scenario == "post-loop" {
-            started = .now
-            for _ in 0..<iterations { _ = try await DefaultHTTPTransport.shared.send(request, body: body, options: HTTPRequestOptions()) }
-        } else {
-            let storage: any OutboxStorage = switch scenario {
-            case "outbox-drain-http-sqlite": try SQLiteOutboxStorage(path: directory.appendingPathComponent("outbox.sqlite").path)
-            case "outbox-drain-http-files": FileOutboxStorage(directory: directory.appendingPathComponent("outbox"))
-            default: MemoryOutboxStorage()
-            }
-            let outbox = Outbox(storage: storage, name: "probe")
-            outbox.registerHTTP()
-            outbox.connectivityChanged(isOnline: false)
-            for _ in 0..<iterations { try await outbox.enqueue(request, body: body) }
-            outbox.connectivityChanged(isOnline: true)
-            started = .now
-            let report = try await outbox.drain()
-            precondition(report.delivered == iterations, "delivered \(report.delivered) of \(iterations)")
-        }
-        let elapsed = ContinuousClock.now - started
-        FileHandle.standardError.write(Data("\(scenario): \(iterations) in \(elapsed), \(elapsed / iterations) each\n".utf8))
-    case "outbox-drain-scopes10-latency", "post-loop-latency":
-        // A server 5 ms away: 100 POSTs in a loop, or 100 queued writes in 10 scopes drained 10 at once.
-        let server = try LocalPostServer.start(delay: .milliseconds(5))
+    case "outbox-drain-http-memory", "outbox-drain-http-sqlite", "outbox-drain-http-files", "post-loop",
+         "outbox-drain-scopes10-latency", "post-loop-latency":
+        // The drain benchmarks' two sides in one process: `iterations` queued POSTs drained to
+        // Python's server over URLSession, or the same POSTs sent in a loop; prints the wall time.
+        // `-latency`: the server answers after 5 ms, and the drain takes 10 scopes at once.
+        let distant = scenario.hasSuffix("-latency")
+        let server = try LocalPostServer.start(delay: distant ? .milliseconds(5) : .zero)
         defer { server.stop() }
         let body = Data(#"{"title":"Offline post","body":"Written on a train, sent later."}"#.utf8)
         let post = { (path: String) -> HTTPRequest in
@@ -411,20 +384,26 @@ func run() async throws {
             request.headerFields[.contentType] = "application/json"
             return request
         }
+        // A first request outside the measurement opens the connection, as the benchmark's warm-up does.
         _ = try await DefaultHTTPTransport.shared.send(post("warm"), body: body, options: HTTPRequestOptions())
         let started: ContinuousClock.Instant
-        if scenario == "post-loop-latency" {
+        if scenario.hasPrefix("post-loop") {
             started = .now
             for _ in 0..<iterations { _ = try await DefaultHTTPTransport.shared.send(post("posts"), body: body, options: HTTPRequestOptions()) }
         } else {
-            let outbox = Outbox(storage: MemoryOutboxStorage(), name: "probe", maxConcurrentScopes: 10)
+            let storage: any OutboxStorage = switch scenario {
+            case "outbox-drain-http-sqlite": try SQLiteOutboxStorage(path: directory.appendingPathComponent("outbox.sqlite").path)
+            case "outbox-drain-http-files": FileOutboxStorage(directory: directory.appendingPathComponent("outbox"))
+            default: MemoryOutboxStorage()
+            }
+            let outbox = Outbox(storage: storage, name: "probe", maxConcurrentScopes: distant ? 10 : 4)
             #if StrataURLSession
-            outbox.registerHTTP(transport: Scenarios.tenConnectionsPerHost)
+            outbox.registerHTTP(transport: distant ? Scenarios.tenConnectionsPerHost : DefaultHTTPTransport.shared)
             #else
             outbox.registerHTTP()
             #endif
             outbox.connectivityChanged(isOnline: false)
-            for index in 0..<iterations { try await outbox.enqueue(post("s\(index % 10)"), body: body) }
+            for index in 0..<iterations { try await outbox.enqueue(post(distant ? "s\(index % 10)" : "posts"), body: body) }
             outbox.connectivityChanged(isOnline: true)
             started = .now
             let report = try await outbox.drain()

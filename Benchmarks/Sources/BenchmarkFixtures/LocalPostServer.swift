@@ -32,6 +32,9 @@ public final class LocalPostServer: Sendable {
                 self.wfile.write(body)
             def log_message(self, *args):
                 pass
+        # A backlog of 5 (socketserver's default) drops the SYN of the 6th of 10 connections opened
+        # at once, which the client sends again only after a second.
+        http.server.ThreadingHTTPServer.request_queue_size = 64
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         print(server.server_address[1], flush=True)
         server.serve_forever()

@@ -147,85 +147,84 @@ struct OutboxGroupCommitTests {
         return outbox
     }
 
-    @Test("writes queued while a save is in flight are committed together, each stored when its call returns")
-    func aBurstIsOneCommit() async throws {
+    /// An outbox over recorded real files whose first write ("first") is being saved, held at the
+    /// storage's gate: what is queued now waits for the next batch.
+    static func withFirstSaveHeld(
+        failingBatches: Bool = false,
+        _ body: (BatchRecordingStorage<FileOutboxStorage>, Outbox, Task<OutboxEntry, any Error>) async throws -> Void
+    ) async throws {
         let directory = try TemporaryDirectory(prefix: "strata-group-commit")
         defer { directory.remove() }
         let storage = BatchRecordingStorage(FileOutboxStorage(directory: directory.appending("outbox")))
         let outbox = Self.outbox(storage)
         _ = try await outbox.entries()
         storage.holdNextSave()
+        if failingBatches { storage.failBatches() }
         let first = Task { try await outbox.enqueue(kind: "post", scope: "s", payload: Data("first".utf8)) }
         await storage.gate.waitForWaiters()
-        let burst = 20
-        let calls = (0..<burst).map { index in
-            Task { try await outbox.enqueue(kind: "post", scope: "s\(index % 3)", payload: Data("burst \(index)".utf8)) }
+        try await body(storage, outbox, first)
+    }
+
+    @Test("writes queued while a save is in flight are committed together, each stored when its call returns")
+    func aBurstIsOneCommit() async throws {
+        try await Self.withFirstSaveHeld { storage, outbox, first in
+            let burst = 20
+            let calls = (0..<burst).map { index in
+                Task { try await outbox.enqueue(kind: "post", scope: "s\(index % 3)", payload: Data("burst \(index)".utf8)) }
+            }
+            try await outbox.groupCommit.waitUntilPending(burst)
+            storage.gate.open()
+            _ = try await first.value
+            var queued: [OutboxEntry] = []
+            for call in calls { queued.append(try await call.value) }
+            #expect(storage.commits == [1, burst], "the first save alone, then the burst in one commit")
+            let stored = try await storage.base.loadAll()
+            #expect(Set(stored.map(\.id)) == Set(queued.map(\.id) + [try await first.value.id]))
+            #expect(try await outbox.entries().count == burst + 1)
+            #expect(outbox.groupCommit.pendingCount == 0)
         }
-        try await outbox.groupCommit.waitUntilPending(burst)
-        storage.gate.open()
-        _ = try await first.value
-        var queued: [OutboxEntry] = []
-        for call in calls { queued.append(try await call.value) }
-        #expect(storage.commits == [1, burst], "the first save alone, then the burst in one commit")
-        let stored = try await storage.base.loadAll()
-        #expect(Set(stored.map(\.id)) == Set(queued.map(\.id) + [try await first.value.id]))
-        #expect(try await outbox.entries().count == burst + 1)
-        #expect(outbox.groupCommit.pendingCount == 0)
     }
 
     @Test("a call cancelled while its batch waits is not queued and nothing of it is stored; the others are")
     func cancelledWhilePending() async throws {
-        let directory = try TemporaryDirectory(prefix: "strata-group-commit")
-        defer { directory.remove() }
-        let storage = BatchRecordingStorage(FileOutboxStorage(directory: directory.appending("outbox")))
-        let outbox = Self.outbox(storage)
-        _ = try await outbox.entries()
-        storage.holdNextSave()
-        let first = Task { try await outbox.enqueue(kind: "post", scope: "s", payload: Data("first".utf8)) }
-        await storage.gate.waitForWaiters()
-        let cancelled = Task { try await outbox.enqueue(kind: "post", scope: "s", payload: Data("cancelled".utf8)) }
-        let kept = Task { try await outbox.enqueue(kind: "post", scope: "s", payload: Data("kept".utf8)) }
-        try await outbox.groupCommit.waitUntilPending(2)
-        cancelled.cancel()
-        await #expect(throws: OutboxError.self) { _ = try await cancelled.value }
-        storage.gate.open()
-        _ = try await first.value
-        let keptEntry = try await kept.value
-        let payloads = Set(try await storage.base.loadAll().map { String(decoding: $0.payload, as: UTF8.self) })
-        #expect(payloads == ["first", "kept"])
-        #expect(try await outbox.entry(keptEntry.id) != nil)
-        #expect(storage.commits == [1, 1])
+        try await Self.withFirstSaveHeld { storage, outbox, first in
+            let cancelled = Task { try await outbox.enqueue(kind: "post", scope: "s", payload: Data("cancelled".utf8)) }
+            let kept = Task { try await outbox.enqueue(kind: "post", scope: "s", payload: Data("kept".utf8)) }
+            try await outbox.groupCommit.waitUntilPending(2)
+            cancelled.cancel()
+            await #expect(throws: OutboxError.self) { _ = try await cancelled.value }
+            storage.gate.open()
+            _ = try await first.value
+            let keptEntry = try await kept.value
+            let payloads = Set(try await storage.base.loadAll().map { String(decoding: $0.payload, as: UTF8.self) })
+            #expect(payloads == ["first", "kept"])
+            #expect(try await outbox.entry(keptEntry.id) != nil)
+            #expect(storage.commits == [1, 1])
+        }
     }
 
     @Test("a batch that fails is answered write by write from a read-back: not queued, nothing stored, the scope free")
     func aFailedBatchIsSettledExactly() async throws {
-        let directory = try TemporaryDirectory(prefix: "strata-group-commit")
-        defer { directory.remove() }
-        let storage = BatchRecordingStorage(FileOutboxStorage(directory: directory.appending("outbox")))
-        let outbox = Self.outbox(storage)
-        _ = try await outbox.entries()
-        storage.holdNextSave()
-        storage.failBatches()
-        let first = Task { try await outbox.enqueue(kind: "post", scope: "s", payload: Data("first".utf8)) }
-        await storage.gate.waitForWaiters()
-        let failing = (0..<3).map { index in
-            Task { try await outbox.enqueue(kind: "post", scope: "s", payload: Data("failing \(index)".utf8)) }
-        }
-        try await outbox.groupCommit.waitUntilPending(3)
-        storage.gate.open()
-        _ = try await first.value
-        for call in failing {
-            do {
-                _ = try await call.value
-                Issue.record("a write of the failed batch was reported queued")
-            } catch let error as OutboxError {
-                guard case .storage = error else { Issue.record("expected not queued (.storage), got \(error)"); continue }
+        try await Self.withFirstSaveHeld(failingBatches: true) { storage, outbox, first in
+            let failing = (0..<3).map { index in
+                Task { try await outbox.enqueue(kind: "post", scope: "s", payload: Data("failing \(index)".utf8)) }
             }
+            try await outbox.groupCommit.waitUntilPending(3)
+            storage.gate.open()
+            _ = try await first.value
+            for call in failing {
+                do {
+                    _ = try await call.value
+                    Issue.record("a write of the failed batch was reported queued")
+                } catch let error as OutboxError {
+                    guard case .storage = error else { Issue.record("expected not queued (.storage), got \(error)"); continue }
+                }
+            }
+            #expect(try await storage.base.loadAll().count == 1)
+            #expect(try await outbox.entries().count == 1, "only the first write is queued")
+            let after = try await outbox.enqueue(kind: "post", scope: "s", payload: Data("after".utf8))
+            #expect(try await outbox.entry(after.id) != nil, "the scope is not held by the failed writes")
         }
-        #expect(try await storage.base.loadAll().count == 1)
-        #expect(try await outbox.entries().count == 1, "only the first write is queued")
-        let after = try await outbox.enqueue(kind: "post", scope: "s", payload: Data("after".utf8))
-        #expect(try await outbox.entry(after.id) != nil, "the scope is not held by the failed writes")
     }
 
     @Test("100 concurrent enqueues into a real file outbox: all stored, order in the scope as acknowledged")
