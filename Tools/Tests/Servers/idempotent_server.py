@@ -150,11 +150,17 @@ class Handler(BaseHTTPRequestHandler):
         self.send_json(status, answer)
 
 
+class Server(ThreadingHTTPServer):
+    # socketserver's default backlog, 5, drops a SYN when a burst of clients connects at once,
+    # and the client resends it a second later: a request arrives late, out of its order.
+    request_queue_size = 128
+
+
 def main():
     parser = argparse.ArgumentParser(description="A posts server that honours Idempotency-Key.")
     parser.add_argument("--drop-after-apply", type=int, default=0, help="reset the connection after applying the first N writes")
     arguments = parser.parse_args()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = Server(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     server.ledger = Ledger(arguments.drop_after_apply)
     print("listening %d" % server.server_address[1], flush=True)

@@ -76,12 +76,21 @@ class Handler(BaseHTTPRequestHandler):
             self.answer(404, {"error": "not found"})
 
 
+class Server(ThreadingHTTPServer):
+    # The listen backlog. socketserver's default, 5, overflows when several drainers open their
+    # connections at once through a relay: the kernel drops a SYN and the client resends it only
+    # a second later. A drainer's request then reaches this server a second late, after writes
+    # sent after it (seen in CI: a killed drainer's request applied after the next write of its
+    # scope, which the drain that took the scope over had already sent).
+    request_queue_size = 128
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--delay-ms", type=int, default=0)
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args()
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server = Server(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
     server.recorder = Recorder(args.delay_ms)
     print("listening %d" % server.server_address[1], flush=True)
