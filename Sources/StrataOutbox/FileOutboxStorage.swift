@@ -17,6 +17,12 @@ import Musl
 /// whose checksum does not match (bit rot, a hand edit) is renamed to `<name>.unreadable`, logged,
 /// and left for an operator. Files are created `0600` in a `0700` directory.
 ///
+/// A drain's attempt (the count saved before each send, a backoff after a failure) goes to a second
+/// file beside the entry's, `<id>.attempt`, renamed into place without any flush: a killed process
+/// leaves it whole, and a power failure at worst loses it, or leaves it unreadable, and then the
+/// entry's own file, which a flushed save wrote, is what is read (the write is sent once more).
+/// A flushed save of the entry removes that file first, and a removal removes both.
+///
 /// Several processes may share the directory (an App Group container, a volume two workers mount):
 /// they agree through its `.coordination` file, locked with `flock` for one short read and write at a
 /// time (see ``OutboxStorage``). Keep the directory on a local file system: `flock` over NFS is not
@@ -37,10 +43,23 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
     public var description: String { "FileOutboxStorage(\(directory.path))" }
 
     static let fileExtension = "outbox"
+    static let attemptExtension = "attempt"
     private static let magic = "strata-outbox 1 "
+    /// The entries this storage wrote last, with their files' bytes: a drain's read back of its
+    /// scope takes them instead of decoding files it wrote itself.
+    private let memo = OutboxEntryMemo()
 
     private func path(for id: UUID) -> String {
         directory.appendingPathComponent("\(id.uuidString.lowercased()).\(Self.fileExtension)").path
+    }
+
+    /// The file of `id`'s latest attempt, saved without a flush.
+    private func attemptPath(for id: UUID) -> String {
+        directory.appendingPathComponent("\(id.uuidString.lowercased()).\(Self.attemptExtension)").path
+    }
+
+    private func temporaryPath() -> String {
+        directory.appendingPathComponent(".tmp-\(UUID().uuidString.lowercased())").path
     }
 
     private func failure(_ operation: StoreError.Operation, _ id: UUID?, _ error: any Error) -> StoreError {
@@ -65,11 +84,21 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
         try await BlockingIOPool.shared.run { () throws(StoreError) in try self.saveNow(contentsOf: entries) }
     }
 
-    /// Writes the entry's new version to a flushed temporary file and renames it into place
-    /// without flushing the directory: a killed process leaves the old version or the new one,
-    /// whole, and a power failure at worst the old one (the write is then sent once more).
+    /// Writes the entry's new version to its `.attempt` file (a temporary file renamed into place),
+    /// with no flush at all: a killed process leaves the old version or the new one, whole, and a
+    /// power failure at worst the version of the entry's own file (the write is then sent once
+    /// more). An entry with no file of its own is saved as ``save(_:)`` saves it.
     public func saveAttempt(_ entry: OutboxEntry) async throws {
-        try await BlockingIOPool.shared.run { () throws(StoreError) in try self.saveNow(entry, flushDirectory: false) }
+        try await saveAttempt(entry, removingDelivered: [])
+    }
+
+    /// Removes the delivered writes' files, then writes `entry`'s attempt as ``saveAttempt(_:)``
+    /// does: no flush for any of it.
+    public func saveAttempt(_ entry: OutboxEntry, removingDelivered delivered: [UUID]) async throws {
+        try await BlockingIOPool.shared.run { () throws(StoreError) in
+            for id in delivered { try self.removeNow(id, flushDirectory: false) }
+            try self.saveAttemptNow(entry)
+        }
     }
 
     /// Removes the entry's file and flushes the directory: a discarded write stays gone after a
@@ -85,15 +114,21 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
     }
 
     private func removeNow(_ id: UUID, flushDirectory: Bool) async throws {
-        try await BlockingIOPool.shared.run { () throws(StoreError) in
-            let path = self.path(for: id)
-            do {
-                try POSIXFile.remove(path)
-            } catch {
-                throw self.failure(.delete, id, error)
-            }
-            if flushDirectory { POSIXFile.syncDirectory(containing: path) }
+        try await BlockingIOPool.shared.run { () throws(StoreError) in try self.removeNow(id, flushDirectory: flushDirectory) }
+    }
+
+    /// Removes the entry's file, then its attempt's (a process killed in between leaves an attempt
+    /// file with no entry, which reads as nothing and is swept later).
+    private func removeNow(_ id: UUID, flushDirectory: Bool) throws(StoreError) {
+        memo.forget(id)
+        let path = path(for: id)
+        do {
+            try POSIXFile.remove(path)
+            try POSIXFile.remove(attemptPath(for: id))
+        } catch {
+            throw failure(.delete, id, error)
         }
+        if flushDirectory { POSIXFile.syncDirectory(containing: path) }
     }
 
     /// The entry with `id`, read from its one file, or `nil` when there is none. A file that is not
@@ -102,6 +137,21 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
     /// - Throws: `StoreError` (`.retrieve`) when the file exists and cannot be read.
     public func entry(_ id: UUID) async throws -> OutboxEntry? {
         try await BlockingIOPool.shared.run { () throws(StoreError) -> OutboxEntry? in try self.entryNow(id) }
+    }
+
+    /// The file's bytes for `entry`, remembered in the memo.
+    private func encodeRemembered(_ entry: OutboxEntry) throws -> Data {
+        let bytes = try Self.encode(entry)
+        memo.remember(entry, as: bytes)
+        return bytes
+    }
+
+    /// The entry in the bytes of `id`'s file, or `nil` when they are not a whole, intact entry of
+    /// that id: the memo's entry when they are the bytes it remembers, or the bytes decoded.
+    private func decode(_ data: Data, id: UUID) -> OutboxEntry? {
+        if let known = memo.entry(id, bytes: data) { return known }
+        guard let entry = Self.decode(data), entry.id == id else { return nil }
+        return entry
     }
 
     /// The file's bytes for `entry`.
@@ -126,14 +176,29 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
         return try? OutboxEntry(storageEncoding: Data(json))
     }
 
-    private func saveNow(_ entry: OutboxEntry, flushDirectory: Bool = true) throws(StoreError) {
+    /// Writes the entry's file flushed, after removing its attempt's file (which the same flush of
+    /// the directory makes durable): the new version is what is read.
+    private func saveNow(_ entry: OutboxEntry) throws(StoreError) {
         do {
             try POSIXFile.createDirectory(directory.path, mode: 0o700)
-            let bytes = try Self.encode(entry)
-            let target = path(for: entry.id)
-            let temporary = directory.appendingPathComponent(".tmp-\(UUID().uuidString.lowercased())").path
+            let bytes = try encodeRemembered(entry)
+            let temporary = temporaryPath()
             try POSIXFile.writeNew(bytes, at: temporary, mode: 0o600, sync: true)
-            try POSIXFile.commit(temporary, to: target, sync: flushDirectory)
+            try POSIXFile.remove(attemptPath(for: entry.id))
+            try POSIXFile.commit(temporary, to: path(for: entry.id), sync: true)
+        } catch {
+            throw failure(.insert, entry.id, error)
+        }
+    }
+
+    /// Writes the entry's attempt file, with no flush; an entry with no file is saved flushed.
+    private func saveAttemptNow(_ entry: OutboxEntry) throws(StoreError) {
+        guard access(path(for: entry.id), F_OK) == 0 else { return try saveNow(entry) }
+        do {
+            let bytes = try encodeRemembered(entry)
+            let temporary = temporaryPath()
+            try POSIXFile.writeNew(bytes, at: temporary, mode: 0o600, sync: false)
+            try POSIXFile.commit(temporary, to: attemptPath(for: entry.id), sync: false)
         } catch {
             throw failure(.insert, entry.id, error)
         }
@@ -145,9 +210,8 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
             try POSIXFile.createDirectory(directory.path, mode: 0o700)
             let files = try entries.map { entry in
                 current = entry.id
-                return (
-                    data: try Self.encode(entry), path: path(for: entry.id),
-                    temporaryPath: directory.appendingPathComponent(".tmp-\(UUID().uuidString.lowercased())").path)
+                try POSIXFile.remove(attemptPath(for: entry.id))
+                return (data: try encodeRemembered(entry), path: path(for: entry.id), temporaryPath: temporaryPath())
             }
             current = nil
             try POSIXFile.writeAtomically(files, in: directory.path, mode: 0o600)
@@ -165,11 +229,21 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
             throw failure(.retrieve, id, error)
         }
         guard let contents else { return nil }
-        guard let entry = Self.decode(contents) else {
-            setAside(path)
+        guard let entry = decode(contents, id: id) else {
+            // Not an intact entry (set aside), or the entry of another id (left alone).
+            if Self.decode(contents) == nil { setAside(path) }
             return nil
         }
-        return entry.id == id ? entry : nil
+        return latestAttempt(of: entry)
+    }
+
+    /// `entry` as its attempt file has it, when that file holds a whole version of it; `entry`
+    /// otherwise (no attempt saved since its last flushed save, or the file lost to a power failure).
+    private func latestAttempt(of entry: OutboxEntry) -> OutboxEntry {
+        guard let contents = try? POSIXFile.read(attemptPath(for: entry.id))?.data, let attempt = decode(contents, id: entry.id) else {
+            return entry
+        }
+        return attempt
     }
 
     private func loadAllNow() throws(StoreError) -> [OutboxEntry] {
@@ -183,6 +257,7 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
         }
         var entries: [OutboxEntry] = []
         let now = Date().timeIntervalSince1970
+        let named = Set(names)
         for name in names {
             let path = directory.appendingPathComponent(name).path
             if name.hasPrefix(".tmp-") {
@@ -191,7 +266,14 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
                 _ = POSIXFile.removeIfOlder(path, than: 60, now: now)
                 continue
             }
+            if name.hasSuffix(".\(Self.attemptExtension)") {
+                guard !named.contains(String(name.dropLast(Self.attemptExtension.count)) + Self.fileExtension) else { continue }
+                // The attempt of an entry removed (a process killed between the two removals).
+                _ = POSIXFile.removeIfOlder(path, than: 60, now: now)
+                continue
+            }
             guard name.hasSuffix(".\(Self.fileExtension)") else { continue }
+            let stem = name.dropLast(Self.fileExtension.count + 1)
             let contents: Data?
             do {
                 contents = try POSIXFile.read(path)?.data
@@ -199,8 +281,10 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
                 throw failure(.retrieve, nil, error)
             }
             guard let contents else { continue }  // removed meanwhile
-            if let entry = Self.decode(contents) {
-                entries.append(entry)
+            if let id = UUID(uuidString: String(stem)), let entry = decode(contents, id: id) {
+                entries.append(named.contains("\(stem).\(Self.attemptExtension)") ? latestAttempt(of: entry) : entry)
+            } else if let entry = Self.decode(contents) {
+                entries.append(entry)  // named otherwise than by its id (copied in by hand)
             } else {
                 setAside(path)
             }

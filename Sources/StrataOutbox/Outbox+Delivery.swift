@@ -11,6 +11,11 @@ extension Outbox {
     /// Delivers the due writes of the claimed `scope` one after another, until one fails or none is due.
     /// On a storage shared by processes, it first claims the scope there (and reads it back), renews
     /// the claim before each write while less than half of it is left, and releases it at the end.
+    ///
+    /// A delivered write is removed from the storage together with the next write's attempt, in one
+    /// ``OutboxStorage/saveAttempt(_:removingDelivered:)`` (one commit per delivery instead of two),
+    /// and on its own before the scope is read back, released, or left. Killed in between, the
+    /// process leaves it stored, as if killed just before its removal: it is sent again with its key.
     func drainScope(_ scope: String) async -> OutboxDrainReport {
         defer {
             // A `run()` that looked for its next wake-up while this scope was busy skipped it: when
@@ -24,37 +29,62 @@ extension Outbox {
             guard let until = await claimShared(scope, report: &report) else { return report }
             claimedUntil = until
         }
+        var delivered: [OutboxEntry] = []
+        let release = await drainClaimed(scope, shared: shared, claimedUntil: claimedUntil, report: &report, delivered: &delivered)
+        await removeDelivered(&delivered)
+        if shared && release { await releaseShared(scope) }
+        return report
+    }
+
+    /// The loop of `drainScope(_:)` on a scope it holds; returns whether the claim is still to be
+    /// released (not when renewing it failed). Delivered writes not removed yet are left in `delivered`.
+    private func drainClaimed(
+        _ scope: String, shared: Bool, claimedUntil: Date?, report: inout OutboxDrainReport, delivered: inout [OutboxEntry]
+    ) async -> Bool {
+        var claimedUntil = claimedUntil
         while !Task.isCancelled {
             let now = environment.now()
             if let until = claimedUntil, until.timeIntervalSince(now) < claimLease.seconds / 2 {
-                guard let renewed = await claimShared(scope, report: &report, renewing: true) else { return report }
+                guard let renewed = await claimShared(scope, report: &report, renewing: true) else { return false }
                 claimedUntil = renewed
             }
             // This process queued into the scope while draining it: another process may have too,
             // earlier; read it back again, so theirs go first.
             if shared, state.withLock({ $0.machine.needsReread(scope) }) {
-                guard await readBack(scope) else {
-                    await releaseShared(scope)
-                    return report
-                }
+                await removeDelivered(&delivered)
+                guard await readBack(scope) else { return true }
             }
             let outcome: Outcome
             switch state.withLock({ $0.machine.nextStep(in: scope, now: now) }) {
             case .release:
-                if shared { await releaseShared(scope) }
-                return report
+                return true
             case .park(let entry, let letter):
                 outcome = await park(entry, letter)
             case .resolve(let entry):
                 outcome = await settleInDrain(entry)
             case .deliver(let entry):
-                outcome = await deliver(entry)
+                outcome = await deliver(entry, delivered: &delivered)
             }
             report.record(outcome)
             guard [.delivered, .parked, .discarded, .settled].contains(outcome) else { break }
         }
-        if shared { await releaseShared(scope) }
-        return report
+        return true
+    }
+
+    /// Removes the delivered writes whose removal was waiting for the next attempt save (a failure
+    /// is logged: the write is sent again with its key after a relaunch).
+    private func removeDelivered(_ delivered: inout [OutboxEntry]) async {
+        for entry in delivered {
+            do {
+                try await storage.removeDelivered(entry.id)
+            } catch {
+                metrics.storageFailures.increment()
+                logger.error(
+                    "outbox delivered a write but could not remove it; after a relaunch it is sent again with the same idempotency key",
+                    metadata: metadata(for: entry, error: error))
+            }
+        }
+        delivered.removeAll()
     }
 
     /// Claims `scope` in the shared storage and reads it back, or renews the claim. Returns until
@@ -207,7 +237,7 @@ extension Outbox {
     }
 
     /// One write (its attempt already counted), through its handler, with what the failure classes ask for.
-    private func deliver(_ entry: OutboxEntry) async -> Outcome {
+    private func deliver(_ entry: OutboxEntry, delivered: inout [OutboxEntry]) async -> Outcome {
         guard let registration = registration(for: entry.kind) else {
             // The machine saw the kind registered, and registrations are never removed.
             preconditionFailure("outbox: no registration for a kind the state machine knows")
@@ -221,12 +251,12 @@ extension Outbox {
                 state.withLock { $0.machine.updateDelivering(entry) }
             }
             counted = false
-            guard await persist(entry, attempt: true) else { return holdBack(entry) }
+            guard await persistAttempt(entry, removing: &delivered) else { return holdBack(entry) }
             let result = await runHandler(registration.handler, Delivery(entry: entry, precondition: context.precondition))
             let error: any Error
             switch result {
             case .success(let receipt):
-                return await complete(entry, receipt)
+                return await complete(entry, receipt, delivered: &delivered)
             case .failure(let failure):
                 // Only the drain's own cancellation stops it; a handler that throws
                 // `CancellationError` by itself (a transport whose request was cancelled) failed,
@@ -247,7 +277,7 @@ extension Outbox {
             case .retryLater(let waiting):
                 // Not saved (logged): the backoff still holds in this process; after a relaunch the
                 // write is due at once, which is safe.
-                _ = await persist(waiting, attempt: true)
+                _ = await persistAttempt(waiting, removing: &delivered)
                 state.withLock { $0.machine.deferred(waiting) }
                 changed()
                 return .deferred
@@ -314,15 +344,29 @@ extension Outbox {
         return .stopped
     }
 
-    /// Saves `entry` and mirrors it; `false` (logged) when the storage failed. An `attempt` (a
-    /// count or a backoff) is saved with ``OutboxStorage/saveAttempt(_:)``: a storage may skip the
-    /// flush, as losing it to a power failure only sends the write once more.
-    func persist(_ entry: OutboxEntry, attempt: Bool = false) async -> Bool {
+    /// Saves `entry` and mirrors it; `false` (logged) when the storage failed.
+    func persist(_ entry: OutboxEntry) async -> Bool {
         do {
-            if attempt {
+            try await storage.save(entry)
+            return true
+        } catch {
+            metrics.storageFailures.increment()
+            logger.error("outbox could not save a write; it stays queued as it was", metadata: metadata(for: entry, error: error))
+            return false
+        }
+    }
+
+    /// Saves an attempt of `entry` (a count or a backoff) with ``OutboxStorage/saveAttempt(_:)``, a
+    /// write a storage may commit without a flush (losing it to a power failure only sends the
+    /// write once more), removing the `delivered` writes in the same step; `false` (logged) when
+    /// the storage failed, and then `delivered` are left to be removed later.
+    func persistAttempt(_ entry: OutboxEntry, removing delivered: inout [OutboxEntry]) async -> Bool {
+        do {
+            if delivered.isEmpty {
                 try await storage.saveAttempt(entry)
             } else {
-                try await storage.save(entry)
+                try await storage.saveAttempt(entry, removingDelivered: delivered.map(\.id))
+                delivered.removeAll()
             }
             return true
         } catch {
@@ -363,7 +407,7 @@ extension Outbox {
         return .parked
     }
 
-    private func complete(_ entry: OutboxEntry, _ receipt: Receipt) async -> Outcome {
+    private func complete(_ entry: OutboxEntry, _ receipt: Receipt, delivered: inout [OutboxEntry]) async -> Outcome {
         // The writes queued behind it are rewritten (a server-assigned id) and saved *before* the
         // delivered write is removed: a crash in between sends the delivered write again with the
         // same key, the server answers it from its record, and the rewrite runs again. Removed
@@ -389,14 +433,8 @@ extension Outbox {
                 await reportWriteEvents()
             }
         }
-        do {
-            try await storage.removeDelivered(entry.id)
-        } catch {
-            metrics.storageFailures.increment()
-            logger.error(
-                "outbox delivered a write but could not remove it; after a relaunch it is sent again with the same idempotency key",
-                metadata: metadata(for: entry, error: error))
-        }
+        // Removed with the next write's attempt, or when the drain leaves the scope.
+        delivered.append(entry)
         state.withLock { state in
             state.machine.delivered(entry.id)
             state.writeEvents.append(.delivered(entry))

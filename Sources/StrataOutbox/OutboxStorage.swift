@@ -18,6 +18,9 @@ import Foundation
 ///   failure, so a storage can skip its flush: a lost attempt count makes the write be sent once
 ///   more, and a lost removal makes it be sent again with its idempotency key, which the server
 ///   answers from its record. They default to `save(_:)` and `remove(_:)`.
+///   `saveAttempt(_:removingDelivered:)` is the two in one step: a drain removes a delivered write
+///   together with the next write's attempt, so a storage with transactions should commit both at
+///   once (one commit per delivery instead of two). It defaults to the removals, then `saveAttempt(_:)`.
 /// - `remove(_:)` of a missing id succeeds.
 /// - A save of an entry exactly as already stored (a retried save) leaves one entry, unchanged.
 /// - `loadAll()` returns every entry saved and not removed, in any order. An entry it cannot read
@@ -56,6 +59,11 @@ public protocol OutboxStorage: Sendable {
     /// Removes a delivered write: durable against the process being killed, not necessarily
     /// against power loss. Succeeds when there is none.
     func removeDelivered(_ id: UUID) async throws
+    /// Removes the delivered writes `delivered` and saves `entry`'s attempt, as
+    /// `removeDelivered(_:)` for each then `saveAttempt(_:)` would, in one step where the storage can.
+    /// When it throws, `entry` is stored in its previous version or its new one, and each of
+    /// `delivered` is removed or not.
+    func saveAttempt(_ entry: OutboxEntry, removingDelivered delivered: [UUID]) async throws
     /// Removes the entry with `id`; succeeds when there is none.
     func remove(_ id: UUID) async throws
     /// The entry with `id` as stored now, or `nil` when there is none. The ``Outbox`` reads an entry
@@ -101,6 +109,11 @@ extension OutboxStorage {
     public func saveAttempt(_ entry: OutboxEntry) async throws { try await save(entry) }
 
     public func removeDelivered(_ id: UUID) async throws { try await remove(id) }
+
+    public func saveAttempt(_ entry: OutboxEntry, removingDelivered delivered: [UUID]) async throws {
+        for id in delivered { try await removeDelivered(id) }
+        try await saveAttempt(entry)
+    }
 
     public var isSharedByProcesses: Bool { false }
 

@@ -277,13 +277,17 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
         }
     }
 
+    /// Inserts or replaces `entry`'s row, and deletes the rows of `removing` in the same statement
+    /// (a data-modifying `WITH` runs whether or not the insert reads it; with no ids it deletes none).
     private static func upsert(
-        _ entry: OutboxEntry, encoded: Data, into table: String, on connection: PostgresConnection, logger: Logger
+        _ entry: OutboxEntry, encoded: Data, into table: String, removing removed: [UUID] = [], on connection: PostgresConnection,
+        logger: Logger
     ) async throws {
         let sequence = Int64(clamping: entry.sequence)
         let attempts = Int64(entry.attempts)
         let state = entry.isPending ? "pending" : "parked"
         try await PostgresStore<Data>.drain(connection.queryUnlessClosed("""
+            WITH removed AS (DELETE FROM "\(unescaped: table)" WHERE id = ANY(\(removed)))
             INSERT INTO "\(unescaped: table)"
                 (id, sequence, scope, kind, state, attempts, created_at, next_attempt_at, entry, updated_at)
             VALUES (\(entry.id), \(sequence), \(entry.scope), \(entry.kind), \(state), \(attempts),
@@ -293,6 +297,24 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
                 state = EXCLUDED.state, attempts = EXCLUDED.attempts, created_at = EXCLUDED.created_at,
                 next_attempt_at = EXCLUDED.next_attempt_at, entry = EXCLUDED.entry, updated_at = EXCLUDED.updated_at
             """, logger: logger))
+    }
+
+    /// Removes the delivered writes' rows and replaces the row of `entry` (its attempt) in one
+    /// statement, so one commit: a drain's one commit per delivery.
+    /// - Throws: `StoreError` (`.insert`) when the entry does not encode, the database is unreachable
+    ///   or the statement fails; no row is then changed.
+    @concurrent
+    public func saveAttempt(_ entry: OutboxEntry, removingDelivered delivered: [UUID]) async throws {
+        guard !delivered.isEmpty else { return try await saveAttempt(entry) }
+        let encoded: Data
+        do {
+            encoded = try entry.encodedForStorage()
+        } catch {
+            throw StoreError(store: description, operation: .insert, key: entry.idempotencyKey, reason: "entry does not encode: \(error)", underlying: error)
+        }
+        try await connections.perform(.insert, key: entry.idempotencyKey) { [table] connection, logger in
+            try await Self.upsert(entry, encoded: encoded, into: table, removing: delivered, on: connection, logger: logger)
+        }
     }
 
     /// Removes the row with `id`; succeeds when there is none.

@@ -45,6 +45,9 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
     private let opensOwnFile: Bool
     /// A commit without a flush could not set the writer back to FULL: the next flushed write sets it.
     private let levelInDoubt = Locked(false)
+    /// The entries this storage wrote last, with their bytes: a drain's read back of its scope takes
+    /// them instead of decoding rows it wrote itself.
+    private let memo = OutboxEntryMemo()
 
     /// Opens (creating if needed) the database at `path` and its outbox table.
     /// - Parameters:
@@ -189,7 +192,7 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
         var entries: [OutboxEntry] = []
         entries.reserveCapacity(rows.count)
         for row in rows {
-            switch row.decode() {
+            switch row.decode(memo) {
             case .success(let entry): entries.append(entry)
             case .failure(let unreadable): await setAside(row, reason: unreadable.reason)
             }
@@ -214,7 +217,7 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
             throw failure(.retrieve, key, error)
         }
         guard let row else { return nil }
-        switch row.decode() {
+        switch row.decode(memo) {
         case .success(let entry):
             return entry
         case .failure(let unreadable):
@@ -228,7 +231,7 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
     ///   previous version of the row is then intact.
     @concurrent
     public func save(_ entry: OutboxEntry) async throws {
-        let arguments = try Self.arguments(entry, store: description)
+        let arguments = try Self.arguments(entry, store: description, memo: memo)
         do {
             try await writeFlushed { db in
                 try db.cachedStatement(sql: Self.upsertSQL).execute(arguments: arguments)
@@ -248,7 +251,7 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
             if let entry = entries.first { try await save(entry) }
             return
         }
-        let rows = try entries.map { try Self.arguments($0, store: description) }
+        let rows = try entries.map { try Self.arguments($0, store: description, memo: memo) }
         do {
             try await writeFlushed { db in
                 let statement = try db.cachedStatement(sql: Self.upsertSQL)
@@ -260,7 +263,8 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
     }
 
     /// The upsert's arguments for `entry`.
-    private static func arguments(_ entry: OutboxEntry, store: String) throws -> StatementArguments {
+    /// The row of `entry`, its encoding remembered in `memo`.
+    private static func arguments(_ entry: OutboxEntry, store: String, memo: OutboxEntryMemo) throws -> StatementArguments {
         let key = entry.idempotencyKey
         let encoded: Data
         do {
@@ -268,6 +272,7 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
         } catch {
             throw StoreError(store: store, operation: .insert, key: key, reason: "entry does not encode: \(error)", underlying: error)
         }
+        memo.remember(entry, as: encoded)
         return [
             key, Int64(clamping: entry.sequence), entry.scope, entry.kind, entry.isPending ? "pending" : "parked",
             entry.attempts, entry.createdAt.timeIntervalSince1970, entry.nextAttemptAt.timeIntervalSince1970, encoded,
@@ -278,9 +283,27 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
     /// transaction committed without a flush of its own (see ``OutboxStorage``).
     @concurrent
     public func saveAttempt(_ entry: OutboxEntry) async throws {
-        let arguments = try Self.arguments(entry, store: description)
+        let arguments = try Self.arguments(entry, store: description, memo: memo)
         do {
             try await writeUnflushed { db in try db.cachedStatement(sql: Self.upsertSQL).execute(arguments: arguments) }
+        } catch {
+            throw failure(.insert, entry.idempotencyKey, error)
+        }
+    }
+
+    /// Removes the delivered writes' rows and replaces the row of `entry` (its attempt), in one
+    /// transaction committed without a flush of its own: a drain's one commit per delivery.
+    @concurrent
+    public func saveAttempt(_ entry: OutboxEntry, removingDelivered delivered: [UUID]) async throws {
+        let arguments = try Self.arguments(entry, store: description, memo: memo)
+        let keys = delivered.map { $0.uuidString.lowercased() }
+        delivered.forEach(memo.forget)
+        do {
+            try await writeUnflushed { db in
+                let delete = try db.cachedStatement(sql: Self.deleteSQL)
+                for key in keys { try delete.execute(arguments: [key]) }
+                try db.cachedStatement(sql: Self.upsertSQL).execute(arguments: arguments)
+            }
         } catch {
             throw failure(.insert, entry.idempotencyKey, error)
         }
@@ -291,9 +314,10 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
     @concurrent
     public func removeDelivered(_ id: UUID) async throws {
         let key = id.uuidString.lowercased()
+        memo.forget(id)
         do {
             try await writeUnflushed { db in
-                try db.cachedStatement(sql: "DELETE FROM \(SQLiteOutboxSchema.entries) WHERE id = ?").execute(arguments: [key])
+                try db.cachedStatement(sql: Self.deleteSQL).execute(arguments: [key])
             }
         } catch {
             throw failure(.delete, key, error)
@@ -305,6 +329,7 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
     @concurrent
     public func remove(_ id: UUID) async throws {
         let key = id.uuidString.lowercased()
+        memo.forget(id)
         do {
             try await writeFlushed { db in
                 try db.execute(sql: "DELETE FROM \(SQLiteOutboxSchema.entries) WHERE id = ?", arguments: [key])
@@ -402,12 +427,13 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
     public func saveNumbered(after: UInt64, _ entry: @escaping @Sendable (UInt64) -> OutboxEntry?) async throws -> OutboxEntry? {
         let floor = Int64(clamping: after)
         let store = description
+        let memo = memo
         do {
             return try await writeFlushed { db -> OutboxEntry? in
                 try db.cachedStatement(sql: Self.nextSequenceSQL).execute(arguments: [floor &+ 1, floor])
                 let issued = try Int64.fetchOne(db.cachedStatement(sql: Self.sequenceSQL)) ?? floor &+ 1
                 guard let numbered = entry(UInt64(max(issued, 1))) else { return nil }
-                try db.cachedStatement(sql: Self.upsertSQL).execute(arguments: try Self.arguments(numbered, store: store))
+                try db.cachedStatement(sql: Self.upsertSQL).execute(arguments: try Self.arguments(numbered, store: store, memo: memo))
                 return numbered
             }
         } catch let error as StoreError {
@@ -465,6 +491,8 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
         guard let value else { throw DatabaseError(message: "the transaction committed without running its body") }
         return value
     }
+
+    private static let deleteSQL = "DELETE FROM \(SQLiteOutboxSchema.entries) WHERE id = ?"
 
     private static let nextSequenceSQL =
         "INSERT INTO \(SQLiteOutboxSchema.sequence) (id, value) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET value = max(value, ?) + 1"
@@ -544,12 +572,17 @@ private struct StoredOutboxRow: Sendable {
         if case .string(let text) = id.storage { text } else { "\(id)" }
     }
 
-    func decode() -> Result<OutboxEntry, Unreadable> {
+    /// The row's entry: the one `memo` remembers for its id and bytes, or the bytes decoded.
+    func decode(_ memo: OutboxEntryMemo) -> Result<OutboxEntry, Unreadable> {
         let bytes: Data
         switch entry.storage {
         case .blob(let data): bytes = data
         case .string(let text): bytes = Data(text.utf8)
         default: return .failure(Unreadable(reason: "the entry column holds \(entry), not an encoded entry"))
+        }
+        if case .string(let text) = id.storage, let id = UUID(uuidString: text), let known = memo.entry(id, bytes: bytes),
+           text == known.idempotencyKey {
+            return .success(known)
         }
         let decoded: OutboxEntry
         do {

@@ -40,7 +40,9 @@ public enum OutboxStorageContractCase: String, CaseIterable, Sendable, CustomStr
     /// and an empty batch work too.
     case savingABatchStoresEveryEntry
     /// `saveAttempt(_:)` replaces the entry as `save(_:)` does, and `removeDelivered(_:)` removes it
-    /// as `remove(_:)` does (of a missing id too), each seen at once by `loadAll` and `entry(_:)`.
+    /// as `remove(_:)` does (of a missing id too), each seen at once by `loadAll`, `entry(_:)` and
+    /// `entries(inScope:)`; a `save(_:)` after an attempt is what reads back; and
+    /// `saveAttempt(_:removingDelivered:)` does both in one call.
     case attemptsAndDeliveredRemovalsReadBack
     /// `saveNumbered(after:_:)` hands its closure a sequence above `after` and stores what the closure
     /// returns, numbered so; a closure returning `nil` stores nothing. On a storage shared by
@@ -344,10 +346,31 @@ public struct OutboxStorageContract<S: OutboxStorage>: Sendable {
             do { try await storage.saveAttempt(attempted) } catch { throw check.fail("saveAttempt threw \(error)") }
             try check.same(try await check.entry(storage, first.id, "after saveAttempt"), attempted, "entry(_:) after saveAttempt")
             try check.same(try await check.load(storage, "after saveAttempt"), [attempted, other], "loadAll after saveAttempt")
-            do { try await storage.removeDelivered(first.id) } catch { throw check.fail("removeDelivered threw \(error)") }
+            let inScope: [OutboxEntry]
+            do { inScope = try await storage.entries(inScope: first.scope) } catch { throw check.fail("entries(inScope:) threw \(error)") }
+            try check.same(inScope.filter { $0.id == first.id }, [attempted], "entries(inScope:) after saveAttempt")
+            // A save after an attempt (the write parked, or rewritten) is the version read back.
+            var saved = attempted
+            saved.attempts += 1
+            saved.payload = Data("saved after an attempt".utf8)
+            try await check.save(storage, saved, "after an attempt")
+            try check.same(try await check.entry(storage, first.id, "after a save that followed an attempt"), saved, "entry(_:) after a save that followed an attempt")
+            try check.same(try await check.load(storage, "after a save that followed an attempt"), [saved, other], "loadAll after a save that followed an attempt")
+            // The delivered write removed with the next write's attempt.
+            var next = other
+            next.attempts += 1
+            do {
+                try await storage.saveAttempt(next, removingDelivered: [first.id, UUID()])
+            } catch {
+                throw check.fail("saveAttempt(_:removingDelivered:) threw \(error)")
+            }
+            try check.same(try await check.entry(storage, first.id, "after saveAttempt(_:removingDelivered:)"), nil, "entry(_:) of the write it removed")
+            try check.same(try await check.entry(storage, other.id, "after saveAttempt(_:removingDelivered:)"), next, "entry(_:) of the write whose attempt it saved")
+            try check.same(try await check.load(storage, "after saveAttempt(_:removingDelivered:)"), [next], "loadAll after saveAttempt(_:removingDelivered:)")
+            do { try await storage.removeDelivered(other.id) } catch { throw check.fail("removeDelivered threw \(error)") }
             do { try await storage.removeDelivered(UUID()) } catch { throw check.fail("removeDelivered of a missing id threw \(error)") }
-            try check.same(try await check.entry(storage, first.id, "after removeDelivered"), nil, "entry(_:) after removeDelivered")
-            try check.same(try await check.load(storage, "after removeDelivered"), [other], "loadAll after removeDelivered")
+            try check.same(try await check.entry(storage, other.id, "after removeDelivered"), nil, "entry(_:) after removeDelivered")
+            try check.same(try await check.load(storage, "after removeDelivered"), [], "loadAll after removeDelivered")
 
         case .numberedSavesStoreWhatTheyNumber:
             let numbers = Locked(4_000)

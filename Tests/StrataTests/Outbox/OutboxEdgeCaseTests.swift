@@ -10,6 +10,9 @@ final class RecordingOutboxStorage: OutboxStorage {
     enum Operation: Equatable {
         case save(UUID, payload: Data)
         case remove(UUID)
+        /// `saveAttempt`, with the delivered writes removed in the same step.
+        case attempt(UUID, removing: [UUID])
+        case removeDelivered(UUID)
     }
 
     private let base = MemoryOutboxStorage()
@@ -22,14 +25,35 @@ final class RecordingOutboxStorage: OutboxStorage {
 
     func loadAll() async throws -> [OutboxEntry] { try await base.loadAll() }
 
-    func save(_ entry: OutboxEntry) async throws {
+    /// Counts a save (an attempt too), and throws past the limit `failSaves(after:)` set.
+    private func countSave() throws {
         let fails = state.withLock { state -> Bool in
             state.saves += 1
             return state.failSavesAfter.map { state.saves > $0 } ?? false
         }
         if fails { throw TestError("disk full") }
+    }
+
+    func save(_ entry: OutboxEntry) async throws {
+        try countSave()
         state.withLock { $0.operations.append(.save(entry.id, payload: entry.payload)) }
         try await base.save(entry)
+    }
+
+    func saveAttempt(_ entry: OutboxEntry) async throws {
+        try await saveAttempt(entry, removingDelivered: [])
+    }
+
+    func saveAttempt(_ entry: OutboxEntry, removingDelivered delivered: [UUID]) async throws {
+        try countSave()
+        state.withLock { $0.operations.append(.attempt(entry.id, removing: delivered)) }
+        for id in delivered { try await base.remove(id) }
+        try await base.save(entry)
+    }
+
+    func removeDelivered(_ id: UUID) async throws {
+        state.withLock { $0.operations.append(.removeDelivered(id)) }
+        try await base.remove(id)
     }
 
     func remove(_ id: UUID) async throws {
@@ -149,8 +173,46 @@ struct OutboxEdgeCaseTests {
         #expect(try await outbox.drain().delivered == 2)
         let operations = storage.operations
         let rewritten = try #require(operations.firstIndex(of: .save(rename.id, payload: Data("rename 42".utf8))))
-        let removed = try #require(operations.firstIndex(of: .remove(create.id)))
+        let removed = try #require(operations.firstIndex(of: .attempt(rename.id, removing: [create.id])))
         #expect(rewritten < removed, "\(operations)")
+    }
+
+    @Test("a drain commits once per delivery: each delivered write is removed with the next write's attempt, the last on its own")
+    func aDrainRemovesEachDeliveredWriteWithTheNextAttempt() async throws {
+        let storage = RecordingOutboxStorage()
+        let outbox = Outbox(storage: storage, environment: ManualClock().environment())
+        outbox.register("note") { _ in .delivered }
+        outbox.connectivityChanged(isOnline: false)
+        var ids: [UUID] = []
+        for n in 1...3 { ids.append(try await outbox.enqueue(kind: "note", scope: "notes", payload: Data("\(n)".utf8)).id) }
+        let queued = storage.operations.count
+        outbox.connectivityChanged(isOnline: true)
+        #expect(try await outbox.drain().delivered == 3)
+        #expect(Array(storage.operations.dropFirst(queued)) == [
+            .attempt(ids[0], removing: []), .attempt(ids[1], removing: [ids[0]]), .attempt(ids[2], removing: [ids[1]]),
+            .removeDelivered(ids[2]),
+        ])
+        #expect(try await storage.loadAll().isEmpty)
+    }
+
+    @Test("a delivered write whose removal rode on an attempt that failed is removed when the drain leaves the scope")
+    func aFailedAttemptSaveLeavesTheRemovalToTheEnd() async throws {
+        let storage = RecordingOutboxStorage()
+        let outbox = Outbox(storage: storage, environment: ManualClock().environment())
+        let sent = Locked<[String]>([])
+        outbox.register("note") { delivery in
+            sent.withLock { $0.append(String(decoding: delivery.entry.payload, as: UTF8.self)) }
+            return .delivered
+        }
+        outbox.connectivityChanged(isOnline: false)
+        let first = try await outbox.enqueue(kind: "note", scope: "notes", payload: Data("1".utf8))
+        let second = try await outbox.enqueue(kind: "note", scope: "notes", payload: Data("2".utf8))
+        storage.failSaves(after: 1)  // the first attempt is saved; the second (with the removal) fails
+        outbox.connectivityChanged(isOnline: true)
+        let report = try await outbox.drain()
+        #expect(report.delivered == 1 && sent.withLock { $0 } == ["1"], "the second is not sent without its attempt saved")
+        #expect(storage.operations.suffix(2) == [.attempt(first.id, removing: []), .removeDelivered(first.id)])
+        #expect(try await storage.loadAll().map(\.id) == [second.id], "the delivered write is gone, the other kept")
     }
 
     @Test("a write an earlier process parked for want of a handler is sent once a relaunched process registers its kind")

@@ -63,6 +63,60 @@ struct OutboxStorageContractTests {
         #expect(try await storage.loadAll() == [intact])
     }
 
+    @Test("FileOutboxStorage keeps a drain's attempt in a file of its own; a lost or torn one reads as the entry's own version, a save or removal takes it away")
+    func fileAttemptsLiveBesideTheEntry() async throws {
+        let directory = try TemporaryDirectory(prefix: "strata-file-outbox-attempt")
+        let logs = LogCapture()
+        let storage = FileOutboxStorage(directory: directory.url, logger: logs.logger)
+        let entry = OutboxEntry(
+            id: UUID(), sequence: 0, scope: "s", kind: "note", payload: Data("0".utf8), createdAt: Date(timeIntervalSince1970: 1_767_225_600))
+        let entryFile = directory.url.appendingPathComponent(Self.fileName(entry.id))
+        let attemptFile = entryFile.deletingPathExtension().appendingPathExtension("attempt")
+        try await storage.save(entry)
+        let saved = try Data(contentsOf: entryFile)
+        var attempted = entry
+        attempted.attempts = 2
+        try await storage.saveAttempt(attempted)
+        #expect(try Data(contentsOf: entryFile) == saved, "the entry's own file is left as its flushed save wrote it")
+        #expect(FileManager.default.fileExists(atPath: attemptFile.path))
+        #expect(try await storage.entry(entry.id) == attempted)
+        #expect(try await FileOutboxStorage(directory: directory.url, logger: logs.logger).loadAll() == [attempted], "read by another instance")
+
+        // What a power failure can leave of a file renamed without a flush: nothing, or torn bytes.
+        for leftover in [Data(), Data("strata-outbox 1 0f".utf8)] {
+            try leftover.write(to: attemptFile)
+            let reopened = FileOutboxStorage(directory: directory.url, logger: logs.logger)
+            #expect(try await reopened.entry(entry.id) == entry)
+            #expect(try await reopened.loadAll() == [entry])
+            #expect(try await reopened.entries(inScope: "s") == [entry])
+        }
+        #expect(logs.entries.isEmpty, "an unreadable attempt is not an unreadable entry: nothing set aside")
+
+        // A flushed save (a park, a rewrite) takes the attempt away.
+        try await storage.saveAttempt(attempted)
+        var parked = attempted
+        parked.attempts = 3
+        parked.payload = Data("rewritten".utf8)
+        try await storage.save(parked)
+        #expect(!FileManager.default.fileExists(atPath: attemptFile.path))
+        #expect(try await FileOutboxStorage(directory: directory.url).entry(entry.id) == parked)
+
+        // A removal takes both files; an attempt left without its entry (killed between the two
+        // removals) reads as nothing, and is swept once old.
+        try await storage.saveAttempt(attempted)
+        try await storage.removeDelivered(entry.id)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.url.path).filter { !$0.hasPrefix(".") }.isEmpty)
+        try Self.encodedFile(attempted).write(to: attemptFile)
+        #expect(try await storage.loadAll().isEmpty)
+        #expect(try await storage.entry(entry.id) == nil)
+        #expect(FileManager.default.fileExists(atPath: attemptFile.path), "a fresh one may be a drain's between its two removals")
+        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-120)], ofItemAtPath: attemptFile.path)
+        #expect(try await storage.loadAll().isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: attemptFile.path))
+    }
+
+    static func encodedFile(_ entry: OutboxEntry) throws -> Data { try FileOutboxStorage.encode(entry) }
+
     @Test("the file storage runs every case")
     func fileRunsEverything() {
         #expect(Self.file.applicableCases == OutboxStorageContractCase.allCases)

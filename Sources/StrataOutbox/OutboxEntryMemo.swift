@@ -1,0 +1,52 @@
+import Foundation
+@_spi(StrataInternals) import Strata
+
+/// The entries a storage wrote last, each with the bytes it wrote: reading back bytes it wrote
+/// itself (a drain reads its scope back right after claiming it), the storage takes the entry it
+/// already has instead of decoding it again.
+///
+/// It is a cache of `OutboxEntry(storageEncoding:)` and nothing more: an entry is returned only
+/// for bytes equal, byte for byte, to the ones `encodedForStorage()` made of it, which decode back
+/// to it. So what the storage holds decides what is read, whoever wrote it and whenever: bytes
+/// another process wrote, or an older version, differ and are decoded. Decoding was most of a
+/// read back (about 160,000 instructions an entry on Linux); a comparison is a `memcmp`.
+package final class OutboxEntryMemo: Sendable {
+    private struct Remembered: Sendable {
+        var bytes: Data
+        var entry: OutboxEntry
+    }
+
+    private let remembered = Locked<[UUID: Remembered]>([:])
+    /// How many entries it keeps; past that, one it holds is forgotten for each new one.
+    package let capacity: Int
+
+    package init(capacity: Int = 1_024) {
+        self.capacity = max(capacity, 1)
+    }
+
+    /// Remembers that `bytes` are `entry` encoded by `encodedForStorage()`.
+    package func remember(_ entry: OutboxEntry, as bytes: Data) {
+        remembered.withLock { remembered in
+            if remembered.count >= capacity, remembered[entry.id] == nil {
+                remembered.remove(at: remembered.startIndex)
+            }
+            remembered[entry.id] = Remembered(bytes: bytes, entry: entry)
+        }
+    }
+
+    /// Forgets the entry with `id` (removed from the storage).
+    package func forget(_ id: UUID) {
+        _ = remembered.withLock { $0.removeValue(forKey: id) }
+    }
+
+    /// The entry `bytes` encode, when they are the bytes remembered for `id`; `nil` otherwise.
+    package func entry(_ id: UUID, bytes: Data) -> OutboxEntry? {
+        remembered.withLock { remembered in
+            guard let known = remembered[id], known.bytes == bytes else { return nil }
+            return known.entry
+        }
+    }
+
+    /// How many entries it holds now.
+    package var count: Int { remembered.withLock { $0.count } }
+}
