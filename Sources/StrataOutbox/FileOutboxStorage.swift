@@ -50,20 +50,20 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
     private let memo = OutboxEntryMemo()
 
     private func path(for id: UUID) -> String {
-        directory.appendingPathComponent("\(id.uuidString.lowercased()).\(Self.fileExtension)").path
+        directory.appendingPathComponent("\(id.lowercasedString).\(Self.fileExtension)").path
     }
 
     /// The file of `id`'s latest attempt, saved without a flush.
     private func attemptPath(for id: UUID) -> String {
-        directory.appendingPathComponent("\(id.uuidString.lowercased()).\(Self.attemptExtension)").path
+        directory.appendingPathComponent("\(id.lowercasedString).\(Self.attemptExtension)").path
     }
 
     private func temporaryPath() -> String {
-        directory.appendingPathComponent(".tmp-\(UUID().uuidString.lowercased())").path
+        directory.appendingPathComponent(".tmp-\(UUID().lowercasedString)").path
     }
 
     private func failure(_ operation: StoreError.Operation, _ id: UUID?, _ error: any Error) -> StoreError {
-        StoreError(store: description, operation: operation, key: id?.uuidString.lowercased(), reason: "\(error)", underlying: error)
+        StoreError(store: description, operation: operation, key: id?.lowercasedString, reason: "\(error)", underlying: error)
     }
 
     public func loadAll() async throws -> [OutboxEntry] {
@@ -149,8 +149,13 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
     /// The entry in the bytes of `id`'s file, or `nil` when they are not a whole, intact entry of
     /// that id: the memo's entry when they are the bytes it remembers, or the bytes decoded.
     private func decode(_ data: Data, id: UUID) -> OutboxEntry? {
-        if let known = memo.entry(id, bytes: data) { return known }
-        guard let entry = Self.decode(data), entry.id == id else { return nil }
+        decode(data, name: id.lowercasedString)
+    }
+
+    /// `decode(_:id:)` for the id as files are named by it (lowercase).
+    private func decode(_ data: Data, name: String) -> OutboxEntry? {
+        if let known = memo.entry(name, bytes: data) { return known }
+        guard let entry = Self.decode(data), entry.id.lowercasedString == name else { return nil }
         return entry
     }
 
@@ -281,7 +286,7 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
                 throw failure(.retrieve, nil, error)
             }
             guard let contents else { continue }  // removed meanwhile
-            if let id = UUID(uuidString: String(stem)), let entry = decode(contents, id: id) {
+            if let entry = decode(contents, name: String(stem)) {
                 entries.append(named.contains("\(stem).\(Self.attemptExtension)") ? latestAttempt(of: entry) : entry)
             } else if let entry = Self.decode(contents) {
                 entries.append(entry)  // named otherwise than by its id (copied in by hand)

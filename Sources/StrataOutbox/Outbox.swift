@@ -398,7 +398,7 @@ public final class Outbox: Sendable, CustomStringConvertible {
         // every comparison, though sequences never tie within one outbox.
         if a.scope != b.scope { return a.scope < b.scope }
         if a.sequence != b.sequence { return a.sequence < b.sequence }
-        return a.id.uuidString < b.id.uuidString
+        return a.id.uppercasedString < b.id.uppercasedString
     }
 
     // MARK: Triggers
@@ -706,11 +706,11 @@ public enum OutboxError: Error, Sendable, CustomStringConvertible {
         switch self {
         case .storage(let error): "outbox storage failed: \(error)"
         case .outcomeUnknown(let id, let error):
-            "outbox could not tell whether write \(id.uuidString.lowercased()) was stored (\(error)); enqueue it again with the same id"
-        case .notFound(let id): "outbox has no entry \(id.uuidString.lowercased())"
-        case .notParked(let id): "outbox entry \(id.uuidString.lowercased()) is pending, not parked"
-        case .busy(let id): "outbox entry \(id.uuidString.lowercased()) is being retried or discarded already"
-        case .discarded(let id): "outbox entry \(id.uuidString.lowercased()) was discarded"
+            "outbox could not tell whether write \(id.lowercasedString) was stored (\(error)); enqueue it again with the same id"
+        case .notFound(let id): "outbox has no entry \(id.lowercasedString)"
+        case .notParked(let id): "outbox entry \(id.lowercasedString) is pending, not parked"
+        case .busy(let id): "outbox entry \(id.lowercasedString) is being retried or discarded already"
+        case .discarded(let id): "outbox entry \(id.lowercasedString) was discarded"
         case .drainTimedOut(let remaining, let timeout):
             "outbox did not drain within \(timeout.formattedAge): \(remaining) write(s) still queued"
         case .unencodablePayload(let kind, let reason): "outbox write of kind '\(kind)' does not encode: \(reason)"

@@ -36,7 +36,7 @@ extension OutboxEntry {
         if let baseVersion { out.key("baseVersion"); out.string(baseVersion) }
         out.key("createdAt"); out.number(createdAt.timeIntervalSinceReferenceDate.description)
         if let host { out.key("host"); out.string(host) }
-        out.key("id"); out.string(id.uuidString)
+        out.key("id"); out.string(id.uppercasedString)
         out.key("inFlightConflicts"); out.number("\(inFlightConflicts)")
         out.key("invalidates"); out.strings(invalidates)
         out.key("keyRevision"); out.number("\(keyRevision)")
@@ -79,24 +79,37 @@ private struct StorageJSON {
     }
 
     /// `value` as a JSON string: quotes, backslashes and control characters escaped (and `/`, as
-    /// `JSONEncoder` does), everything else as its UTF-8.
+    /// `JSONEncoder` does), everything else as its UTF-8, copied a run at a time between escapes.
     mutating func string(_ value: String) {
         bytes.append(UInt8(ascii: "\""))
-        for byte in value.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-            case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-            case UInt8(ascii: "/"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "/")])
-            case 0x0A: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-            case 0x0D: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
-            case 0x09: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
-            case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
-                                          hex[Int(byte >> 4)], hex[Int(byte & 0x0f)]])
-            default: bytes.append(byte)
+        var value = value
+        value.withUTF8 { utf8 in
+            var run = 0
+            for index in utf8.indices {
+                let byte = utf8[index]
+                guard byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte == UInt8(ascii: "/") || byte < 0x20 else { continue }
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[run..<index]))
+                escape(byte)
+                run = index + 1
             }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[run...]))
         }
         bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// One byte that JSON (as `JSONEncoder` writes it) escapes.
+    private mutating func escape(_ byte: UInt8) {
+        bytes.append(UInt8(ascii: "\\"))
+        switch byte {
+        case 0x0A: bytes.append(UInt8(ascii: "n"))
+        case 0x0D: bytes.append(UInt8(ascii: "r"))
+        case 0x09: bytes.append(UInt8(ascii: "t"))
+        case 0..<0x20:
+            let hex: StaticString = "0123456789abcdef"
+            bytes.append(contentsOf: [UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
+            bytes.append(hex.utf8Start[Int(byte >> 4)])
+            bytes.append(hex.utf8Start[Int(byte & 0x0f)])
+        default: bytes.append(byte)  // the quote, the backslash, the slash
+        }
     }
 }

@@ -123,7 +123,7 @@ public struct OutboxEntry: Sendable, Hashable, Codable, Identifiable {
     /// changed and sent again (`keyRevision` above 0), that string with `-r` and the revision, so
     /// the server sees a new request it has not refused yet, still traceable to the write.
     public var idempotencyKey: String {
-        keyRevision == 0 ? id.uuidString.lowercased() : "\(id.uuidString.lowercased())-r\(keyRevision)"
+        keyRevision == 0 ? id.lowercasedString : "\(id.lowercasedString)-r\(keyRevision)"
     }
 }
 

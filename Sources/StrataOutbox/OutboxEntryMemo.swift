@@ -16,7 +16,7 @@ package final class OutboxEntryMemo: Sendable {
         var entry: OutboxEntry
     }
 
-    private let remembered = Locked<[UUID: Remembered]>([:])
+    private let remembered = Locked<[String: Remembered]>([:])
     /// How many entries it keeps; past that, one it holds is forgotten for each new one.
     package let capacity: Int
 
@@ -26,25 +26,33 @@ package final class OutboxEntryMemo: Sendable {
 
     /// Remembers that `bytes` are `entry` encoded by `encodedForStorage()`.
     package func remember(_ entry: OutboxEntry, as bytes: Data) {
+        let key = entry.id.lowercasedString
         remembered.withLock { remembered in
-            if remembered.count >= capacity, remembered[entry.id] == nil {
+            if remembered.count >= capacity, remembered[key] == nil {
                 remembered.remove(at: remembered.startIndex)
             }
-            remembered[entry.id] = Remembered(bytes: bytes, entry: entry)
+            remembered[key] = Remembered(bytes: bytes, entry: entry)
         }
     }
 
     /// Forgets the entry with `id` (removed from the storage).
     package func forget(_ id: UUID) {
-        _ = remembered.withLock { $0.removeValue(forKey: id) }
+        let key = id.lowercasedString
+        _ = remembered.withLock { $0.removeValue(forKey: key) }
     }
 
-    /// The entry `bytes` encode, when they are the bytes remembered for `id`; `nil` otherwise.
-    package func entry(_ id: UUID, bytes: Data) -> OutboxEntry? {
+    /// The entry `bytes` encode, when they are the bytes remembered for the id written `id` (its
+    /// lowercase form, as storages name rows and files); `nil` otherwise.
+    package func entry(_ id: String, bytes: Data) -> OutboxEntry? {
         remembered.withLock { remembered in
             guard let known = remembered[id], known.bytes == bytes else { return nil }
             return known.entry
         }
+    }
+
+    /// The entry `bytes` encode, when they are the bytes remembered for `id`; `nil` otherwise.
+    package func entry(_ id: UUID, bytes: Data) -> OutboxEntry? {
+        entry(id.lowercasedString, bytes: bytes)
     }
 
     /// How many entries it holds now.

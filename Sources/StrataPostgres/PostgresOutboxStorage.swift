@@ -220,7 +220,7 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
     /// - Throws: `StoreError` (`.retrieve`) when the database is unreachable or the query fails.
     @concurrent
     public func entry(_ id: UUID) async throws -> OutboxEntry? {
-        let row: StoredRow? = try await connections.perform(.retrieve, key: id.uuidString.lowercased()) { [table] connection, logger in
+        let row: StoredRow? = try await connections.perform(.retrieve, key: id.lowercasedString) { [table] connection, logger in
             let rows = try await connection.queryUnlessClosed(#"SELECT id, entry FROM "\#(unescaped: table)" WHERE id = \#(id)"#, logger: logger)
             // At most one row (the id is the primary key); read to the end either way, so the
             // statement completes before the connection goes back to the pool.
@@ -321,7 +321,7 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
     /// - Throws: `StoreError` (`.delete`) when the database is unreachable or the statement fails.
     @concurrent
     public func remove(_ id: UUID) async throws {
-        try await connections.perform(.delete, key: id.uuidString.lowercased()) { [table] connection, logger in
+        try await connections.perform(.delete, key: id.lowercasedString) { [table] connection, logger in
             try await PostgresStore<Data>.drain(connection.queryUnlessClosed(
                 #"DELETE FROM "\#(unescaped: table)" WHERE id = \#(id)"#, logger: logger))
         }
@@ -348,7 +348,7 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
         } catch {
             throw StoreError(store: description, operation: .insert, key: scope, reason: "the claim does not encode: \(error)", underlying: error)
         }
-        let claimantID = claimant.id.uuidString.lowercased()
+        let claimantID = claimant.id.lowercasedString
         let until = expiresAt.timeIntervalSince1970
         let at = now.timeIntervalSince1970
         return try await connections.perform(.insert, key: scope) { [claimsTable] connection, logger -> OutboxClaimOutcome in
@@ -391,7 +391,7 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
     /// Gives `claimant`'s claim on `scope` back, if it still holds it, in one statement.
     @concurrent
     public func release(scope: String, for claimant: OutboxClaimant) async throws {
-        let claimantID = claimant.id.uuidString.lowercased()
+        let claimantID = claimant.id.lowercasedString
         try await connections.perform(.delete, key: scope) { [claimsTable] connection, logger in
             try await PostgresStore<Data>.drain(connection.queryUnlessClosed(
                 #"DELETE FROM "\#(unescaped: claimsTable)" WHERE scope = \#(scope) AND claimant_id = \#(claimantID)"#, logger: logger))
@@ -455,7 +455,7 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
         do {
             let entry = try OutboxEntry(storageEncoding: row.entry)
             guard entry.id == row.id else {
-                await setAside(row, reason: "the row's id \(row.id.uuidString.lowercased()) is not the entry's id \(entry.idempotencyKey)")
+                await setAside(row, reason: "the row's id \(row.id.lowercasedString) is not the entry's id \(entry.idempotencyKey)")
                 return nil
             }
             return entry
@@ -469,11 +469,11 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
     /// it meanwhile), and logs it. A failure to move it is logged too; the row then stays.
     private func setAside(_ row: StoredRow, reason: String) async {
         var metadata: Logger.Metadata = [
-            "outbox.storage": "\(description)", "outbox.entry": "\(row.id.uuidString.lowercased())", "reason": "\(reason)",
+            "outbox.storage": "\(description)", "outbox.entry": "\(row.id.lowercasedString)", "reason": "\(reason)",
             "table": "\(unreadableTable)",
         ]
         do {
-            try await connections.perform(.delete, key: row.id.uuidString.lowercased()) { [table, unreadableTable] connection, logger in
+            try await connections.perform(.delete, key: row.id.lowercasedString) { [table, unreadableTable] connection, logger in
                 try await PostgresStore<Data>.drain(connection.queryUnlessClosed("""
                     WITH moved AS (
                         DELETE FROM "\(unescaped: table)" WHERE id = \(row.id) AND entry = \(row.entry) RETURNING id, entry

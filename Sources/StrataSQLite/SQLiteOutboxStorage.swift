@@ -206,7 +206,7 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
     /// - Throws: `StoreError` (`.retrieve`) when the database cannot be read.
     @concurrent
     public func entry(_ id: UUID) async throws -> OutboxEntry? {
-        let key = id.uuidString.lowercased()
+        let key = id.lowercasedString
         let row: StoredOutboxRow?
         do {
             row = try await writer.read { db in
@@ -296,7 +296,7 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
     @concurrent
     public func saveAttempt(_ entry: OutboxEntry, removingDelivered delivered: [UUID]) async throws {
         let arguments = try Self.arguments(entry, store: description, memo: memo)
-        let keys = delivered.map { $0.uuidString.lowercased() }
+        let keys = delivered.map { $0.lowercasedString }
         delivered.forEach(memo.forget)
         do {
             try await writeUnflushed { db in
@@ -313,7 +313,7 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
     /// (see ``OutboxStorage``).
     @concurrent
     public func removeDelivered(_ id: UUID) async throws {
-        let key = id.uuidString.lowercased()
+        let key = id.lowercasedString
         memo.forget(id)
         do {
             try await writeUnflushed { db in
@@ -328,7 +328,7 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
     /// - Throws: `StoreError` (`.delete`) when the write fails; the row is then still there.
     @concurrent
     public func remove(_ id: UUID) async throws {
-        let key = id.uuidString.lowercased()
+        let key = id.lowercasedString
         memo.forget(id)
         do {
             try await writeFlushed { db in
@@ -358,7 +358,7 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
                             INSERT INTO \(SQLiteOutboxSchema.claims) (scope, claimant_id, claim, expires_at) VALUES (?, ?, ?, ?)
                             ON CONFLICT(scope) DO UPDATE SET claimant_id = excluded.claimant_id, claim = excluded.claim, expires_at = excluded.expires_at
                             """,
-                        arguments: [scope, claimant.id.uuidString.lowercased(), claimData, expiresAt.timeIntervalSince1970])
+                        arguments: [scope, claimant.id.lowercasedString, claimData, expiresAt.timeIntervalSince1970])
                 }
                 return decision.outcome
             }
@@ -374,7 +374,7 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
             try await writeFlushed { db in
                 try db.execute(
                     sql: "DELETE FROM \(SQLiteOutboxSchema.claims) WHERE scope = ? AND claimant_id = ?",
-                    arguments: [scope, claimant.id.uuidString.lowercased()])
+                    arguments: [scope, claimant.id.lowercasedString])
             }
         } catch {
             throw failure(.delete, scope, error)
@@ -580,8 +580,7 @@ private struct StoredOutboxRow: Sendable {
         case .string(let text): bytes = Data(text.utf8)
         default: return .failure(Unreadable(reason: "the entry column holds \(entry), not an encoded entry"))
         }
-        if case .string(let text) = id.storage, let id = UUID(uuidString: text), let known = memo.entry(id, bytes: bytes),
-           text == known.idempotencyKey {
+        if case .string(let text) = id.storage, let known = memo.entry(text, bytes: bytes), text == known.idempotencyKey {
             return .success(known)
         }
         let decoded: OutboxEntry
