@@ -43,8 +43,11 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
     /// The file is one this storage opened itself (WAL, `synchronous = FULL`), so a sequence can be
     /// committed without a flush of its own (see ``nextSequence(after:)``).
     private let opensOwnFile: Bool
-    /// A commit without a flush could not set the writer back to FULL: the next flushed write sets it.
-    private let levelInDoubt = Locked(false)
+    /// The writer's `PRAGMA synchronous` level as this storage last set it (`nil`: not known, after
+    /// a failure to set it). Read and set only on the writer's queue, inside its writes: a commit
+    /// without a flush sets NORMAL unless it is already, a flushed one FULL, so a run of commits of
+    /// one kind (a drain's) switches nothing.
+    private let level = Locked<Int?>(nil)
     /// The entries this storage wrote last, with their bytes: a drain's read back of its scope takes
     /// them instead of decoding rows it wrote itself.
     private let memo = OutboxEntryMemo()
@@ -162,9 +165,9 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
         try await writeUnflushed { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
     }
 
-    /// The writer connection's `PRAGMA synchronous` level (2 is FULL): what a commit flushes.
+    /// The writer's `PRAGMA synchronous` level inside a flushed commit (2, FULL), for tests.
     package func synchronousLevel() async throws -> Int {
-        try await writer.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
+        try await writeFlushed { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
     }
 
     // MARK: OutboxStorage
@@ -448,37 +451,35 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
     /// loses nothing), and as a plain transaction on the application's database.
     private func writeUnflushed<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         guard opensOwnFile else { return try await writer.write(body) }
-        let levelInDoubt = self.levelInDoubt
+        let level = self.level
         return try await writer.writeWithoutTransaction { db -> T in
-            // Never cached: SQLite applies `PRAGMA synchronous` when the statement is prepared, so a
-            // cached statement run again changes nothing.
-            try db.execute(sql: "PRAGMA synchronous = NORMAL")
-            let result = Result { try Self.transaction(db, body) }
-            do {
-                try db.execute(sql: "PRAGMA synchronous = FULL")
-            } catch {
-                // Left at NORMAL: the next flushed write sets FULL first (or fails).
-                levelInDoubt.withLock { $0 = true }
-                _ = try result.get()
-                throw error
-            }
-            return try result.get()
+            try Self.setLevel(1, of: db, known: level)
+            return try Self.transaction(db, body)
         }
     }
 
-    /// Runs `body` in one write transaction that commits flushed: if a commit without a flush could
-    /// not set the level back to FULL, it is set first (and the write fails if it cannot be).
+    /// Runs `body` in one write transaction that commits flushed: at `synchronous = FULL`, set
+    /// first (and checked) unless it is already.
     private func writeFlushed<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        guard opensOwnFile, levelInDoubt.withLock({ $0 }) else { return try await writer.write(body) }
-        let levelInDoubt = self.levelInDoubt
+        guard opensOwnFile else { return try await writer.write(body) }
+        let level = self.level
         return try await writer.writeWithoutTransaction { db -> T in
-            try db.execute(sql: "PRAGMA synchronous = FULL")
-            guard try Int.fetchOne(db, sql: "PRAGMA synchronous") == 2 else {
-                throw DatabaseError(message: "PRAGMA synchronous = FULL did not take")
-            }
-            levelInDoubt.withLock { $0 = false }
+            try Self.setLevel(2, of: db, known: level)
             return try Self.transaction(db, body)
         }
+    }
+
+    /// Sets the writer's `PRAGMA synchronous` to `wanted` (1 NORMAL, 2 FULL) unless `known` says it
+    /// is already, and checks that it took. Never from a cached statement: SQLite applies this pragma
+    /// when its statement is prepared, so a cached statement run again changes nothing.
+    private static func setLevel(_ wanted: Int, of db: Database, known: Locked<Int?>) throws {
+        guard known.withLock({ $0 }) != wanted else { return }
+        known.withLock { $0 = nil }
+        try db.execute(sql: wanted == 2 ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
+        guard try Int.fetchOne(db, sql: "PRAGMA synchronous") == wanted else {
+            throw DatabaseError(message: "PRAGMA synchronous = \(wanted == 2 ? "FULL" : "NORMAL") did not take")
+        }
+        known.withLock { $0 = wanted }
     }
 
     /// `body` in one `BEGIN IMMEDIATE` transaction on a connection outside any transaction.

@@ -237,11 +237,13 @@ struct SQLiteOutboxStorageTests {
         let storage = try SQLiteOutboxStorage(path: directory.appending("outbox.sqlite").path, logger: quietLogger)
         #expect(try await storage.synchronousLevel() == 2)
         _ = try await storage.nextSequence(after: 0)
-        #expect(try await storage.synchronousLevel() == 2, "a sequence commits unflushed, then the level is FULL again")
+        #expect(try await storage.synchronousLevel() == 2, "a sequence commits unflushed; a flushed commit after it runs at FULL")
         #expect(try await storage.nextSequence(after: 0) == 2)
         // Inside an unflushed commit the level is NORMAL, every time: `PRAGMA synchronous` takes
         // effect when its statement is prepared, so a cached statement would set it only once.
+        // A run of unflushed commits (a drain's) switches once, and stays at NORMAL until a flushed one.
         for _ in 0..<3 {
+            #expect(try await storage.synchronousLevelWhileUnflushed() == 1)
             #expect(try await storage.synchronousLevelWhileUnflushed() == 1)
             #expect(try await storage.synchronousLevel() == 2)
         }
