@@ -59,7 +59,9 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
     }
 
     private func temporaryPath() -> String {
-        directory.appendingPathComponent(".tmp-\(UUID().lowercasedString)").path
+        var generator = SystemRandomNumberGenerator()
+        let name = String(generator.next() as UInt64, radix: 16) + String(generator.next() as UInt64, radix: 16)
+        return directory.appendingPathComponent(".tmp-\(name)").path
     }
 
     private func failure(_ operation: StoreError.Operation, _ id: UUID?, _ error: any Error) -> StoreError {

@@ -226,18 +226,18 @@ public struct OutboxFailure: Sendable, Hashable, Codable, CustomStringConvertibl
 
 extension UUID {
     /// A version 7 UUID (RFC 9562 §5.7): 48 bits of Unix milliseconds, then random bits, so ids sort
-    /// by creation time across processes.
+    /// by creation time across processes. The random bits come from the system's generator
+    /// (`getrandom` on Linux): `UUID()` there opens, reads and closes `/dev/urandom` for each one.
     static func version7(at date: Date) -> UUID {
         let milliseconds = UInt64(max(0, date.timeIntervalSince1970 * 1000))
-        var bytes = UUID().uuid  // random v4 bits for the rest
-        bytes.0 = UInt8(truncatingIfNeeded: milliseconds >> 40)
-        bytes.1 = UInt8(truncatingIfNeeded: milliseconds >> 32)
-        bytes.2 = UInt8(truncatingIfNeeded: milliseconds >> 24)
-        bytes.3 = UInt8(truncatingIfNeeded: milliseconds >> 16)
-        bytes.4 = UInt8(truncatingIfNeeded: milliseconds >> 8)
-        bytes.5 = UInt8(truncatingIfNeeded: milliseconds)
-        bytes.6 = 0x70 | (bytes.6 & 0x0F)  // version 7
-        bytes.8 = 0x80 | (bytes.8 & 0x3F)  // variant 10
-        return UUID(uuid: bytes)
+        var generator = SystemRandomNumberGenerator()
+        let (a, b) = (generator.next() as UInt64, generator.next() as UInt64)
+        func byte(_ value: UInt64, _ shift: UInt64) -> UInt8 { UInt8(truncatingIfNeeded: value >> shift) }
+        return UUID(uuid: (
+            byte(milliseconds, 40), byte(milliseconds, 32), byte(milliseconds, 24), byte(milliseconds, 16),
+            byte(milliseconds, 8), byte(milliseconds, 0),
+            0x70 | (byte(a, 0) & 0x0F), byte(a, 8),  // version 7
+            0x80 | (byte(a, 16) & 0x3F), byte(a, 24),  // variant 10
+            byte(a, 32), byte(a, 40), byte(a, 48), byte(a, 56), byte(b, 0), byte(b, 8)))
     }
 }

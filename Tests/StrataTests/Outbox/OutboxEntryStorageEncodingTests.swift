@@ -70,3 +70,25 @@ struct OutboxEntryStorageEncodingTests {
         }
     }
 }
+
+/// A new write's id: a version 7 UUID with its creation millisecond up front and random bits after.
+@Suite("OutboxEntry ids: UUIDv7")
+struct OutboxEntryIDTests {
+    @Test("version 7, variant 10, the millisecond in the first 48 bits, ids of later milliseconds sort after, none repeated")
+    func version7() {
+        var ids = Set<UUID>()
+        var previous: (id: UUID, milliseconds: UInt64)?
+        for step in 0..<10_000 {
+            let date = Date(timeIntervalSince1970: 1_767_225_600.123 + Double(step / 10) / 1000)
+            let id = UUID.version7(at: date)
+            let bytes = withUnsafeBytes(of: id.uuid) { Array($0) }
+            #expect(bytes[6] >> 4 == 7 && bytes[8] >> 6 == 0b10)
+            let milliseconds = bytes[0..<6].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            #expect(milliseconds == UInt64(date.timeIntervalSince1970 * 1000))
+            if let previous, milliseconds > previous.milliseconds { #expect(previous.id.uuidString < id.uuidString) }
+            previous = (id, milliseconds)
+            ids.insert(id)
+        }
+        #expect(ids.count == 10_000)
+    }
+}
