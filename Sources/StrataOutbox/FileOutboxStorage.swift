@@ -30,12 +30,16 @@ import Musl
 public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
     /// The directory holding the entries.
     public let directory: URL
+    /// `directory`'s path: file paths are made from it as strings (`URL.appendingPathComponent(_:)`
+    /// asks the file system whether each new path is a directory).
+    private let directoryPath: String
     private let logger: Logger
     let coordination: CoordinationFile
 
     /// Keeps entries in `directory` (created on first write when missing).
     public init(directory: URL, logger: Logger = LoadEnvironment.defaultLogger) {
         self.directory = directory
+        self.directoryPath = directory.path
         self.logger = logger
         self.coordination = CoordinationFile(directory: directory.path)
     }
@@ -50,18 +54,23 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
     private let memo = OutboxEntryMemo()
 
     private func path(for id: UUID) -> String {
-        directory.appendingPathComponent("\(id.lowercasedString).\(Self.fileExtension)").path
+        file(id.lowercasedString + "." + Self.fileExtension)
     }
 
     /// The file of `id`'s latest attempt, saved without a flush.
     private func attemptPath(for id: UUID) -> String {
-        directory.appendingPathComponent("\(id.lowercasedString).\(Self.attemptExtension)").path
+        file(id.lowercasedString + "." + Self.attemptExtension)
+    }
+
+    /// The path of the file `name` in the directory.
+    private func file(_ name: String) -> String {
+        directoryPath.hasSuffix("/") ? directoryPath + name : directoryPath + "/" + name
     }
 
     private func temporaryPath() -> String {
         var generator = SystemRandomNumberGenerator()
         let name = String(generator.next() as UInt64, radix: 16) + String(generator.next() as UInt64, radix: 16)
-        return directory.appendingPathComponent(".tmp-\(name)").path
+        return file(".tmp-" + name)
     }
 
     private func failure(_ operation: StoreError.Operation, _ id: UUID?, _ error: any Error) -> StoreError {
@@ -187,7 +196,7 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
     /// the directory makes durable): the new version is what is read.
     private func saveNow(_ entry: OutboxEntry) throws(StoreError) {
         do {
-            try POSIXFile.createDirectory(directory.path, mode: 0o700)
+            try POSIXFile.createDirectory(directoryPath, mode: 0o700)
             let bytes = try encodeRemembered(entry)
             let temporary = temporaryPath()
             try POSIXFile.writeNew(bytes, at: temporary, mode: 0o600, sync: true)
@@ -214,14 +223,14 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
     private func saveNow(contentsOf entries: [OutboxEntry]) throws(StoreError) {
         var current: UUID?
         do {
-            try POSIXFile.createDirectory(directory.path, mode: 0o700)
+            try POSIXFile.createDirectory(directoryPath, mode: 0o700)
             let files = try entries.map { entry in
                 current = entry.id
                 try POSIXFile.remove(attemptPath(for: entry.id))
                 return (data: try encodeRemembered(entry), path: path(for: entry.id), temporaryPath: temporaryPath())
             }
             current = nil
-            try POSIXFile.writeAtomically(files, in: directory.path, mode: 0o600)
+            try POSIXFile.writeAtomically(files, in: directoryPath, mode: 0o600)
         } catch {
             throw failure(.insert, current ?? entries.first?.id, error)
         }
@@ -256,7 +265,7 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
     private func loadAllNow() throws(StoreError) -> [OutboxEntry] {
         let names: [String]
         do {
-            names = try POSIXFile.fileNames(in: directory.path)
+            names = try POSIXFile.fileNames(in: directoryPath)
         } catch let error as POSIXFile.Failure where error.code == ENOENT {
             return []
         } catch {
@@ -266,7 +275,7 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
         let now = Date().timeIntervalSince1970
         let named = Set(names)
         for name in names {
-            let path = directory.appendingPathComponent(name).path
+            let path = file(name)
             if name.hasPrefix(".tmp-") {
                 // A write that did not finish (the process died before its rename): the entry it was
                 // writing is still whole in its previous version, or was never acknowledged.
