@@ -128,14 +128,14 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
         try await BlockingIOPool.shared.run { () throws(StoreError) in try self.removeNow(id, flushDirectory: flushDirectory) }
     }
 
-    /// Removes the entry's file, then its attempt's (a process killed in between leaves an attempt
-    /// file with no entry, which reads as nothing and is swept later).
+    /// Removes the attempt's file, then the entry's (a process killed in between leaves the entry
+    /// at its last flushed save, as after a power failure; never an attempt without its entry).
     private func removeNow(_ id: UUID, flushDirectory: Bool) throws(StoreError) {
         memo.forget(id)
         let path = path(for: id)
         do {
-            try POSIXFile.remove(path)
             try POSIXFile.remove(attemptPath(for: id))
+            try POSIXFile.remove(path)
         } catch {
             throw failure(.delete, id, error)
         }
@@ -192,26 +192,32 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
         return try? OutboxEntry(storageEncoding: Data(json))
     }
 
-    /// Writes the entry's file flushed, after removing its attempt's file (which the same flush of
-    /// the directory makes durable): the new version is what is read.
+    /// Writes the entry's file flushed. An attempt file saved before is based on the file this one
+    /// replaces, so it no longer counts once the rename is done (and a failed save leaves both as
+    /// they were); it is then removed, under the same flush of the directory.
     private func saveNow(_ entry: OutboxEntry) throws(StoreError) {
         do {
             try POSIXFile.createDirectory(directoryPath, mode: 0o700)
             let bytes = try encodeRemembered(entry)
             let temporary = temporaryPath()
             try POSIXFile.writeNew(bytes, at: temporary, mode: 0o600, sync: true)
-            try POSIXFile.remove(attemptPath(for: entry.id))
-            try POSIXFile.commit(temporary, to: path(for: entry.id), sync: true)
+            try POSIXFile.commit(temporary, to: path(for: entry.id), sync: false)
+            unlink(attemptPath(for: entry.id))
+            POSIXFile.syncDirectory(containing: path(for: entry.id))
         } catch {
             throw failure(.insert, entry.id, error)
         }
     }
 
-    /// Writes the entry's attempt file, with no flush; an entry with no file is saved flushed.
+    /// Writes the entry's attempt file, with no flush, based on the entry's file as it is now (the
+    /// checksum in its header); an entry with no file is saved flushed.
     private func saveAttemptNow(_ entry: OutboxEntry) throws(StoreError) {
-        guard access(path(for: entry.id), F_OK) == 0 else { return try saveNow(entry) }
+        guard let base = Self.checksum(inHeaderOf: POSIXFile.readPrefix(path(for: entry.id), count: Self.headerLength)) else {
+            return try saveNow(entry)
+        }
         do {
-            let bytes = try encodeRemembered(entry)
+            var bytes = Data((Self.attemptMagic + base + "\n").utf8)
+            bytes.append(try encodeRemembered(entry))
             let temporary = temporaryPath()
             try POSIXFile.writeNew(bytes, at: temporary, mode: 0o600, sync: false)
             try POSIXFile.commit(temporary, to: attemptPath(for: entry.id), sync: false)
@@ -220,16 +226,43 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
         }
     }
 
+    /// An entry file's header: `strata-outbox 1 `, 64 hexadecimal digits, a newline.
+    private static let headerLength = 16 + 64 + 1
+    /// The first line of an attempt file, before the checksum of the entry file it is based on.
+    private static let attemptMagic = "strata-outbox-attempt 1 "
+
+    /// The checksum in the header of an entry file whose bytes begin with `prefix`, or `nil`.
+    static func checksum(inHeaderOf prefix: Data?) -> String? {
+        guard let prefix, prefix.count >= headerLength else { return nil }
+        let header = prefix.prefix(headerLength)
+        guard header.last == UInt8(ascii: "\n") else { return nil }
+        let line = String(decoding: header.dropLast(), as: UTF8.self)
+        guard line.hasPrefix(magic) else { return nil }
+        return String(line.dropFirst(magic.count))
+    }
+
+    /// The entry in an attempt file's bytes, when they are whole, of the id `name`, and based on the
+    /// entry file whose checksum is `base` (any, when `nil`).
+    private func decodeAttempt(_ data: Data, name: String, base: String?) -> OutboxEntry? {
+        guard let newline = data.firstIndex(of: UInt8(ascii: "\n")) else { return nil }
+        let line = String(decoding: data[data.startIndex..<newline], as: UTF8.self)
+        guard line.hasPrefix(Self.attemptMagic) else { return nil }
+        if let base, line.dropFirst(Self.attemptMagic.count) != base { return nil }
+        return decode(Data(data[data.index(after: newline)...]), name: name)
+    }
+
     private func saveNow(contentsOf entries: [OutboxEntry]) throws(StoreError) {
         var current: UUID?
         do {
             try POSIXFile.createDirectory(directoryPath, mode: 0o700)
             let files = try entries.map { entry in
                 current = entry.id
-                try POSIXFile.remove(attemptPath(for: entry.id))
                 return (data: try encodeRemembered(entry), path: path(for: entry.id), temporaryPath: temporaryPath())
             }
             current = nil
+            // Attempts saved before are based on the files replaced, so no longer count: removed
+            // first, as they would be after, under the batch's one flush of the directory.
+            for entry in entries { unlink(attemptPath(for: entry.id)) }
             try POSIXFile.writeAtomically(files, in: directoryPath, mode: 0o600)
         } catch {
             throw failure(.insert, current ?? entries.first?.id, error)
@@ -247,17 +280,37 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
         guard let contents else { return nil }
         guard let entry = decode(contents, id: id) else {
             // Not an intact entry (set aside), or the entry of another id (left alone).
-            if Self.decode(contents) == nil { setAside(path) }
-            return nil
+            guard Self.decode(contents) == nil else { return nil }
+            return setAside(path, keepingAttemptOf: id.lowercasedString)
         }
-        return latestAttempt(of: entry)
+        return latestAttempt(of: entry, fileContents: contents)
     }
 
-    /// `entry` as its attempt file has it, when that file holds a whole version of it; `entry`
-    /// otherwise (no attempt saved since its last flushed save, or the file lost to a power failure).
-    private func latestAttempt(of entry: OutboxEntry) -> OutboxEntry {
-        guard let contents = try? POSIXFile.read(attemptPath(for: entry.id))?.data, let attempt = decode(contents, id: entry.id) else {
-            return entry
+    /// `entry` as its attempt file has it, when that file holds a whole version of it based on the
+    /// entry's file as it is (`fileContents`); `entry` otherwise (no attempt saved since the last
+    /// flushed save, or the attempt lost or torn by a power failure).
+    private func latestAttempt(of entry: OutboxEntry, fileContents: Data) -> OutboxEntry {
+        guard let contents = try? POSIXFile.read(attemptPath(for: entry.id))?.data,
+              let attempt = decodeAttempt(contents, name: entry.id.lowercasedString, base: Self.checksum(inHeaderOf: fileContents))
+        else { return entry }
+        return attempt
+    }
+
+    /// Sets the unreadable entry file at `path` aside; when the entry's attempt file (`name`) holds a
+    /// whole version of it, that version is saved again as the entry's file (flushed) and returned.
+    private func setAside(_ path: String, keepingAttemptOf name: String) -> OutboxEntry? {
+        let attempt = (try? POSIXFile.read(file(name + "." + Self.attemptExtension))?.data).flatMap { decodeAttempt($0, name: name, base: nil) }
+        setAside(path)
+        guard let attempt else { return nil }
+        do {
+            try saveNow(attempt)
+            logger.error(
+                "outbox entry unreadable; its latest attempt was whole and is saved again in its place",
+                metadata: ["outbox.storage": "\(description)", "outbox.entry": "\(name)"])
+        } catch {
+            logger.error(
+                "outbox entry unreadable; its latest attempt is whole but could not be saved again (kept as it is)",
+                metadata: ["outbox.storage": "\(description)", "outbox.entry": "\(name)", "error": "\(error)"])
         }
         return attempt
     }
@@ -283,9 +336,18 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
                 continue
             }
             if name.hasSuffix(".\(Self.attemptExtension)") {
-                guard !named.contains(String(name.dropLast(Self.attemptExtension.count)) + Self.fileExtension) else { continue }
-                // The attempt of an entry removed (a process killed between the two removals).
-                _ = POSIXFile.removeIfOlder(path, than: 60, now: now)
+                let stem = String(name.dropLast(Self.attemptExtension.count + 1))
+                guard !named.contains(stem + "." + Self.fileExtension) else { continue }
+                // An attempt without its entry's file: a removal removes the attempt first, so one
+                // that stays is an entry whose file was set aside and could not be saved again. Whole,
+                // it is saved as the entry's file; torn, removed. Only once old: a removal may be
+                // between its two steps in another process now.
+                guard POSIXFile.isOlder(path, than: 60, now: now) else { continue }
+                if let contents = try? POSIXFile.read(path)?.data, let attempt = decodeAttempt(contents, name: stem, base: nil) {
+                    if (try? saveNow(attempt)) != nil { entries.append(attempt) }
+                } else {
+                    _ = POSIXFile.removeIfOlder(path, than: 60, now: now)
+                }
                 continue
             }
             guard name.hasSuffix(".\(Self.fileExtension)") else { continue }
@@ -298,11 +360,11 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
             }
             guard let contents else { continue }  // removed meanwhile
             if let entry = decode(contents, name: String(stem)) {
-                entries.append(named.contains("\(stem).\(Self.attemptExtension)") ? latestAttempt(of: entry) : entry)
+                entries.append(named.contains("\(stem).\(Self.attemptExtension)") ? latestAttempt(of: entry, fileContents: contents) : entry)
             } else if let entry = Self.decode(contents) {
                 entries.append(entry)  // named otherwise than by its id (copied in by hand)
-            } else {
-                setAside(path)
+            } else if let attempt = setAside(path, keepingAttemptOf: String(stem)) {
+                entries.append(attempt)
             }
         }
         return entries

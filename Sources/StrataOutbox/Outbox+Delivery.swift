@@ -14,8 +14,10 @@ extension Outbox {
     ///
     /// A delivered write is removed from the storage together with the next write's attempt, in one
     /// ``OutboxStorage/saveAttempt(_:removingDelivered:)`` (one commit per delivery instead of two),
-    /// and on its own before the scope is read back, released, or left. Killed in between, the
-    /// process leaves it stored, as if killed just before its removal: it is sent again with its key.
+    /// and on its own when no write follows it in the scope (before it is reported delivered), before
+    /// the scope is read back or its claim renewed, and when the drain leaves the scope (even
+    /// cancelled). Killed in between, the process leaves it stored, as if killed just before its
+    /// removal: it is sent again with its key.
     func drainScope(_ scope: String) async -> OutboxDrainReport {
         defer {
             // A `run()` that looked for its next wake-up while this scope was busy skipped it: when
@@ -31,8 +33,14 @@ extension Outbox {
         }
         var delivered: [OutboxEntry] = []
         let release = await drainClaimed(scope, shared: shared, claimedUntil: claimedUntil, report: &report, delivered: &delivered)
-        await removeDelivered(&delivered)
-        if shared && release { await releaseShared(scope) }
+        // In a task of its own, which the drain's cancellation (a shutdown) does not reach: a
+        // cancelled storage call would fail, leaving a delivered write stored, to be sent again.
+        let left = delivered
+        await Task {
+            var left = left
+            await self.removeDelivered(&left)
+            if shared && release { await self.releaseShared(scope) }
+        }.value
         return report
     }
 
@@ -45,6 +53,9 @@ extension Outbox {
         while !Task.isCancelled {
             let now = environment.now()
             if let until = claimedUntil, until.timeIntervalSince(now) < claimLease.seconds / 2 {
+                // Removed first: a renewal that fails releases the claim, and the next drainer
+                // would read the delivered write back.
+                await removeDelivered(&delivered)
                 guard let renewed = await claimShared(scope, report: &report, renewing: true) else { return false }
                 claimedUntil = renewed
             }
@@ -433,8 +444,10 @@ extension Outbox {
                 await reportWriteEvents()
             }
         }
-        // Removed with the next write's attempt, or when the drain leaves the scope.
+        // Removed with the next write's attempt when one follows in the scope; otherwise now, before
+        // anyone hears it was delivered (`waitUntilDrained` returns, and the app may then exit).
         delivered.append(entry)
+        if state.withLock({ $0.machine.queued(after: entry.id).isEmpty }) { await removeDelivered(&delivered) }
         state.withLock { state in
             state.machine.delivered(entry.id)
             state.writeEvents.append(.delivered(entry))

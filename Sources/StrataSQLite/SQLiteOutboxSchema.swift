@@ -41,7 +41,7 @@ enum SQLiteOutboxSchema {
     static let unreadableColumns = ["id", "entry", "reason", "set_aside_at"]
 
     /// Namespaced so they cannot collide with the migrations of the application sharing the file.
-    static let migrationIdentifiers = ["strata.outbox.v1", "strata.outbox.v2"]
+    static let migrationIdentifiers = ["strata.outbox.v1", "strata.outbox.v2", "strata.outbox.v3"]
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -88,6 +88,17 @@ enum SQLiteOutboxSchema {
                     value INTEGER NOT NULL
                 );
                 INSERT INTO \(sequence) (id, value) SELECT 1, coalesce(max(sequence), 0) FROM \(entries);
+                """)
+        }
+        // v3: a row is keyed by its write's id. It was keyed by the write's idempotency key, which
+        // gains "-r<n>" when a conflict makes the write a new one (client wins, a merge): each new
+        // key inserted a row beside the old one, and a delivery removed only the bare id's row, so
+        // the newer row stayed, to be sent again at every launch. Each write keeps its latest row
+        // (the highest rowid: a new key's row is inserted after the old key's), under its id.
+        migrator.registerMigration(migrationIdentifiers[2]) { db in
+            try db.execute(sql: """
+                DELETE FROM \(entries) WHERE rowid NOT IN (SELECT max(rowid) FROM \(entries) GROUP BY substr(id, 1, 36));
+                UPDATE \(entries) SET id = substr(id, 1, 36) WHERE length(id) > 36;
                 """)
         }
         return migrator

@@ -265,10 +265,9 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
         }
     }
 
-    /// The upsert's arguments for `entry`.
-    /// The row of `entry`, its encoding remembered in `memo`.
+    /// The upsert's arguments for `entry` (its encoding remembered in `memo`).
     private static func arguments(_ entry: OutboxEntry, store: String, memo: OutboxEntryMemo) throws -> StatementArguments {
-        let key = entry.idempotencyKey
+        let key = entry.id.lowercasedString  // the row's id: the write's, whatever its key's revision
         let encoded: Data
         do {
             encoded = try entry.encodedForStorage()
@@ -581,7 +580,7 @@ private struct StoredOutboxRow: Sendable {
         case .string(let text): bytes = Data(text.utf8)
         default: return .failure(Unreadable(reason: "the entry column holds \(entry), not an encoded entry"))
         }
-        if case .string(let text) = id.storage, let known = memo.entry(text, bytes: bytes), text == known.idempotencyKey {
+        if case .string(let text) = id.storage, let known = memo.entry(text, bytes: bytes), text == known.id.lowercasedString {
             return .success(known)
         }
         let decoded: OutboxEntry
@@ -590,8 +589,8 @@ private struct StoredOutboxRow: Sendable {
         } catch {
             return .failure(Unreadable(reason: "the entry does not decode: \(error)"))
         }
-        guard case .string(let id) = id.storage, id == decoded.idempotencyKey else {
-            return .failure(Unreadable(reason: "the row's id \(self.id) is not the entry's id \(decoded.idempotencyKey)"))
+        guard case .string(let id) = id.storage, id == decoded.id.lowercasedString else {
+            return .failure(Unreadable(reason: "the row's id \(self.id) is not the entry's id \(decoded.id.lowercasedString)"))
         }
         return .success(decoded)
     }

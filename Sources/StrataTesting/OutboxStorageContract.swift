@@ -16,7 +16,9 @@ public enum OutboxStorageContractCase: String, CaseIterable, Sendable, CustomStr
     /// Every field of an entry (pending and parked, with and without its optional fields, any payload
     /// bytes) comes back from `loadAll` exactly as saved.
     case everyFieldRoundTrips
-    /// A save of an entry whose id is already stored replaces it; no other entry changes.
+    /// A save of an entry whose id is already stored replaces it, also when its key's revision
+    /// changed (a conflict made it a new write), through `save`, `saveAttempt` and a batch; no other
+    /// entry changes, and `remove` of the id then leaves nothing of it.
     case saveReplacesTheEntryWithItsID
     /// A save of the same entry twice (a save retried after its outcome was unknown) leaves one
     /// entry, as saved, through `loadAll` and `entry(_:)`.
@@ -228,6 +230,18 @@ public struct OutboxStorageContract<S: OutboxStorage>: Sendable {
             try check.same(try await check.load(storage, "after a replace"), [changed, other], "loadAll after a save of a stored id")
             try await check.save(storage, first)
             try check.same(try await check.load(storage, "after replacing back"), [first, other], "loadAll after replacing the entry back")
+            // A new key revision is the same write: one entry, under its id.
+            var revised = first
+            revised.keyRevision += 1
+            do { try await storage.saveAttempt(revised) } catch { throw check.fail("saveAttempt of a new key revision threw \(error)") }
+            try check.same(try await check.load(storage, "after a new key revision"), [revised, other], "loadAll after a save with a new key revision")
+            try check.same(try await check.entry(storage, first.id, "after a new key revision"), revised, "entry(_:) after a new key revision")
+            revised.keyRevision += 1
+            try await check.save(storage, revised, "of a second key revision")
+            try await check.saveBatch(storage, [revised], "of the same key revision")
+            try check.same(try await check.load(storage, "after a second key revision"), [revised, other], "loadAll after a second key revision")
+            do { try await storage.remove(first.id) } catch { throw check.fail("remove threw \(error)") }
+            try check.same(try await check.load(storage, "after removing a revised write"), [other], "loadAll after removing a write saved under a new key revision")
 
         case .savingTheSameEntryTwiceKeepsOne:
             let (entry, other) = (samples[4], samples[1])

@@ -249,6 +249,45 @@ struct SQLiteOutboxStorageTests {
         }
     }
 
+    @Test("a file from before strata.outbox.v3 (rows keyed by the idempotency key): each write keeps its latest row, under its id")
+    func migrationV3KeysRowsByTheWritesID() async throws {
+        let directory = try TemporaryDirectory(prefix: "strata-sqlite-outbox")
+        defer { directory.remove() }
+        let path = directory.appending("outbox.sqlite").path
+        let created = Date(timeIntervalSince1970: 1_767_225_600)
+        let (first, other) = (
+            OutboxEntry(id: UUID(), sequence: 1, scope: "s", kind: "note", payload: Data("1".utf8), createdAt: created),
+            OutboxEntry(id: UUID(), sequence: 2, scope: "s", kind: "note", payload: Data("2".utf8), createdAt: created))
+        do {
+            let storage = try SQLiteOutboxStorage(path: path, logger: quietLogger)
+            try await storage.save(first)
+            try await storage.save(other)
+        }
+        // What the earlier versions wrote after a conflict gave `first` a new key: a second row
+        // under "<id>-r1", beside the first one's.
+        var revised = first
+        revised.keyRevision = 1
+        revised.attempts = 2
+        let encoded = try revised.encodedForStorage()
+        let revisedKey = revised.idempotencyKey
+        try await rawConnection(path).write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO strata_outbox_entries (id, sequence, scope, kind, state, attempts, created_at, next_attempt_at, entry)
+                    VALUES (?, 1, 's', 'note', 'pending', 2, 0, 0, ?)
+                    """,
+                arguments: [revisedKey, encoded])
+            try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = 'strata.outbox.v3'")
+        }
+        let reopened = try SQLiteOutboxStorage(path: path, logger: quietLogger)
+        #expect(try await reopened.loadAll().sorted { $0.sequence < $1.sequence } == [revised, other])
+        #expect(try await reopened.entry(first.id) == revised)
+        try await reopened.removeDelivered(first.id)
+        #expect(try await reopened.loadAll() == [other], "its removal leaves nothing of it")
+        let ids = try await rawConnection(path).read { db in try String.fetchAll(db, sql: "SELECT id FROM strata_outbox_entries") }
+        #expect(ids == [other.id.uuidString.lowercased()])
+    }
+
     @Test("eight connections opening a new file at once: every one opens it, 20 files in a row")
     func concurrentOpenersOfANewFile() throws {
         for round in 0..<20 {

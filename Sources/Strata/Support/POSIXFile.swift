@@ -183,6 +183,26 @@ package enum POSIXFile {
         unlink(path)
     }
 
+    /// The first `count` bytes of the regular file at `path` (fewer when it is shorter), or `nil`
+    /// when it cannot be opened or read.
+    package static func readPrefix(_ path: String, count: Int) -> Data? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var data = Data(count: count)
+        let read = data.withUnsafeMutableBytes { pread(fd, $0.baseAddress, count, 0) }
+        guard read >= 0 else { return nil }
+        data.count = read
+        return data
+    }
+
+    /// Whether `path` names a file last modified more than `age` seconds before `now`.
+    package static func isOlder(_ path: String, than age: TimeInterval, now: TimeInterval) -> Bool {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return false }
+        return now - modificationTime(info) > age
+    }
+
     /// Removes `path` when it is a regular file last modified more than `age` seconds before `now`
     /// (a symbolic link is not followed, and not removed). Returns whether it removed it.
     package static func removeIfOlder(_ path: String, than age: TimeInterval, now: TimeInterval) -> Bool {

@@ -63,7 +63,7 @@ struct OutboxStorageContractTests {
         #expect(try await storage.loadAll() == [intact])
     }
 
-    @Test("FileOutboxStorage keeps a drain's attempt in a file of its own; a lost or torn one reads as the entry's own version, a save or removal takes it away")
+    @Test("FileOutboxStorage keeps a drain's attempt in a file of its own; a lost, torn or stale one reads as the entry's own version, a save or removal takes it away")
     func fileAttemptsLiveBesideTheEntry() async throws {
         let directory = try TemporaryDirectory(prefix: "strata-file-outbox-attempt")
         let logs = LogCapture()
@@ -78,12 +78,12 @@ struct OutboxStorageContractTests {
         attempted.attempts = 2
         try await storage.saveAttempt(attempted)
         #expect(try Data(contentsOf: entryFile) == saved, "the entry's own file is left as its flushed save wrote it")
-        #expect(FileManager.default.fileExists(atPath: attemptFile.path))
+        let attemptBytes = try Data(contentsOf: attemptFile)
         #expect(try await storage.entry(entry.id) == attempted)
         #expect(try await FileOutboxStorage(directory: directory.url, logger: logs.logger).loadAll() == [attempted], "read by another instance")
 
         // What a power failure can leave of a file renamed without a flush: nothing, or torn bytes.
-        for leftover in [Data(), Data("strata-outbox 1 0f".utf8)] {
+        for leftover in [Data(), attemptBytes.prefix(30), attemptBytes.dropLast(5)] {
             try leftover.write(to: attemptFile)
             let reopened = FileOutboxStorage(directory: directory.url, logger: logs.logger)
             #expect(try await reopened.entry(entry.id) == entry)
@@ -92,24 +92,65 @@ struct OutboxStorageContractTests {
         }
         #expect(logs.entries.isEmpty, "an unreadable attempt is not an unreadable entry: nothing set aside")
 
-        // A flushed save (a park, a rewrite) takes the attempt away.
-        try await storage.saveAttempt(attempted)
+        // A flushed save (a park, a rewrite) takes the attempt away; one left behind (a process
+        // killed between the save's rename and the attempt's removal) is based on the file the save
+        // replaced, and does not count.
+        try attemptBytes.write(to: attemptFile)
         var parked = attempted
         parked.attempts = 3
         parked.payload = Data("rewritten".utf8)
         try await storage.save(parked)
         #expect(!FileManager.default.fileExists(atPath: attemptFile.path))
+        try attemptBytes.write(to: attemptFile)
         #expect(try await FileOutboxStorage(directory: directory.url).entry(entry.id) == parked)
+        #expect(try await FileOutboxStorage(directory: directory.url).loadAll() == [parked])
 
-        // A removal takes both files; an attempt left without its entry (killed between the two
-        // removals) reads as nothing, and is swept once old.
+        // A removal takes both files.
         try await storage.saveAttempt(attempted)
         try await storage.removeDelivered(entry.id)
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.url.path).filter { !$0.hasPrefix(".") }.isEmpty)
-        try Self.encodedFile(attempted).write(to: attemptFile)
+    }
+
+    @Test("FileOutboxStorage: an entry file that rots beside a whole attempt is set aside, and the attempt saved in its place; an attempt left alone is saved once old")
+    func fileAttemptOutlivesARottenEntryFile() async throws {
+        let directory = try TemporaryDirectory(prefix: "strata-file-outbox-attempt")
+        let logs = LogCapture()
+        let storage = FileOutboxStorage(directory: directory.url, logger: logs.logger)
+        let entry = OutboxEntry(
+            id: UUID(), sequence: 0, scope: "s", kind: "note", payload: Data("0".utf8), createdAt: Date(timeIntervalSince1970: 1_767_225_600))
+        let entryFile = directory.url.appendingPathComponent(Self.fileName(entry.id))
+        let attemptFile = entryFile.deletingPathExtension().appendingPathExtension("attempt")
+        var attempted = entry
+        attempted.attempts = 4
+        for read in ["entry", "loadAll"] {
+            try await storage.save(entry)
+            try await storage.saveAttempt(attempted)
+            try Data("rotten".utf8).write(to: entryFile)
+            let reopened = FileOutboxStorage(directory: directory.url, logger: logs.logger)
+            let found = read == "entry" ? try await reopened.entry(entry.id) : try await reopened.loadAll().first
+            #expect(found == attempted, "\(read)")
+            #expect(try await FileOutboxStorage(directory: directory.url).entry(entry.id) == attempted, "saved again in its place")
+            #expect(!FileManager.default.fileExists(atPath: attemptFile.path))
+            let names = try FileManager.default.contentsOfDirectory(atPath: directory.url.path)
+            #expect(names.contains { $0.hasPrefix(Self.fileName(entry.id) + ".unreadable") }, "the rotten file is kept aside: \(names)")
+            try await storage.remove(entry.id)
+            for name in names where name.contains(".unreadable") { try FileManager.default.removeItem(at: directory.url.appendingPathComponent(name)) }
+        }
+        #expect(logs.entries.filter { $0.message.contains("its latest attempt was whole") }.count == 2)
+
+        // An attempt whose entry file is gone (set aside, and its save failed): left alone while
+        // young (a removal in another process may be between its two steps), saved once old.
+        try await storage.save(entry)
+        try await storage.saveAttempt(attempted)
+        try FileManager.default.removeItem(at: entryFile)
         #expect(try await storage.loadAll().isEmpty)
-        #expect(try await storage.entry(entry.id) == nil)
-        #expect(FileManager.default.fileExists(atPath: attemptFile.path), "a fresh one may be a drain's between its two removals")
+        #expect(FileManager.default.fileExists(atPath: attemptFile.path))
+        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-120)], ofItemAtPath: attemptFile.path)
+        #expect(try await storage.loadAll() == [attempted])
+        #expect(try await FileOutboxStorage(directory: directory.url).entry(entry.id) == attempted)
+        // Torn and alone: removed once old.
+        try await storage.remove(entry.id)
+        try Data("strata-outbox-attempt 1 0f".utf8).write(to: attemptFile)
         try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-120)], ofItemAtPath: attemptFile.path)
         #expect(try await storage.loadAll().isEmpty)
         #expect(!FileManager.default.fileExists(atPath: attemptFile.path))
