@@ -51,7 +51,9 @@ final class RecordingOutboxStorage: OutboxStorage {
         try await base.save(entry)
     }
 
+    /// Fails in a cancelled task, as GRDB's and PostgresNIO's calls do.
     func removeDelivered(_ id: UUID) async throws {
+        try Task.checkCancellation()
         state.withLock { $0.operations.append(.removeDelivered(id)) }
         try await base.remove(id)
     }
@@ -193,6 +195,32 @@ struct OutboxEdgeCaseTests {
             .removeDelivered(ids[2]),
         ])
         #expect(try await storage.loadAll().isEmpty)
+    }
+
+    @Test("a drain cancelled (a shutdown) right after a delivery still removes the delivered write, not left to be sent again")
+    func aCancelledDrainStillRemovesWhatItDelivered() async throws {
+        let storage = RecordingOutboxStorage()
+        let outbox = Outbox(storage: storage, environment: ManualClock().environment())
+        let drain = Locked<Task<OutboxDrainReport, any Error>?>(nil)
+        outbox.register("note") { _ in .delivered }
+        // The app shuts down as soon as it hears the first write was delivered.
+        let observation = outbox.observeWrites { event in
+            if case .delivered = event { drain.withLock { $0?.cancel() } }
+        }
+        defer { observation.cancel() }
+        outbox.connectivityChanged(isOnline: false)
+        let first = try await outbox.enqueue(kind: "note", scope: "notes", payload: Data("1".utf8))
+        let second = try await outbox.enqueue(kind: "note", scope: "notes", payload: Data("2".utf8))
+        outbox.connectivityChanged(isOnline: true)
+        // Made under the lock the observer takes: it cannot look before the task is there.
+        let started = drain.withLock { state -> Task<OutboxDrainReport, any Error> in
+            let task = Task { try await outbox.drain() }
+            state = task
+            return task
+        }
+        _ = await started.result
+        #expect(storage.operations.contains(.removeDelivered(first.id)), "\(storage.operations)")
+        #expect(try await storage.loadAll().map(\.id) == [second.id], "the delivered write is gone, the other kept")
     }
 
     @Test("a delivered write whose removal rode on an attempt that failed is removed when the drain leaves the scope")
