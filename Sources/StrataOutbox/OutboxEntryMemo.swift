@@ -16,36 +16,55 @@ package final class OutboxEntryMemo: Sendable {
         var entry: OutboxEntry
     }
 
-    private let remembered = Locked<[String: Remembered]>([:])
+    private struct State: Sendable {
+        var entries: [String: Remembered] = [:]
+        /// The bytes it holds, its entries' encodings (each entry's payload is in them too).
+        var bytes = 0
+
+        mutating func remove(_ key: String) {
+            if let gone = entries.removeValue(forKey: key) { bytes -= gone.bytes.count * 2 }
+        }
+    }
+
+    private let state = Locked(State())
     /// How many entries it keeps; past that, one it holds is forgotten for each new one.
     package let capacity: Int
+    /// How many bytes it keeps at most, counting each entry twice (its encoding and its payload):
+    /// an entry larger than an eighth of it is not remembered, so a few large uploads do not stay
+    /// in memory twice.
+    package let byteLimit: Int
 
-    package init(capacity: Int = 1_024) {
+    package init(capacity: Int = 1_024, byteLimit: Int = 8 << 20) {
         self.capacity = max(capacity, 1)
+        self.byteLimit = max(byteLimit, 1)
     }
 
     /// Remembers that `bytes` are `entry` encoded by `encodedForStorage()`.
     package func remember(_ entry: OutboxEntry, as bytes: Data) {
         let key = entry.id.lowercasedString
-        remembered.withLock { remembered in
-            if remembered.count >= capacity, remembered[key] == nil {
-                remembered.remove(at: remembered.startIndex)
+        let cost = bytes.count * 2
+        state.withLock { state in
+            state.remove(key)
+            guard cost <= byteLimit / 8 else { return }
+            while !state.entries.isEmpty, state.entries.count >= capacity || state.bytes + cost > byteLimit {
+                state.remove(state.entries[state.entries.startIndex].key)
             }
-            remembered[key] = Remembered(bytes: bytes, entry: entry)
+            state.entries[key] = Remembered(bytes: bytes, entry: entry)
+            state.bytes += cost
         }
     }
 
     /// Forgets the entry with `id` (removed from the storage).
     package func forget(_ id: UUID) {
         let key = id.lowercasedString
-        _ = remembered.withLock { $0.removeValue(forKey: key) }
+        state.withLock { $0.remove(key) }
     }
 
     /// The entry `bytes` encode, when they are the bytes remembered for the id written `id` (its
     /// lowercase form, as storages name rows and files); `nil` otherwise.
     package func entry(_ id: String, bytes: Data) -> OutboxEntry? {
-        remembered.withLock { remembered in
-            guard let known = remembered[id], known.bytes == bytes else { return nil }
+        state.withLock { state in
+            guard let known = state.entries[id], known.bytes == bytes else { return nil }
             return known.entry
         }
     }
@@ -56,5 +75,8 @@ package final class OutboxEntryMemo: Sendable {
     }
 
     /// How many entries it holds now.
-    package var count: Int { remembered.withLock { $0.count } }
+    package var count: Int { state.withLock { $0.entries.count } }
+
+    /// How many bytes it counts now (each entry's encoding twice).
+    package var byteCount: Int { state.withLock { $0.bytes } }
 }

@@ -60,4 +60,24 @@ struct OutboxEntryMemoTests {
         #expect(memo.count == capacity)
         #expect(memo.entry(kept.last!.0.id, bytes: kept.last!.1) == kept.last!.0, "the latest is always kept")
     }
+
+    @Test("it keeps no more bytes than its limit, and does not keep an entry larger than an eighth of it")
+    func holdsAtMostItsBytes() throws {
+        let memo = OutboxEntryMemo(capacity: 1_000, byteLimit: 16_000)
+        for n in 0..<100 {
+            let entry = Self.entry(200 + n)
+            memo.remember(entry, as: try entry.encodedForStorage())
+            #expect(memo.byteCount <= 16_000)
+        }
+        #expect(memo.count > 1 && memo.count < 100)
+        var large = Self.entry(400)
+        large.payload = Data(repeating: 7, count: 2_000)
+        let bytes = try large.encodedForStorage()
+        memo.remember(large, as: bytes)
+        #expect(memo.entry(large.id, bytes: bytes) == nil, "\(bytes.count * 2) bytes, over an eighth of 16,000")
+        memo.forget(Self.entry(299).id)
+        let left = memo.count
+        for n in 200..<300 { memo.forget(Self.entry(n).id) }
+        #expect(memo.count == 0 && memo.byteCount == 0, "\(left) forgotten, their bytes with them")
+    }
 }
