@@ -17,11 +17,14 @@ import Musl
 /// whose checksum does not match (bit rot, a hand edit) is renamed to `<name>.unreadable`, logged,
 /// and left for an operator. Files are created `0600` in a `0700` directory.
 ///
-/// A drain's attempt (the count saved before each send, a backoff after a failure) goes to a second
-/// file beside the entry's, `<id>.attempt`, renamed into place without any flush: a killed process
-/// leaves it whole, and a power failure at worst loses it, or leaves it unreadable, and then the
-/// entry's own file, which a flushed save wrote, is what is read (the write is sent once more).
-/// A flushed save of the entry removes that file first, and a removal removes both.
+/// A drain's attempt (the entry as the drain sends it: its count, a backoff, a merged payload or a new
+/// key after a conflict) goes to a second file beside the entry's, `<id>.attempt`, renamed into place
+/// without any flush: a killed process leaves it whole, and a power failure at worst loses it, or
+/// leaves it unreadable, and then the entry's own file, which a flushed save wrote, is what is read
+/// (the write is sent once more).
+/// An attempt file names the entry file it is based on (the checksum in that file's header) and counts
+/// only beside it, so one left behind by a save killed before removing it is ignored. A removal
+/// removes the attempt file first, then the entry's.
 ///
 /// Several processes may share the directory (an App Group container, a volume two workers mount):
 /// they agree through its `.coordination` file, locked with `flock` for one short read and write at a
@@ -216,8 +219,7 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
             return try saveNow(entry)
         }
         do {
-            var bytes = Data((Self.attemptMagic + base + "\n").utf8)
-            bytes.append(try encodeRemembered(entry))
+            let bytes = Self.attemptFile(base: base, entryFile: try encodeRemembered(entry))
             let temporary = temporaryPath()
             try POSIXFile.writeNew(bytes, at: temporary, mode: 0o600, sync: false)
             try POSIXFile.commit(temporary, to: attemptPath(for: entry.id), sync: false)
@@ -244,11 +246,25 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
     /// The entry in an attempt file's bytes, when they are whole, of the id `name`, and based on the
     /// entry file whose checksum is `base` (any, when `nil`).
     private func decodeAttempt(_ data: Data, name: String, base: String?) -> OutboxEntry? {
+        guard let attempt = Self.splitAttempt(data) else { return nil }
+        if let base, attempt.base != base { return nil }
+        return decode(attempt.entryFile, name: name)
+    }
+
+    /// The bytes of an attempt file: its line naming `base`, then `entryFile` (an entry file's bytes).
+    static func attemptFile(base: String, entryFile: Data) -> Data {
+        var bytes = Data((attemptMagic + base + "\n").utf8)
+        bytes.append(entryFile)
+        return bytes
+    }
+
+    /// An attempt file's bytes split into the checksum of the entry file it is based on and the
+    /// entry file's bytes after it; `nil` when they do not begin with an attempt line.
+    static func splitAttempt(_ data: Data) -> (base: String, entryFile: Data)? {
         guard let newline = data.firstIndex(of: UInt8(ascii: "\n")) else { return nil }
         let line = String(decoding: data[data.startIndex..<newline], as: UTF8.self)
-        guard line.hasPrefix(Self.attemptMagic) else { return nil }
-        if let base, line.dropFirst(Self.attemptMagic.count) != base { return nil }
-        return decode(Data(data[data.index(after: newline)...]), name: name)
+        guard line.hasPrefix(attemptMagic) else { return nil }
+        return (String(line.dropFirst(attemptMagic.count)), Data(data[data.index(after: newline)...]))
     }
 
     private func saveNow(contentsOf entries: [OutboxEntry]) throws(StoreError) {
@@ -260,10 +276,10 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
                 return (data: try encodeRemembered(entry), path: path(for: entry.id), temporaryPath: temporaryPath())
             }
             current = nil
-            // Attempts saved before are based on the files replaced, so no longer count: removed
-            // first, as they would be after, under the batch's one flush of the directory.
-            for entry in entries { unlink(attemptPath(for: entry.id)) }
             try POSIXFile.writeAtomically(files, in: directoryPath, mode: 0o600)
+            // Attempts saved before are based on the files replaced, so no longer count; removed
+            // (best effort: one left behind is ignored all the same).
+            for entry in entries { unlink(attemptPath(for: entry.id)) }
         } catch {
             throw failure(.insert, current ?? entries.first?.id, error)
         }
@@ -271,17 +287,17 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
 
     private func entryNow(_ id: UUID) throws(StoreError) -> OutboxEntry? {
         let path = path(for: id)
-        let contents: Data?
+        let read: (data: Data, inode: UInt64)?
         do {
-            contents = try POSIXFile.read(path)?.data
+            read = try POSIXFile.read(path)
         } catch {
             throw failure(.retrieve, id, error)
         }
-        guard let contents else { return nil }
+        guard let (contents, inode) = read else { return nil }
         guard let entry = decode(contents, id: id) else {
             // Not an intact entry (set aside), or the entry of another id (left alone).
             guard Self.decode(contents) == nil else { return nil }
-            return setAside(path, keepingAttemptOf: id.lowercasedString)
+            return setAside(path, inode: inode, contents: contents, keepingAttemptOf: id.lowercasedString)
         }
         return latestAttempt(of: entry, fileContents: contents)
     }
@@ -296,10 +312,16 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
         return attempt
     }
 
-    /// Sets the unreadable entry file at `path` aside; when the entry's attempt file (`name`) holds a
-    /// whole version of it, that version is saved again as the entry's file (flushed) and returned.
-    private func setAside(_ path: String, keepingAttemptOf name: String) -> OutboxEntry? {
-        let attempt = (try? POSIXFile.read(file(name + "." + Self.attemptExtension))?.data).flatMap { decodeAttempt($0, name: name, base: nil) }
+    /// Sets the unreadable entry file at `path` (the file `inode`, which held `contents`) aside,
+    /// unless another reader did already; when the entry's attempt file (`name`) holds a whole
+    /// version of it based on that file (any, when its header is unreadable too), that version is
+    /// saved again as the entry's file (flushed) and returned.
+    private func setAside(_ path: String, inode: UInt64, contents: Data, keepingAttemptOf name: String) -> OutboxEntry? {
+        let base = Self.checksum(inHeaderOf: contents)
+        let attempt = (try? POSIXFile.read(file(name + "." + Self.attemptExtension))?.data).flatMap { decodeAttempt($0, name: name, base: base) }
+        // Another reader may have set it aside and saved the attempt in its place meanwhile: the
+        // file at `path` is then a good one, left alone, and read.
+        guard POSIXFile.inode(of: path) == inode else { return (try? POSIXFile.read(path)?.data).flatMap { decode($0, name: name) } }
         setAside(path)
         guard let attempt else { return nil }
         do {
@@ -338,12 +360,14 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
             if name.hasSuffix(".\(Self.attemptExtension)") {
                 let stem = String(name.dropLast(Self.attemptExtension.count + 1))
                 guard !named.contains(stem + "." + Self.fileExtension) else { continue }
-                // An attempt without its entry's file: a removal removes the attempt first, so one
-                // that stays is an entry whose file was set aside and could not be saved again. Whole,
-                // it is saved as the entry's file; torn, removed. Only once old: a removal may be
-                // between its two steps in another process now.
+                // An attempt without its entry's file, once old (a removal in another process may be
+                // between its two steps now). Beside the entry's file set aside as unreadable, it is
+                // the write's one whole copy (saving it in its place failed then): saved again.
+                // Otherwise the write was removed (an attempt renamed into place while another
+                // process removed it): removed too.
                 guard POSIXFile.isOlder(path, than: 60, now: now) else { continue }
-                if let contents = try? POSIXFile.read(path)?.data, let attempt = decodeAttempt(contents, name: stem, base: nil) {
+                let setAsideCopy = names.contains { $0.hasPrefix(stem + "." + Self.fileExtension + ".unreadable") }
+                if setAsideCopy, let contents = try? POSIXFile.read(path)?.data, let attempt = decodeAttempt(contents, name: stem, base: nil) {
                     if (try? saveNow(attempt)) != nil { entries.append(attempt) }
                 } else {
                     _ = POSIXFile.removeIfOlder(path, than: 60, now: now)
@@ -352,18 +376,18 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
             }
             guard name.hasSuffix(".\(Self.fileExtension)") else { continue }
             let stem = name.dropLast(Self.fileExtension.count + 1)
-            let contents: Data?
+            let read: (data: Data, inode: UInt64)?
             do {
-                contents = try POSIXFile.read(path)?.data
+                read = try POSIXFile.read(path)
             } catch {
                 throw failure(.retrieve, nil, error)
             }
-            guard let contents else { continue }  // removed meanwhile
+            guard let (contents, inode) = read else { continue }  // removed meanwhile
             if let entry = decode(contents, name: String(stem)) {
                 entries.append(named.contains("\(stem).\(Self.attemptExtension)") ? latestAttempt(of: entry, fileContents: contents) : entry)
             } else if let entry = Self.decode(contents) {
                 entries.append(entry)  // named otherwise than by its id (copied in by hand)
-            } else if let attempt = setAside(path, keepingAttemptOf: String(stem)) {
+            } else if let attempt = setAside(path, inode: inode, contents: contents, keepingAttemptOf: String(stem)) {
                 entries.append(attempt)
             }
         }

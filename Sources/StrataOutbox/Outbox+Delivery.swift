@@ -35,12 +35,8 @@ extension Outbox {
         let release = await drainClaimed(scope, shared: shared, claimedUntil: claimedUntil, report: &report, delivered: &delivered)
         // In a task of its own, which the drain's cancellation (a shutdown) does not reach: a
         // cancelled storage call would fail, leaving a delivered write stored, to be sent again.
-        let left = delivered
-        await Task {
-            var left = left
-            await self.removeDelivered(&left)
-            if shared && release { await self.releaseShared(scope) }
-        }.value
+        await removeDeliveredShielded(&delivered)
+        if shared && release { await Task { await self.releaseShared(scope) }.value }
         return report
     }
 
@@ -82,9 +78,11 @@ extension Outbox {
         return true
     }
 
-    /// Removes the delivered writes whose removal was waiting for the next attempt save (a failure
-    /// is logged: the write is sent again with its key after a relaunch).
+    /// Removes the delivered writes whose removal was waiting for the next attempt save. One whose
+    /// removal failed (logged) stays in `delivered`, for the drain's last pass, which runs even
+    /// when the drain is cancelled; failing there too, it is sent again with its key after a relaunch.
     private func removeDelivered(_ delivered: inout [OutboxEntry]) async {
+        var failed: [OutboxEntry] = []
         for entry in delivered {
             do {
                 try await storage.removeDelivered(entry.id)
@@ -93,9 +91,21 @@ extension Outbox {
                 logger.error(
                     "outbox delivered a write but could not remove it; after a relaunch it is sent again with the same idempotency key",
                     metadata: metadata(for: entry, error: error))
+                failed.append(entry)
             }
         }
-        delivered.removeAll()
+        delivered = failed
+    }
+
+    /// `removeDelivered(_:)` in a task of its own, which the drain's cancellation (a shutdown) does
+    /// not reach: a storage call made in a cancelled task fails.
+    private func removeDeliveredShielded(_ delivered: inout [OutboxEntry]) async {
+        let pending = delivered
+        delivered = await Task {
+            var pending = pending
+            await self.removeDelivered(&pending)
+            return pending
+        }.value
     }
 
     /// Claims `scope` in the shared storage and reads it back, or renews the claim. Returns until
@@ -447,7 +457,7 @@ extension Outbox {
         // Removed with the next write's attempt when one follows in the scope; otherwise now, before
         // anyone hears it was delivered (`waitUntilDrained` returns, and the app may then exit).
         delivered.append(entry)
-        if state.withLock({ $0.machine.queued(after: entry.id).isEmpty }) { await removeDelivered(&delivered) }
+        if state.withLock({ $0.machine.queued(after: entry.id).isEmpty }) { await removeDeliveredShielded(&delivered) }
         state.withLock { state in
             state.machine.delivered(entry.id)
             state.writeEvents.append(.delivered(entry))

@@ -94,9 +94,14 @@ enum SQLiteOutboxSchema {
         // gains "-r<n>" when a conflict makes the write a new one (client wins, a merge): each new
         // key inserted a row beside the old one, and a delivery removed only the bare id's row, so
         // the newer row stayed, to be sent again at every launch. Each write keeps its latest row
-        // (the highest rowid: a new key's row is inserted after the old key's), under its id.
+        // (the highest rowid: a new key's row is inserted after the old key's), under its id; the
+        // rows it supersedes are moved to the unreadable table, never deleted.
         migrator.registerMigration(migrationIdentifiers[2]) { db in
             try db.execute(sql: """
+                INSERT INTO \(unreadable) (id, entry, reason, set_aside_at)
+                    SELECT id, entry, 'superseded by a later key revision of the same write (migration strata.outbox.v3)',
+                           CAST(strftime('%s', 'now') AS REAL)
+                    FROM \(entries) WHERE rowid NOT IN (SELECT max(rowid) FROM \(entries) GROUP BY substr(id, 1, 36));
                 DELETE FROM \(entries) WHERE rowid NOT IN (SELECT max(rowid) FROM \(entries) GROUP BY substr(id, 1, 36));
                 UPDATE \(entries) SET id = substr(id, 1, 36) WHERE length(id) > 36;
                 """)

@@ -303,7 +303,7 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
         do {
             try await writeUnflushed { db in
                 let delete = try db.cachedStatement(sql: Self.deleteSQL)
-                for key in keys { try delete.execute(arguments: [key]) }
+                for key in keys { try delete.execute(arguments: Self.deleteArguments(key)) }
                 try db.cachedStatement(sql: Self.upsertSQL).execute(arguments: arguments)
             }
         } catch {
@@ -319,7 +319,7 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
         memo.forget(id)
         do {
             try await writeUnflushed { db in
-                try db.cachedStatement(sql: Self.deleteSQL).execute(arguments: [key])
+                try db.cachedStatement(sql: Self.deleteSQL).execute(arguments: Self.deleteArguments(key))
             }
         } catch {
             throw failure(.delete, key, error)
@@ -334,7 +334,7 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
         memo.forget(id)
         do {
             try await writeFlushed { db in
-                try db.execute(sql: "DELETE FROM \(SQLiteOutboxSchema.entries) WHERE id = ?", arguments: [key])
+                try db.execute(sql: Self.deleteSQL, arguments: Self.deleteArguments(key))
             }
         } catch {
             throw failure(.delete, key, error)
@@ -492,7 +492,12 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
         return value
     }
 
-    private static let deleteSQL = "DELETE FROM \(SQLiteOutboxSchema.entries) WHERE id = ?"
+    /// Deletes a write's row: the one keyed by its id, and one an earlier version keyed by its
+    /// idempotency key (`<id>-r<n>`, written by a process of that version sharing the file after
+    /// `strata.outbox.v3`), a range of the primary key.
+    private static let deleteSQL = "DELETE FROM \(SQLiteOutboxSchema.entries) WHERE id = ? OR (id >= ? AND id < ?)"
+
+    private static func deleteArguments(_ key: String) -> StatementArguments { [key, key + "-r", key + "-s"] }
 
     private static let nextSequenceSQL =
         "INSERT INTO \(SQLiteOutboxSchema.sequence) (id, value) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET value = max(value, ?) + 1"
@@ -589,7 +594,9 @@ private struct StoredOutboxRow: Sendable {
         } catch {
             return .failure(Unreadable(reason: "the entry does not decode: \(error)"))
         }
-        guard case .string(let id) = id.storage, id == decoded.id.lowercasedString else {
+        // A row written before `strata.outbox.v3`, by a process of an earlier version sharing the
+        // file, is keyed by the write's idempotency key: read too (its next save keys it by its id).
+        guard case .string(let id) = id.storage, id == decoded.id.lowercasedString || id == decoded.idempotencyKey else {
             return .failure(Unreadable(reason: "the row's id \(self.id) is not the entry's id \(decoded.id.lowercasedString)"))
         }
         return .success(decoded)

@@ -282,8 +282,29 @@ struct SQLiteOutboxStorageTests {
         let reopened = try SQLiteOutboxStorage(path: path, logger: quietLogger)
         #expect(try await reopened.loadAll().sorted { $0.sequence < $1.sequence } == [revised, other])
         #expect(try await reopened.entry(first.id) == revised)
+        let superseded = try await rawConnection(path).read { db in
+            try String.fetchAll(db, sql: "SELECT reason FROM strata_outbox_unreadable WHERE id = ?", arguments: [first.id.uuidString.lowercased()])
+        }
+        #expect(superseded.count == 1 && superseded[0].hasPrefix("superseded"), "the older row is set aside, not deleted: \(superseded)")
         try await reopened.removeDelivered(first.id)
         #expect(try await reopened.loadAll() == [other], "its removal leaves nothing of it")
+
+        // A process of an earlier version sharing the file keys a revised write by its key still:
+        // read, and removed with it.
+        var third = OutboxEntry(id: UUID(), sequence: 3, scope: "s", kind: "note", payload: Data("3".utf8), createdAt: created)
+        third.keyRevision = 2
+        let (thirdKey, thirdBytes) = (third.idempotencyKey, try third.encodedForStorage())
+        try await rawConnection(path).write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO strata_outbox_entries (id, sequence, scope, kind, state, attempts, created_at, next_attempt_at, entry)
+                    VALUES (?, 3, 's', 'note', 'pending', 0, 0, 0, ?)
+                    """,
+                arguments: [thirdKey, thirdBytes])
+        }
+        #expect(try await reopened.loadAll().sorted { $0.sequence < $1.sequence } == [other, third])
+        try await reopened.removeDelivered(third.id)
+        #expect(try await reopened.loadAll() == [other])
         let ids = try await rawConnection(path).read { db in try String.fetchAll(db, sql: "SELECT id FROM strata_outbox_entries") }
         #expect(ids == [other.id.uuidString.lowercased()])
     }

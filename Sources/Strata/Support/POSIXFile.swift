@@ -196,6 +196,13 @@ package enum POSIXFile {
         return data
     }
 
+    /// The inode of the file `path` names (not following a symbolic link), or `nil` when there is none.
+    package static func inode(of path: String) -> UInt64? {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return nil }
+        return UInt64(info.st_ino)
+    }
+
     /// Whether `path` names a file last modified more than `age` seconds before `now`.
     package static func isOlder(_ path: String, than age: TimeInterval, now: TimeInterval) -> Bool {
         var info = stat()

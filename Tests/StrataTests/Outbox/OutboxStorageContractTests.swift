@@ -138,22 +138,35 @@ struct OutboxStorageContractTests {
         }
         #expect(logs.entries.filter { $0.message.contains("its latest attempt was whole") }.count == 2)
 
-        // An attempt whose entry file is gone (set aside, and its save failed): left alone while
-        // young (a removal in another process may be between its two steps), saved once old.
+        // An attempt whose entry file was set aside, and saving it in its place failed: left alone
+        // while young (a removal in another process may be between its two steps), saved once old.
         try await storage.save(entry)
         try await storage.saveAttempt(attempted)
-        try FileManager.default.removeItem(at: entryFile)
+        try FileManager.default.moveItem(at: entryFile, to: entryFile.appendingPathExtension("unreadable"))
         #expect(try await storage.loadAll().isEmpty)
         #expect(FileManager.default.fileExists(atPath: attemptFile.path))
         try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-120)], ofItemAtPath: attemptFile.path)
         #expect(try await storage.loadAll() == [attempted])
         #expect(try await FileOutboxStorage(directory: directory.url).entry(entry.id) == attempted)
-        // Torn and alone: removed once old.
         try await storage.remove(entry.id)
-        try Data("strata-outbox-attempt 1 0f".utf8).write(to: attemptFile)
-        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-120)], ofItemAtPath: attemptFile.path)
-        #expect(try await storage.loadAll().isEmpty)
-        #expect(!FileManager.default.fileExists(atPath: attemptFile.path))
+        try FileManager.default.removeItem(at: entryFile.appendingPathExtension("unreadable"))
+        // An attempt alone with no entry file set aside: the write was removed (an attempt renamed
+        // into place while another process removed it), so it is removed too once old, whole or torn.
+        for leftover in [try Self.attemptFileBytes(attempted, base: entry), Data("strata-outbox-attempt 1 0f".utf8)] {
+            try leftover.write(to: attemptFile)
+            try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-120)], ofItemAtPath: attemptFile.path)
+            #expect(try await storage.loadAll().isEmpty)
+            #expect(!FileManager.default.fileExists(atPath: attemptFile.path))
+        }
+    }
+
+    /// The bytes of an attempt file for `attempt`, based on `base`'s entry file, as the storage writes them.
+    static func attemptFileBytes(_ attempt: OutboxEntry, base: OutboxEntry) throws -> Data {
+        let entryBytes = try FileOutboxStorage.encode(base)
+        let checksum = try #require(FileOutboxStorage.checksum(inHeaderOf: entryBytes))
+        var bytes = Data("strata-outbox-attempt 1 \(checksum)\n".utf8)
+        bytes.append(try FileOutboxStorage.encode(attempt))
+        return bytes
     }
 
     static func encodedFile(_ entry: OutboxEntry) throws -> Data { try FileOutboxStorage.encode(entry) }

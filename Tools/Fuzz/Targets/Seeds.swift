@@ -85,6 +85,9 @@ enum Seeds {
         var seeds: [(name: String, bytes: [UInt8])] = []
         if let file = try? FileOutboxStorage.encode(entry) { seeds.append(("seed-file", Array(file))) }
         if let json = try? entry.encodedForStorage() { seeds.append(("seed-json", Array(json))) }
+        if let file = try? FileOutboxStorage.encode(entry), let base = FileOutboxStorage.checksum(inHeaderOf: file) {
+            seeds.append(("seed-attempt", Array(FileOutboxStorage.attemptFile(base: base, entryFile: file))))
+        }
         if var damaged = try? FileOutboxStorage.encode(entry) {
             damaged[damaged.count / 2] ^= 0x20
             seeds.append(("seed-damaged", Array(damaged)))

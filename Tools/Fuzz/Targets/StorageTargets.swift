@@ -16,7 +16,7 @@ enum StorageTargets {
         FuzzTarget(name: "file-index", seeds: Seeds.fileIndex, summary: fileIndexSummary, start: startFileIndex),
         FuzzTarget(
             name: "outbox-entry", seeds: Seeds.outboxEntry,
-            summary: "the outbox entry file (FileOutboxStorage) and its JSON: a decoded entry encodes and decodes to the same entry",
+            summary: "the outbox entry file (FileOutboxStorage), its attempt file and its JSON: a decoded entry encodes and decodes to the same entry",
             run: outboxEntry),
         FuzzTarget(
             name: "binary-codec", seeds: Seeds.binaryCodec,
@@ -162,7 +162,23 @@ enum StorageTargets {
             try check(again == entry, "an outbox entry changed through its file")
             let cut = file.count / 2 + Int(bytes.first ?? 0) % (file.count / 2)
             try check(FileOutboxStorage.decode(file.prefix(cut)) == nil, "an outbox file cut at \(cut) of \(file.count) bytes decodes")
+            // Its attempt file, based on the entry file: splits back into the two, and cut, holds no entry.
+            guard let base = FileOutboxStorage.checksum(inHeaderOf: file) else { throw PropertyViolation("an entry file has no checksum in its header") }
+            let attempt = FileOutboxStorage.attemptFile(base: base, entryFile: file)
+            guard let split = FileOutboxStorage.splitAttempt(attempt), split.base == base, FileOutboxStorage.decode(split.entryFile) == entry else {
+                throw PropertyViolation("an attempt file does not read back as its base and its entry")
+            }
+            let attemptCut = attempt.count - 1 - Int(bytes.first ?? 0) % (file.count / 2)
+            try check(
+                FileOutboxStorage.splitAttempt(attempt.prefix(attemptCut)).flatMap { FileOutboxStorage.decode($0.entryFile) } == nil,
+                "an attempt file cut at \(attemptCut) of \(attempt.count) bytes holds an entry")
         }
+        // Any bytes as an attempt file or an entry file's header: refused or read, never a crash.
+        if let split = FileOutboxStorage.splitAttempt(data), let entry = FileOutboxStorage.decode(split.entryFile) {
+            let again = FileOutboxStorage.attemptFile(base: split.base, entryFile: split.entryFile)
+            try check(FileOutboxStorage.splitAttempt(again).flatMap { FileOutboxStorage.decode($0.entryFile) } == entry, "an attempt file changed through split and join")
+        }
+        _ = FileOutboxStorage.checksum(inHeaderOf: data)
     }
 
     // MARK: BinaryCodec
