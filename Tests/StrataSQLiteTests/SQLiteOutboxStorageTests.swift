@@ -265,18 +265,23 @@ struct SQLiteOutboxStorageTests {
         }
         // What the earlier versions wrote after a conflict gave `first` a new key: a second row
         // under "<id>-r1", beside the first one's.
+        /// Inserts `entry`'s row keyed by its idempotency key, as the earlier versions did.
+        func insertKeyedByItsKey(_ entry: OutboxEntry) async throws {
+            let (key, bytes, sequence) = (entry.idempotencyKey, try entry.encodedForStorage(), Int64(entry.sequence))
+            try await rawConnection(path).write { db in
+                try db.execute(
+                    sql: """
+                        INSERT INTO strata_outbox_entries (id, sequence, scope, kind, state, attempts, created_at, next_attempt_at, entry)
+                        VALUES (?, ?, 's', 'note', 'pending', 0, 0, 0, ?)
+                        """,
+                    arguments: [key, sequence, bytes])
+            }
+        }
         var revised = first
         revised.keyRevision = 1
         revised.attempts = 2
-        let encoded = try revised.encodedForStorage()
-        let revisedKey = revised.idempotencyKey
+        try await insertKeyedByItsKey(revised)
         try await rawConnection(path).write { db in
-            try db.execute(
-                sql: """
-                    INSERT INTO strata_outbox_entries (id, sequence, scope, kind, state, attempts, created_at, next_attempt_at, entry)
-                    VALUES (?, 1, 's', 'note', 'pending', 2, 0, 0, ?)
-                    """,
-                arguments: [revisedKey, encoded])
             try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = 'strata.outbox.v3'")
         }
         let reopened = try SQLiteOutboxStorage(path: path, logger: quietLogger)
@@ -293,15 +298,7 @@ struct SQLiteOutboxStorageTests {
         // read, and removed with it.
         var third = OutboxEntry(id: UUID(), sequence: 3, scope: "s", kind: "note", payload: Data("3".utf8), createdAt: created)
         third.keyRevision = 2
-        let (thirdKey, thirdBytes) = (third.idempotencyKey, try third.encodedForStorage())
-        try await rawConnection(path).write { db in
-            try db.execute(
-                sql: """
-                    INSERT INTO strata_outbox_entries (id, sequence, scope, kind, state, attempts, created_at, next_attempt_at, entry)
-                    VALUES (?, 3, 's', 'note', 'pending', 0, 0, 0, ?)
-                    """,
-                arguments: [thirdKey, thirdBytes])
-        }
+        try await insertKeyedByItsKey(third)
         #expect(try await reopened.loadAll().sorted { $0.sequence < $1.sequence } == [other, third])
         try await reopened.removeDelivered(third.id)
         #expect(try await reopened.loadAll() == [other])
