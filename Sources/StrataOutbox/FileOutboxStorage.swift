@@ -243,6 +243,15 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
         return String(line.dropFirst(magic.count))
     }
 
+    /// What an attempt may name as its base to count beside the unreadable entry file `contents`:
+    /// the checksum in its header, and the checksum of what follows the header (the body may be whole
+    /// and the header's digits what rotted); `nil` when the header does not read at all, and then
+    /// any base is taken.
+    static func acceptedBases(besideUnreadable contents: Data) -> Set<String>? {
+        guard let header = checksum(inHeaderOf: contents) else { return nil }
+        return [header, SHA256.hexDigest(of: contents.dropFirst(headerLength))]
+    }
+
     /// The entry in an attempt file's bytes, when they are whole, of the id `name`, and based on the
     /// entry file whose checksum is `base` (any, when `nil`).
     private func decodeAttempt(_ data: Data, name: String, base: String?) -> OutboxEntry? {
@@ -312,13 +321,30 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
         return attempt
     }
 
+    /// The entry in the attempt file at `path` whose entry file is gone, when it is whole and based
+    /// on a copy of that file set aside as unreadable (one of `names`): the write's one whole copy,
+    /// left when saving it in its place failed. `nil` otherwise: the write was removed, or the
+    /// attempt is older than what was set aside.
+    private func orphanAttempt(_ path: String, stem: String, names: [String]) -> OutboxEntry? {
+        guard let data = try? POSIXFile.read(path)?.data, let split = Self.splitAttempt(data) else { return nil }
+        let copies = names.filter { $0.hasPrefix(stem + "." + Self.fileExtension + ".unreadable") }
+        let based = copies.contains { copy in
+            guard let contents = try? POSIXFile.read(file(copy))?.data else { return false }
+            return Self.acceptedBases(besideUnreadable: contents)?.contains(split.base) ?? true
+        }
+        return based ? decode(split.entryFile, name: stem) : nil
+    }
+
     /// Sets the unreadable entry file at `path` (the file `inode`, which held `contents`) aside,
     /// unless another reader did already; when the entry's attempt file (`name`) holds a whole
     /// version of it based on that file (any, when its header is unreadable too), that version is
     /// saved again as the entry's file (flushed) and returned.
     private func setAside(_ path: String, inode: UInt64, contents: Data, keepingAttemptOf name: String) -> OutboxEntry? {
-        let base = Self.checksum(inHeaderOf: contents)
-        let attempt = (try? POSIXFile.read(file(name + "." + Self.attemptExtension))?.data).flatMap { decodeAttempt($0, name: name, base: base) }
+        let bases = Self.acceptedBases(besideUnreadable: contents)
+        let attempt = (try? POSIXFile.read(file(name + "." + Self.attemptExtension))?.data).flatMap { data -> OutboxEntry? in
+            guard let split = Self.splitAttempt(data), bases?.contains(split.base) ?? true else { return nil }
+            return decode(split.entryFile, name: name)
+        }
         // Another reader may have set it aside and saved the attempt in its place meanwhile: the
         // file at `path` is then a good one, left alone, and read.
         guard POSIXFile.inode(of: path) == inode else { return (try? POSIXFile.read(path)?.data).flatMap { decode($0, name: name) } }
@@ -366,8 +392,7 @@ public final class FileOutboxStorage: OutboxStorage, CustomStringConvertible {
                 // Otherwise the write was removed (an attempt renamed into place while another
                 // process removed it): removed too.
                 guard POSIXFile.isOlder(path, than: 60, now: now) else { continue }
-                let setAsideCopy = names.contains { $0.hasPrefix(stem + "." + Self.fileExtension + ".unreadable") }
-                if setAsideCopy, let contents = try? POSIXFile.read(path)?.data, let attempt = decodeAttempt(contents, name: stem, base: nil) {
+                if let attempt = orphanAttempt(path, stem: stem, names: names) {
                     if (try? saveNow(attempt)) != nil { entries.append(attempt) }
                 } else {
                     _ = POSIXFile.removeIfOlder(path, than: 60, now: now)

@@ -31,7 +31,7 @@ extension Outbox {
             guard let until = await claimShared(scope, report: &report) else { return report }
             claimedUntil = until
         }
-        var delivered: [OutboxEntry] = []
+        var delivered = DeliveredWrites()
         let release = await drainClaimed(scope, shared: shared, claimedUntil: claimedUntil, report: &report, delivered: &delivered)
         // In a task of its own, which the drain's cancellation (a shutdown) does not reach: a
         // cancelled storage call would fail, leaving a delivered write stored, to be sent again.
@@ -43,7 +43,7 @@ extension Outbox {
     /// The loop of `drainScope(_:)` on a scope it holds; returns whether the claim is still to be
     /// released (not when renewing it failed). Delivered writes not removed yet are left in `delivered`.
     private func drainClaimed(
-        _ scope: String, shared: Bool, claimedUntil: Date?, report: inout OutboxDrainReport, delivered: inout [OutboxEntry]
+        _ scope: String, shared: Bool, claimedUntil: Date?, report: inout OutboxDrainReport, delivered: inout DeliveredWrites
     ) async -> Bool {
         var claimedUntil = claimedUntil
         while !Task.isCancelled {
@@ -78,12 +78,23 @@ extension Outbox {
         return true
     }
 
-    /// Removes the delivered writes whose removal was waiting for the next attempt save. One whose
-    /// removal failed (logged) stays in `delivered`, for the drain's last pass, which runs even
-    /// when the drain is cancelled; failing there too, it is sent again with its key after a relaunch.
-    private func removeDelivered(_ delivered: inout [OutboxEntry]) async {
+    /// The writes a drain delivered and has not removed from the storage yet.
+    struct DeliveredWrites: Sendable {
+        /// To remove with the next write's attempt.
+        var pending: [OutboxEntry] = []
+        /// Whose removal failed: tried again on their own, never inside an attempt's save (a
+        /// removal that keeps failing must not hold the next write back).
         var failed: [OutboxEntry] = []
-        for entry in delivered {
+
+        var isEmpty: Bool { pending.isEmpty && failed.isEmpty }
+    }
+
+    /// Removes the delivered writes not removed yet. One whose removal fails (logged once) is kept
+    /// in `delivered.failed` for the drain's last pass, which runs even when the drain is
+    /// cancelled; failing there too, it is sent again with its key after a relaunch.
+    private func removeDelivered(_ delivered: inout DeliveredWrites) async {
+        var failed: [OutboxEntry] = []
+        for entry in delivered.pending {
             do {
                 try await storage.removeDelivered(entry.id)
             } catch {
@@ -94,17 +105,21 @@ extension Outbox {
                 failed.append(entry)
             }
         }
-        delivered = failed
+        for entry in delivered.failed where (try? await storage.removeDelivered(entry.id)) == nil {
+            failed.append(entry)
+        }
+        delivered = DeliveredWrites(pending: [], failed: failed)
     }
 
     /// `removeDelivered(_:)` in a task of its own, which the drain's cancellation (a shutdown) does
     /// not reach: a storage call made in a cancelled task fails.
-    private func removeDeliveredShielded(_ delivered: inout [OutboxEntry]) async {
-        let pending = delivered
+    private func removeDeliveredShielded(_ delivered: inout DeliveredWrites) async {
+        guard !delivered.isEmpty else { return }
+        let left = delivered
         delivered = await Task {
-            var pending = pending
-            await self.removeDelivered(&pending)
-            return pending
+            var left = left
+            await self.removeDelivered(&left)
+            return left
         }.value
     }
 
@@ -258,7 +273,7 @@ extension Outbox {
     }
 
     /// One write (its attempt already counted), through its handler, with what the failure classes ask for.
-    private func deliver(_ entry: OutboxEntry, delivered: inout [OutboxEntry]) async -> Outcome {
+    private func deliver(_ entry: OutboxEntry, delivered: inout DeliveredWrites) async -> Outcome {
         guard let registration = registration(for: entry.kind) else {
             // The machine saw the kind registered, and registrations are never removed.
             preconditionFailure("outbox: no registration for a kind the state machine knows")
@@ -379,15 +394,15 @@ extension Outbox {
 
     /// Saves an attempt of `entry` (a count or a backoff) with ``OutboxStorage/saveAttempt(_:)``, a
     /// write a storage may commit without a flush (losing it to a power failure only sends the
-    /// write once more), removing the `delivered` writes in the same step; `false` (logged) when
-    /// the storage failed, and then `delivered` are left to be removed later.
-    func persistAttempt(_ entry: OutboxEntry, removing delivered: inout [OutboxEntry]) async -> Bool {
+    /// write once more), removing the delivered writes waiting for it (`delivered.pending`) in the
+    /// same step; `false` (logged) when the storage failed, and then they are left to be removed later.
+    func persistAttempt(_ entry: OutboxEntry, removing delivered: inout DeliveredWrites) async -> Bool {
         do {
-            if delivered.isEmpty {
+            if delivered.pending.isEmpty {
                 try await storage.saveAttempt(entry)
             } else {
-                try await storage.saveAttempt(entry, removingDelivered: delivered.map(\.id))
-                delivered.removeAll()
+                try await storage.saveAttempt(entry, removingDelivered: delivered.pending.map(\.id))
+                delivered.pending.removeAll()
             }
             return true
         } catch {
@@ -428,7 +443,7 @@ extension Outbox {
         return .parked
     }
 
-    private func complete(_ entry: OutboxEntry, _ receipt: Receipt, delivered: inout [OutboxEntry]) async -> Outcome {
+    private func complete(_ entry: OutboxEntry, _ receipt: Receipt, delivered: inout DeliveredWrites) async -> Outcome {
         // The writes queued behind it are rewritten (a server-assigned id) and saved *before* the
         // delivered write is removed: a crash in between sends the delivered write again with the
         // same key, the server answers it from its record, and the rewrite runs again. Removed
@@ -456,7 +471,7 @@ extension Outbox {
         }
         // Removed with the next write's attempt when one follows in the scope; otherwise now, before
         // anyone hears it was delivered (`waitUntilDrained` returns, and the app may then exit).
-        delivered.append(entry)
+        delivered.pending.append(entry)
         if state.withLock({ $0.machine.queued(after: entry.id).isEmpty }) { await removeDeliveredShielded(&delivered) }
         state.withLock { state in
             state.machine.delivered(entry.id)

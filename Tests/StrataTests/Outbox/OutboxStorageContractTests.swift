@@ -122,21 +122,33 @@ struct OutboxStorageContractTests {
         let attemptFile = entryFile.deletingPathExtension().appendingPathExtension("attempt")
         var attempted = entry
         attempted.attempts = 4
+        // Rot of the whole file, of a digit of its header's checksum, of a byte of its body.
+        let damages: [(String, (inout Data) -> Void)] = [
+            ("whole", { $0 = Data("rotten".utf8) }),
+            ("header", { $0[$0.startIndex + 20] = $0[$0.startIndex + 20] == UInt8(ascii: "0") ? UInt8(ascii: "1") : UInt8(ascii: "0") }),
+            ("body", { $0[$0.endIndex - 3] ^= 0x01 }),
+        ]
+        var reads = 0
         for read in ["entry", "loadAll"] {
+            for (name, damage) in damages {
+            reads += 1
             try await storage.save(entry)
             try await storage.saveAttempt(attempted)
-            try Data("rotten".utf8).write(to: entryFile)
+            var bytes = try Data(contentsOf: entryFile)
+            damage(&bytes)
+            try bytes.write(to: entryFile)
             let reopened = FileOutboxStorage(directory: directory.url, logger: logs.logger)
             let found = read == "entry" ? try await reopened.entry(entry.id) : try await reopened.loadAll().first
-            #expect(found == attempted, "\(read)")
+            #expect(found == attempted, "\(read), \(name)")
             #expect(try await FileOutboxStorage(directory: directory.url).entry(entry.id) == attempted, "saved again in its place")
             #expect(!FileManager.default.fileExists(atPath: attemptFile.path))
             let names = try FileManager.default.contentsOfDirectory(atPath: directory.url.path)
             #expect(names.contains { $0.hasPrefix(Self.fileName(entry.id) + ".unreadable") }, "the rotten file is kept aside: \(names)")
             try await storage.remove(entry.id)
             for name in names where name.contains(".unreadable") { try FileManager.default.removeItem(at: directory.url.appendingPathComponent(name)) }
+            }
         }
-        #expect(logs.entries.filter { $0.message.contains("its latest attempt was whole") }.count == 2)
+        #expect(logs.entries.filter { $0.message.contains("its latest attempt was whole") }.count == reads)
 
         // An attempt whose entry file was set aside, and saving it in its place failed: left alone
         // while young (a removal in another process may be between its two steps), saved once old.

@@ -168,17 +168,28 @@ enum StorageTargets {
             guard let split = FileOutboxStorage.splitAttempt(attempt), split.base == base, FileOutboxStorage.decode(split.entryFile) == entry else {
                 throw PropertyViolation("an attempt file does not read back as its base and its entry")
             }
+            // It counts beside a rotten copy of that file only when based on it (the checksum in the
+            // header, or of the body when the header's digits rotted), not on another.
+            guard let bases = FileOutboxStorage.acceptedBases(besideUnreadable: file), bases.contains(base) else {
+                throw PropertyViolation("an attempt does not count beside the entry file it is based on")
+            }
+            let digit = 16 + Int(bytes.first ?? 0) % 64
+            var other = Array(base.utf8)
+            other[digit - 16] = other[digit - 16] == UInt8(ascii: "0") ? UInt8(ascii: "1") : UInt8(ascii: "0")
+            try check(!bases.contains(String(decoding: other, as: UTF8.self)), "an attempt based on another entry file counts")
+            var rotten = file
+            rotten[rotten.startIndex + digit] = other[digit - 16]
+            try check(
+                FileOutboxStorage.acceptedBases(besideUnreadable: rotten)?.contains(base) == true,
+                "an attempt does not count beside its entry file whose header's digit \(digit) rotted")
             let attemptCut = attempt.count - 1 - Int(bytes.first ?? 0) % (file.count / 2)
             try check(
                 FileOutboxStorage.splitAttempt(attempt.prefix(attemptCut)).flatMap { FileOutboxStorage.decode($0.entryFile) } == nil,
                 "an attempt file cut at \(attemptCut) of \(attempt.count) bytes holds an entry")
         }
-        // Any bytes as an attempt file or an entry file's header: refused or read, never a crash.
-        if let split = FileOutboxStorage.splitAttempt(data), let entry = FileOutboxStorage.decode(split.entryFile) {
-            let again = FileOutboxStorage.attemptFile(base: split.base, entryFile: split.entryFile)
-            try check(FileOutboxStorage.splitAttempt(again).flatMap { FileOutboxStorage.decode($0.entryFile) } == entry, "an attempt file changed through split and join")
-        }
-        _ = FileOutboxStorage.checksum(inHeaderOf: data)
+        // Any bytes as an attempt file, or as an unreadable entry file beside one: refused or read, never a crash.
+        if let split = FileOutboxStorage.splitAttempt(data) { _ = FileOutboxStorage.decode(split.entryFile) }
+        _ = FileOutboxStorage.acceptedBases(besideUnreadable: data)
     }
 
     // MARK: BinaryCodec
