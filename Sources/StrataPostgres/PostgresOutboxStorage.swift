@@ -239,14 +239,23 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
     ///   or the statement fails; the previous row is then untouched.
     @concurrent
     public func save(_ entry: OutboxEntry) async throws {
-        let encoded: Data
+        try await upsert(entry, removing: [])
+    }
+
+    /// `entry` encoded for its row, or the `StoreError` (`.insert`) that says why it does not encode.
+    private func encoded(_ entry: OutboxEntry) throws -> Data {
         do {
-            encoded = try entry.encodedForStorage()
+            return try entry.encodedForStorage()
         } catch {
             throw StoreError(store: description, operation: .insert, key: entry.idempotencyKey, reason: "entry does not encode: \(error)", underlying: error)
         }
+    }
+
+    /// Upserts `entry`'s row, deleting the rows of `removed` in the same statement.
+    private func upsert(_ entry: OutboxEntry, removing removed: [UUID]) async throws {
+        let encoded = try encoded(entry)
         try await connections.perform(.insert, key: entry.idempotencyKey) { [table] connection, logger in
-            try await Self.upsert(entry, encoded: encoded, into: table, on: connection, logger: logger)
+            try await Self.upsert(entry, encoded: encoded, into: table, removing: removed, on: connection, logger: logger)
         }
     }
 
@@ -260,14 +269,7 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
             if let entry = entries.first { try await save(entry) }
             return
         }
-        var rows: [(OutboxEntry, Data)] = []
-        for entry in entries {
-            do {
-                rows.append((entry, try entry.encodedForStorage()))
-            } catch {
-                throw StoreError(store: description, operation: .insert, key: entry.idempotencyKey, reason: "entry does not encode: \(error)", underlying: error)
-            }
-        }
+        let rows = try entries.map { ($0, try encoded($0)) }
         try await connections.perform(.insert, key: entries[0].idempotencyKey) { [table, rows] connection, logger in
             try await connection.transactionUnlessClosed(logger: logger) { connection in
                 for (entry, encoded) in rows {
@@ -305,16 +307,7 @@ public final class PostgresOutboxStorage: OutboxStorage, Sendable, CustomStringC
     ///   or the statement fails; no row is then changed.
     @concurrent
     public func saveAttempt(_ entry: OutboxEntry, removingDelivered delivered: [UUID]) async throws {
-        guard !delivered.isEmpty else { return try await saveAttempt(entry) }
-        let encoded: Data
-        do {
-            encoded = try entry.encodedForStorage()
-        } catch {
-            throw StoreError(store: description, operation: .insert, key: entry.idempotencyKey, reason: "entry does not encode: \(error)", underlying: error)
-        }
-        try await connections.perform(.insert, key: entry.idempotencyKey) { [table] connection, logger in
-            try await Self.upsert(entry, encoded: encoded, into: table, removing: delivered, on: connection, logger: logger)
-        }
+        try await upsert(entry, removing: delivered)
     }
 
     /// Removes the row with `id`; succeeds when there is none.

@@ -449,21 +449,22 @@ public final class SQLiteOutboxStorage: OutboxStorage, Sendable, CustomStringCon
     /// this storage opened (WAL, so a later flushed commit makes it durable too; a killed process
     /// loses nothing), and as a plain transaction on the application's database.
     private func writeUnflushed<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        guard opensOwnFile else { return try await writer.write(body) }
-        let level = self.level
-        return try await writer.writeWithoutTransaction { db -> T in
-            try Self.setLevel(1, of: db, known: level)
-            return try Self.transaction(db, body)
-        }
+        try await write(atLevel: 1, body)
     }
 
     /// Runs `body` in one write transaction that commits flushed: at `synchronous = FULL`, set
     /// first (and checked) unless it is already.
     private func writeFlushed<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await write(atLevel: 2, body)
+    }
+
+    /// `body` in one write transaction at `synchronous` level `wanted` (1 NORMAL, 2 FULL) on a file
+    /// this storage opened; a plain transaction on the application's database.
+    private func write<T: Sendable>(atLevel wanted: Int, _ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         guard opensOwnFile else { return try await writer.write(body) }
         let level = self.level
         return try await writer.writeWithoutTransaction { db -> T in
-            try Self.setLevel(2, of: db, known: level)
+            try Self.setLevel(wanted, of: db, known: level)
             return try Self.transaction(db, body)
         }
     }

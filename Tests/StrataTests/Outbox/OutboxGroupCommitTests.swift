@@ -311,14 +311,20 @@ final class NumberingRecordingStorage: OutboxStorage {
 
 @Suite("Outbox numbered saves", .timeLimit(.minutes(1)))
 struct OutboxNumberedSaveTests {
-    @Test("a numbered save whose outcome stays unknown is settled by enqueueing its id again: queued once, and the scope goes on")
-    func anUnknownOutcomeIsSettledByARetry() async throws {
-        let directory = try TemporaryDirectory(prefix: "strata-numbered")
-        defer { directory.remove() }
+    /// An offline outbox over a `NumberingRecordingStorage` in `directory`, its (empty) storage read.
+    static func offlineOutbox(in directory: TemporaryDirectory) async throws -> (NumberingRecordingStorage, Outbox) {
         let storage = NumberingRecordingStorage(directory: directory.appending("outbox"))
         let outbox = Outbox(storage: storage, name: "numbered")
         outbox.connectivityChanged(isOnline: false)
         _ = try await outbox.entries()
+        return (storage, outbox)
+    }
+
+    @Test("a numbered save whose outcome stays unknown is settled by enqueueing its id again: queued once, and the scope goes on")
+    func anUnknownOutcomeIsSettledByARetry() async throws {
+        let directory = try TemporaryDirectory(prefix: "strata-numbered")
+        defer { directory.remove() }
+        let (storage, outbox) = try await Self.offlineOutbox(in: directory)
         let id = UUID()
         storage.faults.withLock { $0 = (storeThenThrow: true, failReadBack: true) }
         await #expect {
@@ -340,10 +346,7 @@ struct OutboxNumberedSaveTests {
     func numberedAloneThenBatched() async throws {
         let directory = try TemporaryDirectory(prefix: "strata-numbered")
         defer { directory.remove() }
-        let storage = NumberingRecordingStorage(directory: directory.appending("outbox"))
-        let outbox = Outbox(storage: storage, name: "numbered")
-        outbox.connectivityChanged(isOnline: false)
-        _ = try await outbox.entries()
+        let (storage, outbox) = try await Self.offlineOutbox(in: directory)
         let alone = try await outbox.enqueue(kind: "post", scope: "s", payload: Data("alone".utf8))
         #expect(storage.calls == ["saveNumbered"])
         storage.holdNextNumberedSave()

@@ -65,13 +65,10 @@ struct OutboxStorageContractTests {
 
     @Test("FileOutboxStorage keeps a drain's attempt in a file of its own; a lost, torn or stale one reads as the entry's own version, a save or removal takes it away")
     func fileAttemptsLiveBesideTheEntry() async throws {
-        let directory = try TemporaryDirectory(prefix: "strata-file-outbox-attempt")
-        let logs = LogCapture()
-        let storage = FileOutboxStorage(directory: directory.url, logger: logs.logger)
+        let (directory, logs, storage) = try Self.attemptFixture()
         let entry = OutboxEntry(
             id: UUID(), sequence: 0, scope: "s", kind: "note", payload: Data("0".utf8), createdAt: Date(timeIntervalSince1970: 1_767_225_600))
-        let entryFile = directory.url.appendingPathComponent(Self.fileName(entry.id))
-        let attemptFile = entryFile.deletingPathExtension().appendingPathExtension("attempt")
+        let (entryFile, attemptFile) = Self.files(of: entry.id, in: directory)
         try await storage.save(entry)
         let saved = try Data(contentsOf: entryFile)
         var attempted = entry
@@ -113,13 +110,10 @@ struct OutboxStorageContractTests {
 
     @Test("FileOutboxStorage: an entry file that rots beside a whole attempt is set aside, and the attempt saved in its place; an attempt left alone is saved once old")
     func fileAttemptOutlivesARottenEntryFile() async throws {
-        let directory = try TemporaryDirectory(prefix: "strata-file-outbox-attempt")
-        let logs = LogCapture()
-        let storage = FileOutboxStorage(directory: directory.url, logger: logs.logger)
+        let (directory, logs, storage) = try Self.attemptFixture()
         let entry = OutboxEntry(
             id: UUID(), sequence: 0, scope: "s", kind: "note", payload: Data("0".utf8), createdAt: Date(timeIntervalSince1970: 1_767_225_600))
-        let entryFile = directory.url.appendingPathComponent(Self.fileName(entry.id))
-        let attemptFile = entryFile.deletingPathExtension().appendingPathExtension("attempt")
+        let (entryFile, attemptFile) = Self.files(of: entry.id, in: directory)
         var attempted = entry
         attempted.attempts = 4
         // Rot of the whole file, of a digit of its header's checksum, of a byte of its body.
@@ -170,6 +164,19 @@ struct OutboxStorageContractTests {
             #expect(try await storage.loadAll().isEmpty)
             #expect(!FileManager.default.fileExists(atPath: attemptFile.path))
         }
+    }
+
+    /// A file storage in a new directory, logging to a capture.
+    static func attemptFixture() throws -> (TemporaryDirectory, LogCapture, FileOutboxStorage) {
+        let directory = try TemporaryDirectory(prefix: "strata-file-outbox-attempt")
+        let logs = LogCapture()
+        return (directory, logs, FileOutboxStorage(directory: directory.url, logger: logs.logger))
+    }
+
+    /// The entry file and the attempt file of `id` in `directory`.
+    static func files(of id: UUID, in directory: TemporaryDirectory) -> (entry: URL, attempt: URL) {
+        let entryFile = directory.url.appendingPathComponent(fileName(id))
+        return (entryFile, entryFile.deletingPathExtension().appendingPathExtension("attempt"))
     }
 
     /// The bytes of an attempt file for `attempt`, based on `base`'s entry file, as the storage writes them.
